@@ -1,0 +1,77 @@
+# gpusight: `make lab` sets up and opens JupyterLab; `make test` runs every test.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+export PATH := $(BIN):$(PATH)
+# Debian's Chromium drives the UI tests; Playwright never downloads a browser of its own.
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
+CHROMIUM ?= /usr/bin/chromium
+
+.PHONY: lab check dev venv js test test-py test-ts test-ui test-wheel lint format clean
+
+lab: dev ## Set up everything and open JupyterLab on the examples
+	$(BIN)/jupyter lab --notebook-dir=examples
+
+check: dev ## Environment check in the terminal
+	$(BIN)/gpusight check
+
+# --- setup -------------------------------------------------------------------
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+# Build hooks off here: the extension is built by `make js` and linked by `develop`.
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	HATCH_BUILD_NO_HOOKS=true $(BIN)/python -m pip install -q -e ".[test]"
+	touch $@
+
+venv: $(VENV)/.installed
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch $@
+
+js: venv node_modules/.installed ## Build the TypeScript and the labextension
+	npm run build
+	$(BIN)/jupyter labextension develop --overwrite .
+
+dev: venv js
+
+# --- tests -------------------------------------------------------------------
+test: dev lint test-py test-ts test-wheel test-ui ## Run every test
+
+test-py: venv
+	$(BIN)/python -m pytest -q
+
+test-ts: node_modules/.installed
+	npm test
+
+test-wheel: js ## The wheel carries the prebuilt labextension and install.json
+	rm -rf dist && $(BIN)/python -m build --wheel --no-isolation -o dist . > /dev/null
+	$(BIN)/python scripts/check_wheel.py dist/*.whl
+
+ui-tests/node_modules/.installed: ui-tests/package.json ui-tests/package-lock.json
+	cd ui-tests && npm ci --no-audit --no-fund
+	touch $@
+
+$(CHROMIUM):
+	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; fi
+
+test-ui: dev ui-tests/node_modules/.installed $(CHROMIUM)
+	cd ui-tests && npx playwright test --workers=1
+
+lint: venv node_modules/.installed
+	$(BIN)/ruff check python_pkg benchmarks scripts
+	$(BIN)/ruff format --check python_pkg benchmarks scripts
+	$(BIN)/mypy
+	npm run lint
+
+format: venv node_modules/.installed
+	$(BIN)/ruff format python_pkg benchmarks scripts
+	$(BIN)/ruff check --fix python_pkg benchmarks scripts
+	npx prettier --write .
+
+clean:
+	rm -rf lib dist python_pkg/gpusight/labextension src/report/generated tsconfig.tsbuildinfo

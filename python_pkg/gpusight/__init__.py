@@ -1,0 +1,49 @@
+"""gpusight: why is my GPU idle, and what exactly do I change?
+
+Entry points (each returns a :class:`~gpusight.report.Report`):
+
+- ``gpusight.check()``: the environment doctor (no GPU needed).
+- ``%load_ext gpusight`` then ``%gpusight`` / ``%%gpusight`` in IPython and Jupyter.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._version import __version__
+from .report import Report, load_report
+from .report_schema import ReportValidationError
+
+__all__ = [
+    "Report",
+    "ReportValidationError",
+    "__version__",
+    "check",
+    "load_ipython_extension",
+    "load_report",
+    "unload_ipython_extension",
+]
+
+
+def check() -> Report:
+    """Walk the environment checklist and return a report (never raises for a broken setup)."""
+    from .doctor import check as _check
+
+    return _check()
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext gpusight``: registers the ``%gpusight`` and ``%%gpusight`` magics."""
+    from .jupyter.magics import register
+
+    register(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    from .jupyter.magics import unregister
+
+    unregister(ipython)
+
+
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    return [{"src": "labextension", "dest": "gpusight"}]

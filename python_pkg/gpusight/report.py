@@ -1,0 +1,222 @@
+"""The report model: findings, checks, benchmarks and the verdict, serialised to the schema."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ._version import __version__
+from .report_schema import SCHEMA_VERSION, ReportValidationError, validate
+
+Severity = Literal["info", "warn", "critical"]
+CheckStatus = Literal["pass", "warn", "fail", "info", "not_checked"]
+Scalar = str | int | float | bool | None
+
+SEVERITY_ORDER: dict[str, int] = {"critical": 0, "warn": 1, "info": 2}
+
+
+@dataclass
+class SourceLine:
+    file: str
+    line: int
+    code: str | None = None
+    count: int | None = None
+
+
+@dataclass
+class Evidence:
+    label: str
+    value: Scalar
+    unit: str | None = None
+    source: SourceLine | None = None
+
+
+@dataclass
+class Impact:
+    basis: Literal["measured", "estimated", "none"] = "none"
+    text: str = ""
+    speedup: float | None = None
+    recoverable_pct: float | None = None
+
+
+@dataclass
+class Fix:
+    text: str
+    snippet_id: str | None = None
+    code: str | None = None
+    language: Literal["python", "shell", "text"] | None = None
+
+
+@dataclass
+class Finding:
+    id: str
+    severity: Severity
+    title: str
+    evidence: list[Evidence] = field(default_factory=list)
+    impact: Impact = field(default_factory=Impact)
+    fix: Fix = field(default_factory=lambda: Fix(text=""))
+    detail: str | None = None
+    gpu_index: int | None = None
+
+
+@dataclass
+class Check:
+    id: str
+    label: str
+    status: CheckStatus
+    value: str
+    detail: str | None = None
+    finding_id: str | None = None
+
+
+@dataclass
+class Benchmark:
+    id: str
+    label: str
+    value: float | None
+    unit: str
+    ceiling: float | None = None
+    ceiling_source: str | None = None
+    spread: tuple[float, float] | None = None
+    repeats: int | None = None
+    params: dict[str, Scalar] | None = None
+    skipped: str | None = None
+    series: list[dict[str, Any]] | None = None
+
+
+@dataclass
+class Verdict:
+    bottleneck: str = "none"
+    gpu_busy_pct: float | None = None
+    summary: str = ""
+
+
+@dataclass
+class WhatIf:
+    change: str
+    before_ms: float | None
+    after_ms: float | None
+    speedup: float | None
+    finding_id: str | None = None
+    params: dict[str, Scalar] | None = None
+    noise_pct: float | None = None
+    skipped: str | None = None
+    series: list[dict[str, Any]] | None = None
+
+
+def _drop_none(value: Any) -> Any:
+    """Dataclass -> JSON-ready value; optional fields left as None are omitted."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            f.name: _drop_none(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            if getattr(value, f.name) is not None
+        }
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_drop_none(v) for v in value]
+    return value
+
+
+def sort_findings(findings: list[Finding]) -> list[Finding]:
+    """Largest recoverable share first, then severity, then catalogue id for a stable order."""
+
+    def key(f: Finding) -> tuple[float, int, str]:
+        share = f.impact.recoverable_pct or 0.0
+        speed = f.impact.speedup or 1.0
+        return (-max(share, (1 - 1 / speed) * 100 if speed > 1 else 0.0), SEVERITY_ORDER[f.severity], f.id)
+
+    return sorted(findings, key=key)
+
+
+@dataclass
+class Report:
+    """A gpusight report. ``to_dict()`` is always schema-valid (``validate()`` proves it)."""
+
+    kind: str
+    machine: dict[str, Any]
+    checks: list[Check] = field(default_factory=list)
+    benchmarks: list[Benchmark] = field(default_factory=list)
+    verdict: Verdict = field(default_factory=Verdict)
+    findings: list[Finding] = field(default_factory=list)
+    what_if: list[WhatIf] = field(default_factory=list)
+    run: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+    title: str | None = None
+    created_at: str = field(
+        default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "gpusight_version": __version__,
+            "kind": self.kind,
+            "created_at": self.created_at,
+        }
+        if self.title is not None:
+            out["title"] = self.title
+        out.update(
+            machine=self.machine,
+            checks=_drop_none(self.checks),
+            benchmarks=_drop_none(self.benchmarks),
+            run=self.run,
+            verdict=_drop_none(self.verdict) | {"gpu_busy_pct": self.verdict.gpu_busy_pct},
+            findings=_drop_none(sort_findings(self.findings)),
+            what_if=_drop_none(self.what_if),
+            notes=list(self.notes),
+        )
+        return out
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+    def validate(self) -> None:
+        validate(self.to_dict())
+
+    def save(self, path: str | Path) -> Path:
+        """Write the report as JSON after validating it."""
+        data = self.to_dict()
+        validate(data)
+        p = Path(path)
+        p.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n", "utf-8")
+        return p
+
+    def finding(self, finding_id: str) -> Finding | None:
+        return next((f for f in self.findings if f.id == finding_id), None)
+
+    @property
+    def finding_ids(self) -> list[str]:
+        return [f.id for f in sort_findings(self.findings)]
+
+    def _repr_json_(self) -> dict[str, Any]:
+        return self.to_dict()
+
+
+def load_report(source: str | Path | dict[str, Any]) -> dict[str, Any]:
+    """Read a report (path, JSON text or dict) and validate it; returns the plain dict.
+
+    Raises ReportValidationError naming the offending field, or for unreadable JSON.
+    """
+    if isinstance(source, dict):
+        data: Any = source
+    else:
+        text = str(source)
+        if isinstance(source, Path) or not text.lstrip().startswith("{"):
+            try:
+                text = Path(source).read_text("utf-8")
+            except OSError as exc:
+                raise ReportValidationError(f"cannot read report {source}: {exc.strerror}") from exc
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ReportValidationError(
+                f"report is not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}"
+            ) from exc
+    validate(data)
+    return dict(data)
