@@ -1,15 +1,43 @@
-import {
+import type {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
+
+/** The plugin id; also the key of its settings (schema/plugin.json). */
+const PLUGIN_ID = 'gpusight:plugin';
 
 /** The gpusight labextension: one plugin. */
 const plugin: JupyterFrontEndPlugin<void> = {
-  id: 'gpusight:plugin',
-  description: 'Why is my GPU idle? Report widget, sidebar monitor and fix cards.',
+  id: PLUGIN_ID,
+  description:
+    'Why is my GPU idle? Report widget, sidebar monitor and fix cards.',
   autoStart: true,
-  activate: (_app: JupyterFrontEnd) => {
+  // Optional: gpusight works with its defaults where no setting registry is available.
+  optional: [ISettingRegistry],
+  activate: (
+    _app: JupyterFrontEnd,
+    settingRegistry: ISettingRegistry | null
+  ) => {
     console.log('gpusight extension activated');
+    if (!settingRegistry) {
+      return;
+    }
+    settingRegistry
+      .load(PLUGIN_ID)
+      .then(settings => {
+        const log = () =>
+          console.debug('gpusight settings', settings.composite);
+        log();
+        settings.changed.connect(log);
+      })
+      .catch(reason => {
+        // A broken user settings file must not stop the extension: the defaults still apply.
+        console.warn(
+          'gpusight: settings could not be loaded, using the defaults.',
+          reason
+        );
+      });
   }
 };
 
