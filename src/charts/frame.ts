@@ -1,0 +1,47 @@
+/**
+ * The SVG root every chart draws into. Charts own only the element they are given: they clear it,
+ * append one <svg>, and never reach outside it.
+ */
+import { select, type Selection } from 'd3-selection';
+
+export type Svg = Selection<SVGSVGElement, unknown, null, undefined>;
+
+export interface FrameOptions {
+  width: number;
+  height: number;
+  /** Accessible name: what the chart shows. */
+  label: string;
+  /** Accessible description: the chart's content in a sentence or two. */
+  description: string;
+  /** jp-Gpusight* class of the chart. */
+  className: string;
+}
+
+/** Width used when the host cannot measure itself (hidden, not yet attached, or a test DOM). */
+export const DEFAULT_WIDTH = 640;
+
+export function chartWidth(measured: number | undefined): number {
+  return measured && measured > 120 ? Math.floor(measured) : DEFAULT_WIDTH;
+}
+
+/** Clears `container` and returns a fresh, labelled <svg> inside it. */
+export function chartFrame(container: Element, opts: FrameOptions): Svg {
+  container.replaceChildren();
+  const svg = select(container)
+    .append('svg')
+    .attr('class', `jp-GpusightChart ${opts.className}`)
+    .attr('width', opts.width)
+    .attr('height', opts.height)
+    .attr('viewBox', `0 0 ${opts.width} ${opts.height}`)
+    .attr('role', 'img')
+    .attr('aria-label', opts.label);
+  // <title>/<desc> carry the same text for tools that read them rather than aria-label.
+  svg.append('title').text(opts.label);
+  svg.append('desc').text(opts.description);
+  return svg;
+}
+
+/** Rough text width for deciding whether a label fits inside a bar (no layout needed). */
+export function approxTextWidth(text: string, fontPx = 11): number {
+  return text.length * fontPx * 0.6;
+}

@@ -1,0 +1,64 @@
+// @vitest-environment happy-dom
+import { describe, expect, it } from 'vitest';
+import { renderSpeedups, speedupRows, speedupScale } from './speedups';
+
+const whatIfs = [
+  {
+    change: 'pin_memory=True',
+    before_ms: 84.2,
+    after_ms: 59.7,
+    speedup: 1.41,
+    noise_pct: 2
+  },
+  {
+    change: 'channels_last',
+    before_ms: 84.2,
+    after_ms: 86.0,
+    speedup: 0.98,
+    noise_pct: 3
+  },
+  {
+    change: 'batch 512',
+    before_ms: 84.2,
+    after_ms: null,
+    speedup: null,
+    skipped: 'OOM'
+  }
+];
+
+describe('speedupRows', () => {
+  it('turns the noise band into a speedup band', () => {
+    const rows = speedupRows(whatIfs);
+    expect(rows[0].band?.[0]).toBeCloseTo(1.41 * 0.98, 6);
+    expect(rows[0].band?.[1]).toBeCloseTo(1.41 * 1.02, 6);
+    expect(rows[0].text).toBe('1.41× (±2% noise): 84.2 ms → 59.7 ms per step');
+    expect(rows[2].skipped).toBe('OOM');
+  });
+});
+
+describe('renderSpeedups', () => {
+  it('draws bars from 1× with whiskers, leftwards for a slowdown', () => {
+    const el = document.createElement('div');
+    const rows = speedupRows(whatIfs);
+    renderSpeedups(el, rows, { width: 500, color: () => 'green' });
+    const x = speedupScale(rows, 500);
+    const bars = [...el.querySelectorAll('rect.jp-GpusightSpeedupsChart-bar')];
+    expect(bars.length).toBe(2);
+    expect(Number(bars[0].getAttribute('x'))).toBeCloseTo(x(1), 6);
+    expect(Number(bars[0].getAttribute('width'))).toBeCloseTo(
+      x(1.41) - x(1),
+      6
+    );
+    // The slowdown ends at 0.98× and runs to 1×.
+    expect(Number(bars[1].getAttribute('x'))).toBeCloseTo(x(0.98), 6);
+    const whiskers = [
+      ...el.querySelectorAll('path.jp-GpusightSpeedupsChart-whisker')
+    ];
+    expect(whiskers.length).toBe(2);
+    expect(whiskers[0].getAttribute('d')).toContain(`M${x(1.41 * 0.98)},`);
+    const labels = [
+      ...el.querySelectorAll('text.jp-GpusightSpeedupsChart-label')
+    ].map(t => t.textContent);
+    expect(labels[2]).toBe('batch 512: skipped: OOM');
+  });
+});

@@ -1,0 +1,43 @@
+// @vitest-environment happy-dom
+import { describe, expect, it } from 'vitest';
+import { renderSweep, useLogX } from './sweep';
+
+describe('renderSweep', () => {
+  it('uses a log axis for a wide sweep and breaks the line at a failed point', () => {
+    const points = [
+      { x: 1048576, y: 21.7, label: '1 MiB' },
+      { x: 16777216, y: 48.9, label: '16 MiB' },
+      { x: 134217728, y: null, label: 'timed out' },
+      { x: 268435456, y: 54.8, label: '256 MiB' }
+    ];
+    expect(useLogX(points)).toBe(true);
+    const el = document.createElement('div');
+    renderSweep(el, points, {
+      width: 400,
+      title: 'H2D copy sweep',
+      xLabel: 'Transfer size (bytes)',
+      yLabel: 'GB/s',
+      color: 'blue'
+    });
+    expect(el.querySelectorAll('circle').length).toBe(3);
+    const d =
+      el.querySelector('path.jp-GpusightSweepChart-line')?.getAttribute('d') ??
+      '';
+    expect(d.match(/M/g)?.length).toBe(2);
+    expect(
+      el.querySelector('.jp-GpusightChart-axisLabel.jp-mod-x')?.textContent
+    ).toBe('Transfer size (bytes) (log)');
+    expect(el.querySelector('desc')?.textContent).toBe(
+      '1 MiB: 21.7 GB/s; 16 MiB: 48.9 GB/s; timed out: failed; 256 MiB: 54.8 GB/s.'
+    );
+  });
+
+  it('keeps a linear axis for a narrow sweep', () => {
+    expect(
+      useLogX([
+        { x: 1, y: 2 },
+        { x: 16, y: 3 }
+      ])
+    ).toBe(false);
+  });
+});

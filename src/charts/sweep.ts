@@ -1,0 +1,161 @@
+/**
+ * Sweep curves: a benchmark or a what-if measured over a parameter (copy size vs GB/s, DataLoader
+ * workers vs step time, batch size vs throughput). A log x axis when the sweep spans two decades.
+ */
+import { axisBottom, axisLeft } from 'd3-axis';
+import { scaleLinear, scaleLog } from 'd3-scale';
+import { format } from 'd3-format';
+import { chartFrame } from './frame';
+import { formatValue } from './format';
+
+export interface SweepPoint {
+  x: number;
+  y: number | null;
+  label?: string;
+}
+
+export interface SweepOptions {
+  width: number;
+  height?: number;
+  title: string;
+  xLabel: string;
+  yLabel: string;
+  color: string;
+}
+
+const MARGIN = { top: 10, right: 14, bottom: 36, left: 52 };
+
+/** Whether the sweep should use a log x axis. */
+export function useLogX(points: SweepPoint[]): boolean {
+  const xs = points.map(p => p.x);
+  const lo = Math.min(...xs);
+  const hi = Math.max(...xs);
+  return lo > 0 && hi / lo >= 100;
+}
+
+export function sweepText(
+  points: SweepPoint[],
+  xLabel: string,
+  yLabel: string
+): string {
+  return points
+    .map(p => {
+      const x = p.label ?? `${xLabel} ${formatValue(p.x, '')}`;
+      return `${x}: ${p.y === null ? 'failed' : formatValue(p.y, yLabel)}`;
+    })
+    .join('; ');
+}
+
+export function renderSweep(
+  container: Element,
+  points: SweepPoint[],
+  opts: SweepOptions
+): void {
+  const width = opts.width;
+  const height = opts.height ?? 180;
+  const innerW = Math.max(10, width - MARGIN.left - MARGIN.right);
+  const innerH = Math.max(10, height - MARGIN.top - MARGIN.bottom);
+  const sorted = [...points]
+    .filter(p => Number.isFinite(p.x))
+    .sort((a, b) => a.x - b.x);
+  const svg = chartFrame(container, {
+    width,
+    height,
+    label: opts.title,
+    description: sorted.length
+      ? sweepText(sorted, opts.xLabel, opts.yLabel) + '.'
+      : 'No points.',
+    className: 'jp-GpusightSweepChart'
+  });
+  const xs = sorted.map(p => p.x);
+  const ys = sorted.flatMap(p =>
+    p.y === null || !Number.isFinite(p.y) ? [] : [p.y]
+  );
+  const log = useLogX(sorted);
+  const xDomain: [number, number] = xs.length
+    ? [Math.min(...xs), Math.max(...xs)]
+    : [0, 1];
+  if (xDomain[0] === xDomain[1]) {
+    xDomain[0] -= log ? xDomain[0] / 2 : 1;
+    xDomain[1] += log ? xDomain[1] : 1;
+  }
+  const x = (log ? scaleLog() : scaleLinear())
+    .domain(xDomain)
+    .range([0, innerW]);
+  const y = scaleLinear()
+    .domain([0, (ys.length ? Math.max(...ys) : 1) * 1.1 || 1])
+    .nice()
+    .range([innerH, 0]);
+  const root = svg
+    .append('g')
+    .attr('transform', `translate(${MARGIN.left},${MARGIN.top})`);
+  const xAxis = axisBottom(x)
+    .ticks(Math.max(2, Math.floor(innerW / 80)))
+    .tickFormat(d => format('~s')(+d));
+  if (log) {
+    // Powers of ten only: a log axis labelled at 2, 3, 4... crowds out the numbers that matter.
+    const decades = x
+      .ticks()
+      .filter(v => Math.abs(Math.log10(v) - Math.round(Math.log10(v))) < 1e-9);
+    xAxis.tickValues(decades.length >= 2 ? decades : xs);
+  }
+  root
+    .append('g')
+    .attr('class', 'jp-GpusightChart-axis jp-mod-x')
+    .attr('transform', `translate(0,${innerH})`)
+    .call(xAxis);
+  root
+    .append('g')
+    .attr('class', 'jp-GpusightChart-axis jp-mod-y')
+    .call(
+      axisLeft(y)
+        .ticks(4)
+        .tickFormat(d => format('~s')(+d))
+    );
+  root
+    .append('text')
+    .attr('class', 'jp-GpusightChart-axisLabel jp-mod-x')
+    .attr('x', innerW / 2)
+    .attr('y', innerH + 30)
+    .attr('text-anchor', 'middle')
+    .text(opts.xLabel + (log ? ' (log)' : ''));
+  root
+    .append('text')
+    .attr('class', 'jp-GpusightChart-axisLabel jp-mod-y')
+    .attr('transform', `translate(-40,${innerH / 2}) rotate(-90)`)
+    .attr('text-anchor', 'middle')
+    .text(opts.yLabel);
+
+  // The line breaks where a point failed (y null), so a gap never looks like a measurement.
+  let d = '';
+  let pen = false;
+  for (const p of sorted) {
+    if (p.y === null || !Number.isFinite(p.y)) {
+      pen = false;
+      continue;
+    }
+    d += `${pen ? 'L' : 'M'}${x(p.x).toFixed(1)},${y(p.y).toFixed(1)}`;
+    pen = true;
+  }
+  root
+    .append('path')
+    .attr('class', 'jp-GpusightSweepChart-line')
+    .attr('d', d)
+    .style('fill', 'none')
+    .style('stroke', opts.color);
+  const dot = root
+    .selectAll('g.jp-GpusightSweepChart-point')
+    .data(sorted.filter(p => p.y !== null && Number.isFinite(p.y)))
+    .join('g')
+    .attr('class', 'jp-GpusightSweepChart-point')
+    .attr('transform', p => `translate(${x(p.x)},${y(p.y as number)})`);
+  dot
+    .append('circle')
+    .attr('r', 3.5)
+    .style('fill', opts.color)
+    .append('title')
+    .text(
+      p =>
+        `${p.label ?? `${opts.xLabel} ${p.x}`}: ${formatValue(p.y as number, opts.yLabel)}`
+    );
+}
