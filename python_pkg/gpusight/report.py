@@ -108,13 +108,20 @@ class WhatIf:
     series: list[dict[str, Any]] | None = None
 
 
+def _required(f: dataclasses.Field[Any]) -> bool:
+    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+
+
 def _drop_none(value: Any) -> Any:
-    """Dataclass -> JSON-ready value; optional fields left as None are omitted."""
+    """Dataclass -> JSON-ready value; optional fields left as None are omitted.
+
+    Fields without a default are required by the schema and kept even when None (an
+    Evidence whose value is null, a WhatIf that has no after_ms)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {
             f.name: _drop_none(getattr(value, f.name))
             for f in dataclasses.fields(value)
-            if getattr(value, f.name) is not None
+            if getattr(value, f.name) is not None or _required(f)
         }
     if isinstance(value, dict):
         return {k: _drop_none(v) for k, v in value.items()}
@@ -129,7 +136,11 @@ def sort_findings(findings: list[Finding]) -> list[Finding]:
     def key(f: Finding) -> tuple[float, int, str]:
         share = f.impact.recoverable_pct or 0.0
         speed = f.impact.speedup or 1.0
-        return (-max(share, (1 - 1 / speed) * 100 if speed > 1 else 0.0), SEVERITY_ORDER[f.severity], f.id)
+        return (
+            -max(share, (1 - 1 / speed) * 100 if speed > 1 else 0.0),
+            SEVERITY_ORDER[f.severity],
+            f.id,
+        )
 
     return sorted(findings, key=key)
 
@@ -196,6 +207,12 @@ class Report:
 
     def _repr_json_(self) -> dict[str, Any]:
         return self.to_dict()
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        """IPython's text form: the readable report, not the dataclass fields."""
+        from .text_report import render
+
+        p.text("Report(...)" if cycle else render(self).rstrip("\n"))
 
 
 def load_report(source: str | Path | dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,202 @@
+"""Fix snippets for what watching a run finds: input pipeline, syncs, copies, placement, precision.
+
+Importing this module adds its snippets to ``SNIPPETS``, so ``render``/``fix`` know them.
+Python templates use ``{name!r}`` where a literal goes (values stay valid Python) and plain
+``{name}`` only inside comments.
+"""
+
+from __future__ import annotations
+
+from .catalogue import SNIPPETS, Snippet
+
+WORKLOAD_SNIPPETS = [
+    Snippet(
+        "loader.workers",
+        "python",
+        "from torch.utils.data import DataLoader\n"
+        "\n"
+        "# Worker processes prepare the next batches while the GPU computes the current one;\n"
+        "# pinned batches copy asynchronously with .to(device, non_blocking=True).\n"
+        "loader = DataLoader(\n"
+        "    dataset,\n"
+        "    batch_size={batch_size!r},\n"
+        "    shuffle=True,\n"
+        "    num_workers={workers!r},\n"
+        "    pin_memory=True,\n"
+        "    persistent_workers=True,\n"
+        "    prefetch_factor=4,\n"
+        ")\n",
+        {"batch_size": 64, "workers": 8},
+    ),
+    Snippet(
+        "loop.augment_on_gpu",
+        "python",
+        "# The loop body does {cpu_ms} ms of CPU tensor work per step while the GPU waits.\n"
+        "# Either move the batch first and run the same transforms on the GPU ...\n"
+        "x = x.to(device, non_blocking=True)\n"
+        "x = augment(x)  # torch / torchvision.transforms.v2 ops accept CUDA tensors\n"
+        "\n"
+        "# ... or do them in Dataset.__getitem__ and let DataLoader workers run them:\n"
+        "loader = DataLoader(dataset, batch_size=batch_size, num_workers={workers!r}, pin_memory=True)\n",
+        {"cpu_ms": 12.5, "workers": 8},
+    ),
+    Snippet(
+        "batch.larger",
+        "python",
+        "# Each step launches the same kernels whatever the batch; at batch {batch_size} the\n"
+        "# launches, not the math, set the pace. Grow the batch (and scale the learning rate):\n"
+        "loader = DataLoader(dataset, batch_size={suggested!r}, shuffle=True, num_workers=4, pin_memory=True)\n",
+        {"batch_size": 8, "suggested": 256},
+    ),
+    Snippet(
+        "launch.compile",
+        "python",
+        "import torch\n"
+        "\n"
+        "# Fuse the many small kernels and replay the step as a CUDA graph: one launch instead\n"
+        "# of about {launches} per step.\n"
+        "model = torch.compile(model, mode='reduce-overhead')\n",
+        {"launches": 400},
+    ),
+    Snippet(
+        "precision.autocast",
+        "python",
+        "import torch\n"
+        "\n"
+        "torch.set_float32_matmul_precision('high')  # TF32 for the matmuls left in float32\n"
+        "scaler = torch.amp.GradScaler('cuda', enabled={dtype!r} == 'float16')\n"
+        "for x, y in loader:\n"
+        "    with torch.autocast('cuda', dtype=getattr(torch, {dtype!r})):\n"
+        "        loss = loss_fn(model(x), y)\n"
+        "    optimizer.zero_grad(set_to_none=True)\n"
+        "    scaler.scale(loss).backward()\n"
+        "    scaler.step(optimizer)\n"
+        "    scaler.update()\n",
+        {"dtype": "bfloat16"},
+    ),
+    Snippet(
+        "memory.channels_last",
+        "python",
+        "import torch\n"
+        "\n"
+        "# Tensor Core convolutions want NHWC; with NCHW cuDNN transposes around every conv.\n"
+        "model = model.to(memory_format=torch.channels_last)\n"
+        "for x, y in loader:\n"
+        "    x = x.to(device, non_blocking=True).to(memory_format=torch.channels_last)\n",
+    ),
+    Snippet(
+        "sync.defer_item",
+        "python",
+        "import torch\n"
+        "\n"
+        "# {site}: `{code}` makes the host wait for the GPU every step, so the GPU\n"
+        "# idles while the host prepares the next one. Keep the value on the GPU and read it\n"
+        "# every few steps:\n"
+        "running = torch.zeros((), device=device)\n"
+        "for step, (x, y) in enumerate(loader):\n"
+        "    loss = train_step(x, y)\n"
+        "    running += loss.detach()\n"
+        "    if step % {every!r} == 0:\n"
+        "        print(f'loss {{running.item() / {every!r}:.4f}}')\n"
+        "        running.zero_()\n",
+        {"site": "train.py:42", "code": "total += loss.item()", "every": 50},
+    ),
+    Snippet(
+        "copy.pin_memory",
+        "python",
+        "# {site}: non_blocking=True from pageable memory still blocks the host for the\n"
+        "# whole copy. Copy from pinned memory: let the DataLoader pin the batches ...\n"
+        "loader = DataLoader(dataset, batch_size=batch_size, num_workers=4, pin_memory=True)\n"
+        "for x, y in loader:\n"
+        "    x = x.to(device, non_blocking=True)\n"
+        "\n"
+        "# ... or pin a tensor you copy from again and again, once:\n"
+        "x_host = x_host.pin_memory()\n",
+        {"site": "train.py:17"},
+    ),
+    Snippet(
+        "placement.to_device",
+        "python",
+        "import torch\n"
+        "\n"
+        "device = torch.device({device!r})\n"
+        "model = model.to(device)  # before creating the optimizer\n"
+        "optimizer = torch.optim.AdamW(model.parameters())\n"
+        "for x, y in loader:\n"
+        "    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)\n",
+        {"device": "cuda"},
+    ),
+    Snippet(
+        "placement.one_device",
+        "python",
+        "# Parameters on {devices}: every step moves activations between them.\n"
+        "model = model.to(device)\n"
+        "x = x.to(device, non_blocking=True)\n",
+        {"devices": "cpu, cuda"},
+    ),
+    Snippet(
+        "parallel.ddp",
+        "python",
+        "# DataParallel copies the model to each GPU every step and runs them from one\n"
+        "# Python thread. On one GPU, drop the wrapper; on several, use DDP, one process per\n"
+        "# GPU (torchrun --nproc-per-node={gpus} train.py):\n"
+        "import os\n"
+        "\n"
+        "import torch\n"
+        "import torch.distributed as dist\n"
+        "\n"
+        "dist.init_process_group('nccl')\n"
+        "rank = int(os.environ['LOCAL_RANK'])\n"
+        "torch.cuda.set_device(rank)\n"
+        "model = torch.nn.parallel.DistributedDataParallel(model.to(rank), device_ids=[rank])\n"
+        "sampler = torch.utils.data.distributed.DistributedSampler(dataset)\n",
+        {"gpus": 1},
+    ),
+    Snippet(
+        "memory.larger_batch",
+        "python",
+        "# The step peaked at {peak_gib} GiB of {capacity_gib} GiB: room for a batch about\n"
+        "# {factor}x larger, which keeps the GPU busier per launch.\n"
+        "loader = DataLoader(dataset, batch_size={suggested!r}, shuffle=True, num_workers=4, pin_memory=True)\n",
+        {"peak_gib": 10.5, "capacity_gib": 80.0, "factor": 4, "suggested": 256},
+    ),
+    Snippet(
+        "memory.reduce",
+        "python",
+        "import os\n"
+        "\n"
+        "import torch\n"
+        "\n"
+        "# Peak {peak_gib} GiB of {capacity_gib} GiB. Less fragmentation (set before CUDA starts):\n"
+        "os.environ.setdefault('PYTORCH_CUDA_ALLOC_CONF', 'expandable_segments:True')\n"
+        "# Half the activation memory with autocast; recompute activations instead of storing:\n"
+        "with torch.autocast('cuda', dtype=torch.bfloat16):\n"
+        "    out = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)\n",
+        {"peak_gib": 76.0, "capacity_gib": 80.0},
+    ),
+    Snippet(
+        "infer.batch_requests",
+        "python",
+        "import torch\n"
+        "\n"
+        "# One request per forward leaves the GPU waiting on launches. Group requests:\n"
+        "with torch.inference_mode():\n"
+        "    for i in range(0, len(requests), {batch!r}):\n"
+        "        batch = torch.stack(requests[i : i + {batch!r}]).to(device, non_blocking=True)\n"
+        "        outputs = model(batch)\n",
+        {"batch": 64},
+    ),
+    Snippet(
+        "infer.inference_mode",
+        "python",
+        "import torch\n"
+        "\n"
+        "# Without it every forward records autograd history it never uses.\n"
+        "model.eval()\n"
+        "with torch.inference_mode():\n"
+        "    outputs = model(batch)\n",
+    ),
+]
+
+for _s in WORKLOAD_SNIPPETS:
+    SNIPPETS.setdefault(_s.id, _s)

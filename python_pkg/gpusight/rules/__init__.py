@@ -1,0 +1,1 @@
+"""Rules: evidence -> findings with catalogue ids. Pure functions of plain data; no torch here."""

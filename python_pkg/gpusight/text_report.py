@@ -1,0 +1,203 @@
+"""A report as readable terminal text: verdict, machine, checklist, findings with evidence and fix.
+
+Works on the report's dict form (the schema contract), so a loaded JSON file renders the same as
+a fresh report. ASCII only, so any terminal encoding can print it; colour is ANSI and only asked
+for when the output is a terminal (``use_color``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import textwrap
+from collections.abc import Mapping
+from typing import IO, Any
+
+from .report import Report
+
+_RESET = "\033[0m"
+_STYLES = {
+    "bold": "\033[1m",
+    "dim": "\033[2m",
+    "red": "\033[31m",
+    "green": "\033[32m",
+    "yellow": "\033[33m",
+    "cyan": "\033[36m",
+}
+STATUS_TAG = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "info": "INFO", "not_checked": "SKIP"}
+_STATUS_STYLE = {
+    "pass": "green",
+    "warn": "yellow",
+    "fail": "red",
+    "info": "cyan",
+    "not_checked": "dim",
+}
+_SEVERITY_STYLE = {"critical": "red", "warn": "yellow", "info": "cyan"}
+
+
+def use_color(stream: IO[str], no_color: bool = False) -> bool:
+    """Colour only on a terminal, and never when asked not to (``--no-color``, NO_COLOR, dumb)."""
+    if no_color or os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+class _Out:
+    def __init__(self, color: bool, width: int) -> None:
+        self.color = color
+        self.width = width
+        self.lines: list[str] = []
+
+    def style(self, text: str, *styles: str) -> str:
+        if not self.color or not styles:
+            return text
+        return "".join(_STYLES[s] for s in styles) + text + _RESET
+
+    def add(self, text: str = "") -> None:
+        self.lines.append(text)
+
+    def wrap(self, text: str, indent: int, first: str = "", *styles: str) -> None:
+        """``first`` (already styled, printed width ``indent``) then text wrapped under it."""
+        body = textwrap.wrap(text, max(20, self.width - indent)) or [""]
+        self.add(first + self.style(body[0], *styles))
+        for line in body[1:]:
+            self.add(" " * indent + self.style(line, *styles))
+
+
+def _fmt_value(value: Any, unit: str | None) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if unit == "bytes" and isinstance(value, (int, float)):
+        gib = value / (1 << 30)
+        return f"{gib:.1f} GiB" if gib >= 1 else f"{value / (1 << 20):.0f} MiB"
+    text = f"{value:g}" if isinstance(value, float) else str(value)
+    return f"{text} {unit}" if unit else text
+
+
+def _machine(m: Mapping[str, Any], out: _Out) -> None:
+    out.add(out.style("Machine", "bold"))
+    parts = [f"Python {m.get('python')}", str(m.get("platform"))]
+    if m.get("cpu_count") is not None:
+        parts.append(f"{m['cpu_count']} CPUs")
+    if m.get("memory_total_bytes") is not None:
+        parts.append(f"{_fmt_value(m['memory_total_bytes'], 'bytes')} memory")
+    if m.get("shm_bytes") is not None:
+        parts.append(f"/dev/shm {_fmt_value(m['shm_bytes'], 'bytes')}")
+    out.wrap(", ".join(parts), 2, "  ")
+    t = m.get("torch")
+    if t:
+        build = (
+            f"CUDA {t['cuda']}"
+            if t.get("cuda")
+            else (f"HIP {t['hip']}" if t.get("hip") else "CPU only")
+        )
+        torch_text = f"torch {t['version']} ({build})"
+    else:
+        torch_text = "torch not importable"
+    driver = m.get("driver_version")
+    driver_text = f"driver {driver} (CUDA {m.get('driver_cuda_version')})" if driver else "driver -"
+    out.add(f"  {torch_text}, {driver_text}, nvcc {m.get('nvcc_version') or '-'}")
+    for g in m.get("gpus", []):
+        bits = [f"GPU {g['index']}: {g['name']}"]
+        if g.get("capability"):
+            bits.append(f"cc {g['capability']}")
+        if g.get("memory_total_bytes") is not None:
+            bits.append(_fmt_value(g["memory_total_bytes"], "bytes"))
+        pcie = g.get("pcie") or {}
+        if pcie.get("gen") is not None:
+            link = f"PCIe Gen{pcie['gen']} x{pcie.get('width')}"
+            if (pcie.get("max_gen"), pcie.get("max_width")) != (pcie.get("gen"), pcie.get("width")):
+                link += f" (max Gen{pcie.get('max_gen')} x{pcie.get('max_width')})"
+            bits.append(link)
+        if g.get("power_limit_w") is not None:
+            bits.append(f"{g['power_limit_w']:.0f} W limit")
+        out.wrap(", ".join(bits), 4, "  ")
+
+
+def _checks(checks: list[Mapping[str, Any]], out: _Out) -> None:
+    out.add(out.style("Checklist", "bold"))
+    label_w = min(28, max((len(c["label"]) for c in checks), default=0))
+    for c in checks:
+        tag = out.style(STATUS_TAG[c["status"]], _STATUS_STYLE[c["status"]])
+        value = c["value"]
+        if c.get("finding_id"):
+            value += f"  [{c['finding_id']}]"
+        head = f"  {tag}  {c['label']:<{label_w}}  "
+        indent = 2 + 4 + 2 + label_w + 2
+        if len(c["label"]) > label_w:
+            out.add(f"  {tag}  {c['label']}")
+            head = " " * indent
+        out.wrap(value, indent, head)
+        if c.get("detail") and c["status"] not in ("pass",):
+            out.wrap(c["detail"], indent, " " * indent)
+
+
+def _findings(findings: list[Mapping[str, Any]], out: _Out) -> None:
+    out.add(out.style(f"Findings ({len(findings)})", "bold"))
+    for n, f in enumerate(findings):
+        if n:
+            out.add()
+        sev = out.style(f["severity"].upper(), _SEVERITY_STYLE[f["severity"]], "bold")
+        out.add(f"  {sev}  {out.style(f['id'], 'dim')}")
+        out.wrap(f["title"], 4, "    ", "bold")
+        if f.get("detail"):
+            out.wrap(f["detail"], 4, "    ")
+        if f.get("evidence"):
+            out.add("    " + out.style("Evidence", "bold"))
+            for e in f["evidence"]:
+                out.wrap(f"{e['label']}: {_fmt_value(e['value'], e.get('unit'))}", 8, "      ")
+        impact = f.get("impact") or {}
+        if impact.get("text"):
+            basis = impact.get("basis", "none")
+            label = {"measured": "Impact (measured)", "estimated": "Impact (estimate)"}.get(
+                basis, "Impact"
+            )
+            out.wrap(impact["text"], 6, "    " + out.style(label, "bold") + ": ")
+        fx = f.get("fix") or {}
+        if fx.get("text"):
+            out.wrap(fx["text"], 6, "    " + out.style("Fix", "bold") + ": ")
+        if fx.get("code"):
+            for line in fx["code"].rstrip("\n").splitlines():
+                out.add("      " + out.style("| ", "dim") + line)
+
+
+def render(
+    report: Report | Mapping[str, Any], color: bool = False, width: int | None = None
+) -> str:
+    """The report as terminal text."""
+    data: Mapping[str, Any] = report.to_dict() if isinstance(report, Report) else report
+    if width is None:
+        width = min(100, shutil.get_terminal_size((100, 24)).columns)
+    out = _Out(color, width)
+    title = data.get("title") or f"gpusight {data.get('kind')}"
+    host = (data.get("machine") or {}).get("hostname")
+    out.add(
+        out.style(title, "bold") + f"  ({data.get('created_at')}" + (f", {host})" if host else ")")
+    )
+    verdict = data.get("verdict") or {}
+    if verdict.get("summary"):
+        blocked = verdict.get("bottleneck") not in (None, "none")
+        out.wrap(verdict["summary"], 0, "", "red" if blocked else "green", "bold")
+    out.add()
+    if data.get("machine"):
+        _machine(data["machine"], out)
+        out.add()
+    if data.get("checks"):
+        _checks(data["checks"], out)
+        out.add()
+    findings = data.get("findings") or []
+    if findings:
+        _findings(findings, out)
+        out.add()
+    else:
+        out.add(out.style("No findings.", "green"))
+        out.add()
+    notes = data.get("notes") or []
+    if notes:
+        out.add(out.style("Notes", "bold"))
+        for note in notes:
+            out.wrap(note, 4, "  - ")
+    return "\n".join(out.lines).rstrip() + "\n"
