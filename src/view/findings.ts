@@ -1,0 +1,234 @@
+/**
+ * `<gs-findings>`: what is wrong, largest impact first, each with its evidence (numbers and the
+ * source lines they came from), its impact (measured or estimated, and saying which) and its fix.
+ */
+import { LitElement, css, html, nothing, unsafeCSS } from 'lit';
+import { property } from 'lit/decorators.js';
+import { formatPct, formatSpeedup } from '../charts/format';
+import type { Evidence, Finding, Severity } from '../report';
+import { define } from './define';
+import './fix-card';
+import { baseStyles, sectionStyles } from './styles';
+import { SEVERITY_COLOR, SEVERITY_LABEL } from './tokens';
+
+const SEVERITY_RANK: Record<Severity, number> = {
+  critical: 0,
+  warn: 1,
+  info: 2
+};
+
+/** Share of the step a finding could recover: the larger of its stated share and its speedup. */
+export function impactShare(f: Finding): number {
+  const share = f.impact.recoverable_pct ?? 0;
+  const speed = f.impact.speedup ?? 1;
+  return Math.max(share, speed > 1 ? (1 - 1 / speed) * 100 : 0);
+}
+
+/**
+ * Largest impact first, then severity, then id: the order the Python side writes
+ * (report.sort_findings). Re-sorted here so a hand-edited report reads the same way.
+ */
+export function sortFindings(findings: Finding[]): Finding[] {
+  return [...findings].sort(
+    (a, b) =>
+      impactShare(b) - impactShare(a) ||
+      SEVERITY_RANK[a.severity] - SEVERITY_RANK[b.severity] ||
+      (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
+  );
+}
+
+export function evidenceValue(e: Evidence): string {
+  if (e.value === null) {
+    return 'unknown';
+  }
+  if (typeof e.value === 'boolean') {
+    return e.value ? 'yes' : 'no';
+  }
+  return e.unit ? `${e.value} ${e.unit}` : String(e.value);
+}
+
+export function impactText(f: Finding): string {
+  const parts: string[] = [];
+  if (typeof f.impact.speedup === 'number') {
+    parts.push(`${formatSpeedup(f.impact.speedup)} faster`);
+  }
+  if (typeof f.impact.recoverable_pct === 'number') {
+    parts.push(`up to ${formatPct(f.impact.recoverable_pct)} of step time`);
+  }
+  return parts.join(', ');
+}
+
+const severityRules = (Object.keys(SEVERITY_COLOR) as Severity[])
+  .map(
+    s =>
+      `.jp-GpusightFindings-item.jp-mod-${s} { border-left-color: ${SEVERITY_COLOR[s]}; }\n` +
+      `.jp-GpusightFindings-severity.jp-mod-${s} { color: ${SEVERITY_COLOR[s]}; }`
+  )
+  .join('\n');
+
+export class GsFindings extends LitElement {
+  static override styles = [
+    baseStyles,
+    sectionStyles,
+    css`
+      ol.jp-GpusightFindings-list {
+        list-style: none;
+        margin: 0;
+        padding: 0;
+      }
+      .jp-GpusightFindings-item {
+        border-left: 4px solid var(--jp-border-color1);
+        padding: 6px 0 8px 10px;
+        margin: 0 0 10px;
+      }
+      .jp-GpusightFindings-head {
+        display: flex;
+        gap: 8px;
+        align-items: baseline;
+        flex-wrap: wrap;
+      }
+      .jp-GpusightFindings-head h4 {
+        margin: 0;
+      }
+      .jp-GpusightFindings-severity {
+        font-weight: 600;
+        font-size: var(--jp-ui-font-size0);
+        text-transform: uppercase;
+      }
+      .jp-GpusightFindings-id {
+        color: var(--jp-ui-font-color2);
+        font-size: var(--jp-ui-font-size0);
+      }
+      .jp-GpusightFindings-detail,
+      .jp-GpusightFindings-impact {
+        margin: 4px 0;
+      }
+      .jp-GpusightFindings-basis {
+        font-size: var(--jp-ui-font-size0);
+        border: var(--jp-border-width) solid var(--jp-border-color1);
+        border-radius: var(--jp-border-radius);
+        padding: 0 4px;
+        margin-right: 4px;
+      }
+      .jp-GpusightFindings-basis.jp-mod-measured {
+        border-color: var(--jp-success-color1);
+        color: var(--jp-success-color1);
+      }
+      ul.jp-GpusightFindings-evidence {
+        margin: 4px 0;
+        padding-left: 18px;
+      }
+      .jp-GpusightFindings-source {
+        display: block;
+        margin-top: 2px;
+        color: var(--jp-ui-font-color2);
+      }
+      .jp-GpusightFindings-sourceCode {
+        display: block;
+        white-space: pre;
+        overflow-x: auto;
+        padding: 2px 6px;
+        background: var(--jp-cell-editor-background);
+        border-radius: var(--jp-border-radius);
+        color: var(--jp-content-font-color1);
+      }
+    `,
+    // Severity colors from tokens.ts: constants, never report data.
+    unsafeCSS(severityRules)
+  ];
+
+  @property({ attribute: false }) findings: Finding[] = [];
+  /** Passed to each fix card: the host handles `gs-insert-cell`. */
+  @property({ type: Boolean }) insertable = false;
+
+  override connectedCallback(): void {
+    super.connectedCallback();
+    this.classList.add('jp-GpusightFindings');
+  }
+
+  protected override render() {
+    const findings = sortFindings(this.findings ?? []);
+    return html`<section class="jp-GpusightFindings" aria-labelledby="title">
+      <h3 id="title">Findings</h3>
+      ${
+        findings.length
+          ? html`<ol class="jp-GpusightFindings-list">
+              ${findings.map(f => this._finding(f))}
+            </ol>`
+          : html`<p class="jp-Gpusight-muted">Nothing to fix was found.</p>`
+      }
+    </section>`;
+  }
+
+  private _finding(f: Finding) {
+    const numbers = impactText(f);
+    return html`<li
+      class="jp-GpusightFindings-item jp-mod-${f.severity}"
+      data-id=${f.id}
+    >
+      <div class="jp-GpusightFindings-head">
+        <span class="jp-GpusightFindings-severity jp-mod-${f.severity}"
+          >${SEVERITY_LABEL[f.severity]}</span
+        >
+        <h4 class="jp-GpusightFindings-title">${f.title}</h4>
+        <code class="jp-GpusightFindings-id">${f.id}</code>
+      </div>
+      ${f.detail ? html`<p class="jp-GpusightFindings-detail">${f.detail}</p>` : nothing}
+      <p class="jp-GpusightFindings-impact">
+        ${
+          f.impact.basis === 'none'
+            ? nothing
+            : html`<span
+                class="jp-GpusightFindings-basis jp-mod-${f.impact.basis}"
+                >${f.impact.basis}</span
+              >`
+        }
+        ${numbers ? html`<strong>${numbers}.</strong> ` : nothing}${f.impact.text}
+      </p>
+      ${
+        f.evidence.length
+          ? html`<ul class="jp-GpusightFindings-evidence" aria-label="Evidence">
+              ${f.evidence.map(
+                e =>
+                  html`<li>
+                    ${e.label}: <strong>${evidenceValue(e)}</strong>
+                    ${
+                      e.source
+                        ? html`<span class="jp-GpusightFindings-source">
+                            <code>${e.source.file}:${e.source.line}</code>${
+                              typeof e.source.count === 'number'
+                                ? ` (${e.source.count}×)`
+                                : ''
+                            }
+                            ${
+                              e.source.code
+                                ? html`<code
+                                    class="jp-GpusightFindings-sourceCode"
+                                    >${e.source.code}</code
+                                  >`
+                                : nothing
+                            }
+                          </span>`
+                        : nothing
+                    }
+                  </li>`
+              )}
+            </ul>`
+          : nothing
+      }
+      <gs-fix-card
+        .fix=${f.fix}
+        finding-id=${f.id}
+        ?insertable=${this.insertable}
+      ></gs-fix-card>
+    </li>`;
+  }
+}
+
+define('gs-findings', GsFindings);
+
+declare global {
+  interface HTMLElementTagNameMap {
+    'gs-findings': GsFindings;
+  }
+}

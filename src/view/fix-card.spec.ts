@@ -1,0 +1,146 @@
+// @vitest-environment happy-dom
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { GsFixCard } from './fix-card';
+import { INSERT_CELL_EVENT, type InsertCellDetail } from './fix-card';
+
+const HOSTILE = '</script><img src=x onerror=alert(1)>';
+
+async function card(props: Partial<GsFixCard>): Promise<GsFixCard> {
+  const el = document.createElement('gs-fix-card');
+  Object.assign(el, props);
+  document.body.appendChild(el);
+  await el.updateComplete;
+  return el;
+}
+
+afterEach(() => {
+  document.body.replaceChildren();
+  vi.restoreAllMocks();
+});
+
+describe('<gs-fix-card>', () => {
+  it('renders hostile strings as text, never as elements', async () => {
+    const el = await card({
+      fix: {
+        text: HOSTILE,
+        code: `x = "${HOSTILE}"\n${HOSTILE}`,
+        language: 'python'
+      },
+      findingId: HOSTILE
+    });
+    const root = el.shadowRoot as ShadowRoot;
+    expect(root.querySelector('img')).toBeNull();
+    expect(root.querySelector('script')).toBeNull();
+    expect(document.querySelector('img')).toBeNull();
+    expect(root.querySelector('.jp-GpusightFixCard-text')?.textContent).toBe(
+      HOSTILE
+    );
+    expect(root.querySelector('pre code')?.textContent).toBe(
+      `x = "${HOSTILE}"\n${HOSTILE}`
+    );
+  });
+
+  it('highlights the snippet with spans that add up to the code', async () => {
+    const code = 'loader = DataLoader(ds, pin_memory=True)  # overlap copies\n';
+    const el = await card({
+      fix: { text: 'Pin memory.', code, language: 'python' }
+    });
+    const root = el.shadowRoot as ShadowRoot;
+    expect(root.querySelector('pre code')?.textContent).toBe(code);
+    const kinds = [...root.querySelectorAll('.jp-GpusightFixCard-tok')].map(s =>
+      [...s.classList].find(c => c.startsWith('jp-mod-'))
+    );
+    expect(kinds).toContain('jp-mod-keyword');
+    expect(kinds).toContain('jp-mod-comment');
+  });
+
+  it('copies the snippet with the clipboard API', async () => {
+    const writeText = vi.fn(async (_text: string) => undefined);
+    vi.stubGlobal('navigator', { ...navigator, clipboard: { writeText } });
+    const code = 'torch.backends.cuda.matmul.allow_tf32 = True';
+    const el = await card({ fix: { text: 'TF32.', code, language: 'python' } });
+    const root = el.shadowRoot as ShadowRoot;
+    root.querySelector<HTMLButtonElement>('.jp-GpusightFixCard-copy')?.click();
+    await vi.waitFor(() => expect(writeText).toHaveBeenCalledWith(code));
+    await el.updateComplete;
+    await vi.waitFor(() =>
+      expect(
+        root.querySelector('.jp-GpusightFixCard-status')?.textContent
+      ).toBe('Copied')
+    );
+    vi.unstubAllGlobals();
+  });
+
+  it('falls back to execCommand when the clipboard API is refused', async () => {
+    vi.stubGlobal('navigator', {
+      ...navigator,
+      clipboard: { writeText: () => Promise.reject(new Error('denied')) }
+    });
+    const copied: string[] = [];
+    const exec = vi.fn((cmd: string) => {
+      const area = document.querySelector('textarea');
+      copied.push(`${cmd}:${area?.value}`);
+      return true;
+    });
+    Object.defineProperty(document, 'execCommand', {
+      value: exec,
+      configurable: true
+    });
+    const el = await card({
+      fix: { text: 'x', code: 'a = 1', language: 'python' }
+    });
+    el.shadowRoot
+      ?.querySelector<HTMLButtonElement>('.jp-GpusightFixCard-copy')
+      ?.click();
+    await vi.waitFor(() => expect(copied).toEqual(['copy:a = 1']));
+    // The helper textarea is gone again.
+    expect(document.querySelector('textarea')).toBeNull();
+    vi.unstubAllGlobals();
+  });
+
+  it('asks its host to insert the code below, in a bubbling, composed event', async () => {
+    const code = 'model = model.to("cuda")';
+    const wrapper = document.createElement('div');
+    document.body.appendChild(wrapper);
+    const el = document.createElement('gs-fix-card');
+    el.fix = { text: 'Move the model.', code, language: 'python' };
+    el.findingId = 'code.cpu_model';
+    el.insertable = true;
+    wrapper.appendChild(el);
+    await el.updateComplete;
+    const seen: InsertCellDetail[] = [];
+    document.body.addEventListener(INSERT_CELL_EVENT, e => {
+      seen.push((e as CustomEvent<InsertCellDetail>).detail);
+      e.preventDefault();
+    });
+    el.shadowRoot
+      ?.querySelector<HTMLButtonElement>('.jp-GpusightFixCard-insert')
+      ?.click();
+    expect(seen).toEqual([
+      { code, language: 'python', findingId: 'code.cpu_model' }
+    ]);
+    await el.updateComplete;
+    expect(
+      el.shadowRoot?.querySelector('.jp-GpusightFixCard-status')?.textContent
+    ).toContain('Inserted below');
+  });
+
+  it('offers Insert only for Python in a host that handles it', async () => {
+    const shell = await card({
+      fix: { text: 'x', code: 'export A=1', language: 'shell' },
+      insertable: true
+    });
+    expect(
+      shell.shadowRoot?.querySelector('.jp-GpusightFixCard-insert')
+    ).toBeNull();
+    const noHost = await card({
+      fix: { text: 'x', code: 'a = 1', language: 'python' }
+    });
+    expect(
+      noHost.shadowRoot?.querySelector('.jp-GpusightFixCard-insert')
+    ).toBeNull();
+    expect(
+      noHost.shadowRoot?.querySelector('.jp-GpusightFixCard-copy')
+    ).not.toBeNull();
+  });
+});

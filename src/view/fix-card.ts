@@ -1,0 +1,199 @@
+/**
+ * `<gs-fix-card>`: what to change, as code. The snippet is highlighted by a small tokenizer whose
+ * pieces render as lit text bindings (never HTML). "Copy" uses the clipboard API with a fallback;
+ * "Insert cell below" only announces the code in a `gs-insert-cell` event: the element knows
+ * nothing about notebooks, and whichever host handles the event (the notebook widget's plugin)
+ * calls `preventDefault()` to say it did.
+ */
+import { LitElement, css, html, nothing, unsafeCSS } from 'lit';
+import { property, state } from 'lit/decorators.js';
+import type { Fix } from '../report';
+import { define } from './define';
+import { tokenize, type TokenKind } from './highlight';
+import { baseStyles } from './styles';
+import { SYNTAX_COLOR } from './tokens';
+
+export interface InsertCellDetail {
+  code: string;
+  language: Fix['language'];
+  findingId: string | null;
+}
+
+export const INSERT_CELL_EVENT = 'gs-insert-cell';
+
+/** Copy with the async clipboard API; fall back to a selected textarea + execCommand. */
+export async function copyText(text: string): Promise<boolean> {
+  try {
+    if (navigator.clipboard?.writeText) {
+      await navigator.clipboard.writeText(text);
+      return true;
+    }
+  } catch {
+    // Denied or unavailable (insecure context, no permission): try the old way below.
+  }
+  const area = document.createElement('textarea');
+  area.value = text;
+  area.setAttribute('readonly', '');
+  area.style.position = 'fixed';
+  area.style.opacity = '0';
+  document.body.appendChild(area);
+  try {
+    area.select();
+    return (
+      typeof document.execCommand === 'function' && document.execCommand('copy')
+    );
+  } catch {
+    return false;
+  } finally {
+    area.remove();
+  }
+}
+
+const syntaxRules = (Object.keys(SYNTAX_COLOR) as (keyof typeof SYNTAX_COLOR)[])
+  .map(
+    k => `.jp-GpusightFixCard-tok.jp-mod-${k} { color: ${SYNTAX_COLOR[k]}; }`
+  )
+  .join('\n');
+
+export class GsFixCard extends LitElement {
+  static override styles = [
+    baseStyles,
+    css`
+      .jp-GpusightFixCard {
+        border-left: 3px solid var(--jp-brand-color1);
+        padding: 4px 0 4px 10px;
+        margin-top: 6px;
+      }
+      .jp-GpusightFixCard-text {
+        margin: 0 0 4px;
+      }
+      pre.jp-GpusightFixCard-code {
+        margin: 0;
+        padding: 6px 8px;
+        background: var(--jp-cell-editor-background);
+        border: var(--jp-border-width) solid var(--jp-cell-editor-border-color);
+        border-radius: var(--jp-border-radius);
+        color: var(--jp-content-font-color1);
+        overflow-x: auto;
+        white-space: pre;
+      }
+      .jp-GpusightFixCard-actions {
+        display: flex;
+        gap: 6px;
+        align-items: center;
+        margin-top: 4px;
+      }
+      .jp-GpusightFixCard-status {
+        color: var(--jp-ui-font-color2);
+      }
+    `,
+    // Token colors come from tokens.ts: constants of this module, never report data.
+    unsafeCSS(syntaxRules)
+  ];
+
+  @property({ attribute: false }) fix: Fix | null = null;
+  @property({ attribute: 'finding-id' }) findingId: string | null = null;
+  /** Show "Insert cell below": set by a host that handles `gs-insert-cell`. */
+  @property({ type: Boolean }) insertable = false;
+
+  @state() private _status = '';
+
+  override connectedCallback(): void {
+    super.connectedCallback();
+    this.classList.add('jp-GpusightFixCard');
+  }
+
+  private get _code(): string {
+    return this.fix?.code ?? '';
+  }
+
+  private async _copy(): Promise<void> {
+    const ok = await copyText(this._code);
+    this._status = ok
+      ? 'Copied'
+      : 'Copy failed: select the code and copy it by hand';
+  }
+
+  private _insert(): void {
+    const detail: InsertCellDetail = {
+      code: this._code,
+      language: this.fix?.language,
+      findingId: this.findingId
+    };
+    const event = new CustomEvent<InsertCellDetail>(INSERT_CELL_EVENT, {
+      detail,
+      bubbles: true,
+      composed: true,
+      cancelable: true
+    });
+    this.dispatchEvent(event);
+    this._status = event.defaultPrevented
+      ? 'Inserted below (not run)'
+      : 'No notebook here to insert into: use Copy';
+  }
+
+  protected override render() {
+    const fix = this.fix;
+    if (!fix) {
+      return nothing;
+    }
+    const code = this._code;
+    const language = fix.language ?? 'python';
+    // Only Python goes into a code cell as it is; shell and text are for copying.
+    const canInsert = this.insertable && code !== '' && language === 'python';
+    return html`<div class="jp-GpusightFixCard">
+      <p class="jp-GpusightFixCard-text">${fix.text}</p>
+      ${
+        code
+          ? html`<pre
+                class="jp-GpusightFixCard-code"
+                tabindex="0"
+                aria-label="Fix code (${language})"
+              ><code>${tokenize(code, language).map(t => this._token(t.kind, t.text))}</code></pre>
+              <div class="jp-GpusightFixCard-actions">
+                <button
+                  class="jp-GpusightFixCard-copy"
+                  @click=${this._copy}
+                  aria-label="Copy the fix code"
+                >
+                  Copy
+                </button>
+                ${
+                  canInsert
+                    ? html`<button
+                        class="jp-GpusightFixCard-insert"
+                        @click=${this._insert}
+                        aria-label="Insert the fix code in a new cell below, without running it"
+                      >
+                        Insert cell below
+                      </button>`
+                    : nothing
+                }
+                <span class="jp-GpusightFixCard-status" role="status"
+                  >${this._status}</span
+                >
+              </div>`
+          : nothing
+      }
+    </div>`;
+  }
+
+  private _token(kind: TokenKind, text: string) {
+    return kind === 'plain'
+      ? text
+      : html`<span class="jp-GpusightFixCard-tok jp-mod-${kind}"
+          >${text}</span
+        >`;
+  }
+}
+
+define('gs-fix-card', GsFixCard);
+
+declare global {
+  interface HTMLElementTagNameMap {
+    'gs-fix-card': GsFixCard;
+  }
+  interface HTMLElementEventMap {
+    'gs-insert-cell': CustomEvent<InsertCellDetail>;
+  }
+}

@@ -1,0 +1,229 @@
+/**
+ * `<gs-report>`: a whole report. Give it any value; it is validated first (src/report), and a
+ * report that fails is shown as a `<gs-error>` naming the field instead of being drawn half-way.
+ */
+import { LitElement, css, html, nothing } from 'lit';
+import { property } from 'lit/decorators.js';
+import {
+  validateReport,
+  type GpusightReport,
+  type ReportValidation
+} from '../report';
+import './benchmarks';
+import './breakdown';
+import './checklist';
+import { define } from './define';
+import './error';
+import './findings';
+import { baseStyles } from './styles';
+import './timeline';
+import './verdict';
+import './whatifs';
+
+const KIND_LABEL: Record<GpusightReport['kind'], string> = {
+  check: 'Environment check',
+  bench: 'Hardware benchmarks',
+  watch: 'Training run',
+  diagnose: 'Diagnosis',
+  inference: 'Inference run',
+  distributed: 'Distributed run'
+};
+
+function gib(bytes: number | null | undefined): string | null {
+  return typeof bytes === 'number'
+    ? `${(bytes / 2 ** 30).toFixed(1)} GiB`
+    : null;
+}
+
+/** One line about the machine: GPUs, torch, driver. */
+export function machineLine(report: GpusightReport): string {
+  const m = report.machine;
+  const gpus = m.gpus.length
+    ? m.gpus.map(g => `GPU ${g.index}: ${g.name}`).join(', ')
+    : 'no GPU visible';
+  const torch = m.torch ? `torch ${m.torch.version}` : 'torch not installed';
+  const driver = m.driver_version ? `driver ${m.driver_version}` : null;
+  return [gpus, torch, driver].filter(Boolean).join(' · ');
+}
+
+export class GsReport extends LitElement {
+  static override styles = [
+    baseStyles,
+    css`
+      .jp-GpusightReport {
+        display: flex;
+        flex-direction: column;
+        gap: 12px;
+        padding: 4px 0;
+      }
+      header.jp-GpusightReport-header {
+        display: flex;
+        flex-wrap: wrap;
+        align-items: baseline;
+        gap: 4px 12px;
+      }
+      header h2 {
+        margin: 0;
+      }
+      .jp-GpusightReport-meta {
+        color: var(--jp-ui-font-color2);
+      }
+      .jp-GpusightReport-notes {
+        margin: 0;
+        padding-left: 18px;
+        color: var(--jp-ui-font-color2);
+      }
+      gs-breakdown,
+      gs-timeline,
+      gs-findings,
+      gs-whatifs,
+      gs-benchmarks,
+      gs-checklist {
+        margin: 0;
+      }
+      details.jp-GpusightReport-machine summary {
+        cursor: pointer;
+        color: var(--jp-ui-font-color2);
+      }
+    `
+  ];
+
+  /** Anything: a report object straight from a kernel message or a parsed file. */
+  @property({ attribute: false }) report: unknown = null;
+  /** The host handles `gs-insert-cell` (a notebook): fix cards offer "Insert cell below". */
+  @property({ type: Boolean }) insertable = false;
+
+  private _result: ReportValidation | null = null;
+
+  override connectedCallback(): void {
+    super.connectedCallback();
+    this.classList.add('jp-GpusightReport');
+  }
+
+  protected override willUpdate(changed: Map<PropertyKey, unknown>): void {
+    if (changed.has('report')) {
+      this._result =
+        this.report === null || this.report === undefined
+          ? null
+          : validateReport(this.report);
+    }
+  }
+
+  /** The validation outcome of the current report (null before one is set). */
+  get validation(): ReportValidation | null {
+    return this._result;
+  }
+
+  protected override render() {
+    const result = this._result;
+    if (!result) {
+      return nothing;
+    }
+    if (!result.ok) {
+      const upgrade =
+        result.path === 'schema_version' && /newer/.test(result.error);
+      return html`<gs-error
+        .heading=${upgrade ? 'This report needs a newer gpusight' : 'This report cannot be shown'}
+        .path=${result.path}
+        .message=${result.error}
+        .hint=${
+          upgrade
+            ? 'Upgrade the gpusight package in this Jupyter environment, then reload the page.'
+            : 'The report is damaged or was edited by hand: re-create it with gpusight, or fix the named field.'
+        }
+      ></gs-error>`;
+    }
+    const r = result.report;
+    const run = r.run ?? null;
+    return html`<article class="jp-GpusightReport" aria-label="gpusight report">
+      <header class="jp-GpusightReport-header">
+        <h2>${r.title ?? `gpusight: ${KIND_LABEL[r.kind] ?? r.kind}`}</h2>
+        <span class="jp-GpusightReport-meta"
+          >${machineLine(r)} · ${r.created_at}</span
+        >
+      </header>
+      <gs-verdict .verdict=${r.verdict}></gs-verdict>
+      ${
+        r.findings.length || r.kind !== 'check'
+          ? html`<gs-findings
+              .findings=${r.findings}
+              ?insertable=${this.insertable}
+            ></gs-findings>`
+          : nothing
+      }
+      ${run ? html`<gs-breakdown .run=${run}></gs-breakdown>` : nothing}
+      ${run?.timeline?.length ? html`<gs-timeline .run=${run}></gs-timeline>` : nothing}
+      ${r.what_if.length ? html`<gs-whatifs .whatIfs=${r.what_if}></gs-whatifs>` : nothing}
+      ${
+        r.benchmarks.length
+          ? html`<gs-benchmarks .benchmarks=${r.benchmarks}></gs-benchmarks>`
+          : nothing
+      }
+      ${r.checks.length ? html`<gs-checklist .checks=${r.checks}></gs-checklist>` : nothing}
+      ${
+        r.notes?.length
+          ? html`<section aria-label="Notes">
+              <ul class="jp-GpusightReport-notes">
+                ${r.notes.map(n => html`<li>${n}</li>`)}
+              </ul>
+            </section>`
+          : nothing
+      }
+      ${this._machine(r)}
+    </article>`;
+  }
+
+  private _machine(r: GpusightReport) {
+    const m = r.machine;
+    const rows: [string, string | null][] = [
+      ['Host', m.hostname ?? null],
+      ['Platform', m.platform],
+      ['Python', m.python],
+      ['CPUs', m.cpu_count === null ? null : String(m.cpu_count)],
+      ['Memory', gib(m.memory_total_bytes)],
+      ['Shared memory (/dev/shm)', gib(m.shm_bytes)],
+      ['PyTorch', m.torch ? m.torch.version : 'not installed'],
+      ['PyTorch CUDA', m.torch?.cuda ?? null],
+      ['Driver', m.driver_version ?? null],
+      ['Driver supports CUDA', m.driver_cuda_version ?? null],
+      ['nvcc', m.nvcc_version ?? null],
+      ...m.gpus.map(
+        g =>
+          [
+            `GPU ${g.index}`,
+            [
+              g.name,
+              g.capability ? `sm ${g.capability}` : null,
+              gib(g.memory_total_bytes)
+            ]
+              .filter(Boolean)
+              .join(', ')
+          ] as [string, string]
+      )
+    ];
+    return html`<details class="jp-GpusightReport-machine">
+      <summary>Machine</summary>
+      <table class="jp-Gpusight-table">
+        <tbody>
+          ${rows
+            .filter(([, v]) => v !== null && v !== '')
+            .map(
+              ([k, v]) =>
+                html`<tr>
+                  <th scope="row">${k}</th>
+                  <td>${v}</td>
+                </tr>`
+            )}
+        </tbody>
+      </table>
+    </details>`;
+  }
+}
+
+define('gs-report', GsReport);
+
+declare global {
+  interface HTMLElementTagNameMap {
+    'gs-report': GsReport;
+  }
+}

@@ -1,0 +1,246 @@
+/**
+ * `<gs-timeline>`: GPU (and host CPU) utilisation over the run, with step boundaries. Zoom with
+ * the buttons, the keyboard (+, -, 0, arrows on the focused chart), Ctrl/⌘+wheel, or drag to pan.
+ */
+import { css, html, nothing } from 'lit';
+import { property, state } from 'lit/decorators.js';
+import { styleMap } from 'lit/directives/style-map.js';
+import { formatPct, formatSeconds } from '../charts/format';
+import {
+  renderTimeline,
+  summariseSeries,
+  timelineSeries,
+  type SeriesSummary,
+  type TimelineController,
+  type TimelineData,
+  type TimelineView
+} from '../charts/timeline';
+import type { Run } from '../report';
+import { ChartElement } from './chart-element';
+import { define } from './define';
+import { baseStyles, sectionStyles } from './styles';
+import { SIZE, seriesColor } from './tokens';
+
+export class GsTimeline extends ChartElement {
+  static override styles = [
+    baseStyles,
+    sectionStyles,
+    css`
+      .jp-GpusightTimeline-toolbar {
+        display: flex;
+        gap: 6px;
+        align-items: center;
+        flex-wrap: wrap;
+        margin-bottom: 4px;
+      }
+      .jp-GpusightTimeline-window {
+        margin-left: auto;
+        color: var(--jp-ui-font-color2);
+      }
+      .jp-GpusightTimeline-legend {
+        display: flex;
+        gap: 12px;
+        flex-wrap: wrap;
+        margin: 0;
+        padding: 0;
+        list-style: none;
+      }
+      .jp-GpusightTimeline-swatch {
+        display: inline-block;
+        width: 14px;
+        height: 3px;
+        vertical-align: middle;
+        margin-right: 4px;
+      }
+      .jp-GpusightTimelineChart-line {
+        stroke-width: 1.25px;
+        vector-effect: non-scaling-stroke;
+      }
+      .jp-GpusightTimelineChart-line.jp-mod-cpu {
+        stroke-dasharray: 3 2;
+      }
+      .jp-GpusightTimelineChart-steps {
+        stroke: var(--jp-border-color1);
+        stroke-width: 1px;
+        fill: none;
+      }
+      .jp-GpusightTimelineChart-surface {
+        cursor: grab;
+      }
+      .jp-GpusightChart text.jp-GpusightTimelineChart-hint {
+        fill: var(--jp-ui-font-color2);
+      }
+    `
+  ];
+
+  @property({ attribute: false }) run: Run | null = null;
+
+  @state() private _view: TimelineView | null = null;
+
+  private _data: TimelineData = { series: [], stepStarts: [] };
+  private _summaries: SeriesSummary[] = [];
+  private _controller: TimelineController | null = null;
+  private _drawn: { data: TimelineData; width: number } | null = null;
+
+  override connectedCallback(): void {
+    super.connectedCallback();
+    this.classList.add('jp-GpusightTimeline');
+  }
+
+  protected override willUpdate(changed: Map<PropertyKey, unknown>): void {
+    if (changed.has('run')) {
+      const samples = this.run?.timeline ?? [];
+      this._data = {
+        series: timelineSeries(samples),
+        stepStarts: [...(this.run?.step_starts_s ?? [])].sort((a, b) => a - b)
+      };
+      this._summaries = this._data.series.map(summariseSeries);
+    }
+  }
+
+  protected override render() {
+    if (!this._data.series.length) {
+      return nothing;
+    }
+    const v = this._view;
+    return html`<section class="jp-GpusightTimeline" aria-labelledby="title">
+      <h3 id="title">Utilisation timeline</h3>
+      <div class="jp-GpusightTimeline-toolbar">
+        <ul class="jp-GpusightTimeline-legend">
+          ${this._data.series.map(
+            s =>
+              html`<li>
+                <span
+                  class="jp-GpusightTimeline-swatch"
+                  style=${styleMap({ background: seriesColor(s.key) })}
+                  aria-hidden="true"
+                ></span
+                >${s.label}
+              </li>`
+          )}
+          ${this._data.stepStarts.length ? html`<li>│ step start</li>` : nothing}
+        </ul>
+        <button
+          class="jp-GpusightTimeline-zoomIn"
+          aria-label="Zoom in"
+          @click=${() => this._zoom(2)}
+        >
+          +
+        </button>
+        <button
+          class="jp-GpusightTimeline-zoomOut"
+          aria-label="Zoom out"
+          @click=${() => this._zoom(0.5)}
+        >
+          −
+        </button>
+        <button
+          class="jp-GpusightTimeline-reset"
+          @click=${() => this._controller?.reset()}
+        >
+          Reset
+        </button>
+        <span class="jp-GpusightTimeline-window" aria-live="polite">
+          ${v ? `${formatSeconds(v.t0)} – ${formatSeconds(v.t1)}` : ''}
+        </span>
+      </div>
+      <div
+        class="jp-GpusightTimeline-chart jp-GpusightChart-host"
+        tabindex="0"
+        role="group"
+        aria-label="Utilisation timeline: + and - zoom, arrow keys pan, 0 resets"
+        @keydown=${this._onKey}
+      ></div>
+      <table class="jp-Gpusight-table jp-Gpusight-srOnly">
+        <caption>
+          Utilisation summary
+        </caption>
+        <thead>
+          <tr>
+            <th scope="col">Series</th>
+            <th scope="col">Samples</th>
+            <th scope="col">Mean</th>
+            <th scope="col">Min</th>
+            <th scope="col">Max</th>
+            <th scope="col">Below 10%</th>
+          </tr>
+        </thead>
+        <tbody>
+          ${this._summaries.map(
+            s =>
+              html`<tr>
+                <th scope="row">${s.label}</th>
+                <td>${s.samples}</td>
+                <td>${formatPct(s.mean)}</td>
+                <td>${formatPct(s.min)}</td>
+                <td>${formatPct(s.max)}</td>
+                <td>${formatPct(s.idlePct)} of samples</td>
+              </tr>`
+          )}
+        </tbody>
+      </table>
+    </section>`;
+  }
+
+  private _zoom(factor: number): void {
+    this._controller?.zoomBy(factor);
+  }
+
+  private _onKey = (e: KeyboardEvent): void => {
+    const c = this._controller;
+    if (!c) {
+      return;
+    }
+    const actions: Record<string, () => void> = {
+      '+': () => c.zoomBy(2),
+      '=': () => c.zoomBy(2),
+      '-': () => c.zoomBy(0.5),
+      '0': () => c.reset(),
+      ArrowLeft: () => c.panBy(-0.2),
+      ArrowRight: () => c.panBy(0.2)
+    };
+    const action = actions[e.key];
+    if (action) {
+      e.preventDefault();
+      action();
+    }
+  };
+
+  protected drawCharts(): void {
+    const host = this.chartHost('jp-GpusightTimeline-chart');
+    if (!host) {
+      return;
+    }
+    const width = this.widthOf(host);
+    // Only the window label changed: keep the chart (and its zoom) as it is.
+    if (
+      this._drawn &&
+      this._drawn.data === this._data &&
+      this._drawn.width === width
+    ) {
+      return;
+    }
+    this._drawn = { data: this._data, width };
+    this._controller = renderTimeline(host, this._data, {
+      width,
+      height: SIZE.chartHeight,
+      color: seriesColor,
+      onView: view => {
+        this._view = view;
+      }
+    });
+  }
+
+  /** The chart's controller, for hosts and tests that drive the zoom. */
+  get controller(): TimelineController | null {
+    return this._controller;
+  }
+}
+
+define('gs-timeline', GsTimeline);
+
+declare global {
+  interface HTMLElementTagNameMap {
+    'gs-timeline': GsTimeline;
+  }
+}

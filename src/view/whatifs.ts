@@ -1,0 +1,114 @@
+/** `<gs-whatifs>`: the experiments gpusight ran to prove a fix: speedups with their noise bands. */
+import { html, nothing } from 'lit';
+import { property } from 'lit/decorators.js';
+import { formatMs, formatSpeedup } from '../charts/format';
+import {
+  renderSpeedups,
+  speedupRows,
+  type SpeedupRow
+} from '../charts/speedups';
+import { renderSweep } from '../charts/sweep';
+import type { WhatIf } from '../report';
+import { ChartElement } from './chart-element';
+import { chartStyles } from './chart-styles';
+import { define } from './define';
+import { baseStyles, sectionStyles } from './styles';
+import { whatIfAxes } from './sweeps';
+import { SIZE, SWEEP_COLOR, speedupColor } from './tokens';
+
+export class GsWhatIfs extends ChartElement {
+  static override styles = [baseStyles, sectionStyles, chartStyles];
+
+  @property({ attribute: false }) whatIfs: WhatIf[] = [];
+
+  private _rows: SpeedupRow[] = [];
+
+  override connectedCallback(): void {
+    super.connectedCallback();
+    this.classList.add('jp-GpusightWhatIfs');
+  }
+
+  protected override willUpdate(): void {
+    this._rows = speedupRows(this.whatIfs ?? []);
+  }
+
+  private get _sweeps(): WhatIf[] {
+    return (this.whatIfs ?? []).filter(w => (w.series?.length ?? 0) > 1);
+  }
+
+  protected override render() {
+    if (!this._rows.length) {
+      return nothing;
+    }
+    return html`<section class="jp-GpusightWhatIfs" aria-labelledby="title">
+      <h3 id="title">What-if experiments (measured)</h3>
+      <div class="jp-GpusightWhatIfs-chart"></div>
+      <table class="jp-Gpusight-table jp-Gpusight-srOnly">
+        <caption>
+          What-if experiments
+        </caption>
+        <thead>
+          <tr>
+            <th scope="col">Change</th>
+            <th scope="col">Before</th>
+            <th scope="col">After</th>
+            <th scope="col">Speedup</th>
+            <th scope="col">Noise</th>
+          </tr>
+        </thead>
+        <tbody>
+          ${this._rows.map(
+            r =>
+              html`<tr>
+                <th scope="row">${r.change}</th>
+                <td>${r.beforeMs === null ? '–' : formatMs(r.beforeMs)}</td>
+                <td>${r.afterMs === null ? '–' : formatMs(r.afterMs)}</td>
+                <td>
+                  ${r.speedup === null ? r.skipped : formatSpeedup(r.speedup)}
+                </td>
+                <td>${r.noisePct === null ? '–' : `±${r.noisePct}%`}</td>
+              </tr>`
+          )}
+        </tbody>
+      </table>
+      ${this._sweeps.map(
+        (w, i) =>
+          html`<h4>${w.change}</h4>
+            <div class="jp-GpusightWhatIfs-sweep" data-index=${i}></div>`
+      )}
+    </section>`;
+  }
+
+  protected drawCharts(): void {
+    const host = this.chartHost('jp-GpusightWhatIfs-chart');
+    if (!host) {
+      return;
+    }
+    renderSpeedups(host, this._rows, {
+      width: this.widthOf(host),
+      color: row => speedupColor(row.speedup, row.noisePct)
+    });
+    const hosts = this.renderRoot.querySelectorAll<HTMLElement>(
+      '.jp-GpusightWhatIfs-sweep'
+    );
+    this._sweeps.forEach((w, i) => {
+      const axes = whatIfAxes(w);
+      renderSweep(hosts[i], w.series ?? [], {
+        width: this.widthOf(hosts[i]),
+        height: SIZE.sweepHeight,
+        title: w.change,
+        xLabel: axes.x,
+        yLabel: axes.y,
+        color: SWEEP_COLOR
+      });
+    });
+  }
+}
+
+define('gs-whatifs', GsWhatIfs);
+
+declare global {
+  interface HTMLElementTagNameMap {
+    'gs-whatifs': GsWhatIfs;
+  }
+}
