@@ -1,0 +1,246 @@
+"""Matrix-multiply throughput per precision: fp32 (TF32 off), TF32, bf16, fp16 and fp8, each set
+against the GPU's datasheet peak and against the fastest precision measured in the same run.
+
+Inputs are random (zeros run faster than real data), drawn from a private generator so the user's
+RNG is untouched, and rotated among enough sets to exceed the L2 cache. TF32 settings are changed
+through :mod:`gpusight.bench.flags` and restored exactly, on error and Ctrl-C too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from ..report import Benchmark
+from .device import (
+    band,
+    cuda_unavailable_reason,
+    failed,
+    finite,
+    release_device_memory,
+    resolve_device,
+    skipped,
+)
+from .flags import matmul_fp32_precision
+from .peaks import GpuPeaks, lookup
+from .progress import Progress, Span
+from .sizing import device_limits, matmul_size
+from .timer import time_fn
+
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
+LABELS = {
+    "fp32": "matmul fp32 (TF32 off)",
+    "tf32": "matmul fp32 with TF32",
+    "bf16": "matmul bf16",
+    "fp16": "matmul fp16",
+    "fp8": "matmul fp8 e4m3 (torch._scaled_mm)",
+}
+UNIT = "TFLOP/s"
+_IN_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+_OUT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 2}
+
+
+def unsupported_reason(precision: str, capability: tuple[int, int], torch: Any) -> str | None:
+    """Why this GPU/torch cannot run the precision on its matrix units, or None."""
+    cc = f"{capability[0]}.{capability[1]}"
+    if precision in ("tf32", "bf16") and capability < (8, 0):
+        return f"{precision} needs compute capability 8.0 or newer; this GPU is {cc}"
+    if precision == "fp8":
+        if capability < (8, 9):
+            return f"fp8 needs compute capability 8.9 or newer; this GPU is {cc}"
+        if not hasattr(torch, "_scaled_mm") or not hasattr(torch, "float8_e4m3fn"):
+            return f"fp8 needs torch._scaled_mm, which torch {torch.__version__} lacks"
+    return None
+
+
+@contextlib.contextmanager
+def _precision_flags(precision: str) -> Iterator[None]:
+    if precision == "fp32":
+        with matmul_fp32_precision("ieee"):
+            yield
+    elif precision == "tf32":
+        with matmul_fp32_precision("tf32"):
+            yield
+    else:
+        yield
+
+
+def ceiling_for(
+    peaks: GpuPeaks | None, precision: str, device_name: str
+) -> tuple[float | None, str]:
+    if peaks is None:
+        return None, f"no datasheet row for {device_name!r} in gpusight.bench.peaks"
+    value = peaks.tflops(precision)
+    if value is None:
+        return None, f"{peaks.source}: {peaks.name} has no {precision} matrix rate"
+    return value, f"{peaks.source}: {peaks.name}, dense {precision}"
+
+
+def run(
+    *,
+    budget_s: float = 10.0,
+    quick: bool = False,
+    device: Any = None,
+    progress: Progress | None = None,
+    precisions: tuple[str, ...] = PRECISIONS,
+) -> list[Benchmark]:
+    """One Benchmark per precision (TFLOP/s); skipped rows say why."""
+    reason = cuda_unavailable_reason()
+    if reason is not None:
+        return [skipped(f"matmul.{p}", LABELS[p], UNIT, reason) for p in precisions]
+    import torch
+
+    index = resolve_device(device)
+    span = Span(progress)
+    rows: list[Benchmark] = []
+    per = budget_s / max(len(precisions), 1)
+    try:
+        with torch.cuda.device(index):
+            name = torch.cuda.get_device_name(index)
+            capability = tuple(torch.cuda.get_device_capability(index))
+            peaks = lookup(name)
+            for k, precision in enumerate(precisions):
+                sub = span.sub(k / len(precisions), (k + 1) / len(precisions))
+                sub(f"matmul {precision}", 0.0)
+                why = unsupported_reason(precision, (capability[0], capability[1]), torch)
+                if why is not None:
+                    rows.append(skipped(f"matmul.{precision}", LABELS[precision], UNIT, why))
+                    continue
+                try:
+                    rows.append(_measure(torch, precision, index, name, peaks, per, quick, sub))
+                except Exception as exc:  # OOM, a cuBLAS error: this row fails, the rest run
+                    rows.append(failed(f"matmul.{precision}", LABELS[precision], UNIT, exc))
+                    release_device_memory()
+    finally:
+        release_device_memory()
+    compare_to_best(rows)
+    return rows
+
+
+def _measure(
+    torch: Any,
+    precision: str,
+    index: int,
+    name: str,
+    peaks: GpuPeaks | None,
+    budget_s: float,
+    quick: bool,
+    span: Span,
+) -> Benchmark:
+    bench_id = f"matmul.{precision}"
+    limits = device_limits(index)
+    size = matmul_size(limits, _IN_BYTES[precision], _OUT_BYTES[precision])
+    if size is None:
+        free_mib = limits.free_bytes // 2**20
+        return skipped(
+            bench_id, LABELS[precision], UNIT, f"not enough free GPU memory ({free_mib} MiB free)"
+        )
+    n = size.n
+    # Every tensor lives in `box`, so that clearing it frees them all even while an exception
+    # (whose traceback holds this frame) propagates.
+    box: dict[str, Any] = {}
+    try:
+        gen = torch.Generator(device=f"cuda:{index}")
+        gen.manual_seed(1234 + size.sets)
+        for s in range(size.sets):
+            box[f"a{s}"], box[f"b{s}"] = _inputs(torch, precision, n, index, gen)
+        if precision == "fp8":
+            box["scale"] = torch.ones((), device=f"cuda:{index}", dtype=torch.float32)
+        fn = _matmul_fn(torch, precision, box, size.sets)
+        with _precision_flags(precision):
+            timing = time_fn(
+                fn,
+                clock="cuda_event",
+                warmup=2 if quick else 3,
+                warmup_s=0.05 if quick else 0.2,  # lets the clocks ramp up from idle
+                repeats=10 if quick else 50,
+                min_repeats=3,
+                budget_s=budget_s,
+                device=index,
+                progress=span.inner(f"matmul {precision}"),
+            )
+    finally:
+        box.clear()
+    value, (lo, hi) = timing.rate(2.0 * n**3 / 1e12)
+    ceiling, source = ceiling_for(peaks, precision, name)
+    params: dict[str, Any] = {
+        "n": n,
+        "device": name,
+        "sets": size.sets,
+        "fills_chip": size.fills_chip,
+        "clock": timing.clock,
+        "noise_pct": finite(timing.stats.noise_pct, 3),
+    }
+    if precision == "fp8":
+        params["use_fast_accum"] = True
+        params["out_dtype"] = "bfloat16"
+    return Benchmark(
+        id=bench_id,
+        label=LABELS[precision],
+        value=finite(value),
+        unit=UNIT,
+        ceiling=ceiling,
+        ceiling_source=source,
+        spread=band(lo, hi),
+        repeats=timing.stats.n,
+        params=params,
+    )
+
+
+def _inputs(torch: Any, precision: str, n: int, index: int, gen: Any) -> tuple[Any, Any]:
+    dev = f"cuda:{index}"
+    if precision == "fp8":
+        a = torch.randn(n, n, device=dev, dtype=torch.bfloat16, generator=gen)
+        b = torch.randn(n, n, device=dev, dtype=torch.bfloat16, generator=gen)
+        # _scaled_mm wants A row-major and B column-major: B is the transpose of a row-major one.
+        return a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn).t()
+    dtype = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16}.get(
+        precision, torch.float16
+    )
+    a = torch.randn(n, n, device=dev, dtype=dtype, generator=gen)
+    b = torch.randn(n, n, device=dev, dtype=dtype, generator=gen)
+    return a, b
+
+
+def _matmul_fn(torch: Any, precision: str, box: dict[str, Any], sets: int) -> Any:
+    keys = [(f"a{s}", f"b{s}") for s in range(sets)]
+    if precision == "fp8":
+
+        def fp8(i: int) -> object:
+            ka, kb = keys[i % sets]
+            scale = box["scale"]
+            return torch._scaled_mm(
+                box[ka],
+                box[kb],
+                scale_a=scale,
+                scale_b=scale,
+                out_dtype=torch.bfloat16,
+                use_fast_accum=True,
+            )
+
+        return fp8
+
+    def mm(i: int) -> object:
+        ka, kb = keys[i % sets]
+        return torch.mm(box[ka], box[kb])
+
+    return mm
+
+
+def compare_to_best(rows: list[Benchmark]) -> None:
+    """Add to each measured row how far it is below the fastest precision measured, and below
+    each faster one (``x_below_tf32`` on the fp32 row: what turning TF32 on would give)."""
+    measured = [r for r in rows if r.value is not None and r.value > 0]
+    if not measured:
+        return
+    best = max(measured, key=lambda r: r.value or 0.0)
+    for row in measured:
+        assert row.value is not None
+        params = dict(row.params or {})
+        params["best"] = best.id
+        params["x_below_best"] = finite(best.value / row.value if best.value else None, 3)
+        for other in measured:
+            if other is not row and other.value is not None and other.value > row.value:
+                params[f"x_below_{other.id.split('.', 1)[1]}"] = finite(other.value / row.value, 3)
+        row.params = params

@@ -1,0 +1,253 @@
+"""The one timer every benchmark uses: warm-up, repetitions, median and noise band, a time budget.
+
+Device work is asynchronous, so a GPU region is timed with CUDA events (``clock="cuda_event"``), or
+with the host clock between two ``torch.cuda.synchronize()`` calls (``"host_sync"``: what the host
+waits, launch cost included). CPU work uses ``time.perf_counter`` (``"perf_counter"``).
+
+The statistics are pure functions, so they are tested on any machine. ``fn`` receives the running
+call index, so that a benchmark can rotate among several input sets (see :class:`Rotation`): when
+the inputs of one call fit in the L2 cache, repeating it over one buffer measures the cache.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+Clock = Literal["cuda_event", "host_sync", "perf_counter"]
+T = TypeVar("T")
+
+# Events enqueued per round trip: enough to keep the device busy, few enough to check the budget.
+_EVENT_BATCH = 64
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """The q-quantile with linear interpolation between order statistics (numpy's default)."""
+    if not values:
+        raise ValueError("quantile of no values")
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"q must be within [0, 1], got {q}")
+    xs = sorted(values)
+    pos = q * (len(xs) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Summary of repeated timings (seconds): median, the p10-p90 band, and the extremes."""
+
+    median: float
+    p10: float
+    p90: float
+    mean: float
+    min: float
+    max: float
+    n: int
+
+    @property
+    def noise_pct(self) -> float:
+        """Width of the p10-p90 band as a percentage of the median."""
+        return 100.0 * (self.p90 - self.p10) / self.median if self.median > 0 else 0.0
+
+
+def summarize(values: Sequence[float]) -> Stats:
+    if not values:
+        raise ValueError("no timings to summarize")
+    vals = [float(v) for v in values]
+    return Stats(
+        median=quantile(vals, 0.5),
+        p10=quantile(vals, 0.1),
+        p90=quantile(vals, 0.9),
+        mean=sum(vals) / len(vals),
+        min=min(vals),
+        max=max(vals),
+        n=len(vals),
+    )
+
+
+def rate(work: float, stats: Stats) -> tuple[float, tuple[float, float]]:
+    """Work per second at the median time, with its band: [work/p90, work/p10] (slow, fast)."""
+    if stats.median <= 0:
+        raise ValueError("median time must be positive")
+    lo = work / stats.p90 if stats.p90 > 0 else math.inf
+    hi = work / stats.p10 if stats.p10 > 0 else math.inf
+    return work / stats.median, (lo, hi)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """What one call of :func:`time_fn` measured. ``samples_s`` excludes the warm-up calls."""
+
+    samples_s: tuple[float, ...]
+    stats: Stats
+    warmup: int
+    clock: Clock
+    elapsed_s: float
+    budget_s: float
+    hit_budget: bool
+
+    def rate(self, work: float) -> tuple[float, tuple[float, float]]:
+        return rate(work, self.stats)
+
+
+class Rotation(Generic[T]):
+    """Cycle through input sets by call index: ``Rotation(sets)(i) -> sets[i % len(sets)]``."""
+
+    def __init__(self, sets: Sequence[T]) -> None:
+        if not sets:
+            raise ValueError("Rotation needs at least one set")
+        self.sets = list(sets)
+
+    def __call__(self, index: int) -> T:
+        return self.sets[index % len(self.sets)]
+
+    def __len__(self) -> int:
+        return len(self.sets)
+
+
+def time_fn(
+    fn: Callable[[int], object],
+    *,
+    clock: Clock = "perf_counter",
+    warmup: int = 3,
+    warmup_s: float = 0.0,
+    repeats: int = 30,
+    min_repeats: int = 3,
+    budget_s: float = 1.0,
+    device: Any = None,
+    progress: Callable[[float], None] | None = None,
+) -> Timing:
+    """Time ``fn(i)``: ``warmup`` calls (and at least ``warmup_s`` seconds of them) left out,
+    then up to ``repeats`` timed calls, stopping early once ``budget_s`` (warm-up included) would
+    be exceeded, but never with fewer than ``min_repeats``. Warm-up never takes more than half
+    the budget. ``progress(fraction)`` is called after each timed call or batch of calls; an
+    exception it raises (KeyboardInterrupt, say) ends the timing.
+    """
+    if repeats < 1 or min_repeats < 1:
+        raise ValueError("repeats and min_repeats must be at least 1")
+    min_repeats = min(min_repeats, repeats)
+    sync: Callable[[], None] = _no_sync
+    if clock in ("cuda_event", "host_sync"):
+        sync = _cuda_sync(device)
+    start = time.perf_counter()
+    sync()
+    calls = 0
+    warmed = 0
+    while True:
+        elapsed = time.perf_counter() - start
+        if warmed >= warmup and elapsed >= warmup_s:
+            break
+        if warmed >= 1 and elapsed >= budget_s * 0.5:
+            break
+        fn(calls)
+        sync()  # so that the host clock sees the device's time, and warm-up ends before timing
+        calls += 1
+        warmed += 1
+
+    if clock == "cuda_event":
+        samples, calls, hit = _time_events(
+            fn, calls, start, repeats, min_repeats, budget_s, device, progress
+        )
+    else:
+        samples, calls, hit = _time_host(
+            fn, calls, start, repeats, min_repeats, budget_s, sync, progress
+        )
+    return Timing(
+        samples_s=tuple(samples),
+        stats=summarize(samples),
+        warmup=warmed,
+        clock=clock,
+        elapsed_s=time.perf_counter() - start,
+        budget_s=budget_s,
+        hit_budget=hit,
+    )
+
+
+def _no_sync() -> None:
+    return None
+
+
+def _cuda_sync(device: Any) -> Callable[[], None]:
+    import torch
+
+    def sync() -> None:
+        torch.cuda.synchronize(device)
+
+    return sync
+
+
+def _time_host(
+    fn: Callable[[int], object],
+    calls: int,
+    start: float,
+    repeats: int,
+    min_repeats: int,
+    budget_s: float,
+    sync: Callable[[], None],
+    progress: Callable[[float], None] | None,
+) -> tuple[list[float], int, bool]:
+    samples: list[float] = []
+    while len(samples) < repeats:
+        if len(samples) >= min_repeats:
+            # Stop when the next call, at the median so far, would overrun the budget.
+            expected = quantile(samples, 0.5)
+            if time.perf_counter() - start + expected > budget_s:
+                return samples, calls, True
+        t0 = time.perf_counter()
+        fn(calls)
+        sync()
+        samples.append(time.perf_counter() - t0)
+        calls += 1
+        if progress is not None:
+            progress(len(samples) / repeats)
+    return samples, calls, False
+
+
+def _event(torch: Any) -> Any:
+    return torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+
+
+def _time_events(
+    fn: Callable[[int], object],
+    calls: int,
+    start: float,
+    repeats: int,
+    min_repeats: int,
+    budget_s: float,
+    device: Any,
+    progress: Callable[[float], None] | None,
+) -> tuple[list[float], int, bool]:
+    import torch
+
+    samples: list[float] = []
+    hit = False
+    while len(samples) < repeats:
+        left = budget_s - (time.perf_counter() - start)
+        if samples:
+            # Enqueue as many calls as the budget holds at the median so far, in batches,
+            # so that the device runs them back to back without the host in between.
+            per_call = max(quantile(samples, 0.5), 1e-7)
+            fit = int(left / per_call)
+            want = min(repeats - len(samples), max(min_repeats - len(samples), fit))
+            if want <= 0:
+                hit = True
+                break
+        else:
+            want = 1  # one call first, to learn its length
+        n = min(want, _EVENT_BATCH)
+        events = [(_event(torch), _event(torch)) for _ in range(n)]
+        for begin, end in events:
+            begin.record()
+            fn(calls)
+            end.record()
+            calls += 1
+        torch.cuda.synchronize(device)
+        samples.extend(begin.elapsed_time(end) / 1e3 for begin, end in events)
+        if progress is not None:
+            progress(len(samples) / repeats)
+    return samples, calls, hit
