@@ -20,6 +20,9 @@ describe('renderSweep', () => {
       color: 'blue'
     });
     expect(el.querySelectorAll('circle').length).toBe(3);
+    const failed = el.querySelectorAll('g.jp-GpusightSweepChart-failed');
+    expect(failed.length).toBe(1);
+    expect(failed[0].textContent).toBe('timed out');
     const d =
       el.querySelector('path.jp-GpusightSweepChart-line')?.getAttribute('d') ??
       '';

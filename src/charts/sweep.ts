@@ -143,6 +143,26 @@ export function renderSweep(
     .attr('d', d)
     .style('fill', 'none')
     .style('stroke', opts.color);
+  // A failed point (an OOM, a timeout) is marked on the x axis, labelled, rather than left out.
+  root
+    .selectAll('g.jp-GpusightSweepChart-failed')
+    .data(sorted.filter(p => p.y === null || !Number.isFinite(p.y)))
+    .join('g')
+    .attr('class', 'jp-GpusightSweepChart-failed')
+    .attr('transform', p => `translate(${x(p.x)},${innerH})`)
+    .call(g =>
+      g
+        .append('path')
+        .attr('d', 'M-4,-8L4,0M-4,0L4,-8')
+        .style('stroke', opts.color)
+    )
+    .call(g =>
+      g
+        .append('text')
+        .attr('y', -12)
+        .attr('text-anchor', 'middle')
+        .text(p => p.label ?? 'failed')
+    );
   const dot = root
     .selectAll('g.jp-GpusightSweepChart-point')
     .data(sorted.filter(p => p.y !== null && Number.isFinite(p.y)))
