@@ -7,8 +7,8 @@ from typing import Any
 
 from ..report import Benchmark, Report, Verdict
 from . import copies, cpu, launch, matmul
-from .findings import bench_findings
 from .device import cuda_unavailable_reason
+from .findings import bench_findings
 from .machine import machine_info
 from .progress import Progress, Span
 

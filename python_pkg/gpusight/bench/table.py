@@ -31,10 +31,9 @@ def format_table(benchmarks: Sequence[Benchmark]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = []
     if len(rows) > 1:
+        w0, w1, w2, w3 = widths
         for r in rows:
-            lines.append(
-                f"{r[0]:<{widths[0]}}  {r[1]:>{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]:>{widths[3]}}"
-            )
+            lines.append(f"{r[0]:<{w0}}  {r[1]:>{w1}}  {r[2]:>{w2}}  {r[3]:>{w3}}")
     for reason, ids in folded.items():
         names = ids[0] if len(ids) == 1 else f"{ids[0]} (+{len(ids) - 1} more)"
         lines.append(f"{names}: skipped: {reason}")

@@ -38,7 +38,7 @@ class ProgressBar:
         if stage == self.stage and now - self.last_draw < 0.1 and fraction < 1.0:
             return
         self.stage, self.last_draw = stage, now
-        filled = int(round(self.width * fraction))
+        filled = round(self.width * fraction)
         bar = "#" * filled + "-" * (self.width - filled)
         self.stream.write(f"\r[{bar}] {100 * fraction:3.0f}%  {stage[:40]:<40}")
         self.stream.flush()
