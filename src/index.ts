@@ -4,6 +4,8 @@ import type {
 } from '@jupyterlab/application';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
+import { widgetPlugin } from './widget/plugin';
+
 /** The plugin id; also the key of its settings (schema/plugin.json). */
 const PLUGIN_ID = 'gpusight:plugin';
 
@@ -41,4 +43,5 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default plugin;
+// The report widget is a plugin of its own: it uses ipywidgets and the notebook only if present.
+export default [plugin, widgetPlugin];
