@@ -1,0 +1,269 @@
+"""An arm: a variant made real, on copies of the user's model, optimizer and loss module.
+
+Building an arm copies (``copy.deepcopy``) the model, builds a fresh optimizer of the user's class
+from the user's param groups with its state copied over, and prepares the batches the variant
+asks for. ``close()`` drops every reference, so device memory can return to where it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from .loaders import (
+    Batch,
+    clone_loader,
+    concat,
+    is_dataloader,
+    pin,
+    shutdown,
+    to_device,
+)
+from .restore import read_flags, write_flags
+from .variant import Variant
+
+StepFn = Callable[[nn.Module, Any, "torch.optim.Optimizer | None"], Any]
+
+
+@dataclass
+class Workload:
+    """The user's objects, never modified, and what gpusight took from them once."""
+
+    model: nn.Module
+    loader: Any
+    loss_fn: Any
+    optimizer: torch.optim.Optimizer | None
+    step_fn: StepFn | None
+    device: torch.device
+    cached: list[Batch] = field(default_factory=list)
+
+
+def model_device(model: nn.Module) -> torch.device:
+    for p in model.parameters():
+        return p.device
+    for b in model.buffers():
+        return b.device
+    return torch.device("cpu")
+
+
+def copy_optimizer(opt: torch.optim.Optimizer, memo: dict[int, Any]) -> torch.optim.Optimizer:
+    """The same optimizer class over the copied parameters, with the user's state copied in."""
+    groups = []
+    for g in opt.param_groups:
+        params = [memo[id(p)] if id(p) in memo else copy.deepcopy(p, memo) for p in g["params"]]
+        groups.append({**{k: v for k, v in g.items() if k != "params"}, "params": params})
+    try:
+        new = type(opt)(groups, **opt.defaults)
+    except TypeError:
+        # An optimizer whose constructor wants more than its defaults: copy it whole (deepcopy
+        # maps its parameters and state through the model's memo; its __getstate__ leaves out
+        # hooks and the step wrapper an LR scheduler installs, which point at the user's object).
+        return copy.deepcopy(opt, memo)
+    new.load_state_dict(copy.deepcopy(opt.state_dict()))
+    return new
+
+
+def copy_training_state(
+    model: nn.Module, optimizer: torch.optim.Optimizer | None, loss_fn: Any
+) -> tuple[nn.Module, torch.optim.Optimizer | None, Any]:
+    memo: dict[int, Any] = {}
+    model_c = copy.deepcopy(model, memo)
+    loss_c = copy.deepcopy(loss_fn, memo) if isinstance(loss_fn, nn.Module) else loss_fn
+    opt_c = copy_optimizer(optimizer, memo) if optimizer is not None else None
+    for p in model_c.parameters():
+        p.grad = None  # the copy starts clean; the user's gradients stay the user's
+    return model_c, opt_c, loss_c
+
+
+# --- the default training step ------------------------------------------------------------------
+
+
+def _call_model(model: nn.Module, batch: Batch) -> tuple[Any, Any]:
+    """(model output, target) for the usual batch shapes: x, (x, y), (x1, x2, ..., y), {kw: ...}."""
+    if isinstance(batch, dict):
+        return model(**batch), None
+    if isinstance(batch, (tuple, list)):
+        if len(batch) == 1:
+            return model(batch[0]), None
+        if len(batch) == 2:
+            return model(batch[0]), batch[1]
+        return model(*batch[:-1]), batch[-1]
+    return model(batch), None
+
+
+def _loss_of(out: Any, target: Any, loss_fn: Any) -> torch.Tensor | None:
+    if loss_fn is not None:
+        loss = loss_fn(out) if target is None else loss_fn(out, target)
+        return loss if isinstance(loss, torch.Tensor) else None
+    if isinstance(out, torch.Tensor) and out.dim() == 0:
+        return out
+    if isinstance(out, dict) and isinstance(out.get("loss"), torch.Tensor):
+        found: torch.Tensor = out["loss"]
+        return found
+    loss = getattr(out, "loss", None)
+    return loss if isinstance(loss, torch.Tensor) else None
+
+
+def autocast_context(
+    device: torch.device, dtype_name: str | None
+) -> contextlib.AbstractContextManager[Any]:
+    if dtype_name is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=getattr(torch, dtype_name))
+
+
+class Arm:
+    """One variant, ready to run: copies, batches, and the settings it needs while it runs."""
+
+    def __init__(self, work: Workload, variant: Variant) -> None:
+        self.variant = variant
+        self.device = work.device
+        self.loss_fn_user = work.loss_fn
+        self.step_fn = work.step_fn
+        self._loader_user = work.loader
+        self.first_step_s: float | None = None
+        self.loader: Any = None
+        self.batches: list[Batch] = []
+        self.scaler: Any = None
+        self._iter: Iterator[Any] | None = None
+        t0 = time.perf_counter()
+        self.model, self.optimizer, self.loss_fn = copy_training_state(
+            work.model, work.optimizer, work.loss_fn
+        )
+        self.copy_s = time.perf_counter() - t0
+        if variant.channels_last:
+            self.model = self.model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+        self.forward_model: nn.Module = self.model
+        if variant.compile:
+            self.forward_model = torch.compile(self.model)  # type: ignore[assignment]
+        if variant.autocast == "float16" and self.optimizer is not None:
+            self.scaler = torch.amp.GradScaler(self.device.type)
+        self._prepare_batches(work)
+        self._pos = 0
+        self.batch_index = 0
+
+    # batches -------------------------------------------------------------------------------------
+
+    def _prepare_batches(self, work: Workload) -> None:
+        v = self.variant
+        if v.source == "loader":
+            overrides = dict(v.loader)
+            if v.batch_factor > 1:
+                overrides["batch_size"] = work.loader.batch_size * v.batch_factor
+            self.loader = (
+                clone_loader(work.loader, **overrides)
+                if is_dataloader(work.loader)
+                else work.loader
+            )
+            return
+        cached = work.cached
+        f = v.batch_factor
+        if f > 1:
+            # Whole larger batches made of the cached ones: no concatenation inside the timed loop.
+            n = max(1, len(cached) // f)
+            cached = [
+                concat([cached[(j * f + i) % len(cached)] for i in range(f)]) for j in range(n)
+            ]
+        if v.source == "device":
+            cached = [
+                to_device(b, self.device, non_blocking=False, channels_last=v.channels_last)
+                for b in cached
+            ]
+        elif v.non_blocking and self.device.type == "cuda":
+            cached = [pin(b) for b in cached]
+        self.batches = cached
+
+    def start_epoch(self) -> None:
+        self.stop()
+        self._iter = iter(self.loader) if self.variant.source == "loader" else None
+        self._pos = 0
+
+    def next_batch(self) -> Batch:
+        """The next batch as the loader gives it (on the host), or from the prepared set."""
+        if self.variant.source != "loader":
+            b = self.batches[self._pos % len(self.batches)]
+            self._pos += 1
+            return b
+        assert self._iter is not None
+        try:
+            b = next(self._iter)
+        except StopIteration:
+            # An epoch boundary inside the measurement: a real cost, measured as it comes.
+            self.start_epoch()
+            b = next(self._iter)
+        self.batch_index += 1
+        return b
+
+    def stop(self, final: bool = False) -> None:
+        # A persistent-workers loader reuses its iterator (and workers) across epochs: shutting
+        # it down between blocks would break the next iter(); only close() does.
+        if final or not getattr(self.loader, "persistent_workers", False):
+            shutdown(self._iter)
+            shutdown(getattr(self.loader, "_iterator", None) if final else None)
+        self._iter = None
+
+    # the step -----------------------------------------------------------------------------------
+
+    def step(self, batch: Batch) -> None:
+        v = self.variant
+        if v.source != "device":
+            batch = to_device(
+                batch, self.device, non_blocking=v.non_blocking, channels_last=v.channels_last
+            )
+        cast = autocast_context(self.device, v.autocast)
+        if self.step_fn is not None:
+            with cast:
+                self.step_fn(self.forward_model, batch, self.optimizer)
+            return
+        with cast:
+            out, target = _call_model(self.forward_model, batch)
+            loss = _loss_of(out, target, self.loss_fn)
+        if self.optimizer is None:
+            return
+        if loss is None:
+            raise TypeError(
+                f"the model returned {type(out).__name__}, not a loss: pass loss_fn=... "
+                "(called as loss_fn(output, target)) or step_fn=..."
+            )
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()  # type: ignore[no-untyped-call]
+            self.optimizer.step()
+
+    @contextlib.contextmanager
+    def settings(self) -> Iterator[None]:
+        """The global flags this variant needs, set only while its steps run."""
+        if not (self.variant.tf32 or self.variant.cudnn_benchmark):
+            yield
+            return
+        saved = read_flags()
+        try:
+            if self.variant.tf32:
+                torch.set_float32_matmul_precision("high")
+                torch.backends.cudnn.allow_tf32 = True
+            if self.variant.cudnn_benchmark:
+                torch.backends.cudnn.benchmark = True
+            yield
+        finally:
+            write_flags(saved)
+
+    def close(self) -> None:
+        """Drop every reference this arm holds (workers stopped, copies and batches released)."""
+        self.stop(final=True)
+        self.loader = None
+        self.batches = []
+        self.model = self.forward_model = None  # type: ignore[assignment]
+        self.optimizer = None
+        self.loss_fn = None
+        self.scaler = None

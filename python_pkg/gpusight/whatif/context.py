@@ -1,0 +1,251 @@
+"""What every experiment sees: the workload, the clock, the baselines, how to measure a variant."""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .arms import Arm, Workload
+from .errors import LoaderError, OutOfMemoryDuringDiagnosis, StepError
+from .loaders import batch_len, is_dataloader, worker_failure
+from .runner import ArmFailure, Comparison, compare, run_block
+from .variant import Variant
+
+Progress = Callable[[str, float], None]
+
+# A change must beat the baseline's own spread, and at least this much, to count as a win.
+MIN_GAIN = 0.03
+
+
+class Skip(Exception):
+    """An experiment that does not apply, cannot run, or failed: its message is the reason."""
+
+
+class VariantOOM(Skip):
+    """The variant ran out of device memory (memory is freed before this is raised)."""
+
+
+class Budget:
+    """Wall-clock budget for a whole diagnosis, and the progress callback's clock."""
+
+    def __init__(self, seconds: float, progress: Progress | None) -> None:
+        self.seconds = float(seconds)
+        self.start = time.perf_counter()
+        self.deadline = self.start + self.seconds
+        self._progress = progress
+        self._fraction = 0.0
+
+    def left(self) -> float:
+        return self.deadline - time.perf_counter()
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def tell(self, stage: str, fraction: float | None = None) -> None:
+        """Report progress: ``fraction`` of the budget used (never goes backwards)."""
+        if fraction is None:
+            fraction = min(0.99, self.elapsed() / self.seconds) if self.seconds > 0 else 0.99
+        self._fraction = max(self._fraction, min(1.0, fraction))
+        if self._progress is not None:
+            self._progress(stage, self._fraction)
+
+
+def free_device_memory(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
+
+
+@dataclass
+class Context:
+    work: Workload
+    budget: Budget
+    steps: int
+    reps: int
+    cpu_count: int
+    cached_base: Arm | None = None
+    loader_base: Arm | None = None
+    loader_base_ms: list[float] = field(default_factory=list)
+    cached_base_ms: list[float] = field(default_factory=list)
+    arms: list[Arm] = field(default_factory=list)  # every arm alive, so that close() finds them
+    results: dict[str, Any] = field(default_factory=dict)  # experiment key -> its Outcome
+    notes: list[str] = field(default_factory=list)
+    stage: str = ""
+
+    # facts ---------------------------------------------------------------------------------------
+
+    @property
+    def device(self) -> torch.device:
+        return self.work.device
+
+    @property
+    def cuda(self) -> bool:
+        return self.work.device.type == "cuda"
+
+    @property
+    def dataloader(self) -> bool:
+        return is_dataloader(self.work.loader)
+
+    @property
+    def batch_size(self) -> int | None:
+        bs = getattr(self.work.loader, "batch_size", None)
+        if isinstance(bs, int):
+            return bs
+        return batch_len(self.work.cached[0]) if self.work.cached else None
+
+    def has_module(self, *types: type[torch.nn.Module]) -> bool:
+        return any(isinstance(m, types) for m in self.work.model.modules())
+
+    def block_s(self, source: str) -> float:
+        """Seconds one baseline block takes (warm-up included), from what was measured."""
+        ms = (
+            self.loader_base_ms
+            if source == "loader" and self.loader_base_ms
+            else self.cached_base_ms
+        )
+        per_step = min(ms) / 1000.0 if ms else 0.05
+        return per_step * (self.steps + 2)
+
+    def affordable(self, seconds: float, reserve: float = 0.0) -> bool:
+        return self.budget.left() - reserve >= seconds
+
+    # arms ----------------------------------------------------------------------------------------
+
+    def build(self, variant: Variant) -> Arm:
+        try:
+            arm = Arm(self.work, variant)
+        except Exception as exc:
+            from .runner import is_oom
+
+            free_device_memory(self.device)
+            if is_oom(exc):
+                raise VariantOOM(f"out of device memory preparing {variant.label}") from exc
+            raise Skip(f"could not set up {variant.label}: {type(exc).__name__}: {exc}") from exc
+        self.arms.append(arm)
+        return arm
+
+    def drop(self, arm: Arm | None) -> None:
+        if arm is None:
+            return
+        arm.close()
+        if arm in self.arms:
+            self.arms.remove(arm)
+        free_device_memory(self.device)
+
+    def close(self) -> None:
+        for arm in list(self.arms):
+            arm.close()
+        self.arms.clear()
+        self.cached_base = self.loader_base = None
+        self.work.cached = []
+        free_device_memory(self.device)
+
+    def warmup(self, variant: Variant) -> int:
+        if variant.source == "loader":
+            workers = variant.loader.get("num_workers", getattr(self.work.loader, "num_workers", 0))
+            # The first round of batches arrives together once the workers are up; skip it.
+            return max(2, int(workers or 0) + 1)
+        return 2 if variant.compile or variant.cudnn_benchmark else 1
+
+    def base_for(self, source: str) -> Arm:
+        arm = self.loader_base if source == "loader" else self.cached_base
+        assert arm is not None
+        return arm
+
+    def baseline_block(self, source: str) -> float:
+        """One block of a baseline; failures are the user's (the baseline is their own code)."""
+        arm = self.base_for(source)
+        try:
+            ms = run_block(arm, self.steps, self.warmup(arm.variant)).ms_per_step
+        except ArmFailure as exc:
+            raise self.user_error(exc, arm.variant.label) from exc.cause
+        (self.loader_base_ms if source == "loader" else self.cached_base_ms).append(ms)
+        return ms
+
+    # measuring -----------------------------------------------------------------------------------
+
+    def measure(
+        self,
+        variant: Variant,
+        *,
+        against: str,
+        base: Arm | None = None,
+        scale: float = 1.0,
+        reps: int | None = None,
+        reserve: float = 0.0,
+    ) -> tuple[Comparison, Arm]:
+        """Interleave ``variant`` with the baseline; the arm is returned still open (drop it)."""
+        base = base or self.base_for(against)
+        arm = self.build(variant)
+        per_pair = self.block_s(against) + self.block_s(variant.source)
+
+        def fits() -> bool:
+            return self.affordable(per_pair, reserve)
+
+        try:
+            cmp = compare(
+                base,
+                arm,
+                reps=reps or self.reps,
+                steps=self.steps,
+                warmup=(self.warmup(base.variant), self.warmup(variant)),
+                scale=scale,
+                fits=fits,
+                on_block=lambda: self.budget.tell(self.stage),
+            )
+        except ArmFailure as exc:
+            self.drop(arm)
+            if not exc.in_variant:
+                raise self.user_error(exc, base.variant.label) from exc.cause
+            raise self.variant_error(exc, variant) from exc.cause
+        except BaseException:
+            self.drop(arm)
+            raise
+        if base is self.loader_base:
+            self.loader_base_ms += cmp.base_ms
+        elif base is self.cached_base:
+            self.cached_base_ms += cmp.base_ms
+        return cmp, arm
+
+    def user_error(self, exc: ArmFailure, label: str) -> Exception:
+        cause = exc.cause
+        what = f"{type(cause).__name__}: {cause}"
+        where = f"while gpusight ran {label!r}"
+        if exc.kind == "loader":
+            return LoaderError(
+                f"your DataLoader raised at batch {exc.index} {where}: {what}. Iterate it by hand "
+                f"(next(iter(loader)) a few times) to reproduce; gpusight restored your model, "
+                f"optimizer, RNG and torch flags.",
+                experiment=label,
+                batch_index=exc.index,
+            )
+        if exc.kind == "oom":
+            return OutOfMemoryDuringDiagnosis(
+                f"out of device memory {where} (step {exc.index}): gpusight runs a copy of your "
+                f"model and optimizer beside yours, so it needs room for one more copy; free "
+                f"memory (del unused tensors, torch.cuda.empty_cache()) or diagnose a smaller "
+                f"batch. {what}"
+            )
+        return StepError(
+            f"your training step raised at step {exc.index} {where}: {what}. Nothing was "
+            f"changed yet (this is the unchanged baseline), so the step itself fails: run one "
+            f"step by hand to reproduce.",
+            experiment=label,
+            step=exc.index,
+        )
+
+    def variant_error(self, exc: ArmFailure, variant: Variant) -> Exception:
+        cause = exc.cause
+        what = f"{type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}"
+        if exc.kind == "oom":
+            return VariantOOM(f"out of device memory with {variant.label}")
+        if exc.kind == "loader" and not worker_failure(cause):
+            # The dataset's own error: the user's loader would hit it too.
+            return self.user_error(exc, variant.label)
+        return Skip(f"{variant.label} fails with your code: {what}")

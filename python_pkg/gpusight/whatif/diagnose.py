@@ -1,0 +1,325 @@
+"""``gpusight.diagnose``: baseline, one change at a time on copies, the winners together, restore.
+
+Order of work, all inside one wall-clock budget:
+
+1. snapshot everything the user owns (model, optimizer, RNG, flags; see ``restore.py``);
+2. take a fixed set of batches from a clone of the loader, then time the unchanged step twice
+   over: with the loader (what the user runs) and from the cached batches (compute alone);
+3. each experiment that applies, interleaved with its baseline on copies, in the order the
+   baseline suggests (loader experiments first when loading costs time), skipping what the
+   budget cannot pay for;
+4. every winner together, end to end, against the unchanged step with the loader;
+5. restore (also after an exception, an OOM or Ctrl-C) and release every copy.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..report import Fix, Report, WhatIf
+from .arms import Arm, StepFn, Workload, model_device
+from .context import MIN_GAIN, Budget, Context, Progress, Skip, VariantOOM
+from .errors import DiagnoseError, OutOfMemoryDuringDiagnosis
+from .experiments import ALL, Compile, Experiment, Outcome, cpu_cores, outcome_of, plan
+from .findings import combination, combined_code, findings_of, verdict
+from .loaders import can_resize_batches, is_dataloader, is_reiterable
+from .machine import machine_facts
+from .restore import Snapshot
+from .runner import ArmFailure, noise_pct
+from .variant import Variant
+
+DEFAULT_REPS = 3
+CACHE_BATCHES = 8
+EXPERIMENT_KEYS = tuple(cls.key for cls in ALL)
+
+
+def _snapshot_limit() -> int | None:
+    """Largest host copy of the user's tensors to keep for restoring (a quarter of free RAM)."""
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available // 4)
+    except Exception:
+        return 2 << 30
+
+
+def _check_args(model: object, loader: object, steps: int, budget_s: float) -> None:
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not hasattr(loader, "__iter__"):
+        raise TypeError(
+            "loader must be a DataLoader or another iterable of batches, "
+            f"got {type(loader).__name__}"
+        )
+    if not is_reiterable(loader):  # type: ignore[arg-type]
+        raise TypeError(
+            "loader is a one-shot iterator (e.g. a generator): diagnosing would use up your "
+            "batches. Pass the DataLoader (or a list of batches) instead."
+        )
+    if steps < 1:
+        raise ValueError(f"steps must be at least 1, got {steps}")
+    if budget_s <= 0:
+        raise ValueError(f"budget_s must be positive, got {budget_s}")
+
+
+def diagnose(
+    model: nn.Module,
+    loader: Any,
+    loss_fn: Callable[..., Any] | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+    step_fn: StepFn | None = None,
+    steps: int = 20,
+    budget_s: float = 60,
+    progress: Progress | None = None,
+    *,
+    experiments: Sequence[str] | None = None,
+) -> Report:
+    """Measure what each fix would gain on copies of your model, and return the report.
+
+    ``loader`` is a DataLoader (or any re-iterable of batches). The default step is
+    ``loss_fn(model(x), y)``, backward, ``optimizer.step()`` for batches ``(x, y)`` (``x``
+    alone, ``(x1, ..., y)`` and dicts of keyword arguments work too); without ``loss_fn`` a model
+    that returns a loss (a scalar, or an output with ``.loss``) is trained on that. Anything else:
+    pass ``step_fn(model, batch, optimizer)``, which must train the ``model`` and ``optimizer``
+    it is given (copies), with ``batch`` already on the model's device.
+
+    ``steps`` timed steps per measurement block, ``budget_s`` seconds for everything;
+    ``progress(stage, fraction)`` is called as it goes. ``experiments`` picks a subset by key
+    (``num_workers``, ``pin_memory``, ``persistent_workers``, ``prefetch_factor``,
+    ``batch_size``, ``autocast``, ``channels_last``, ``tf32``, ``cudnn_benchmark``,
+    ``dataset_on_gpu``, ``compile``).
+
+    Your model, optimizer, RNG states and torch flags are bit-identical afterwards, also when
+    this raises (:class:`~gpusight.whatif.errors.LoaderError`, ``StepError``, ...) or is
+    interrupted.
+    """
+    _check_args(model, loader, steps, budget_s)
+    unknown = sorted(set(experiments or ()) - set(EXPERIMENT_KEYS))
+    if unknown:
+        raise ValueError(f"unknown experiments {unknown}; known: {', '.join(EXPERIMENT_KEYS)}")
+    budget = Budget(budget_s, progress)
+    budget.tell("snapshot of your model, optimizer, RNG and flags", 0.0)
+    snap = Snapshot.capture(model, optimizer, loss_fn, loader, max_copy_bytes=_snapshot_limit())
+    work = Workload(model, loader, loss_fn, optimizer, step_fn, model_device(model))
+    ctx = Context(work, budget, steps=steps, reps=DEFAULT_REPS, cpu_count=cpu_cores())
+    report: Report | None = None
+    try:
+        report = _diagnose(ctx, snap, list(experiments) if experiments is not None else None)
+    finally:
+        ctx.close()
+        changed = snap.restore()
+        if report is not None and changed:
+            report.notes.append(
+                "Restored after the diagnosis, which had changed them: " + ", ".join(changed) + "."
+            )
+    budget.tell("done", 1.0)
+    return report
+
+
+def _cache_batches(ctx: Context, arm: Arm) -> list[Any]:
+    """A fixed set of batches, taken once from a clone of the loader."""
+    n = max(1, min(ctx.steps, CACHE_BATCHES))
+    batches: list[Any] = []
+    arm.start_epoch()
+    try:
+        for _ in range(n):
+            try:
+                batches.append(arm.next_batch())
+            except StopIteration:
+                break  # a loader shorter than n batches
+            except Exception as exc:
+                failure = ArmFailure("loader", arm.batch_index, exc)
+                raise ctx.user_error(failure, "taking batches to replay") from exc
+    finally:
+        arm.stop()
+    if not batches:
+        raise DiagnoseError("the loader gave no batches: it is empty")
+    return batches
+
+
+def _build_baseline(ctx: Context, variant: Variant) -> Arm:
+    try:
+        return ctx.build(variant)
+    except VariantOOM as exc:
+        raise OutOfMemoryDuringDiagnosis(
+            f"out of device memory copying your model and optimizer for {variant.label!r}: "
+            "gpusight runs on a copy beside yours, so it needs room for one more; free memory "
+            "(del unused tensors, torch.cuda.empty_cache()) and try again"
+        ) from exc.__cause__
+    except Skip as exc:
+        raise DiagnoseError(
+            f"{exc}. gpusight runs what-ifs on copy.deepcopy(model) and a fresh optimizer of "
+            "your optimizer's class: make them copyable, or pass step_fn"
+        ) from exc.__cause__
+
+
+def _baselines(ctx: Context, snap: Snapshot) -> None:
+    ctx.stage = "baseline: your step, as it is"
+    ctx.budget.tell(ctx.stage)
+    ctx.loader_base = _build_baseline(ctx, Variant("your step with your loader", source="loader"))
+    ctx.work.cached = _cache_batches(ctx, ctx.loader_base)
+    ctx.cached_base = _build_baseline(ctx, Variant("your step on replayed batches"))
+    for i in range(2):
+        ctx.baseline_block("loader")
+        ctx.budget.tell(ctx.stage)
+        ctx.baseline_block("cached")
+        ctx.budget.tell(ctx.stage)
+        if i == 0:
+            touched = snap.touched()
+            if touched:
+                raise DiagnoseError(
+                    f"the training step changed your own {' and '.join(touched)}: step_fn must "
+                    "train the model and optimizer it is given (gpusight passes copies), not "
+                    "global ones. Your objects were restored."
+                )
+
+
+def _run_record(ctx: Context) -> dict[str, Any]:
+    ms = ctx.loader_base_ms
+    return {
+        "label": "unchanged step with your loader (on a copy of your model)",
+        "steps": ctx.steps * len(ms),
+        "warmup_steps": ctx.warmup(Variant("", source="loader")) * len(ms),
+        "step_time_ms": round(statistics.median(ms), 3),
+        "step_time_spread_ms": [round(min(ms), 3), round(max(ms), 3)],
+        "step_times_ms": [round(x, 3) for x in ms],
+    }
+
+
+def _skipped(exp: Experiment, reason: str) -> WhatIf:
+    return WhatIf(
+        change=exp.label,
+        finding_id=exp.finding_id,
+        before_ms=None,
+        after_ms=None,
+        speedup=None,
+        skipped=reason,
+    )
+
+
+def _combination_cost(ctx: Context) -> float:
+    return 2 * (2 * ctx.block_s("loader") + 0.5)
+
+
+def _choose_reps(ctx: Context, exps: list[Experiment]) -> None:
+    """Three repetitions when they all fit in the budget, two otherwise."""
+    need = sum(e.cost_s(ctx) for e in exps if not isinstance(e, Compile) and e.applies(ctx) is None)
+    if need + _combination_cost(ctx) > ctx.budget.left():
+        ctx.reps = 2
+
+
+def _experiments(ctx: Context, only: list[str] | None) -> tuple[list[WhatIf], list[Outcome]]:
+    rows: list[WhatIf] = []
+    outcomes: list[Outcome] = []
+    exps = plan(ctx, only)
+    _choose_reps(ctx, exps)
+    for i, exp in enumerate(exps):
+        ctx.stage = f"what-if: {exp.label} ({i + 1}/{len(exps)})"
+        ctx.budget.tell(ctx.stage)
+        reason = exp.applies(ctx)
+        if reason is None and not ctx.affordable(exp.cost_s(ctx), reserve=_combination_cost(ctx)):
+            reason = (
+                f"budget exhausted: needs about {exp.cost_s(ctx):.0f} s, "
+                f"{max(0.0, ctx.budget.left()):.0f} s left (raise budget_s)"
+            )
+        if reason is not None:
+            rows.append(_skipped(exp, reason))
+            continue
+        try:
+            out = exp.apply(ctx)
+        except Skip as why:
+            rows.append(_skipped(exp, str(why)))
+            continue
+        ctx.results[exp.key] = out
+        outcomes.append(out)
+        rows.append(out.what_if)
+    return rows, outcomes
+
+
+def _combine(ctx: Context, winners: list[Outcome]) -> tuple[WhatIf | None, list[str]]:
+    v = combination(winners)
+    if v is None:
+        return None, []
+    against = "loader" if ctx.loader_base is not None else "cached"
+    if v.source == "cached":
+        v = v.with_(
+            source="loader"
+        )  # end to end: the compute winners while loading as the user does
+    if (
+        v.source == "loader"
+        and v.batch_factor > 1
+        and not (is_dataloader(ctx.work.loader) and can_resize_batches(ctx.work.loader))
+    ):
+        v, against = v.with_(source="cached"), "cached"
+    names = ", ".join(o.winner.label for o in winners if o.winner is not None)
+    change = f"all winners together: {names}"
+    ctx.stage = "what-if: all winners together"
+    ctx.budget.tell(ctx.stage)
+    if not ctx.affordable(_combination_cost(ctx) / 2):
+        return WhatIf(change, None, None, None, skipped="budget exhausted"), []
+    try:
+        cmp, arm = ctx.measure(v.with_(label=change), against=against, scale=v.batch_factor, reps=2)
+        ctx.drop(arm)
+    except Skip as why:
+        return WhatIf(change, None, None, None, skipped=str(why)), []
+    if cmp.pairs == 0:
+        return WhatIf(change, None, None, None, skipped="budget exhausted"), []
+    out = outcome_of("combination", change, winners[0].finding_id or "", cmp, v)
+    w = out.what_if
+    w.finding_id = None
+    w.params = {
+        **(w.params or {}),
+        "against": "your loader" if against == "loader" else "replayed batches",
+    }
+    w.fix = Fix(
+        text="Every measured winner in one training loop.",
+        snippet_id="whatif.combined",
+        code=combined_code(ctx, v, f"{cmp.speedup:.2f}x end to end"),
+        language="python",
+    )
+    notes = []
+    best = max(o.speedup for o in winners)
+    if cmp.speedup < best * (1 - MIN_GAIN):
+        notes.append(
+            f"Together the winners gave {cmp.speedup:.2f}x, less than the best alone ({best:.2f}x, "
+            "measured on replayed batches): the changes overlap or the loader now limits the step."
+        )
+    return w, notes
+
+
+def _diagnose(ctx: Context, snap: Snapshot, only: list[str] | None) -> Report:
+    if not snap.values_kept:
+        ctx.notes.append(
+            "Your tensors are too large to keep a host copy for restoring; gpusight relies on "
+            "working on copies only (it checks version counters that nothing of yours changed)."
+        )
+    _baselines(ctx, snap)
+    rows, outcomes = _experiments(ctx, only)
+    winners = [o for o in outcomes if o.winner is not None]
+    combo, combo_notes = _combine(ctx, winners)
+    if combo is not None:
+        rows.append(combo)
+    findings = findings_of(ctx, outcomes)
+    tried = sum(1 for r in rows if r.skipped is None and r is not combo)
+    notes = list(ctx.notes) + combo_notes
+    notes += [n for o in outcomes if o.winner is None for n in o.notes if "sweep" in n]
+    if ctx.work.device.type != "cuda":
+        notes.append(
+            "The model is on the CPU: GPU-only experiments (pinned memory, autocast, TF32, "
+            "cudnn.benchmark, dataset on the GPU) were skipped."
+        )
+    return Report(
+        kind="diagnose",
+        machine=machine_facts(),
+        run=_run_record(ctx),
+        verdict=verdict(findings, tried, noise_pct(ctx.cached_base_ms)),
+        findings=findings,
+        what_if=rows,
+        notes=notes,
+        title="What-if: each fix measured on copies of your model",
+    )

@@ -1,0 +1,746 @@
+"""The experiments: one class each, ``applies(ctx)`` (None, or why it is skipped), ``apply(ctx)``.
+
+``apply`` measures the change on copies, interleaved with the baseline, and returns an
+:class:`Outcome`; it raises :class:`~gpusight.whatif.context.Skip` with a reason when it cannot.
+Compute experiments run on a fixed set of cached batches (the loader is not what they measure);
+loader experiments run a clone of the user's DataLoader (the loader is what they measure).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+from torch.utils.data import IterableDataset
+
+from ..report import Scalar, WhatIf
+from .context import MIN_GAIN, Context, Skip, VariantOOM
+from .loaders import batch_len, batch_nbytes, clone_loader, shutdown
+from .restore import read_flags
+from .runner import Comparison, noise_pct
+from .variant import Variant
+
+CONV_TYPES = (
+    nn.Conv1d,
+    nn.Conv2d,
+    nn.Conv3d,
+    nn.ConvTranspose1d,
+    nn.ConvTranspose2d,
+    nn.ConvTranspose3d,
+)
+RNN_TYPES = (nn.RNNBase,)
+# torch.compile of a training step rarely finishes in less than this; below it, skip honestly.
+COMPILE_MIN_S = 45.0
+
+
+@dataclass
+class Outcome:
+    """A measured experiment: the what-if row, and the variant to combine if it won."""
+
+    key: str
+    what_if: WhatIf
+    winner: Variant | None = None
+    finding_id: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)  # fills the fix snippet
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def speedup(self) -> float:
+        return self.what_if.speedup or 0.0
+
+
+def _round(x: float | None, nd: int = 3) -> float | None:
+    return None if x is None else round(float(x), nd)
+
+
+def outcome_of(
+    key: str,
+    change: str,
+    finding_id: str,
+    cmp: Comparison,
+    variant: Variant,
+    params: dict[str, Scalar] | None = None,
+    series: list[dict[str, Any]] | None = None,
+) -> Outcome:
+    wins = cmp.wins(MIN_GAIN)
+    what = WhatIf(
+        change=change,
+        finding_id=finding_id,
+        params={**(params or {}), "repeats": cmp.pairs, "won": wins},
+        before_ms=_round(cmp.before_ms),
+        after_ms=_round(cmp.after_ms),
+        speedup=_round(cmp.speedup),
+        noise_pct=_round(cmp.noise_pct, 1),
+        series=series,
+    )
+    return Outcome(key, what, winner=variant if wins else None, finding_id=finding_id)
+
+
+def cpu_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+class Experiment:
+    key: ClassVar[str]
+    finding_id: ClassVar[str]
+    label: ClassVar[str]
+    group: ClassVar[str]  # "loader" or "compute"
+
+    def applies(self, ctx: Context) -> str | None:
+        raise NotImplementedError
+
+    def apply(self, ctx: Context) -> Outcome:
+        raise NotImplementedError
+
+    def cost_s(self, ctx: Context) -> float:
+        """A rough price, to skip what the budget cannot pay for."""
+        return ctx.reps * (2 * ctx.block_s("cached") + 0.1)
+
+    def measure_one(
+        self,
+        ctx: Context,
+        variant: Variant,
+        change: str,
+        against: str = "cached",
+        params: dict[str, Scalar] | None = None,
+        scale: float = 1.0,
+    ) -> Outcome:
+        cmp, arm = ctx.measure(variant, against=against, scale=scale)
+        try:
+            if cmp.pairs == 0:
+                raise Skip("budget exhausted before the first repetition")
+            extra = dict(params or {})
+            if variant.compile and arm.first_step_s is not None:
+                extra["compile_s"] = round(arm.first_step_s, 1)
+            return outcome_of(self.key, change, self.finding_id, cmp, variant, extra)
+        finally:
+            ctx.drop(arm)
+
+
+def _loader_gate(ctx: Context) -> str | None:
+    if not ctx.dataloader:
+        return (
+            "the loader is not a torch.utils.data.DataLoader: gpusight cannot change its settings"
+        )
+    return None
+
+
+def input_bound_gate(ctx: Context) -> str | None:
+    """Measured: is a step with loading slower than the same step on cached batches?"""
+    if not ctx.loader_base_ms or not ctx.cached_base_ms:
+        return None
+    lo = statistics.median(ctx.loader_base_ms)
+    ca = statistics.median(ctx.cached_base_ms)
+    noise = max(
+        [MIN_GAIN]
+        + [2 * (noise_pct(v) or 0.0) / 100 for v in (ctx.loader_base_ms, ctx.cached_base_ms)]
+    )
+    if lo <= ca * (1 + noise):
+        return (
+            f"the loader is not the bottleneck: steps with loading took {lo:.1f} ms, "
+            f"from cached batches {ca:.1f} ms"
+        )
+    return None
+
+
+def loader_workers(ctx: Context) -> int:
+    """Workers of the user's loader, or of the winning num_workers sweep."""
+    won = ctx.results.get("num_workers")
+    if won is not None and won.winner is not None:
+        return int(won.winner.loader["num_workers"])
+    return int(getattr(ctx.work.loader, "num_workers", 0) or 0)
+
+
+# --- loader experiments -------------------------------------------------------------------------
+
+
+class NumWorkers(Experiment):
+    key = "num_workers"
+    finding_id = "load.input_bound"
+    label = "DataLoader num_workers sweep"
+    group = "loader"
+    KNEE_GAIN = 1.10  # a point must beat the best so far by this much, or the sweep stops
+    KNEE_SHARE = 0.95  # the answer: fewest workers within this share of the best throughput
+
+    def candidates(self, ctx: Context) -> list[int]:
+        now = int(getattr(ctx.work.loader, "num_workers", 0) or 0)
+        cores = ctx.cpu_count
+        points = [w for w in (2, 4, 8, 16, 32, 64) if now < w <= cores]
+        if cores > now and cores not in points:
+            points.append(cores)
+        return sorted(points)
+
+    def applies(self, ctx: Context) -> str | None:
+        gate = _loader_gate(ctx)
+        if gate:
+            return gate
+        if isinstance(ctx.work.loader.dataset, IterableDataset):
+            return (
+                "the dataset is an IterableDataset: more workers repeat its batches unless it "
+                "shards itself with torch.utils.data.get_worker_info()"
+            )
+        if not self.candidates(ctx):
+            return (
+                f"the loader already uses {ctx.work.loader.num_workers} workers "
+                f"for {ctx.cpu_count} CPU cores"
+            )
+        return input_bound_gate(ctx)
+
+    def cost_s(self, ctx: Context) -> float:
+        return 2 * (ctx.block_s("loader") * 2 + 0.5)  # two repetitions of the first point
+
+    def apply(self, ctx: Context) -> Outcome:
+        now = int(ctx.work.loader.num_workers or 0)
+        results: list[tuple[int, Comparison]] = []
+        best = 1.0
+        stopped = ""
+        for w in self.candidates(ctx):
+            if results and not ctx.affordable(self.cost_s(ctx)):
+                stopped = f"sweep stopped before {w} workers: budget exhausted"
+                break
+            ctx.stage = f"what-if: num_workers={w}"
+            ctx.budget.tell(ctx.stage)
+            variant = Variant(f"num_workers={w}", source="loader", loader={"num_workers": w})
+            cmp, arm = ctx.measure(variant, against="loader")
+            ctx.drop(arm)
+            if cmp.pairs == 0:
+                stopped = f"sweep stopped before {w} workers: budget exhausted"
+                break
+            results.append((w, cmp))
+            if cmp.speedup < best * self.KNEE_GAIN:
+                break  # past the knee
+            best = max(best, cmp.speedup)
+        if not results:
+            raise Skip("budget exhausted before the first point of the sweep")
+        top = max(c.speedup for _, c in results)
+        w, cmp = next((w, c) for w, c in results if c.speedup >= self.KNEE_SHARE * top)
+        series: list[dict[str, Any]] = [
+            {"x": now, "y": round(cmp.before_ms, 3), "label": "yours"}
+        ] + [{"x": x, "y": round(c.after_ms, 3), "label": f"{x} workers"} for x, c in results]
+        out = outcome_of(
+            self.key,
+            f"DataLoader(num_workers={w}) instead of {now}",
+            self.finding_id,
+            cmp,
+            Variant(f"num_workers={w}", source="loader", loader={"num_workers": w}),
+            {"num_workers": w, "from_num_workers": now, "cpu_cores": ctx.cpu_count},
+            series,
+        )
+        out.params.update(
+            num_workers=w, sweep=", ".join(f"{x}: {c.speedup:.2f}x" for x, c in results)
+        )
+        if stopped:
+            out.notes.append(stopped)
+        return out
+
+
+class PinMemory(Experiment):
+    key = "pin_memory"
+    finding_id = "code.pageable_copy"
+    label = "pin_memory=True + non_blocking copies"
+    group = "loader"
+
+    def applies(self, ctx: Context) -> str | None:
+        if not ctx.cuda:
+            return "no CUDA device: pinned memory only speeds up copies to a GPU"
+        if ctx.dataloader and ctx.work.loader.pin_memory:
+            return "the DataLoader already pins memory (pin_memory=True)"
+        return None
+
+    def cost_s(self, ctx: Context) -> float:
+        src = "loader" if ctx.dataloader else "cached"
+        return ctx.reps * (2 * ctx.block_s(src) + 0.3)
+
+    def apply(self, ctx: Context) -> Outcome:
+        if ctx.dataloader:
+            variant = Variant(
+                "pin_memory=True, non_blocking=True",
+                source="loader",
+                loader={"pin_memory": True},
+                non_blocking=True,
+            )
+            return self.measure_one(
+                ctx,
+                variant,
+                "DataLoader(pin_memory=True) and .to(device, non_blocking=True)",
+                "loader",
+            )
+        variant = Variant("pinned batches, non_blocking=True", non_blocking=True)
+        return self.measure_one(ctx, variant, "pinned batches copied with non_blocking=True")
+
+
+class PersistentWorkers(Experiment):
+    """Worker start-up at every epoch, measured, spread over the epoch's batches."""
+
+    key = "persistent_workers"
+    finding_id = "load.input_bound"
+    label = "persistent_workers=True"
+    group = "loader"
+
+    def applies(self, ctx: Context) -> str | None:
+        gate = _loader_gate(ctx)
+        if gate:
+            return gate
+        if ctx.work.loader.persistent_workers:
+            return "the DataLoader already keeps its workers (persistent_workers=True)"
+        if loader_workers(ctx) == 0:
+            return (
+                "no worker processes (num_workers=0): persistent_workers only keeps workers alive"
+            )
+        try:
+            len(ctx.work.loader)
+        except TypeError:
+            return "the loader has no length: an epoch's start-up cannot be spread over its batches"
+        return None
+
+    def cost_s(self, ctx: Context) -> float:
+        return ctx.reps * 2 * (0.5 + 0.05 * loader_workers(ctx))
+
+    def apply(self, ctx: Context) -> Outcome:
+        w = loader_workers(ctx)
+        epoch = len(ctx.work.loader)
+        plain = clone_loader(ctx.work.loader, num_workers=w)
+        keep = clone_loader(ctx.work.loader, num_workers=w, persistent_workers=True)
+        cold: list[float] = []
+        warm: list[float] = []
+        try:
+            it = iter(keep)
+            next(it)  # start the workers once, as the first epoch would
+            for _ in range(ctx.reps):
+                if cold and not ctx.affordable(self.cost_s(ctx) / ctx.reps):
+                    break
+                t0 = time.perf_counter()
+                it_plain = iter(plain)
+                next(it_plain)
+                cold.append(time.perf_counter() - t0)
+                shutdown(it_plain)
+                t0 = time.perf_counter()
+                it = iter(keep)  # a new epoch: the same workers, reset
+                next(it)
+                warm.append(time.perf_counter() - t0)
+                ctx.budget.tell(ctx.stage)
+        except Exception as exc:
+            raise Skip(f"persistent workers failed: {type(exc).__name__}: {exc}") from exc
+        finally:
+            shutdown(getattr(keep, "_iterator", None))
+        base = ctx.results.get("num_workers")
+        step_ms = (
+            base.what_if.after_ms
+            if base is not None and base.winner is not None and base.what_if.after_ms
+            else min(ctx.loader_base_ms)
+        )
+        cold_ms = 1000 * sorted(cold)[len(cold) // 2]
+        warm_ms = 1000 * sorted(warm)[len(warm) // 2]
+        before = step_ms + cold_ms / epoch
+        after = step_ms + warm_ms / epoch
+        speedup = before / after if after > 0 else 0.0
+        spread = 100 * (max(cold) - min(cold)) / cold_ms if len(cold) > 1 and cold_ms > 0 else None
+        # A win only if every cold start was slower than every warm one, and it adds up.
+        wins = min(cold) > max(warm) and speedup - 1 > MIN_GAIN
+        what = WhatIf(
+            change=f"DataLoader(num_workers={w}, persistent_workers=True): workers kept",
+            finding_id=self.finding_id,
+            params={
+                "num_workers": w,
+                "epoch_start_ms": round(cold_ms, 1),
+                "epoch_start_persistent_ms": round(warm_ms, 1),
+                "batches_per_epoch": epoch,
+                "repeats": len(cold),
+                "won": wins,
+                "basis": "epoch start-up measured, spread over an epoch's batches",
+            },
+            before_ms=round(before, 3),
+            after_ms=round(after, 3),
+            speedup=round(speedup, 3),
+            noise_pct=None if spread is None else round(spread, 1),
+        )
+        variant = Variant(
+            "persistent_workers", source="loader", loader={"persistent_workers": True}
+        )
+        return Outcome(
+            self.key, what, variant if wins else None, self.finding_id, {"num_workers": w}
+        )
+
+
+class PrefetchFactor(Experiment):
+    key = "prefetch_factor"
+    finding_id = "load.input_bound"
+    label = "prefetch_factor=4"
+    group = "loader"
+    FACTOR = 4
+
+    def applies(self, ctx: Context) -> str | None:
+        gate = _loader_gate(ctx)
+        if gate:
+            return gate
+        if loader_workers(ctx) == 0:
+            return "no worker processes (num_workers=0): prefetch_factor is per worker"
+        if (ctx.work.loader.prefetch_factor or 2) >= self.FACTOR:
+            return (
+                f"the DataLoader already prefetches {ctx.work.loader.prefetch_factor} "
+                "batches per worker"
+            )
+        return input_bound_gate(ctx)
+
+    def cost_s(self, ctx: Context) -> float:
+        return ctx.reps * (2 * ctx.block_s("loader") + 1.0)
+
+    def apply(self, ctx: Context) -> Outcome:
+        w = loader_workers(ctx)
+        base_variant = Variant(f"num_workers={w}", source="loader", loader={"num_workers": w})
+        base = ctx.build(base_variant) if w != (ctx.work.loader.num_workers or 0) else None
+        variant = Variant(
+            f"num_workers={w}, prefetch_factor={self.FACTOR}",
+            source="loader",
+            loader={"num_workers": w, "prefetch_factor": self.FACTOR},
+        )
+        try:
+            cmp, arm = ctx.measure(variant, against="loader", base=base)
+            ctx.drop(arm)
+        finally:
+            ctx.drop(base)
+        if cmp.pairs == 0:
+            raise Skip("budget exhausted before the first repetition")
+        out = outcome_of(
+            self.key,
+            f"DataLoader(prefetch_factor={self.FACTOR}) with num_workers={w}",
+            self.finding_id,
+            cmp,
+            variant,
+            {"num_workers": w, "prefetch_factor": self.FACTOR},
+        )
+        return out
+
+
+# --- compute experiments (cached batches) -------------------------------------------------------
+
+
+class BatchSize(Experiment):
+    key = "batch_size"
+    finding_id = "load.small_batch"
+    label = "batch size doubling"
+    group = "compute"
+    MAX_FACTOR = 16
+    GAIN = 1.05  # a doubling must add this much throughput, or the sweep stops
+
+    def applies(self, ctx: Context) -> str | None:
+        if not ctx.work.cached or batch_len(ctx.work.cached[0]) is None:
+            return "cannot tell the batch dimension of the loader's batches"
+        return None
+
+    def apply(self, ctx: Context) -> Outcome:
+        bs = batch_len(ctx.work.cached[0]) or 1
+        results: list[tuple[int, Comparison]] = []
+        stop = ""
+        f = 2
+        best = 1.0
+        while f <= self.MAX_FACTOR:
+            if results and not ctx.affordable(self.cost_s(ctx) * f / 2):
+                stop = f"stopped before batch {bs * f}: budget exhausted"
+                break
+            ctx.stage = f"what-if: batch size {bs * f}"
+            ctx.budget.tell(ctx.stage)
+            variant = Variant(f"batch_size={bs * f}", batch_factor=f)
+            try:
+                cmp, arm = ctx.measure(variant, against="cached", scale=f)
+                ctx.drop(arm)
+            except VariantOOM:
+                stop = f"batch {bs * f} ran out of device memory"
+                break
+            if cmp.pairs == 0:
+                stop = f"stopped before batch {bs * f}: budget exhausted"
+                break
+            results.append((f, cmp))
+            if cmp.speedup < best * self.GAIN:
+                break
+            best = cmp.speedup
+            f *= 2
+        if not results:
+            raise Skip(stop or "no batch size could be measured")
+        f, cmp = max(results, key=lambda r: r[1].speedup)
+        series: list[dict[str, Any]] = [{"x": bs, "y": round(cmp.before_ms, 3), "label": "yours"}]
+        series += [{"x": bs * x, "y": round(c.after_ms, 3)} for x, c in results]
+        if stop.endswith("memory"):
+            series.append({"x": bs * results[-1][0] * 2, "y": None, "label": "out of memory"})
+        out = outcome_of(
+            self.key,
+            f"batch_size={bs * f} instead of {bs} (ms per {bs} samples)",
+            self.finding_id,
+            cmp,
+            Variant(f"batch_size={bs * f}", batch_factor=f),
+            {"batch_size": bs * f, "from_batch_size": bs, "factor": f},
+            series,
+        )
+        out.params.update(batch_size=bs * f, factor=f)
+        out.notes.append(
+            f"A batch {f}x larger changes the optimisation, not only the speed: scale the "
+            f"learning rate with it (linear scaling rule, lr x {f}, with warm-up) and check that "
+            "the loss curve still matches."
+        )
+        if stop:
+            out.notes.append(f"batch size sweep {stop}")
+        return out
+
+
+def _half_model(ctx: Context) -> bool:
+    params = list(ctx.work.model.parameters())
+    return bool(params) and all(p.dtype in (torch.float16, torch.bfloat16) for p in params)
+
+
+class Autocast(Experiment):
+    key = "autocast"
+    finding_id = "load.amp_unused"
+    label = "bf16 autocast (fp16 + GradScaler without bf16)"
+    group = "compute"
+
+    def dtype(self) -> str:
+        return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+
+    def applies(self, ctx: Context) -> str | None:
+        if not ctx.cuda:
+            return "no CUDA device: bf16 autocast on the CPU is not a speedup gpusight measures"
+        if _half_model(ctx):
+            return "the model's weights are already half precision"
+        if (
+            self.dtype() == "float16"
+            and ctx.work.step_fn is not None
+            and ctx.work.optimizer is not None
+        ):
+            return "fp16 needs a GradScaler inside your step_fn (this GPU has no bf16)"
+        return None
+
+    def apply(self, ctx: Context) -> Outcome:
+        dt = self.dtype()
+        variant = Variant(f"autocast {dt}", autocast="bfloat16" if dt == "bfloat16" else "float16")
+        out = self.measure_one(
+            ctx,
+            variant,
+            f"torch.autocast('cuda', dtype=torch.{dt})"
+            + (" with a GradScaler" if dt == "float16" else ""),
+            params={"dtype": dt},
+        )
+        out.params.update(dtype=dt)
+        return out
+
+
+class ChannelsLast(Experiment):
+    key = "channels_last"
+    finding_id = "load.channels_last"
+    label = "channels_last memory format"
+    group = "compute"
+
+    def applies(self, ctx: Context) -> str | None:
+        if not ctx.has_module(nn.Conv2d):
+            return "the model has no 2-d convolutions"
+        return None
+
+    def apply(self, ctx: Context) -> Outcome:
+        variant = Variant("channels_last", channels_last=True)
+        return self.measure_one(
+            ctx, variant, "model and 4-d inputs in torch.channels_last memory format"
+        )
+
+
+def tf32_state() -> tuple[bool, bool]:
+    """(matmul TF32 on, cudnn TF32 on) as torch would run them now."""
+    flags = read_flags()
+    matmul = flags["float32_matmul_precision"] != "highest" or (
+        flags.get("fp32_precision.cuda.matmul") == "tf32"
+    )
+    conv = bool(flags["cudnn.allow_tf32"])
+    return matmul, conv
+
+
+class TF32(Experiment):
+    key = "tf32"
+    finding_id = "cfg.tf32_disabled"
+    label = "TF32 matmuls and convolutions"
+    group = "compute"
+
+    def applies(self, ctx: Context) -> str | None:
+        if not ctx.cuda:
+            return "no CUDA device"
+        if torch.cuda.get_device_capability(ctx.device)[0] < 8:
+            return "this GPU has no TF32 (needs compute capability 8.0 or newer)"
+        if _half_model(ctx):
+            return "the model's weights are half precision: TF32 only affects float32"
+        if all(tf32_state()):
+            return "TF32 is already on for matmuls and cudnn"
+        return None
+
+    def apply(self, ctx: Context) -> Outcome:
+        return self.measure_one(
+            ctx,
+            Variant("TF32", tf32=True),
+            "torch.set_float32_matmul_precision('high') and cudnn.allow_tf32 = True",
+        )
+
+
+class CudnnBenchmark(Experiment):
+    key = "cudnn_benchmark"
+    finding_id = "cfg.cudnn_benchmark_off"
+    label = "torch.backends.cudnn.benchmark = True"
+    group = "compute"
+
+    def applies(self, ctx: Context) -> str | None:
+        if not ctx.cuda:
+            return "no CUDA device"
+        if not torch.backends.cudnn.is_available():  # type: ignore[no-untyped-call]
+            return "cudnn is not available in this torch build"
+        if torch.backends.cudnn.benchmark:
+            return "cudnn.benchmark is already on"
+        if not ctx.has_module(*CONV_TYPES, *RNN_TYPES):
+            return "the model has no convolutions or RNNs (what cudnn.benchmark tunes)"
+        return None
+
+    def apply(self, ctx: Context) -> Outcome:
+        return self.measure_one(
+            ctx,
+            Variant("cudnn.benchmark", cudnn_benchmark=True),
+            "torch.backends.cudnn.benchmark = True",
+        )
+
+
+class DatasetOnDevice(Experiment):
+    key = "dataset_on_gpu"
+    finding_id = "load.memory_headroom"
+    label = "dataset kept on the GPU"
+    group = "loader"
+    SHARE = 0.5  # of free device memory the dataset may take
+
+    def dataset_bytes(self, ctx: Context) -> int | None:
+        b = ctx.work.cached[0] if ctx.work.cached else None
+        n = batch_len(b) if b is not None else None
+        try:
+            total = len(ctx.work.loader.dataset)
+        except (TypeError, AttributeError):
+            return None
+        if not n:
+            return None
+        return int(batch_nbytes(b) / n * total)
+
+    def applies(self, ctx: Context) -> str | None:
+        if not ctx.cuda:
+            return "no CUDA device"
+        gate = _loader_gate(ctx)
+        if gate:
+            return gate
+        size = self.dataset_bytes(ctx)
+        if size is None:
+            return "the dataset has no length: cannot tell whether it fits on the GPU"
+        free, _ = torch.cuda.mem_get_info(ctx.device)
+        if size > self.SHARE * free:
+            return (
+                f"the dataset ({size / 1e9:.1f} GB) does not fit in half the free GPU memory "
+                f"({free / 1e9:.1f} GB)"
+            )
+        return input_bound_gate(ctx)
+
+    def cost_s(self, ctx: Context) -> float:
+        return ctx.reps * (ctx.block_s("loader") + ctx.block_s("cached") + 0.3)
+
+    def apply(self, ctx: Context) -> Outcome:
+        size = self.dataset_bytes(ctx) or 0
+        free, _ = torch.cuda.mem_get_info(ctx.device)
+        out = self.measure_one(
+            ctx,
+            Variant("dataset on the GPU", source="device"),
+            "whole dataset kept on the GPU, batches indexed there (no loading, no copies)",
+            against="loader",
+            params={"dataset_gb": round(size / 1e9, 2), "free_gb": round(free / 1e9, 1)},
+        )
+        out.params.update(dataset_gb=round(size / 1e9, 2), free_gb=round(free / 1e9, 1))
+        out.notes.append(
+            "Keeping the dataset on the GPU assumes its transforms are fixed: random augmentations "
+            "done per item on the CPU must move to the GPU too."
+        )
+        return out
+
+
+def _has_cxx() -> bool:
+    return any(shutil.which(c) for c in (os.environ.get("CXX", "g++"), "g++", "c++", "clang++"))
+
+
+class Compile(Experiment):
+    key = "compile"
+    finding_id = "load.launch_bound"
+    label = "torch.compile"
+    group = "compute"
+
+    def applies(self, ctx: Context) -> str | None:
+        if not hasattr(torch, "compile"):
+            return "this torch has no torch.compile"
+        try:
+            import torch._dynamo as dynamo
+
+            if not dynamo.is_dynamo_supported():  # type: ignore[attr-defined]
+                return "torch.compile does not support this Python version"
+        except Exception as exc:
+            return f"torch.compile is unavailable: {type(exc).__name__}: {exc}"
+        if type(ctx.work.model).__name__ == "OptimizedModule":
+            return "the model is already compiled"
+        if not ctx.cuda and not _has_cxx():
+            return "no C++ compiler for torch.compile on the CPU (install g++)"
+        if not ctx.affordable(COMPILE_MIN_S):
+            return (
+                f"budget exhausted: torch.compile usually needs {COMPILE_MIN_S:.0f} s or more to "
+                f"compile a training step, {max(0.0, ctx.budget.left()):.0f} s were left "
+                "(raise budget_s)"
+            )
+        return None
+
+    def cost_s(self, ctx: Context) -> float:
+        return COMPILE_MIN_S
+
+    def apply(self, ctx: Context) -> Outcome:
+        out = self.measure_one(
+            ctx, Variant("torch.compile", compile=True), "model = torch.compile(model)"
+        )
+        out.params["compile_s"] = (
+            out.what_if.params.get("compile_s") if out.what_if.params else None
+        )
+        out.notes.append(
+            f"torch.compile took {out.params['compile_s']} s to compile (once per process); "
+            "the speedup is for steps after that."
+        )
+        return out
+
+
+ALL: tuple[type[Experiment], ...] = (
+    NumWorkers,
+    PinMemory,
+    PersistentWorkers,
+    PrefetchFactor,
+    BatchSize,
+    Autocast,
+    ChannelsLast,
+    TF32,
+    CudnnBenchmark,
+    DatasetOnDevice,
+    Compile,
+)
+
+
+def plan(ctx: Context, only: list[str] | None = None) -> list[Experiment]:
+    """Experiments in the order to run them: the measured bottleneck's first, compile last."""
+    exps = [cls() for cls in ALL if only is None or cls.key in only]
+    loader_first = input_bound_gate(ctx) is None and bool(ctx.loader_base_ms)
+
+    def rank(e: Experiment) -> tuple[int, int]:
+        if isinstance(e, Compile):
+            return (3, 0)
+        order = ALL.index(type(e))
+        if e.group == "loader":
+            return (0 if loader_first else 1, order)
+        return (1 if loader_first else 0, order)
+
+    return sorted(exps, key=rank)

@@ -1,0 +1,176 @@
+"""Timed steps: blocks of steps between device synchronisations, interleaved A/B comparisons.
+
+Device work is asynchronous, so a block is timed on the host clock between two
+``torch.cuda.synchronize()`` calls, never per step: a per-step sync would serialise the host's
+launches with the GPU and change what is measured. Baseline and variant blocks alternate
+(baseline, variant, baseline, variant, ...) so that drift (clocks, temperature, other processes)
+hits both; the speedup is the median of the paired ratios and the noise band is the spread of
+the baseline's own blocks: a robust standard deviation (1.4826 x the median absolute deviation),
+so that one block disturbed by another process does not hide a real gain.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+
+from ..bench.timer import quantile
+from .arms import Arm
+
+FailureKind = Literal["loader", "step", "oom"]
+
+_OOM_TYPES: tuple[type[BaseException], ...] = tuple(
+    {t for t in (getattr(torch, "OutOfMemoryError", None), torch.cuda.OutOfMemoryError) if t}
+)
+
+
+def is_oom(exc: BaseException) -> bool:
+    return isinstance(exc, _OOM_TYPES) or (
+        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+    )
+
+
+class ArmFailure(Exception):
+    """A block could not finish: the loader raised, the step raised, or memory ran out."""
+
+    def __init__(self, kind: FailureKind, index: int, cause: BaseException) -> None:
+        super().__init__(f"{kind} failure at {index}: {type(cause).__name__}: {cause}")
+        self.kind: FailureKind = kind
+        self.index = index
+        self.cause = cause
+        self.in_variant = False  # set by compare(): the baseline ran, the variant failed
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@dataclass
+class Block:
+    ms_per_step: float
+    steps: int
+
+
+def _release_frames(exc: BaseException) -> None:
+    # The traceback's finished frames hold the step's locals (activations, the copied model):
+    # clear them so that device memory returns now, not when the exception object dies.
+    traceback.clear_frames(exc.__traceback__)
+
+
+def run_block(arm: Arm, steps: int, warmup: int) -> Block:
+    """Run ``warmup`` untimed and ``steps`` timed steps of ``arm``; raises ArmFailure."""
+    with arm.settings():
+        arm.start_epoch()
+        try:
+            for i in range(warmup + steps):
+                if i == warmup:
+                    sync(arm.device)
+                    t0 = time.perf_counter()
+                try:
+                    batch = arm.next_batch()
+                except Exception as exc:
+                    _release_frames(exc)
+                    raise ArmFailure(
+                        "oom" if is_oom(exc) else "loader", arm.batch_index, exc
+                    ) from exc
+                try:
+                    if arm.first_step_s is None:
+                        t_first = time.perf_counter()
+                        arm.step(batch)
+                        sync(arm.device)
+                        arm.first_step_s = time.perf_counter() - t_first
+                    else:
+                        arm.step(batch)
+                except Exception as exc:
+                    _release_frames(exc)
+                    raise ArmFailure("oom" if is_oom(exc) else "step", i, exc) from exc
+                del batch
+            sync(arm.device)
+            elapsed = time.perf_counter() - t0
+        finally:
+            arm.stop()
+    return Block(ms_per_step=elapsed * 1000.0 / steps, steps=steps)
+
+
+# --- statistics ---------------------------------------------------------------------------------
+
+
+def noise_pct(values: list[float]) -> float | None:
+    """Robust relative spread of repeated measurements of one thing, in percent (about 1 sigma)."""
+    if len(values) < 2:
+        return None
+    med = quantile(values, 0.5)
+    mad = quantile([abs(v - med) for v in values], 0.5)
+    return 100.0 * 1.4826 * mad / med if med > 0 else None
+
+
+@dataclass
+class Comparison:
+    """Interleaved blocks of a baseline and a variant (ms per step, normalised per sample)."""
+
+    base_ms: list[float] = field(default_factory=list)
+    variant_ms: list[float] = field(default_factory=list)
+
+    @property
+    def pairs(self) -> int:
+        return min(len(self.base_ms), len(self.variant_ms))
+
+    @property
+    def before_ms(self) -> float:
+        return quantile(self.base_ms, 0.5)
+
+    @property
+    def after_ms(self) -> float:
+        return quantile(self.variant_ms, 0.5)
+
+    @property
+    def speedup(self) -> float:
+        ratios = [b / v for b, v in zip(self.base_ms, self.variant_ms, strict=False) if v > 0]
+        return quantile(ratios, 0.5) if ratios else 0.0
+
+    @property
+    def noise_pct(self) -> float | None:
+        return noise_pct(self.base_ms)
+
+    def wins(self, min_gain: float) -> bool:
+        """Faster than the baseline by more than twice its noise and more than ``min_gain``."""
+        noise = (self.noise_pct or 0.0) / 100.0
+        return self.pairs > 0 and self.speedup - 1.0 > max(2 * noise, min_gain)
+
+
+def compare(
+    base: Arm,
+    variant: Arm,
+    *,
+    reps: int,
+    steps: int,
+    warmup: tuple[int, int],
+    scale: float = 1.0,
+    fits: Callable[[], bool] = lambda: True,
+    on_block: Callable[[], None] = lambda: None,
+) -> Comparison:
+    """Alternate baseline and variant blocks ``reps`` times while ``fits()`` says time is left.
+
+    ``scale`` divides the variant's step time (a batch ``scale`` times larger does ``scale``
+    times the work). Raises ArmFailure from either arm (``in_variant`` says which).
+    """
+    cmp = Comparison()
+    for r in range(reps):
+        if r > 0 and not fits():
+            break
+        cmp.base_ms.append(run_block(base, steps, warmup[0]).ms_per_step)
+        on_block()
+        try:
+            block = run_block(variant, steps, warmup[1])
+        except ArmFailure as exc:
+            exc.in_variant = True
+            raise
+        cmp.variant_ms.append(block.ms_per_step / scale)
+        on_block()
+    return cmp
