@@ -3,6 +3,7 @@
 Entry points (each returns a :class:`~gpusight.report.Report`):
 
 - ``gpusight.check()``: the environment doctor (no GPU needed).
+- ``gpusight.diagnose(model, loader, ...)``: each fix measured on copies of the model.
 - ``%load_ext gpusight`` then ``%gpusight`` / ``%%gpusight`` in IPython and Jupyter.
 """
 
@@ -19,6 +20,7 @@ __all__ = [
     "ReportValidationError",
     "__version__",
     "check",
+    "diagnose",
     "load_ipython_extension",
     "load_report",
     "unload_ipython_extension",
@@ -30,6 +32,13 @@ def check() -> Report:
     from .doctor import check as _check
 
     return _check()
+
+
+def diagnose(model: Any, loader: Any, **kwargs: Any) -> Report:
+    """Measure each fix on copies of ``model`` (:func:`gpusight.whatif.diagnose`); needs torch."""
+    from .whatif import diagnose as _diagnose
+
+    return _diagnose(model, loader, **kwargs)
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -106,6 +106,7 @@ class WhatIf:
     noise_pct: float | None = None
     skipped: str | None = None
     series: list[dict[str, Any]] | None = None
+    fix: Fix | None = None  # the code that was measured (e.g. every winner combined)
 
 
 def _required(f: dataclasses.Field[Any]) -> bool:
