@@ -215,6 +215,12 @@ class Report:
 
         p.text("Report(...)" if cycle else render(self).rstrip("\n"))
 
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any] | None:
+        """In a Jupyter kernel: the report widget. Elsewhere None, leaving the text above."""
+        from .jupyter.widget import widget_mimebundle
+
+        return widget_mimebundle(self)
+
 
 def load_report(source: str | Path | dict[str, Any]) -> dict[str, Any]:
     """Read a report (path, JSON text or dict) and validate it; returns the plain dict.
