@@ -8,6 +8,7 @@ for when the output is a terminal (``use_color``).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import textwrap
 from collections.abc import Mapping
@@ -16,6 +17,7 @@ from typing import IO, Any
 from .report import Report
 
 _RESET = "\033[0m"
+_ANSI = re.compile(r"\033\[[0-9;]*m")
 _STYLES = {
     "bold": "\033[1m",
     "dim": "\033[2m",
@@ -58,11 +60,17 @@ class _Out:
         self.lines.append(text)
 
     def wrap(self, text: str, indent: int, first: str = "", *styles: str) -> None:
-        """``first`` (already styled, printed width ``indent``) then text wrapped under it."""
-        body = textwrap.wrap(text, max(20, self.width - indent)) or [""]
-        self.add(first + self.style(body[0], *styles))
+        """``first`` (may be styled) then ``text``, continued at column ``indent``."""
+        lead = len(_ANSI.sub("", first))
+        body = textwrap.wrap(
+            text,
+            max(20 + lead, self.width),
+            initial_indent=" " * lead,
+            subsequent_indent=" " * indent,
+        ) or [" " * lead]
+        self.add(first + self.style(body[0][lead:], *styles))
         for line in body[1:]:
-            self.add(" " * indent + self.style(line, *styles))
+            self.add(" " * indent + self.style(line[indent:], *styles))
 
 
 def _fmt_value(value: Any, unit: str | None) -> str:

@@ -89,6 +89,13 @@ def fmt_bytes(n: int | None) -> str:
     return f"{n / (1 << 20):.0f} MiB"
 
 
+def cudnn_version(v: int) -> str:
+    """torch.backends.cudnn.version(): 8902 is 8.9.2 (x1000 until cuDNN 8), 91002 is 9.10.2."""
+    if v >= 10000:
+        return f"{v // 10000}.{v // 100 % 100}.{v % 100}"
+    return f"{v // 1000}.{v % 1000 // 100}.{v % 100}"
+
+
 def parse_arch(entry: str) -> tuple[str, tuple[int, int], str] | None:
     """'sm_90a' -> ('sm', (9, 0), 'a'); 'compute_120' -> ('compute', (12, 0), '')."""
     m = _ARCH.match(entry)
@@ -335,8 +342,7 @@ def _torch_rules(facts: Facts, out: EnvironmentResult) -> None:
             ),
         )
     if t.cudnn:
-        v = t.cudnn
-        out.check("cudnn.version", "cuDNN", "info", f"{v // 10000}.{v // 100 % 100}.{v % 100}")
+        out.check("cudnn.version", "cuDNN", "info", cudnn_version(t.cudnn))
     else:
         out.check(
             "cudnn.version",
@@ -847,7 +853,7 @@ def _one_gpu(g: NvmlGpu, own_pid: int, out: EnvironmentResult) -> None:
                     watts=int(g.power_default_limit_w),
                 )
                 impact_text = (
-                    f"Up to {1 - ratio:.0%} less sustained clock on power-bound work (estimate)."
+                    f"Up to {1 - ratio:.0%} less sustained clock on power-bound work."
                 )
             else:
                 title = f"GPU {i} ({g.name}): the external power brake is slowing its clocks"
@@ -860,7 +866,7 @@ def _one_gpu(g: NvmlGpu, own_pid: int, out: EnvironmentResult) -> None:
                     "nvidia.watch_throttle",
                     index=i,
                 )
-                impact_text = "Clocks are cut while the brake is asserted (estimate)."
+                impact_text = "Clocks are cut while the brake is asserted."
             finding = Finding(
                 id="env.power_capped",
                 severity="warn",
@@ -940,7 +946,9 @@ def _one_gpu(g: NvmlGpu, own_pid: int, out: EnvironmentResult) -> None:
             "warn" if finding else "pass",
             value,
             "gpu_idle and applications_clocks_setting are not problems: the GPU had no work, or "
-            "clocks were pinned on purpose",
+            "clocks were pinned on purpose"
+            if {"gpu_idle", "applications_clocks_setting"} & set(reasons)
+            else None,
             finding=finding,
         )
     if g.temperature_c is not None:

@@ -1,0 +1,783 @@
+"""Watched-run evidence -> step-time breakdown, verdict and findings. Pure; never imports torch.
+
+The watch (``gpusight.watch``) fills a :class:`WorkloadEvidence` with plain numbers: step times
+and per-step host measurements over the clean (unprofiled) steps, plus a summary of a short
+profiler window. ``analyse`` turns it into a breakdown in which each millisecond of a step is
+counted once, a verdict naming the bottleneck category, and findings sorted by the share of
+step time their fix could recover.
+
+How a step is split (ms per step, summing to the median step time):
+
+* With a GPU profiler window: kernel time per step is physical (profiling inflates host time,
+  not kernel time), so compute, communication and copy come from the window as measured; the
+  DataLoader wait is the hooks' measurement over clean steps times the share of it that the
+  window found exposed (GPU idle meanwhile); what remains of the step is divided among sync
+  stalls, launch overhead and other host time in the window's proportions.
+* Without a GPU (CPU-only run): compute is the host time inside forward/backward/optimizer,
+  data wait and copies are what the hooks measured, the rest is other host time.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from ..fixes import fix
+from ..fixes import workload as _workload_snippets  # noqa: F401  (registers the snippets)
+from ..report import Evidence, Finding, Fix, Impact, Scalar, Severity, SourceLine, Verdict
+
+CATEGORY_BOTTLENECK = {
+    "data_wait": "input_pipeline",
+    "copy": "memory_transfer",
+    "sync_stall": "host_sync",
+    "launch_overhead": "launch_overhead",
+    "other_cpu": "host_cpu",
+    "communication": "communication",
+}
+BREAKDOWN_KEYS = (
+    "compute",
+    "data_wait",
+    "copy",
+    "sync_stall",
+    "launch_overhead",
+    "other_cpu",
+    "communication",
+)
+# Above this GPU-busy (compute) share the GPU itself sets the pace.
+COMPUTE_BOUND_PCT = 80.0
+# A category must hold at least this share of the step to be named the bottleneck.
+NAMED_PCT = 5.0
+# Tensor Cores run bf16 matmuls several times faster than float32 without them; claim a
+# conservative three quarters of that kernel time back.
+TENSOR_CORE_RECOVERY = 0.75
+
+
+@dataclass
+class SyncSite:
+    kind: str
+    count: int
+    file: str | None = None
+    line: int | None = None
+    code: str | None = None
+    idle_ms: float | None = None
+    """GPU idle time this site's syncs left behind in the profiler window (ms, whole window)."""
+
+
+@dataclass
+class CopySite:
+    kind: str
+    """``pageable_async`` (non_blocking from pageable: hidden sync), ``pageable_sync``,
+    ``pinned_sync`` (could be non_blocking) or ``pinned_async``."""
+    count: int
+    bytes: int
+    host_ms: float
+    file: str | None = None
+    line: int | None = None
+    code: str | None = None
+
+
+@dataclass
+class LoaderInfo:
+    num_workers: int | None = None
+    pin_memory: bool | None = None
+    batch_size: int | None = None
+    persistent_workers: bool | None = None
+
+
+@dataclass
+class Placement:
+    module: str | None = None
+    param_devices: list[str] = field(default_factory=list)
+    input_devices: list[str] = field(default_factory=list)
+    dataparallel: bool = False
+    dataparallel_devices: int | None = None
+    has_conv: bool = False
+    input_channels_last: bool | None = None
+    model_channels_last: bool | None = None
+    autocast: bool = False
+    autocast_dtype: str | None = None
+    batch_size: int | None = None
+    grad_enabled: bool | None = None
+
+
+@dataclass
+class GpuWindow:
+    """What the profiler window measured, per step (ms) unless said otherwise."""
+
+    steps: int
+    gpu: bool
+    split_ms: dict[str, float]
+    data_wait_host_ms: float = 0.0
+    busy_pct: float | None = None
+    kernels_per_step: float = 0.0
+    launches_per_step: float = 0.0
+    median_kernel_us: float | None = None
+    matmul_ms: float = 0.0
+    matmul_fp32_ms: float = 0.0
+    matmul_tensor_core_ms: float = 0.0
+    conv_ms: float = 0.0
+    conv_lowp_ms: float = 0.0
+    layout_transform_ms: float = 0.0
+    memcpy_h2d_pageable: int = 0
+    memcpy_h2d_pageable_bytes: int = 0
+    cpu_op_loop_ms: float = 0.0
+    top_cpu_ops: list[tuple[str, float]] = field(default_factory=list)
+
+
+@dataclass
+class WorkloadEvidence:
+    step_mode: str
+    """How steps were found: ``optimizer``, ``backward``, ``forward`` or ``block`` (none found)."""
+    step_times_ms: list[float]
+    data_wait_ms: list[float] = field(default_factory=list)
+    host_copy_ms: list[float] = field(default_factory=list)
+    framework_ms: list[float] = field(default_factory=list)
+    """Host time inside forward, backward and optimizer.step, per step."""
+    cuda_available: bool = False
+    cuda_devices: int = 0
+    window: GpuWindow | None = None
+    syncs: list[SyncSite] = field(default_factory=list)
+    copies: list[CopySite] = field(default_factory=list)
+    loader: LoaderInfo | None = None
+    placement: Placement | None = None
+    tf32_matmul: bool | None = None
+    peak_memory_bytes: int | None = None
+    peak_reserved_bytes: int | None = None
+    memory_capacity_bytes: int | None = None
+    cpu_count: int | None = None
+
+
+@dataclass
+class WorkloadResult:
+    step_time_ms: float
+    breakdown_ms: dict[str, float]
+    gpu_busy_pct: float | None
+    verdict: Verdict
+    findings: list[Finding]
+
+
+def _mean(xs: list[float]) -> float:
+    return statistics.fmean(xs) if xs else 0.0
+
+
+def step_time(ev: WorkloadEvidence) -> float:
+    return statistics.median(ev.step_times_ms) if ev.step_times_ms else 0.0
+
+
+def ran_on_gpu(ev: WorkloadEvidence) -> bool:
+    return ev.window is not None and ev.window.gpu
+
+
+def typical_steps(ev: WorkloadEvidence) -> list[int]:
+    """Indices of the steps near the median: a GC pause or a stray 10x step skews no mean."""
+    times = ev.step_times_ms
+    if not times:
+        return []
+    mid = statistics.median(times)
+    keep = [i for i, t in enumerate(times) if mid / 1.5 <= t <= mid * 1.5]
+    return keep if len(keep) * 2 >= len(times) else list(range(len(times)))
+
+
+def _mean_at(xs: list[float], idx: list[int]) -> float:
+    picked = [xs[i] for i in idx if i < len(xs)]
+    return statistics.fmean(picked) if picked else 0.0
+
+
+def breakdown(ev: WorkloadEvidence) -> dict[str, float]:
+    """Milliseconds per step by category; the values add up to the median step time.
+
+    Host components are averaged over the typical steps (those within 1.5x of the median) and
+    scaled so that they add up to the median step.
+    """
+    total = step_time(ev)
+    out = dict.fromkeys(BREAKDOWN_KEYS, 0.0)
+    if total <= 0:
+        return out
+    idx = typical_steps(ev)
+    mean_total = _mean_at(ev.step_times_ms, idx) or total
+    scale_host = total / mean_total
+    data = _mean_at(ev.data_wait_ms, idx) * scale_host
+    copy = _mean_at(ev.host_copy_ms, idx) * scale_host
+    w = ev.window
+    if w is not None and w.gpu:
+        exposed = (
+            min(1.0, w.split_ms.get("data_wait", 0.0) / w.data_wait_host_ms)
+            if w.data_wait_host_ms > 0
+            else 1.0
+        )
+        fixed = {
+            "compute": w.split_ms.get("compute", 0.0),
+            "communication": w.split_ms.get("communication", 0.0),
+            "copy": w.split_ms.get("copy", 0.0),
+            "data_wait": data * exposed,
+        }
+        rest_keys: tuple[str, ...] = ("sync_stall", "launch_overhead", "other_cpu")
+        rest_w = {k: w.split_ms.get(k, 0.0) for k in rest_keys}
+    else:
+        compute = _mean_at(ev.framework_ms, idx) * scale_host
+        fixed = {"compute": compute, "data_wait": data, "copy": copy}
+        rest_keys = ("other_cpu",)
+        rest_w = {"other_cpu": 1.0}
+    used = sum(fixed.values())
+    if used > total:
+        scale = total / used
+        fixed = {k: v * scale for k, v in fixed.items()}
+        used = total
+    out.update(fixed)
+    rest = total - used
+    weight = sum(rest_w.values())
+    for k in rest_keys:
+        out[k] += rest * (rest_w[k] / weight if weight > 0 else (1.0 if k == "other_cpu" else 0.0))
+    return out
+
+
+def _pct(part: float, whole: float) -> float:
+    return 100.0 * part / whole if whole > 0 else 0.0
+
+
+def _r(x: float, n: int = 1) -> float:
+    return round(x, n)
+
+
+def _severity(share: float, warn: float, critical: float) -> Severity:
+    return "critical" if share >= critical else "warn" if share >= warn else "info"
+
+
+def _source(file: str | None, line: int | None, code: str | None, count: int | None) -> SourceLine | None:
+    if file is None or line is None:
+        return None
+    return SourceLine(file=file, line=line, code=code, count=count)
+
+
+def _site_text(file: str | None, line: int | None) -> str:
+    if file is None or line is None:
+        return "(line unknown)"
+    return f"{file} line {line}" if file == "cell" else f"{file}:{line}"
+
+
+def _impact(share: float, text: str) -> Impact:
+    share = max(0.0, min(100.0, share))
+    speedup = 100.0 / (100.0 - share) if share < 100.0 else None
+    return Impact(
+        basis="estimated",
+        text=text,
+        recoverable_pct=_r(share),
+        speedup=round(speedup, 2) if speedup is not None else None,
+    )
+
+
+def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
+    total = step_time(ev)
+    out: list[Finding] = []
+    if total <= 0:
+        return out
+    share = {k: _pct(v, total) for k, v in split.items()}
+    gpu_run = ran_on_gpu(ev)
+    busy = share["compute"] if gpu_run else None
+    p = ev.placement or Placement()
+    w = ev.window
+
+    # --- placement -----------------------------------------------------------------------------
+    if ev.cuda_available and p.param_devices == ["cpu"]:
+        host = _mean(ev.framework_ms)
+        rec = min(95.0, _pct(host, total) * 0.9)
+        out.append(
+            Finding(
+                id="code.cpu_model",
+                severity="critical",
+                title="The model runs on the CPU although a GPU is available",
+                evidence=[
+                    Evidence("model", p.module),
+                    Evidence("parameters on", "cpu"),
+                    Evidence("inputs on", ", ".join(p.input_devices) or None),
+                    Evidence("CUDA devices available", ev.cuda_devices),
+                    Evidence("host time in forward/backward/optimizer", _r(host, 2), "ms/step"),
+                ],
+                impact=_impact(rec, "The forward/backward/optimizer time would move to the GPU."),
+                fix=fix(
+                    "Move the model (before building the optimizer) and each batch to the GPU.",
+                    "placement.to_device",
+                    device="cuda",
+                ),
+            )
+        )
+    devices = sorted(set(p.param_devices) | set(p.input_devices))
+    if len(set(p.param_devices)) > 1 or (
+        p.param_devices and p.input_devices and set(p.input_devices) - set(p.param_devices)
+    ):
+        out.append(
+            Finding(
+                id="code.device_mismatch",
+                severity="warn",
+                title="Parameters and inputs live on different devices",
+                evidence=[
+                    Evidence("model", p.module),
+                    Evidence("parameter devices", ", ".join(p.param_devices)),
+                    Evidence("input devices", ", ".join(p.input_devices)),
+                ],
+                impact=_impact(share["copy"], "Copies between devices every step.")
+                if share["copy"] > 0
+                else Impact(basis="none", text="Each step moves tensors between devices."),
+                fix=fix(
+                    "Keep the whole model and its inputs on one device.",
+                    "placement.one_device",
+                    devices=", ".join(devices),
+                ),
+            )
+        )
+    if p.dataparallel:
+        n = p.dataparallel_devices
+        out.append(
+            Finding(
+                id="code.dataparallel",
+                severity="warn",
+                title="torch.nn.DataParallel wraps the model",
+                detail=(
+                    "DataParallel replicates the model on every GPU each step and drives them from "
+                    "one Python thread; PyTorch recommends DistributedDataParallel even on one node."
+                ),
+                evidence=[Evidence("DataParallel devices", n)],
+                impact=Impact(
+                    basis="none",
+                    text="On one GPU it only adds scatter/gather; on several it is bound by one "
+                    "Python thread.",
+                ),
+                fix=fix(
+                    "Drop the wrapper on one GPU; use DistributedDataParallel on several.",
+                    "parallel.ddp",
+                    gpus=max(1, n or 1),
+                ),
+            )
+        )
+
+    # --- input pipeline and host work ------------------------------------------------------------
+    if share["data_wait"] >= 5.0:
+        ld = ev.loader or LoaderInfo()
+        cpus = ev.cpu_count or 4
+        workers = ld.num_workers or 0
+        suggested = min(16, max(2, cpus - 1)) if workers == 0 else min(max(2, cpus - 1), workers * 2)
+        text = (
+            f"The step waits {_r(split['data_wait'])} ms for the next batch"
+            + (" and the DataLoader loads in the main process (num_workers=0)" if workers == 0 else "")
+            + "."
+        )
+        out.append(
+            Finding(
+                id="load.input_bound",
+                severity=_severity(share["data_wait"], 10.0, 40.0),
+                title="The input pipeline starves the step",
+                detail=text,
+                evidence=[
+                    Evidence("data wait", _r(split["data_wait"], 2), "ms/step"),
+                    Evidence("share of step", _r(share["data_wait"]), "%"),
+                    Evidence("step time", _r(total, 2), "ms"),
+                    Evidence("num_workers", ld.num_workers),
+                    Evidence("pin_memory", ld.pin_memory),
+                    Evidence("batch size", ld.batch_size),
+                    Evidence("CPU cores", ev.cpu_count),
+                ],
+                impact=_impact(share["data_wait"], "Workers can prepare batches while the step runs."),
+                fix=fix(
+                    f"Load batches in {suggested} worker processes, pinned, kept alive across epochs.",
+                    "loader.workers",
+                    batch_size=ld.batch_size or 64,
+                    workers=suggested,
+                ),
+            )
+        )
+    if share["other_cpu"] >= 10.0:
+        cpu_loop = w.cpu_op_loop_ms if w is not None else 0.0
+        ev_list = [
+            Evidence("other host time", _r(split["other_cpu"], 2), "ms/step"),
+            Evidence("share of step", _r(share["other_cpu"]), "%"),
+        ]
+        if w is not None:
+            ev_list.append(Evidence("CPU tensor ops in the loop body", _r(cpu_loop, 2), "ms/step"))
+            ev_list.extend(Evidence(f"CPU op {name}", _r(ms, 2), "ms/step") for name, ms in w.top_cpu_ops)
+        out.append(
+            Finding(
+                id="load.cpu_preprocessing",
+                severity=_severity(share["other_cpu"], 20.0, 50.0),
+                title="Host work in the loop body keeps the GPU waiting"
+                if gpu_run
+                else "Host work outside the model takes a large share of the step",
+                evidence=ev_list,
+                impact=_impact(
+                    share["other_cpu"],
+                    "Work moved to DataLoader workers or onto the GPU overlaps with the step.",
+                ),
+                fix=fix(
+                    "Do per-batch transforms on the GPU after the copy, or inside the Dataset with "
+                    "DataLoader workers.",
+                    "loop.augment_on_gpu",
+                    cpu_ms=_r(max(cpu_loop, split["other_cpu"]), 1),
+                    workers=min(8, max(2, (ev.cpu_count or 4) - 1)),
+                ),
+            )
+        )
+
+    # --- launch overhead, batch size -------------------------------------------------------------
+    batch = p.batch_size or (ev.loader.batch_size if ev.loader else None)
+    if gpu_run and w is not None and share["launch_overhead"] >= 15.0:
+        out.append(
+            Finding(
+                id="load.launch_bound",
+                severity=_severity(share["launch_overhead"], 15.0, 50.0),
+                title="Kernel launches, not the GPU, set the pace",
+                evidence=[
+                    Evidence("GPU idle inside forward/backward/optimizer", _r(split["launch_overhead"], 2), "ms/step"),
+                    Evidence("share of step", _r(share["launch_overhead"]), "%"),
+                    Evidence("kernel launches", _r(w.launches_per_step), "per step"),
+                    Evidence("median kernel", w.median_kernel_us and _r(w.median_kernel_us, 1), "µs"),
+                    Evidence("GPU busy", busy and _r(busy), "%"),
+                ],
+                impact=_impact(
+                    share["launch_overhead"] * 0.8,
+                    "CUDA graphs replay the step's launches at once; fusion removes many.",
+                ),
+                fix=fix(
+                    "Compile the model with CUDA graphs (or grow the batch).",
+                    "launch.compile",
+                    launches=int(w.launches_per_step),
+                ),
+            )
+        )
+    host_bound_share = share["launch_overhead"] + share["other_cpu"]
+    if (
+        gpu_run
+        and batch is not None
+        and ev.step_mode != "forward"
+        and batch <= 64
+        and busy is not None
+        and busy < 50.0
+        and share["launch_overhead"] >= 15.0
+    ):
+        out.append(
+            Finding(
+                id="load.small_batch",
+                severity="warn",
+                title=f"Batch size {batch} is too small to keep the GPU busy",
+                evidence=[
+                    Evidence("batch size", batch),
+                    Evidence("GPU busy", _r(busy), "%"),
+                    Evidence("launch overhead", _r(share["launch_overhead"]), "% of step"),
+                ],
+                impact=_impact(
+                    host_bound_share * 0.8,
+                    "Per-step host and launch costs stay the same while each step does more work.",
+                ),
+                fix=fix(
+                    "Grow the batch until the GPU is busy (and scale the learning rate).",
+                    "batch.larger",
+                    batch_size=batch,
+                    suggested=max(256, batch * 8),
+                ),
+            )
+        )
+    if ev.step_mode == "forward" and batch is not None and batch <= 4:
+        out.append(
+            Finding(
+                id="infer.unbatched",
+                severity="warn" if (busy is None or busy < 50.0) else "info",
+                title=f"Inference runs {batch} request(s) per forward",
+                evidence=[
+                    Evidence("batch size", batch),
+                    Evidence("GPU busy", busy and _r(busy), "%"),
+                    Evidence("forward step", _r(total, 3), "ms"),
+                ],
+                impact=_impact(
+                    host_bound_share * 0.8,
+                    "A batched forward costs about as many launches as a single one.",
+                ),
+                fix=fix("Group requests into batches.", "infer.batch_requests", batch=64),
+            )
+        )
+    if ev.step_mode == "forward" and p.grad_enabled:
+        out.append(
+            Finding(
+                id="infer.grad_enabled",
+                severity="info",
+                title="Inference records autograd history",
+                evidence=[Evidence("grad enabled during forward", True)],
+                impact=Impact(basis="none", text="Saves memory and some host time per op."),
+                fix=fix("Run inference under torch.inference_mode().", "infer.inference_mode"),
+            )
+        )
+
+    # --- precision and layout --------------------------------------------------------------------
+    if gpu_run and w is not None and split["compute"] > 0:
+        fp32 = w.matmul_fp32_ms
+        if fp32 >= 0.25 * split["compute"] and fp32 > 0.05:
+            rec = _pct(min(fp32, split["compute"]) * TENSOR_CORE_RECOVERY, total)
+            out.append(
+                Finding(
+                    id="load.amp_unused",
+                    severity="critical" if _pct(fp32, total) >= 50.0 else "warn",
+                    title="Matmuls run in float32 without Tensor Cores",
+                    evidence=[
+                        Evidence("float32 matmul/conv kernels", _r(fp32, 2), "ms/step"),
+                        Evidence("share of GPU time", _r(_pct(fp32, split["compute"])), "%"),
+                        Evidence("TF32 allowed for matmul", ev.tf32_matmul),
+                        Evidence("autocast on", p.autocast),
+                    ],
+                    impact=_impact(rec, "bf16 on Tensor Cores runs these matmuls several times faster."),
+                    fix=fix(
+                        "Train under bf16 autocast; allow TF32 for what stays float32.",
+                        "precision.autocast",
+                        dtype="bfloat16",
+                    ),
+                )
+            )
+        not_nhwc = p.input_channels_last is False or p.model_channels_last is False
+        if (
+            p.has_conv
+            and w.conv_lowp_ms > 0
+            and (w.layout_transform_ms >= 0.03 * split["compute"] or not_nhwc)
+            and (w.conv_lowp_ms + w.layout_transform_ms) >= 0.2 * split["compute"]
+        ):
+            rec = _pct(max(w.layout_transform_ms, 0.15 * w.conv_lowp_ms), total)
+            out.append(
+                Finding(
+                    id="load.channels_last",
+                    severity="warn",
+                    title="Half-precision convolutions run in NCHW layout",
+                    evidence=[
+                        Evidence("conv kernels (fp16/bf16)", _r(w.conv_lowp_ms, 2), "ms/step"),
+                        Evidence("NCHW<->NHWC transpose kernels", _r(w.layout_transform_ms, 2), "ms/step"),
+                        Evidence("input channels_last", p.input_channels_last),
+                        Evidence("model channels_last", p.model_channels_last),
+                    ],
+                    impact=_impact(rec, "Tensor Core convolutions read NHWC without transposes."),
+                    fix=fix("Use channels_last for the model and the inputs.", "memory.channels_last"),
+                )
+            )
+
+    # --- syncs and copies ------------------------------------------------------------------------
+    n_steps = max(1, len(ev.step_times_ms))
+    sync_count = sum(s.count for s in ev.syncs)
+    if ev.syncs and (share["sync_stall"] >= 1.0 or sync_count / n_steps >= 1.0 or w is None):
+        top = sorted(ev.syncs, key=lambda s: (-(s.idle_ms or 0.0), -s.count))
+        first = top[0]
+        sev: Severity = _severity(share["sync_stall"], 5.0, 25.0) if gpu_run else "info"
+        out.append(
+            Finding(
+                id="code.host_sync",
+                severity=sev,
+                title="The host waits for the GPU inside the loop"
+                + (f" ({first.kind} at {_site_text(first.file, first.line)})" if first.line else ""),
+                evidence=[
+                    Evidence("GPU idle after syncs", _r(split["sync_stall"], 2), "ms/step"),
+                    Evidence("share of step", _r(share["sync_stall"]), "%"),
+                    Evidence("syncs per step", _r(sync_count / n_steps, 2)),
+                    *(
+                        Evidence(
+                            f"{s.kind}",
+                            s.count,
+                            "calls",
+                            _source(s.file, s.line, s.code, s.count),
+                        )
+                        for s in top[:5]
+                    ),
+                ],
+                impact=_impact(
+                    share["sync_stall"],
+                    "Without the wait the host queues the next step while the GPU computes.",
+                ),
+                fix=fix(
+                    "Keep values on the GPU and read them every few steps (or log asynchronously).",
+                    "sync.defer_item",
+                    site=_site_text(first.file, first.line),
+                    code=first.code or first.kind,
+                    every=50,
+                ),
+            )
+        )
+    pageable_async = [c for c in ev.copies if c.kind == "pageable_async"]
+    pageable_sync = [c for c in ev.copies if c.kind == "pageable_sync"]
+    trace_pageable = w.memcpy_h2d_pageable if w is not None else 0
+    if pageable_async or trace_pageable or (pageable_sync and share["copy"] >= 10.0):
+        sites = sorted(pageable_async or pageable_sync, key=lambda c: -c.host_ms)
+        first_c = sites[0] if sites else None
+        mb = sum(c.bytes for c in sites) / n_steps / 1e6 if sites else None
+        out.append(
+            Finding(
+                id="code.pageable_copy",
+                severity=_severity(share["copy"], 0.0, 25.0) if share["copy"] >= 5 else "info",
+                title="Host-to-device copies from pageable memory block the host"
+                if pageable_async
+                else "Host-to-device copies come from pageable memory",
+                detail="non_blocking=True only overlaps a copy whose source is pinned; from pageable "
+                "memory the call returns when the copy is done."
+                if pageable_async or trace_pageable
+                else None,
+                evidence=[
+                    Evidence("copy time", _r(split["copy"], 2), "ms/step"),
+                    Evidence("share of step", _r(share["copy"]), "%"),
+                    Evidence("copied per step", mb and _r(mb, 1), "MB"),
+                    Evidence("pageable copies in the profiler window", trace_pageable),
+                    *(
+                        Evidence(
+                            "non_blocking copy from pageable memory"
+                            if c.kind == "pageable_async"
+                            else "blocking copy from pageable memory",
+                            _r(c.host_ms / c.count, 3) if c.count else None,
+                            "ms/call",
+                            _source(c.file, c.line, c.code, c.count),
+                        )
+                        for c in sites[:5]
+                    ),
+                ],
+                impact=_impact(share["copy"] * 0.8, "Pinned copies run asynchronously, overlapping compute."),
+                fix=fix(
+                    "Pin the source memory (DataLoader(pin_memory=True) or .pin_memory()) and copy "
+                    "with non_blocking=True.",
+                    "copy.pin_memory",
+                    site=_site_text(first_c.file, first_c.line) if first_c else "the copy",
+                ),
+            )
+        )
+
+    # --- memory ----------------------------------------------------------------------------------
+    cap = ev.memory_capacity_bytes
+    peak = ev.peak_reserved_bytes or ev.peak_memory_bytes
+    if cap and peak:
+        frac = peak / cap
+        gib = 1024**3
+        if frac >= 0.9:
+            out.append(
+                Finding(
+                    id="load.oom_risk",
+                    severity="critical" if frac >= 0.97 else "warn",
+                    title="The run uses nearly all GPU memory",
+                    evidence=[
+                        Evidence("peak reserved", _r(peak / gib, 2), "GiB"),
+                        Evidence("capacity", _r(cap / gib, 2), "GiB"),
+                        Evidence("share", _r(100 * frac), "%"),
+                    ],
+                    impact=Impact(basis="none", text="A longer sequence or bigger batch will run out of memory."),
+                    fix=fix(
+                        "Lower the peak: autocast, activation checkpointing, expandable segments.",
+                        "memory.reduce",
+                        peak_gib=_r(peak / gib),
+                        capacity_gib=_r(cap / gib),
+                    ),
+                )
+            )
+        elif frac < 0.3 and busy is not None and busy < 70.0 and batch:
+            factor = max(2, min(8, int(0.6 / max(frac, 1e-3))))
+            out.append(
+                Finding(
+                    id="load.memory_headroom",
+                    severity="info",
+                    title=f"GPU memory is {_r(100 * frac)}% used: room for a larger batch",
+                    evidence=[
+                        Evidence("peak", _r(peak / gib, 2), "GiB"),
+                        Evidence("capacity", _r(cap / gib, 2), "GiB"),
+                        Evidence("batch size", batch),
+                    ],
+                    impact=Impact(basis="none", text="More work per step for the same launches."),
+                    fix=fix(
+                        "Grow the batch while the GPU is under-used.",
+                        "memory.larger_batch",
+                        peak_gib=_r(peak / gib),
+                        capacity_gib=_r(cap / gib),
+                        factor=factor,
+                        suggested=batch * factor,
+                    ),
+                )
+            )
+    return out
+
+
+def _summary(category: str, split: dict[str, float], total: float, busy: float | None, ev: WorkloadEvidence) -> str:
+    b = f"GPU busy {busy:.0f}%" if busy is not None else "no GPU in use"
+
+    def part(key: str) -> str:
+        return f"{split[key]:.1f} ms of each {total:.1f} ms step ({_pct(split[key], total):.0f}%)"
+
+    texts = {
+        "input_pipeline": f"Input pipeline: the step waits for the DataLoader {part('data_wait')}; {b}.",
+        "memory_transfer": f"Host-to-device copies take {part('copy')}; {b}.",
+        "host_sync": f"Host syncs leave the GPU idle {part('sync_stall')}; {b}.",
+        "launch_overhead": f"Kernel launch overhead: the GPU idles inside forward/backward "
+        f"{part('launch_overhead')}; {b}.",
+        "host_cpu": f"Host work outside the model takes {part('other_cpu')}; {b}.",
+        "communication": f"Collectives take {part('communication')}; {b}.",
+        "precision": f"The GPU is busy but float32 matmuls run without Tensor Cores; {b}.",
+        "compute": (
+            f"The GPU sets the pace: {b} over a {total:.1f} ms step."
+            if ran_on_gpu(ev)
+            else f"Host compute in forward/backward/optimizer takes {part('compute')}; {b}."
+        ),
+        "device_placement": f"Device placement comes first; {b}.",
+        "none": "No steps were measured.",
+    }
+    return texts.get(category, f"{category}; {b}.")
+
+
+def verdict(ev: WorkloadEvidence, split: dict[str, float], found: list[Finding]) -> Verdict:
+    total = step_time(ev)
+    busy = gpu_busy_pct(ev, split)
+    if total <= 0:
+        return Verdict(bottleneck="none", gpu_busy_pct=busy, summary=_summary("none", split, total, busy, ev))
+    ids = {f.id for f in found}
+    if ids & {"code.cpu_model", "code.device_mismatch", "code.dataparallel"}:
+        what = next(f for f in found if f.id in ("code.cpu_model", "code.device_mismatch", "code.dataparallel"))
+        return Verdict(
+            bottleneck="device_placement",
+            gpu_busy_pct=busy,
+            summary=f"{what.title}; " + (f"GPU busy {busy:.0f}%." if busy is not None else "no GPU in use."),
+        )
+    share = {k: _pct(v, total) for k, v in split.items()}
+    candidates = {CATEGORY_BOTTLENECK[k]: share[k] for k in CATEGORY_BOTTLENECK}
+    amp = next((f for f in found if f.id == "load.amp_unused"), None)
+    if amp is not None and amp.impact.recoverable_pct:
+        candidates["precision"] = amp.impact.recoverable_pct
+    best, best_share = max(candidates.items(), key=lambda kv: kv[1])
+    if share["compute"] >= COMPUTE_BOUND_PCT:
+        category = "precision" if candidates.get("precision", 0.0) >= 15.0 else "compute"
+    elif best_share >= NAMED_PCT:
+        category = best
+    else:
+        category = "compute"
+    summary = _summary(category, split, total, busy, ev)
+    return Verdict(bottleneck=category, gpu_busy_pct=busy, summary=summary)
+
+
+def gpu_busy_pct(ev: WorkloadEvidence, split: dict[str, float]) -> float | None:
+    total = step_time(ev)
+    if ran_on_gpu(ev) and total > 0:
+        return _r(min(100.0, _pct(split["compute"], total)), 2)
+    return 0.0 if ev.cuda_available and ev.window is not None else None
+
+
+def analyse(ev: WorkloadEvidence) -> WorkloadResult:
+    split = breakdown(ev)
+    found = findings(ev, split)
+    return WorkloadResult(
+        step_time_ms=step_time(ev),
+        breakdown_ms=split,
+        gpu_busy_pct=gpu_busy_pct(ev, split),
+        verdict=verdict(ev, split, found),
+        findings=found,
+    )
+
+
+def scalar(value: object) -> Scalar:
+    return value if isinstance(value, (str, int, float, bool)) or value is None else str(value)
+
+
+__all__ = [
+    "CopySite",
+    "Fix",
+    "GpuWindow",
+    "LoaderInfo",
+    "Placement",
+    "SyncSite",
+    "WorkloadEvidence",
+    "WorkloadResult",
+    "analyse",
+    "breakdown",
+    "findings",
+    "verdict",
+]
