@@ -184,6 +184,7 @@ class Arm:
         self.stop()
         self._iter = iter(self.loader) if self.variant.source == "loader" else None
         self._pos = 0
+        self.batch_index = 0  # counted from the start of the epoch, as the user would count
 
     def next_batch(self) -> Batch:
         """The next batch as the loader gives it (on the host), or from the prepared set."""

@@ -219,9 +219,10 @@ class Context:
         where = f"while gpusight ran {label!r}"
         if exc.kind == "loader":
             return LoaderError(
-                f"your DataLoader raised at batch {exc.index} {where}: {what}. Iterate it by hand "
-                f"(next(iter(loader)) a few times) to reproduce; gpusight restored your model, "
-                f"optimizer, RNG and torch flags.",
+                f"your DataLoader raised at batch {exc.index} of an epoch (counting from 0) "
+                f"{where}: {what}. Iterate the loader by hand to reproduce (the original "
+                f"exception is chained below); your model, optimizer, RNG and torch flags are "
+                f"as they were.",
                 experiment=label,
                 batch_index=exc.index,
             )

@@ -56,7 +56,7 @@ def _check_args(model: object, loader: object, steps: int, budget_s: float) -> N
             "loader must be a DataLoader or another iterable of batches, "
             f"got {type(loader).__name__}"
         )
-    if not is_reiterable(loader):  # type: ignore[arg-type]
+    if not is_reiterable(loader):
         raise TypeError(
             "loader is a one-shot iterator (e.g. a generator): diagnosing would use up your "
             "batches. Pass the DataLoader (or a list of batches) instead."

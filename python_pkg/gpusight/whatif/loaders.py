@@ -161,20 +161,21 @@ def shutdown(it: Iterator[Any] | None) -> None:
         stop()
 
 
-def is_reiterable(obj: Iterable[Any]) -> bool:
-    """False for one-shot iterators (generators): iterating them would eat the user's batches."""
-    try:
-        return iter(obj) is not obj
-    except TypeError:
-        return False
+def is_reiterable(obj: object) -> bool:
+    """False for one-shot iterators (generators): iterating them would eat the user's batches.
+
+    Decided without calling ``iter()``: a DataLoader's iterator draws its seed from the RNG.
+    """
+    return isinstance(obj, Iterable) and not isinstance(obj, Iterator)
 
 
 def worker_failure(exc: BaseException) -> bool:
     """Errors of the worker machinery (killed, pickling, shared memory), not the dataset's."""
     text = str(exc)
+    # Not "Caught ValueError in DataLoader worker process 0": that is the dataset's own error.
     markers = (
-        "DataLoader worker",
         "exited unexpectedly",
+        "is killed by signal",
         "Can't pickle",
         "Can't get attribute",
         "cannot pickle",

@@ -64,10 +64,20 @@ def _read_cudnn_allow_tf32() -> bool:
         return not (get is not None and get("cuda", "conv") == "tf32")
 
 
+def _read_matmul_precision() -> str:
+    try:
+        return torch.get_float32_matmul_precision()
+    except RuntimeError:
+        # torch >= 2.9 raises when the new per-backend table contradicts the legacy switch: the
+        # way to get there is to set the table (e.g. cuda.matmul.fp32_precision = "tf32") and
+        # never the legacy switch, which then still holds its default.
+        return "highest"
+
+
 def read_flags() -> dict[str, Any]:
     """Every global torch setting a diagnosis might change, as plain values."""
     flags: dict[str, Any] = {
-        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "float32_matmul_precision": _read_matmul_precision(),
         "cudnn.allow_tf32": _read_cudnn_allow_tf32(),
         "cudnn.benchmark": torch.backends.cudnn.benchmark,
         "cudnn.deterministic": torch.backends.cudnn.deterministic,
