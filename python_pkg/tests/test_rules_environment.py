@@ -567,3 +567,34 @@ def test_everything_wrong_at_once_still_validates() -> None:
     } <= ids(report)
     # Critical first in the report.
     assert report.to_dict()["findings"][0]["severity"] == "critical"
+
+
+_UNREADABLE = [
+    f.name for f in dataclasses.fields(NvmlGpu) if f.name not in ("index", "name", "errors")
+]
+
+
+@pytest.mark.parametrize("field", [*_UNREADABLE, "all"])
+def test_any_unreadable_gpu_field_still_gives_a_valid_report(field: str) -> None:
+    """Old drivers and some GPUs answer 'Not Supported' for any one field, or for all of them."""
+    names = _UNREADABLE if field == "all" else [field]
+    facts = h200(pcie_gen=1, clock_event_reasons=["sw_thermal_slowdown"], power_limit_w=300.0)
+    gpu = facts.nvml.gpus[0]
+    for name in names:
+        setattr(gpu, name, None)
+        gpu.errors[name] = "Not Supported"
+    report = judged(facts)
+    assert report.checks and report.verdict.summary
+
+
+def test_a_crashing_probe_costs_only_its_facts() -> None:
+    from gpusight.probes import _guard
+
+    assert _guard(lambda: 1 // 0, lambda why: why) == (
+        "probe failed: ZeroDivisionError: integer division or modulo by zero"
+    )
+    facts = h200()
+    facts.torch = TorchFacts(importable=False, probe_error="probe failed: RuntimeError: boom")
+    report = judged(facts)
+    assert "env.no_torch" not in ids(report)  # unknown is not 'missing'
+    assert check(report, "torch.import")["status"] == "not_checked"

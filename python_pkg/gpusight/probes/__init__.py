@@ -49,8 +49,9 @@ def collect() -> Facts:
                 shm_why=why,
             ),
         ),
-        torch=_guard(torch_info.probe, lambda why: TorchFacts(importable=False, probe_error=why)),
+        # NVML first: its process list is then read before torch could touch the GPU.
         nvml=_guard(nvml_info.probe, lambda why: NvmlFacts(available=False, why=why)),
+        torch=_guard(torch_info.probe, lambda why: TorchFacts(importable=False, probe_error=why)),
         toolkit=_guard(toolkit_info.probe, lambda why: ToolkitFacts(nvcc_why=why, cudart_why=why)),
         tensorflow=_guard(
             tensorflow_info.probe, lambda why: TensorFlowFacts(installed=False, why=why)

@@ -852,9 +852,7 @@ def _one_gpu(g: NvmlGpu, own_pid: int, out: EnvironmentResult) -> None:
                     index=i,
                     watts=int(g.power_default_limit_w),
                 )
-                impact_text = (
-                    f"Up to {1 - ratio:.0%} less sustained clock on power-bound work."
-                )
+                impact_text = f"Up to {1 - ratio:.0%} less sustained clock on power-bound work."
             else:
                 title = f"GPU {i} ({g.name}): the external power brake is slowing its clocks"
                 detail = (
@@ -1132,7 +1130,8 @@ def _pcie_rules(g: NvmlGpu, busy: bool, out: EnvironmentResult) -> None:
             "lower generation to save power and speeds up when copies start, so this is "
             "expected at rest"
         )
-        value += f" now, idle (max Gen{g.pcie_max_gen} x{g.pcie_max_width}: {full:g} GB/s)"
+        value += f" now, idle (max Gen{g.pcie_max_gen} x{g.pcie_max_width}"
+        value += f": {full:g} GB/s)" if full is not None else ")"
     if slot_limited:
         out.check(
             p,

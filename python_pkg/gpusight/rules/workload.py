@@ -243,7 +243,9 @@ def _severity(share: float, warn: float, critical: float) -> Severity:
     return "critical" if share >= critical else "warn" if share >= warn else "info"
 
 
-def _source(file: str | None, line: int | None, code: str | None, count: int | None) -> SourceLine | None:
+def _source(
+    file: str | None, line: int | None, code: str | None, count: int | None
+) -> SourceLine | None:
     if file is None or line is None:
         return None
     return SourceLine(file=file, line=line, code=code, count=count)
@@ -355,10 +357,16 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
         ld = ev.loader or LoaderInfo()
         cpus = ev.cpu_count or 4
         workers = ld.num_workers or 0
-        suggested = min(16, max(2, cpus - 1)) if workers == 0 else min(max(2, cpus - 1), workers * 2)
+        suggested = (
+            min(16, max(2, cpus - 1)) if workers == 0 else min(max(2, cpus - 1), workers * 2)
+        )
         text = (
             f"The step waits {_r(split['data_wait'])} ms for the next batch"
-            + (" and the DataLoader loads in the main process (num_workers=0)" if workers == 0 else "")
+            + (
+                " and the DataLoader loads in the main process (num_workers=0)"
+                if workers == 0
+                else ""
+            )
             + "."
         )
         out.append(
@@ -376,7 +384,9 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                     Evidence("batch size", ld.batch_size),
                     Evidence("CPU cores", ev.cpu_count),
                 ],
-                impact=_impact(share["data_wait"], "Workers can prepare batches while the step runs."),
+                impact=_impact(
+                    share["data_wait"], "Workers can prepare batches while the step runs."
+                ),
                 fix=fix(
                     f"Load batches in {suggested} worker processes, pinned, kept alive across epochs.",
                     "loader.workers",
@@ -393,7 +403,9 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
         ]
         if w is not None:
             ev_list.append(Evidence("CPU tensor ops in the loop body", _r(cpu_loop, 2), "ms/step"))
-            ev_list.extend(Evidence(f"CPU op {name}", _r(ms, 2), "ms/step") for name, ms in w.top_cpu_ops)
+            ev_list.extend(
+                Evidence(f"CPU op {name}", _r(ms, 2), "ms/step") for name, ms in w.top_cpu_ops
+            )
         out.append(
             Finding(
                 id="load.cpu_preprocessing",
@@ -425,10 +437,16 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                 severity=_severity(share["launch_overhead"], 15.0, 50.0),
                 title="Kernel launches, not the GPU, set the pace",
                 evidence=[
-                    Evidence("GPU idle inside forward/backward/optimizer", _r(split["launch_overhead"], 2), "ms/step"),
+                    Evidence(
+                        "GPU idle inside forward/backward/optimizer",
+                        _r(split["launch_overhead"], 2),
+                        "ms/step",
+                    ),
                     Evidence("share of step", _r(share["launch_overhead"]), "%"),
                     Evidence("kernel launches", _r(w.launches_per_step), "per step"),
-                    Evidence("median kernel", w.median_kernel_us and _r(w.median_kernel_us, 1), "µs"),
+                    Evidence(
+                        "median kernel", w.median_kernel_us and _r(w.median_kernel_us, 1), "µs"
+                    ),
                     Evidence("GPU busy", busy and _r(busy), "%"),
                 ],
                 impact=_impact(
@@ -520,7 +538,9 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                         Evidence("TF32 allowed for matmul", ev.tf32_matmul),
                         Evidence("autocast on", p.autocast),
                     ],
-                    impact=_impact(rec, "bf16 on Tensor Cores runs these matmuls several times faster."),
+                    impact=_impact(
+                        rec, "bf16 on Tensor Cores runs these matmuls several times faster."
+                    ),
                     fix=fix(
                         "Train under bf16 autocast; allow TF32 for what stays float32.",
                         "precision.autocast",
@@ -543,12 +563,16 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                     title="Half-precision convolutions run in NCHW layout",
                     evidence=[
                         Evidence("conv kernels (fp16/bf16)", _r(w.conv_lowp_ms, 2), "ms/step"),
-                        Evidence("NCHW<->NHWC transpose kernels", _r(w.layout_transform_ms, 2), "ms/step"),
+                        Evidence(
+                            "NCHW<->NHWC transpose kernels", _r(w.layout_transform_ms, 2), "ms/step"
+                        ),
                         Evidence("input channels_last", p.input_channels_last),
                         Evidence("model channels_last", p.model_channels_last),
                     ],
                     impact=_impact(rec, "Tensor Core convolutions read NHWC without transposes."),
-                    fix=fix("Use channels_last for the model and the inputs.", "memory.channels_last"),
+                    fix=fix(
+                        "Use channels_last for the model and the inputs.", "memory.channels_last"
+                    ),
                 )
             )
 
@@ -564,7 +588,9 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                 id="code.host_sync",
                 severity=sev,
                 title="The host waits for the GPU inside the loop"
-                + (f" ({first.kind} at {_site_text(first.file, first.line)})" if first.line else ""),
+                + (
+                    f" ({first.kind} at {_site_text(first.file, first.line)})" if first.line else ""
+                ),
                 evidence=[
                     Evidence("GPU idle after syncs", _r(split["sync_stall"], 2), "ms/step"),
                     Evidence("share of step", _r(share["sync_stall"]), "%"),
@@ -627,7 +653,9 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                         for c in sites[:5]
                     ),
                 ],
-                impact=_impact(share["copy"] * 0.8, "Pinned copies run asynchronously, overlapping compute."),
+                impact=_impact(
+                    share["copy"] * 0.8, "Pinned copies run asynchronously, overlapping compute."
+                ),
                 fix=fix(
                     "Pin the source memory (DataLoader(pin_memory=True) or .pin_memory()) and copy "
                     "with non_blocking=True.",
@@ -654,7 +682,10 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                         Evidence("capacity", _r(cap / gib, 2), "GiB"),
                         Evidence("share", _r(100 * frac), "%"),
                     ],
-                    impact=Impact(basis="none", text="A longer sequence or bigger batch will run out of memory."),
+                    impact=Impact(
+                        basis="none",
+                        text="A longer sequence or bigger batch will run out of memory.",
+                    ),
                     fix=fix(
                         "Lower the peak: autocast, activation checkpointing, expandable segments.",
                         "memory.reduce",
@@ -689,7 +720,9 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
     return out
 
 
-def _summary(category: str, split: dict[str, float], total: float, busy: float | None, ev: WorkloadEvidence) -> str:
+def _summary(
+    category: str, split: dict[str, float], total: float, busy: float | None, ev: WorkloadEvidence
+) -> str:
     b = f"GPU busy {busy:.0f}%" if busy is not None else "no GPU in use"
 
     def part(key: str) -> str:
@@ -719,14 +752,21 @@ def verdict(ev: WorkloadEvidence, split: dict[str, float], found: list[Finding])
     total = step_time(ev)
     busy = gpu_busy_pct(ev, split)
     if total <= 0:
-        return Verdict(bottleneck="none", gpu_busy_pct=busy, summary=_summary("none", split, total, busy, ev))
+        return Verdict(
+            bottleneck="none", gpu_busy_pct=busy, summary=_summary("none", split, total, busy, ev)
+        )
     ids = {f.id for f in found}
     if ids & {"code.cpu_model", "code.device_mismatch", "code.dataparallel"}:
-        what = next(f for f in found if f.id in ("code.cpu_model", "code.device_mismatch", "code.dataparallel"))
+        what = next(
+            f
+            for f in found
+            if f.id in ("code.cpu_model", "code.device_mismatch", "code.dataparallel")
+        )
         return Verdict(
             bottleneck="device_placement",
             gpu_busy_pct=busy,
-            summary=f"{what.title}; " + (f"GPU busy {busy:.0f}%." if busy is not None else "no GPU in use."),
+            summary=f"{what.title}; "
+            + (f"GPU busy {busy:.0f}%." if busy is not None else "no GPU in use."),
         )
     share = {k: _pct(v, total) for k, v in split.items()}
     candidates = {CATEGORY_BOTTLENECK[k]: share[k] for k in CATEGORY_BOTTLENECK}
