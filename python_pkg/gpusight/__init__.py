@@ -4,6 +4,7 @@ Entry points (each returns a :class:`~gpusight.report.Report`):
 
 - ``gpusight.check()``: the environment doctor (no GPU needed).
 - ``gpusight.diagnose(model, loader, ...)``: each fix measured on copies of the model.
+- ``with gpusight.watch(steps=20) as w: train()`` then ``w.report``: watch a real run.
 - ``%load_ext gpusight`` then ``%gpusight`` / ``%%gpusight`` in IPython and Jupyter.
 """
 
@@ -24,6 +25,7 @@ __all__ = [
     "load_ipython_extension",
     "load_report",
     "unload_ipython_extension",
+    "watch",
 ]
 
 
@@ -39,6 +41,18 @@ def diagnose(model: Any, loader: Any, **kwargs: Any) -> Report:
     from .whatif import diagnose as _diagnose
 
     return _diagnose(model, loader, **kwargs)
+
+
+def watch(
+    steps: int | None = None, warmup: int = 3, profile_steps: int = 3, **kwargs: Any
+) -> Any:
+    """Instrument the code in a ``with`` block; ``.report`` afterwards (:mod:`gpusight.watch`).
+
+    With ``steps`` the block ends after that many measured steps. Needs torch.
+    """
+    from .watch import watch as _watch
+
+    return _watch(steps=steps, warmup=warmup, profile_steps=profile_steps, **kwargs)
 
 
 def load_ipython_extension(ipython: Any) -> None:

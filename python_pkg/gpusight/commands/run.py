@@ -1,0 +1,133 @@
+"""``gpusight run [--steps N] [--warmup K] [--json FILE] script.py args...``.
+
+Runs the script as ``python script.py args...`` would (``__name__ == "__main__"``, ``sys.argv``,
+``sys.path[0]`` = the script's directory) under a watch, prints the verdict on stderr and
+writes the report. The script's exit code is passed through: ``sys.exit(n)`` -> n, an uncaught
+exception -> its traceback and 1, Ctrl-C -> 130. With ``--steps`` the run ends cleanly after
+that many measured steps (exit 0). The report is written in every case.
+
+Imports nothing of IPython or ipywidgets: it runs where only torch is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import sys
+import traceback
+from typing import Any
+
+from ..report import Report
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "run",
+        help="run a Python script under a watch and say why its GPU idles",
+        description="Run a training or inference script under gpusight's watch.",
+    )
+    p.add_argument("--steps", type=int, default=None, help="measured steps, then stop the script")
+    p.add_argument("--warmup", type=int, default=3, help="steps before measuring (default 3)")
+    p.add_argument("--profile-steps", type=int, default=3, help="profiled steps (0: none)")
+    p.add_argument("--json", default=None, metavar="FILE", help="write the report here")
+    p.add_argument("--label", default=None, help="a title for the report")
+    p.add_argument("--quiet", action="store_true", help="no summary on stderr")
+    p.add_argument("script", help="the Python script to run")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    p.set_defaults(func=run)
+
+
+def _exit_code(exc: SystemExit) -> int:
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _print_traceback(exc: BaseException, script: str) -> None:
+    """The traceback as Python prints it for a script: from the script's first frame on."""
+    tb = exc.__traceback__
+    target = os.path.abspath(script)
+    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) != target:
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb if tb is not None else exc.__traceback__)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..watch.session import Watch
+
+    script = args.script
+    if args.steps is not None and args.steps < 1:
+        print("gpusight run: --steps must be at least 1", file=sys.stderr)
+        return 2
+    if not os.path.isfile(script):
+        print(f"gpusight run: no such script: {script}", file=sys.stderr)
+        return 2
+    w = Watch(
+        steps=args.steps,
+        warmup=args.warmup,
+        profile_steps=args.profile_steps,
+        label=args.label or os.path.basename(script),
+    )
+    saved_argv, saved_path0 = list(sys.argv), (sys.path[0] if sys.path else None)
+    sys.argv = [script, *args.args]
+    script_dir = os.path.dirname(os.path.abspath(script))
+    if sys.path:
+        sys.path[0] = script_dir
+    else:
+        sys.path.insert(0, script_dir)
+    code = 0
+    try:
+        with w:
+            runpy.run_path(script, run_name="__main__")
+    except SystemExit as exc:
+        code = _exit_code(exc)
+    except KeyboardInterrupt:
+        code = 130
+    except BaseException as exc:
+        _print_traceback(exc, script)
+        code = 1
+    finally:
+        sys.argv = saved_argv
+        if saved_path0 is not None and sys.path:
+            sys.path[0] = saved_path0
+    report = w.report
+    if report is not None:
+        _write(report, args.json)
+        if not args.quiet:
+            print_summary(report, sys.stderr)
+    return code
+
+
+def _write(report: Report, path: str | None) -> None:
+    if not path:
+        return
+    try:
+        report.save(path)
+    except Exception as exc:
+        print(f"gpusight run: could not write {path}: {exc}", file=sys.stderr)
+
+
+def print_summary(report: Report, out: Any) -> None:
+    """A few lines: verdict, step split, the top findings with their source lines."""
+    run = report.run or {}
+    print(f"\ngpusight: {report.verdict.bottleneck}: {report.verdict.summary}", file=out)
+    split = run.get("breakdown_ms") or {}
+    total = run.get("step_time_ms") or 0.0
+    if split and total:
+        parts = ", ".join(f"{k} {v:.1f}" for k, v in split.items() if v >= 0.05)
+        print(f"  step {total:.1f} ms over {run.get('steps')} steps: {parts} (ms)", file=out)
+    from ..report import sort_findings
+
+    for f in sort_findings(report.findings)[:5]:
+        where = next((e.source for e in f.evidence if e.source is not None), None)
+        at = f" [{where.file}:{where.line}]" if where else ""
+        share = f.impact.recoverable_pct
+        gain = f" (up to {share:.0f}% of the step)" if share else ""
+        print(f"  {f.severity:8} {f.id}: {f.title}{at}{gain}", file=out)
+    for note in report.notes:
+        print(f"  note: {note}", file=out)

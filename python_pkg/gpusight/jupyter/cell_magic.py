@@ -1,0 +1,114 @@
+"""``%%gpusight [--steps N] [--warmup K] [--profile-steps P] [--json FILE] [--label TEXT]``.
+
+Runs the cell in the user's namespace under a watch and returns the report. The cell body is
+compiled under its own cached name, so tracebacks show it and detected syncs and copies are
+reported as ``cell`` line N, counted as in the editor (the ``%%gpusight`` line is line 1).
+
+If the cell raises, everything is restored, the partial report is kept (``last_report()``) and
+the error propagates as usual. On Ctrl-C the partial report is displayed before the interrupt
+propagates, so a long training cell can be stopped once it has shown enough.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from typing import Any, NoReturn
+
+from ..report import Report
+
+_LAST: Report | None = None
+
+
+def last_report() -> Report | None:
+    """The report of the last ``%%gpusight`` cell, also when that cell raised."""
+    return _LAST
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        from IPython.core.error import UsageError
+
+        raise UsageError(f"%%gpusight: {message}\n{self.format_usage()}")
+
+
+def _parser() -> _Parser:
+    p = _Parser(prog="%%gpusight", add_help=False)
+    p.add_argument("--steps", type=int, default=None, help="measured steps, then end the cell")
+    p.add_argument("--warmup", type=int, default=3, help="steps before measuring (default 3)")
+    p.add_argument("--profile-steps", type=int, default=3, help="profiled steps (0: none)")
+    p.add_argument("--json", default=None, metavar="FILE", help="also save the report here")
+    p.add_argument("--label", default=None, help="a title for the report")
+    return p
+
+
+def parse_line(line: str) -> argparse.Namespace:
+    from IPython.core.error import UsageError
+
+    try:
+        words = shlex.split(line)
+    except ValueError as exc:
+        raise UsageError(f"%%gpusight: {exc}") from None
+    args = _parser().parse_args(words)
+    if args.steps is not None and args.steps < 1:
+        raise UsageError("%%gpusight: --steps must be at least 1")
+    if args.warmup < 0 or args.profile_steps < 0:
+        raise UsageError("%%gpusight: --warmup and --profile-steps must not be negative")
+    return args
+
+
+def run_cell(line: str, cell: str, shell: Any) -> Report:
+    """Watch ``cell`` run in ``shell``'s namespace; return the report."""
+    global _LAST
+    from ..watch.session import Watch
+
+    args = parse_line(line)
+    transformed = shell.transform_cell(cell)
+    number = int(getattr(shell, "execution_count", 0) or 0)
+    filename = shell.compile.cache(transformed, number, raw_code=cell)
+    code = shell.compile(transformed, filename, "exec")
+    names: dict[str, tuple[str, int]] = {
+        name: (f"cell [{n}]", 0)
+        for name, n in getattr(shell.compile, "_filename_map", {}).items()
+        if name != filename
+    }
+    names[filename] = ("cell", 1)
+    w = Watch(
+        steps=args.steps,
+        warmup=args.warmup,
+        profile_steps=args.profile_steps,
+        label=args.label,
+        source_names=names,
+    )
+    try:
+        with w:
+            exec(code, shell.user_global_ns, shell.user_ns)
+    except KeyboardInterrupt:
+        _LAST = w.report
+        if w.report is not None:
+            _save(w.report, args.json)
+            _display(w.report)
+        raise
+    except BaseException:
+        _LAST = w.report
+        if w.report is not None:
+            _save(w.report, args.json)
+        raise
+    assert w.report is not None
+    _LAST = w.report
+    _save(w.report, args.json)
+    return w.report
+
+
+def _save(report: Report, path: str | None) -> None:
+    if path:
+        report.save(path)
+
+
+def _display(report: Report) -> None:
+    try:
+        from IPython.display import display
+
+        display(report)
+    except Exception:
+        pass

@@ -1,0 +1,132 @@
+"""The report's ``machine`` for a watched run: cheap facts only (the doctor collects the rest).
+
+Nothing here initialises CUDA: GPU facts come from torch only when the run already started
+CUDA, and from NVML otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from typing import Any
+
+_FLAG_READERS = {
+    "float32_matmul_precision": lambda t: t.get_float32_matmul_precision(),
+    "matmul.allow_tf32": lambda t: bool(t.backends.cuda.matmul.allow_tf32),
+    "cudnn.allow_tf32": lambda t: bool(t.backends.cudnn.allow_tf32),
+    "cudnn.benchmark": lambda t: bool(t.backends.cudnn.benchmark),
+    "cudnn.deterministic": lambda t: bool(t.backends.cudnn.deterministic),
+    "deterministic_algorithms": lambda t: bool(t.are_deterministic_algorithms_enabled()),
+    "anomaly_detection": lambda t: bool(t.is_anomaly_enabled()),
+    "grad_enabled": lambda t: bool(t.is_grad_enabled()),
+}
+
+
+def torch_flags(torch: Any) -> dict[str, str | bool | None]:
+    """torch settings that a diagnosis must leave as found (and that the rules read)."""
+    out: dict[str, str | bool | None] = {}
+    for key, read in _FLAG_READERS.items():
+        try:
+            out[key] = read(torch)
+        except Exception:
+            out[key] = None
+    return out
+
+
+def visible_gpus() -> list[int | str]:
+    """NVML ids of the GPUs this process sees, in torch's order (at most 8)."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is None:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            try:
+                n = int(pynvml.nvmlDeviceGetCount())
+            finally:
+                pynvml.nvmlShutdown()
+        except Exception:
+            n = 1
+        return list(range(min(n, 8)))
+    out: list[int | str] = []
+    for item in env.split(","):
+        item = item.strip()
+        if not item:
+            break
+        if item.isdigit():
+            out.append(int(item))
+        elif item.startswith("GPU-"):
+            out.append(item)
+        else:
+            break  # MIG or invalid: CUDA stops at the first entry it cannot use
+    return out[:8]
+
+
+def _nvml_gpus() -> list[dict[str, Any]]:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return []
+    gpus: list[dict[str, Any]] = []
+    try:
+        for pos, ident in enumerate(visible_gpus()):
+            h = (
+                pynvml.nvmlDeviceGetHandleByUUID(ident)
+                if isinstance(ident, str)
+                else pynvml.nvmlDeviceGetHandleByIndex(ident)
+            )
+            name = pynvml.nvmlDeviceGetName(h)
+            gpus.append(
+                {
+                    "index": pos,
+                    "name": name.decode() if isinstance(name, bytes) else str(name),
+                    "memory_total_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(h).total),
+                }
+            )
+    except Exception:
+        pass
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+    return gpus
+
+
+def machine_facts(torch: Any) -> dict[str, Any]:
+    cuda_available = bool(torch.cuda.is_available())
+    gpus: list[dict[str, Any]] = []
+    if cuda_available and torch.cuda.is_initialized():
+        for i in range(torch.cuda.device_count()):
+            try:
+                p = torch.cuda.get_device_properties(i)
+            except Exception:
+                continue
+            gpus.append(
+                {
+                    "index": i,
+                    "name": str(p.name),
+                    "capability": f"{p.major}.{p.minor}",
+                    "sm_count": int(p.multi_processor_count),
+                    "memory_total_bytes": int(p.total_memory),
+                }
+            )
+    elif cuda_available:
+        gpus = _nvml_gpus()
+    return {
+        "hostname": platform.node() or None,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "gpus": gpus,
+        "torch": {
+            "version": str(torch.__version__),
+            "cuda": torch.version.cuda,
+            "cuda_available": cuda_available,
+            "device_count": int(torch.cuda.device_count()) if cuda_available else 0,
+            "settings": torch_flags(torch),
+        },
+        "env": {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING")},
+    }

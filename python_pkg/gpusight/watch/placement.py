@@ -1,0 +1,104 @@
+"""Where the model and its inputs live, read at the outermost module call (torch side)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Look at this many calls of each top-level module; placement rarely changes after that.
+INSPECT_CALLS = 20
+
+
+@dataclass
+class ModuleInfo:
+    name: str
+    n_params: int
+    param_devices: list[str]
+    dataparallel: bool
+    dataparallel_devices: int | None
+    has_conv: bool
+    model_channels_last: bool | None
+    calls: int = 0
+    input_devices: set[str] = field(default_factory=set)
+    batch_size: int | None = None
+    input_channels_last: bool | None = None
+    autocast: bool = False
+    autocast_dtype: str | None = None
+    grad_enabled: bool | None = None
+
+
+def _layout(t: Any) -> bool | None:
+    """True for channels_last, False for NCHW-contiguous, None when the two coincide."""
+    import torch
+
+    if t.dim() != 4:
+        return None
+    cl = t.is_contiguous(memory_format=torch.channels_last)
+    nchw = t.is_contiguous()
+    if cl == nchw:
+        return None
+    return cl
+
+
+def inspect_module(module: Any) -> ModuleInfo:
+    import torch
+
+    devices: set[str] = set()
+    n = 0
+    for p in module.parameters():
+        devices.add(p.device.type)
+        n += p.numel()
+    convs = [m for m in module.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Conv3d))]
+    model_cl = _layout(convs[0].weight) if convs and convs[0].weight.dim() == 4 else None
+    dp = isinstance(module, torch.nn.DataParallel)
+    return ModuleInfo(
+        name=type(module).__name__,
+        n_params=n,
+        param_devices=sorted(devices),
+        dataparallel=dp,
+        dataparallel_devices=len(module.device_ids or []) if dp else None,
+        has_conv=bool(convs),
+        model_channels_last=model_cl,
+    )
+
+
+def _tensors(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> list[Any]:
+    import torch
+
+    out: list[Any] = []
+    items: list[Any] = [*args, *(kwargs or {}).values()]
+    for a in items:
+        if isinstance(a, torch.Tensor):
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            out.extend(x for x in a[:8] if isinstance(x, torch.Tensor))
+        elif isinstance(a, dict):
+            out.extend(x for x in list(a.values())[:8] if isinstance(x, torch.Tensor))
+    return out
+
+
+def observe_call(info: ModuleInfo, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> None:
+    import torch
+
+    info.calls += 1
+    tensors = _tensors(args, kwargs)
+    for t in tensors:
+        info.input_devices.add(t.device.type)
+    if tensors:
+        first = tensors[0]
+        if first.dim() >= 1:
+            info.batch_size = int(first.shape[0])
+        lay = _layout(first)
+        if lay is not None:
+            info.input_channels_last = lay
+    try:
+        on = bool(torch.is_autocast_enabled("cuda"))
+        dtype = torch.get_autocast_dtype("cuda") if on else None
+    except (TypeError, AttributeError):  # torch < 2.4
+        on = bool(torch.is_autocast_enabled())
+        dtype = torch.get_autocast_gpu_dtype() if on else None
+    info.autocast = info.autocast or on
+    if dtype is not None:
+        info.autocast_dtype = str(dtype).replace("torch.", "")
+    grad = torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+    info.grad_enabled = grad if info.grad_enabled is None else (info.grad_enabled or grad)

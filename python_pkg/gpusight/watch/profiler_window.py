@@ -1,0 +1,94 @@
+"""A short ``torch.profiler`` window: start, stop, read back the trace with a clock alignment.
+
+The window is started and stopped from the step hooks (between two steps), so the steps
+inside it are whole. Reading the trace back happens after the run, never inside a step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from typing import Any
+
+from .trace_analysis import Alignment, find_marker
+
+ALIGN_MARKER = "gpusight::align"
+
+
+class ProfilerWindow:
+    def __init__(self, cuda: bool) -> None:
+        self.cuda = cuda
+        self.error: str | None = None
+        self._prof: Any = None
+        self._align_ns: int | None = None
+        self.started = False
+        self.stopped = False
+
+    def start(self) -> bool:
+        """Start profiling; False (and ``error`` says why) when the profiler will not start."""
+        try:
+            import torch
+            from torch.profiler import ProfilerActivity, profile
+
+            if torch.autograd.profiler._is_profiler_enabled:
+                self.error = "another profiler is already running: no profiler window"
+                return False
+            activities = [ProfilerActivity.CPU]
+            if self.cuda:
+                activities.append(ProfilerActivity.CUDA)
+            self._prof = profile(activities=activities, record_shapes=True)
+            self._prof.start()
+            self.started = True
+            # The first record_function pays one-off costs; the marker must be cheap to place.
+            with torch.autograd.profiler.record_function("gpusight::warm"):
+                pass
+            with torch.autograd.profiler.record_function(ALIGN_MARKER):
+                self._align_ns = time.perf_counter_ns()
+        except Exception as exc:
+            self.error = f"profiler window failed to start: {type(exc).__name__}: {exc}"
+            self._stop_quietly()
+            return False
+        return True
+
+    def stop(self) -> None:
+        if self.started and not self.stopped:
+            self.stopped = True
+            try:
+                self._prof.stop()
+            except Exception as exc:
+                self.error = f"profiler window failed to stop: {type(exc).__name__}: {exc}"
+
+    def _stop_quietly(self) -> None:
+        if self._prof is not None and self.started and not self.stopped:
+            self.stopped = True
+            try:
+                self._prof.stop()
+            except Exception:
+                pass
+
+    def trace(self) -> tuple[dict[str, Any], Alignment] | None:
+        """The exported Chrome trace and the clock alignment, or None (``error`` says why)."""
+        if not self.started or self._prof is None or self._align_ns is None:
+            return None
+        self.stop()
+        fd, path = tempfile.mkstemp(prefix="gpusight-trace-", suffix=".json")
+        os.close(fd)
+        try:
+            self._prof.export_chrome_trace(path)
+            with open(path, encoding="utf-8") as f:
+                data: dict[str, Any] = json.load(f)
+        except Exception as exc:
+            self.error = f"could not read the profiler trace: {type(exc).__name__}: {exc}"
+            return None
+        finally:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        ts = find_marker(data, ALIGN_MARKER)
+        if ts is None:
+            self.error = "the profiler trace lacks gpusight's alignment marker"
+            return None
+        return data, Alignment(perf_ns=self._align_ns, trace_us=ts)

@@ -1,0 +1,144 @@
+"""Step bookkeeping: which step we are in, its phase, and what the hooks measured in it. No torch.
+
+Steps are found three ways, in priority order: an optimizer step ends a training step; without
+an optimizer, a backward call does; without either (inference), a call of the outermost module
+does. The recorder counts each kind; the highest-priority kind seen so far drives the steps.
+When a higher kind first appears (the first ``optimizer.step()`` after a backward), what was
+counted so far merges into one first step, so no time is lost or counted twice.
+
+Phases: ``warmup`` steps (not measured), then, when profiling, one ``profile_warmup`` step
+(the profiler's own start-up lands there) and ``profile_steps`` analysed ``profile`` steps,
+then ``measure`` steps: clean, with only the cheap hooks running.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+KINDS = ("optimizer", "backward", "forward")
+_PRIORITY = {k: i for i, k in enumerate(KINDS)}
+
+
+@dataclass
+class StepRecord:
+    index: int
+    phase: str
+    start_ns: int
+    end_ns: int = 0
+    data_ns: int = 0
+    copy_ns: int = 0
+    framework_ns: int = 0
+    overhead_ns: int = 0
+    syncs: int = 0
+
+    @property
+    def duration_ns(self) -> int:
+        return max(0, self.end_ns - self.start_ns)
+
+    def absorb(self, other: StepRecord) -> None:
+        self.data_ns += other.data_ns
+        self.copy_ns += other.copy_ns
+        self.framework_ns += other.framework_ns
+        self.overhead_ns += other.overhead_ns
+        self.syncs += other.syncs
+
+
+@dataclass
+class Intervals:
+    """Host intervals kept only while the profiler window runs (perf_counter_ns)."""
+
+    data_wait: list[tuple[int, int]] = field(default_factory=list)
+    host_copies: list[tuple[int, int]] = field(default_factory=list)
+    framework: list[tuple[int, int]] = field(default_factory=list)
+    syncs: list[tuple[int, str]] = field(default_factory=list)
+
+
+class StepRecorder:
+    def __init__(self, warmup: int, profile_steps: int, steps: int | None, start_ns: int) -> None:
+        self.warmup = max(0, warmup)
+        self.profile_steps = max(0, profile_steps)
+        self.steps = steps
+        self.kind: str | None = None
+        self.kind_counts = dict.fromkeys(KINDS, 0)
+        self.records: list[StepRecord] = []
+        self.current = StepRecord(index=1, phase=self.phase_of(1), start_ns=start_ns)
+        self.window = Intervals()
+        self.recording_window = False
+
+    # -- phases -------------------------------------------------------------------------------
+    @property
+    def profiling(self) -> bool:
+        return self.profile_steps > 0
+
+    def phase_of(self, index: int) -> str:
+        """Phase of the step with 1-based ``index``."""
+        if index <= self.warmup:
+            return "warmup"
+        if self.profiling:
+            if index == self.warmup + 1:
+                return "profile_warmup"
+            if index <= self.warmup + 1 + self.profile_steps:
+                return "profile"
+        return "measure"
+
+    @property
+    def completed(self) -> int:
+        return len(self.records)
+
+    @property
+    def measured(self) -> int:
+        return sum(r.phase == "measure" for r in self.records)
+
+    def done(self) -> bool:
+        """All requested measured steps are in."""
+        return self.steps is not None and self.measured >= self.steps
+
+    # -- events -------------------------------------------------------------------------------
+    def boundary(self, kind: str, now_ns: int) -> bool:
+        """A step of ``kind`` ended at ``now_ns``. True when it ended a step of the driving kind."""
+        self.kind_counts[kind] += 1
+        if self.kind is None or _PRIORITY[kind] < _PRIORITY[self.kind]:
+            if self.kind is not None:
+                self._merge_into_first()
+            self.kind = kind
+        elif kind != self.kind:
+            return False
+        self.current.end_ns = now_ns
+        self.records.append(self.current)
+        return True
+
+    def _merge_into_first(self) -> None:
+        """A higher-priority kind appeared: all steps so far become part of its first step."""
+        if not self.records:
+            return
+        first = self.records[0]
+        for r in self.records[1:]:
+            first.absorb(r)
+        first.absorb(self.current)
+        first.index = 1
+        first.phase = self.phase_of(1)
+        self.current = first
+        self.records = []
+
+    def begin_next(self, now_ns: int) -> StepRecord:
+        index = len(self.records) + 1
+        self.current = StepRecord(index=index, phase=self.phase_of(index), start_ns=now_ns)
+        return self.current
+
+    def finish(self, now_ns: int) -> None:
+        """The watched code ended mid-step: keep the partial step only if nothing else exists."""
+        if not self.records and self.current.start_ns < now_ns:
+            self.current.end_ns = now_ns
+            self.records.append(self.current)
+
+    # -- selections ---------------------------------------------------------------------------
+    def clean(self) -> tuple[list[StepRecord], str]:
+        """The steps to report on, and which phase they came from."""
+        for phase in ("measure", "profile", "profile_warmup", "warmup"):
+            picked = [r for r in self.records if r.phase == phase]
+            if picked:
+                return picked, phase
+        return [], "none"
+
+    def analysed(self) -> list[StepRecord]:
+        return [r for r in self.records if r.phase == "profile"]

@@ -1,0 +1,294 @@
+"""What the watch gathered -> ``WorkloadEvidence`` -> rules -> a schema-valid ``Report``."""
+
+from __future__ import annotations
+
+import statistics
+from typing import TYPE_CHECKING, Any
+
+from ..report import Report, Verdict
+from ..rules.workload import (
+    CopySite,
+    GpuWindow,
+    LoaderInfo,
+    Placement,
+    SyncSite,
+    WorkloadEvidence,
+    analyse,
+)
+from .machine import machine_facts
+from .trace_analysis import HostRecord, WindowStats
+from .trace_analysis import analyse as analyse_trace
+
+if TYPE_CHECKING:
+    from .session import Watch
+
+
+def _ms(ns: int) -> float:
+    return ns / 1e6
+
+
+def _window_stats(w: Watch, notes: list[str]) -> WindowStats | None:
+    rec = w.recorder
+    window = w.window
+    if rec is None or window is None:
+        return None
+    analysed = rec.analysed()
+    got = window.trace()
+    if got is None:
+        if window.error:
+            notes.append(window.error)
+        return None
+    if not analysed:
+        notes.append("the run ended before the profiled steps completed: no kernel statistics")
+        return None
+    trace, align = got
+    host = HostRecord(
+        steps=[(r.start_ns, r.end_ns) for r in analysed],
+        data_wait=rec.window.data_wait,
+        host_copies=rec.window.host_copies,
+        framework=rec.window.framework,
+        syncs=rec.window.syncs,
+    )
+    flags = w.flags()
+    tf32 = bool(flags.get("matmul.allow_tf32")) or flags.get("float32_matmul_precision") in ("high", "medium")
+    return analyse_trace(trace, align, host, main_tid=w.native_tid, fp32_tensor_cores=tf32)
+
+
+def _gpu_window(s: WindowStats) -> GpuWindow:
+    return GpuWindow(
+        steps=s.steps,
+        gpu=s.gpu,
+        split_ms=dict(s.split_ms),
+        data_wait_host_ms=s.data_wait_host_ms,
+        busy_pct=s.busy_pct,
+        kernels_per_step=s.kernels_per_step,
+        launches_per_step=s.launches_per_step,
+        median_kernel_us=s.median_kernel_us,
+        matmul_ms=s.matmul_ms,
+        matmul_fp32_ms=s.matmul_fp32_ms,
+        matmul_tensor_core_ms=s.matmul_tensor_core_ms,
+        conv_ms=s.conv_ms,
+        conv_lowp_ms=s.conv_lowp_ms,
+        layout_transform_ms=s.layout_transform_ms,
+        memcpy_h2d_pageable=s.memcpy_h2d_pageable,
+        memcpy_h2d_pageable_bytes=s.memcpy_h2d_pageable_bytes,
+        cpu_op_loop_ms=s.cpu_op_loop_ms,
+        top_cpu_ops=list(s.top_cpu_ops),
+    )
+
+
+def _placement(w: Watch) -> Placement | None:
+    mods = [m for m in w.collected.modules.values() if m.calls > 0]
+    if not mods:
+        return None
+    main = max(mods, key=lambda m: (m.n_params, m.calls))
+    return Placement(
+        module=main.name,
+        param_devices=list(main.param_devices),
+        input_devices=sorted(main.input_devices),
+        dataparallel=any(m.dataparallel for m in mods),
+        dataparallel_devices=next((m.dataparallel_devices for m in mods if m.dataparallel), None),
+        has_conv=main.has_conv,
+        input_channels_last=main.input_channels_last,
+        model_channels_last=main.model_channels_last,
+        autocast=main.autocast,
+        autocast_dtype=main.autocast_dtype,
+        batch_size=main.batch_size,
+        grad_enabled=main.grad_enabled,
+    )
+
+
+def _memory(w: Watch) -> tuple[int | None, int | None, int | None]:
+    torch = w.torch
+    if not w.cuda_available or not torch.cuda.is_initialized():
+        return None, None, None
+    try:
+        dev = torch.cuda.current_device()
+        return (
+            int(torch.cuda.max_memory_allocated(dev)),
+            int(torch.cuda.max_memory_reserved(dev)),
+            int(torch.cuda.get_device_properties(dev).total_memory),
+        )
+    except Exception:
+        return None, None, None
+
+
+def _spread(xs: list[float]) -> list[float] | None:
+    if len(xs) < 2:
+        return None
+    qs = statistics.quantiles(xs, n=10, method="inclusive")
+    return [round(qs[0], 3), round(qs[-1], 3)]
+
+
+def build_report(w: Watch) -> Report:
+    rec = w.recorder
+    assert rec is not None
+    torch = w.torch
+    notes = list(w.notes)
+    clean, phase = rec.clean()
+    if phase == "measure" and w.steps is not None:
+        clean = clean[: w.steps]
+    if rec.kind is None:
+        notes.append(
+            "no optimizer step, backward call or model forward was seen: the whole block is "
+            "reported as one step"
+        )
+    elif phase != "measure" and clean:
+        notes.append(
+            f"the run ended before any clean step: {len(clean)} {phase.replace('_', ' ')} step(s) "
+            "are reported instead (profiler and start-up costs included)"
+        )
+    stats = _window_stats(w, notes)
+    cuda = w.cuda_available
+    if not cuda:
+        notes.append(
+            "CUDA is not available: GPU measurements (kernels, GPU busy, syncs, pageable copies, "
+            "NVML timeline) were skipped; the step is split on the host"
+        )
+    elif not torch.cuda.is_initialized():
+        notes.append("the run never started CUDA: nothing ran on the GPU")
+
+    sampler = w.sampler
+    if sampler is not None and cuda and sampler.reason:
+        notes.append(sampler.reason)
+    timeline = sampler.samples if sampler is not None else []
+    if sampler is not None and not cuda and not sampler.available:
+        timeline = [s for s in timeline if s.get("cpu_pct") is not None]
+
+    peak, reserved, capacity = _memory(w)
+    flags = w.flags()
+    loaders = sorted(w.collected.loaders.values(), key=lambda s: -s.calls)
+    ld = loaders[0] if loaders else None
+    measured = phase == "measure"
+    syncs = sorted(w.collected.syncs.items(), key=lambda kv: -kv[1].count)
+    sync_idle = stats.sync_idle_ms if stats is not None else {}
+    import os
+
+    ev = WorkloadEvidence(
+        step_mode=rec.kind or "block",
+        step_times_ms=[_ms(r.duration_ns) for r in clean],
+        data_wait_ms=[_ms(r.data_ns) for r in clean],
+        host_copy_ms=[_ms(r.copy_ns) for r in clean],
+        framework_ms=[_ms(r.framework_ns) for r in clean],
+        cuda_available=cuda,
+        cuda_devices=int(torch.cuda.device_count()) if cuda else 0,
+        window=_gpu_window(stats) if stats is not None else None,
+        syncs=[
+            SyncSite(
+                kind=a.kind,
+                count=a.measured if measured else a.count,
+                file=a.site.file if a.site else None,
+                line=a.site.line if a.site else None,
+                code=a.site.code if a.site else None,
+                idle_ms=sync_idle.get(key),
+            )
+            for key, a in syncs
+            if not measured or a.measured
+        ],
+        copies=[
+            CopySite(
+                kind=a.kind,
+                count=a.measured if measured else a.count,
+                bytes=a.measured_bytes if measured else a.bytes,
+                host_ms=_ms(a.measured_host_ns if measured else a.host_ns),
+                file=a.site.file if a.site else None,
+                line=a.site.line if a.site else None,
+                code=a.site.code if a.site else None,
+            )
+            for a in w.collected.copies.values()
+            if not measured or a.measured
+        ],
+        loader=LoaderInfo(ld.num_workers, ld.pin_memory, ld.batch_size, ld.persistent_workers) if ld else None,
+        placement=_placement(w),
+        tf32_matmul=bool(flags.get("matmul.allow_tf32"))
+        or flags.get("float32_matmul_precision") in ("high", "medium"),
+        peak_memory_bytes=peak,
+        peak_reserved_bytes=reserved,
+        memory_capacity_bytes=capacity,
+        cpu_count=os.cpu_count(),
+    )
+    result = analyse(ev)
+
+    total_ns = sum(r.duration_ns for r in clean)
+    overhead = 100.0 * sum(r.overhead_ns for r in clean) / total_ns if total_ns else None
+    kernels: dict[str, Any] = {"step_mode": ev.step_mode, "steps_from": phase}
+    if stats is not None:
+        kernels.update(stats.kernels_dict())
+    if clean and timeline:
+        lo = (clean[0].start_ns - w.t0_ns) / 1e9
+        hi = (clean[-1].end_ns - w.t0_ns) / 1e9
+        utils = [s["util_pct"] for s in timeline if lo <= float(s["t"] or 0) <= hi and s.get("util_pct") is not None]
+        if utils:
+            kernels["nvml_util_pct_mean"] = round(statistics.fmean(float(u) for u in utils if u is not None), 1)
+    if sampler is not None and w.end_ns > w.t0_ns:
+        kernels["sampler_busy_pct"] = round(100.0 * sampler.busy_s / ((w.end_ns - w.t0_ns) / 1e9), 3)
+    if reserved is not None:
+        kernels["peak_reserved_bytes"] = reserved
+    step_ms = [round(_ms(r.duration_ns), 3) for r in clean]
+    run: dict[str, Any] = {
+        "steps": len(clean),
+        "warmup_steps": sum(r.phase == "warmup" for r in rec.records),
+        "step_time_ms": round(result.step_time_ms, 3),
+        "step_times_ms": step_ms,
+        "step_starts_s": [round((r.start_ns - w.t0_ns) / 1e9, 6) for r in clean],
+        "breakdown_ms": {k: round(v, 3) for k, v in result.breakdown_ms.items()},
+        "gpu_busy_pct": result.gpu_busy_pct,
+        "overhead_pct": round(overhead, 3) if overhead is not None else None,
+        "timeline": timeline,
+        "peak_memory_bytes": peak,
+        "memory_capacity_bytes": capacity,
+        "kernels": kernels,
+        "syncs": [
+            {
+                "kind": s.kind,
+                "count": s.count,
+                "total_ms": round(s.idle_ms, 3) if s.idle_ms is not None else None,
+                **(
+                    {"source": {"file": s.file, "line": s.line, **({"code": s.code} if s.code else {})}}
+                    if s.file is not None and s.line is not None
+                    else {}
+                ),
+            }
+            for s in ev.syncs
+        ],
+    }
+    spread = _spread(step_ms)
+    if spread:
+        run["step_time_spread_ms"] = spread
+    if w.label:
+        run["label"] = w.label
+    if w.outcome == "stopped":
+        notes.append(f"stopped after {len(clean)} measured steps (--steps)")
+    elif w.outcome == "interrupted":
+        notes.append(f"interrupted after {rec.completed} steps; the report covers what ran")
+    elif w.outcome.startswith("exited"):
+        notes.append(f"the script {w.outcome}; the report covers what ran")
+    elif w.outcome.startswith("raised"):
+        notes.append(f"the watched code {w.outcome}; the report covers what ran")
+    return Report(
+        kind="watch",
+        machine=machine_facts(torch),
+        run=run,
+        verdict=result.verdict,
+        findings=result.findings,
+        notes=notes,
+        title=w.label,
+    )
+
+
+def failed_report(w: Watch, exc: BaseException) -> Report:
+    import platform
+
+    machine: dict[str, Any]
+    try:
+        machine = machine_facts(w.torch)
+    except Exception:
+        machine = {"platform": platform.platform(), "python": platform.python_version(), "cpu_count": None, "gpus": []}
+    return Report(
+        kind="watch",
+        machine=machine,
+        verdict=Verdict(bottleneck="none", gpu_busy_pct=None, summary="The diagnosis failed."),
+        notes=[*w.notes, f"gpusight could not build the report: {type(exc).__name__}: {exc}"],
+        title=w.label,
+    )
+

@@ -1,0 +1,732 @@
+"""Watch a real run without changing its code: ``with gpusight.watch(steps=20) as w: train()``.
+
+What is installed for the duration of the watch (and removed again, also on error or Ctrl-C):
+
+* global optimizer step pre/post hooks: the end of a training step, and host time in ``step``;
+* wrappers of ``Tensor.backward`` / ``torch.autograd.backward``: step ends without an optimizer;
+* global module forward hooks while warming up, then hooks on the outermost modules only (so
+  that the measured steps keep torch's fast path for every inner module): forward time,
+  inference steps, and where parameters and inputs live;
+* a wrapper of ``_BaseDataLoaderIter.__next__``: time blocked waiting for the next batch;
+* wrappers of ``Tensor.to`` / ``Tensor.cuda``: host-to-device copies, pinned or pageable, with
+  the user's source line (a ``non_blocking=True`` copy from pageable memory is a hidden sync);
+* CUDA sync-debug mode ``warn`` and a ``warnings.showwarning`` hook that turns each sync warning
+  into a count at the user's source line; a wrapper of ``torch.cuda.synchronize``;
+* a ``torch.profiler`` window of a few steps right after warm-up; an NVML sampler thread.
+
+The hooks cost a few microseconds each; the watch measures its own time in them and reports
+it as ``run.overhead_pct`` over the clean (unprofiled) steps.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import statistics
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from time import perf_counter_ns
+from typing import Any
+
+from ..report import Report
+from .nvml_sampler import NvmlSampler
+from .patches import Patches
+from .placement import INSPECT_CALLS, ModuleInfo, inspect_module, observe_call
+from .profiler_window import ProfilerWindow
+from .recorder import StepRecorder
+from .source_lines import Site, SourceMap
+
+SYNC_MESSAGE = "called a synchronizing CUDA operation"
+DEFAULT_DEVICE_TYPES = ("cuda", "xpu", "mps", "hpu", "privateuseone")
+MAX_TOP_MODULES = 8
+
+_ACTIVE: Watch | None = None
+_FORK_HOOK = False
+
+
+def _after_fork_in_child() -> None:
+    # DataLoader workers are forks of the watched process: hooks there must pass through.
+    w = _ACTIVE
+    if w is not None:
+        w._tid = None
+
+
+class StopWatch(BaseException):
+    """Raised from a step hook after the requested steps; the watch catches it.
+
+    A BaseException so that the user's ``except Exception`` does not swallow it.
+    """
+
+
+@dataclass
+class SyncAgg:
+    kind: str
+    site: Site | None
+    count: int = 0
+    measured: int = 0
+    """Of ``count``, those in clean (measured) steps."""
+    host_ns: int = 0
+
+
+@dataclass
+class CopyAgg:
+    kind: str
+    site: Site | None
+    count: int = 0
+    bytes: int = 0
+    host_ns: int = 0
+    measured: int = 0
+    measured_bytes: int = 0
+    measured_host_ns: int = 0
+
+
+@dataclass
+class LoaderSeen:
+    num_workers: int | None = None
+    pin_memory: bool | None = None
+    batch_size: int | None = None
+    persistent_workers: bool | None = None
+    calls: int = 0
+
+
+@dataclass
+class Collected:
+    """Everything the hooks gathered, handed to the report builder."""
+
+    syncs: dict[str, SyncAgg] = field(default_factory=dict)
+    copies: dict[tuple[str, str], CopyAgg] = field(default_factory=dict)
+    loaders: dict[int, LoaderSeen] = field(default_factory=dict)
+    modules: dict[int, ModuleInfo] = field(default_factory=dict)
+
+
+def classify_copy(src_pinned: bool, non_blocking: bool) -> str:
+    """The kind of a host-to-device copy (see ``rules.workload.CopySite.kind``)."""
+    if src_pinned:
+        return "pinned_async" if non_blocking else "pinned_sync"
+    return "pageable_async" if non_blocking else "pageable_sync"
+
+
+def non_blocking_arg(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """``non_blocking`` of a ``Tensor.to``/``Tensor.cuda`` call (the first positional bool)."""
+    if "non_blocking" in kwargs:
+        return bool(kwargs["non_blocking"])
+    for a in args:
+        if isinstance(a, bool):
+            return a
+    return False
+
+
+_SYNC_KINDS = (
+    (".item(", "item"),
+    (".tolist(", "tolist"),
+    (".numpy(", "numpy"),
+    (".cpu(", "cpu"),
+    ("'cpu'", "cpu"),
+    ('"cpu"', "cpu"),
+    ("nonzero", "nonzero"),
+    ("synchronize", "synchronize"),
+    ("masked_select", "masked_select"),
+    ("unique", "unique"),
+    ("print(", "print"),
+    ("if ", "bool"),
+    ("while ", "bool"),
+    ("assert ", "bool"),
+    ("float(", "float"),
+    ("int(", "int"),
+)
+
+
+def sync_kind(code: str | None) -> str:
+    """What kind of sync a source line most likely holds (the warning itself does not say)."""
+    if code:
+        for pattern, kind in _SYNC_KINDS:
+            if pattern in code:
+                return kind
+    return "sync"
+
+
+class Watch:
+    """Instrument the code run inside it; ``report`` holds the diagnosis afterwards.
+
+    ``steps``: measured steps wanted; with ``stop_after_steps`` (default: when ``steps`` is
+    given) the watched code is ended after them by raising :class:`StopWatch` from the step
+    hook, which the watch catches. ``warmup`` steps come first and are not measured; then,
+    when ``profile_steps`` > 0, one profiler start-up step and ``profile_steps`` profiled steps.
+    """
+
+    def __init__(
+        self,
+        steps: int | None = None,
+        warmup: int = 3,
+        profile_steps: int = 3,
+        stop_after_steps: bool | None = None,
+        sample_interval_s: float = 0.1,
+        label: str | None = None,
+        source_names: dict[str, tuple[str, int]] | None = None,
+        device_types: tuple[str, ...] = DEFAULT_DEVICE_TYPES,
+    ) -> None:
+        if steps is not None and steps < 1:
+            raise ValueError("steps must be at least 1")
+        if warmup < 0 or profile_steps < 0:
+            raise ValueError("warmup and profile_steps must not be negative")
+        self.steps = steps
+        self.warmup = warmup
+        self.profile_steps = profile_steps
+        self.stop_after_steps = steps is not None if stop_after_steps is None else stop_after_steps
+        self.sample_interval_s = sample_interval_s
+        self.label = label
+        self.device_types = device_types
+        self.sources = SourceMap(names=dict(source_names or {}))
+        self.report: Report | None = None
+        self.notes: list[str] = []
+        self.outcome: str = "completed"
+        self.collected = Collected()
+        self._patches = Patches()
+        self._tid: int | None = None
+        self._native_tid: int | None = None
+        self._pid = 0
+        self._torch: Any = None
+        self._rec: StepRecorder | None = None
+        self._window: ProfilerWindow | None = None
+        self._sampler: NvmlSampler | None = None
+        self._cuda = False
+        self._t0_ns = 0
+        self._t0 = 0.0
+        self._end_ns = 0
+        self._opt_clock: int | None = None
+        self._opt_t0 = 0
+        self._fwd_depth = 0
+        self._fwd_t0 = 0
+        self._fwd_top: Any = None
+        self._bwd_depth = 0
+        self._switched = False
+        self._global_handles: list[Any] = []
+        self._top_modules: dict[int, Any] = {}
+        self._sync_mode_before: int | None = None
+        self._sync_mode_set = False
+        self._flags_before: dict[str, Any] = {}
+        self._started = False
+
+    # -- context manager ----------------------------------------------------------------------
+    def __enter__(self) -> Watch:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        if exc_type is not None and issubclass(exc_type, StopWatch):
+            self.outcome = "stopped"
+        elif exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+            self.outcome = "interrupted"
+        elif exc_type is not None and issubclass(exc_type, SystemExit):
+            self.outcome = f"exited ({exc.code!r})" if exc is not None else "exited"
+        elif exc_type is not None:
+            self.outcome = f"raised {exc_type.__name__}"
+        self.stop()
+        return exc_type is not None and issubclass(exc_type, StopWatch)
+
+    # -- start / stop -------------------------------------------------------------------------
+    def start(self) -> Watch:
+        global _ACTIVE, _FORK_HOOK
+        if self._started:
+            raise RuntimeError("this watch was already started")
+        if _ACTIVE is not None:
+            raise RuntimeError("a gpusight watch is already running in this process")
+        import torch
+
+        from .machine import torch_flags, visible_gpus
+
+        self._torch = torch
+        self._started = True
+        self._tid = threading.get_ident()
+        self._native_tid = threading.get_native_id()
+        self._pid = os.getpid()
+        self._cuda = bool(torch.cuda.is_available())
+        self._flags_before = torch_flags(torch)
+        self._t0 = time.perf_counter()
+        self._t0_ns = perf_counter_ns()
+        profile = self.profile_steps if self.profile_steps > 0 else 0
+        self._rec = StepRecorder(self.warmup, profile, self.steps, self._t0_ns)
+        _ACTIVE = self
+        if not _FORK_HOOK and hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_after_fork_in_child)
+            _FORK_HOOK = True
+        try:
+            self._install(torch)
+            self._maybe_enable_sync_mode()
+            if profile and self.warmup == 0:
+                self._start_window()
+        except BaseException:
+            self._restore()
+            raise
+        if self._cuda:
+            ids = visible_gpus()
+            self._sampler = NvmlSampler(
+                ids, interval_s=self.sample_interval_s, t0=self._t0, labels=range(len(ids))
+            )
+        else:
+            self._sampler = NvmlSampler((), interval_s=self.sample_interval_s, t0=self._t0)
+        self._sampler.start()
+        self._rec.current.start_ns = perf_counter_ns()
+        return self
+
+    def stop(self) -> Report:
+        """Restore everything, then build the report (also after an error in the watched code)."""
+        if self.report is not None:
+            return self.report
+        self._end_ns = perf_counter_ns()
+        try:
+            if self._rec is not None:
+                self._rec.finish(self._end_ns)
+        finally:
+            self._restore()
+        from .report_builder import build_report
+
+        try:
+            self.report = build_report(self)
+        except Exception as exc:  # a diagnosis bug must not hide the user's own outcome
+            from .report_builder import failed_report
+
+            self.report = failed_report(self, exc)
+        return self.report
+
+    def _restore(self) -> None:
+        global _ACTIVE
+        try:
+            if self._window is not None:
+                self._window.stop()
+            self._patches.restore()
+            self._restore_sync_mode()
+            if self._sampler is not None:
+                self._sampler.stop()
+        finally:
+            self._tid = None
+            if _ACTIVE is self:
+                _ACTIVE = None
+        self.notes.extend(self._patches.errors)
+        after = self._flags_now()
+        changed = [k for k, v in self._flags_before.items() if after.get(k) != v]
+        if changed:
+            self.notes.append("torch settings changed during the run: " + ", ".join(sorted(changed)))
+
+    def _flags_now(self) -> dict[str, Any]:
+        from .machine import torch_flags
+
+        return torch_flags(self._torch) if self._torch is not None else {}
+
+    # -- installation -------------------------------------------------------------------------
+    def _mine(self) -> bool:
+        return threading.get_ident() == self._tid
+
+    def _install(self, torch: Any) -> None:
+        from torch.nn.modules import module as nn_module
+        from torch.optim import optimizer as optim_mod
+        from torch.utils.data import dataloader
+
+        p = self._patches
+        p.handle("optimizer pre-hook", optim_mod.register_optimizer_step_pre_hook(self._opt_pre))
+        p.handle("optimizer post-hook", optim_mod.register_optimizer_step_post_hook(self._opt_post))
+        h_pre = nn_module.register_module_forward_pre_hook(self._fwd_pre)
+        h_post = nn_module.register_module_forward_hook(self._fwd_post, always_call=True)
+        self._global_handles = [h_pre, h_post]
+        p.handle("module forward pre-hook", h_pre)
+        p.handle("module forward hook", h_post)
+        p.set_attr(torch.Tensor, "backward", self._wrap_backward(torch.Tensor.backward))
+        p.set_attr(torch.autograd, "backward", self._wrap_backward(torch.autograd.backward))
+        it_cls = dataloader._BaseDataLoaderIter
+        p.set_attr(it_cls, "__next__", self._wrap_next(it_cls.__next__))
+        p.set_attr(torch.Tensor, "to", self._wrap_copy(torch.Tensor.to))
+        p.set_attr(torch.Tensor, "cuda", self._wrap_copy(torch.Tensor.cuda))
+        p.set_attr(torch.cuda, "synchronize", self._wrap_synchronize(torch.cuda.synchronize))
+        # Sync warnings: every occurrence (not once per line), shown to us instead of printed.
+        warnings.filterwarnings("always", message=SYNC_MESSAGE)
+        entry = warnings.filters[0]
+
+        def drop_filter() -> None:
+            if entry in warnings.filters:
+                warnings.filters.remove(entry)
+                mutated = getattr(warnings, "_filters_mutated", None)
+                if mutated is not None:
+                    mutated()
+
+        p.add("warnings filter", drop_filter)
+        p.set_attr(warnings, "showwarning", self._wrap_showwarning(warnings.showwarning))
+
+    def _maybe_enable_sync_mode(self) -> None:
+        """Sync-debug mode needs CUDA up; never start CUDA ourselves, wait for the run to."""
+        torch = self._torch
+        if self._sync_mode_set or not self._cuda or not torch.cuda.is_initialized():
+            return
+        try:
+            self._sync_mode_before = int(torch.cuda.get_sync_debug_mode())
+            if self._sync_mode_before == 0:
+                torch.cuda.set_sync_debug_mode(1)
+            self._sync_mode_set = True
+        except Exception as exc:
+            self.notes.append(f"sync-debug mode unavailable: {exc}")
+            self._sync_mode_set = True
+
+    def _restore_sync_mode(self) -> None:
+        if self._sync_mode_set and self._sync_mode_before is not None:
+            try:
+                self._torch.cuda.set_sync_debug_mode(self._sync_mode_before)
+            except Exception as exc:
+                self.notes.append(f"could not restore sync-debug mode: {exc}")
+
+    def _switch_hooks(self) -> None:
+        """After warm-up: hook the outermost modules only, so inner modules run hook-free."""
+        self._switched = True
+        for h in self._global_handles:
+            h.remove()
+        self._global_handles = []
+        self._fwd_depth = 0
+        self._fwd_top = None
+        for module in list(self._top_modules.values())[:MAX_TOP_MODULES]:
+            self._patches.handle("module pre-hook", module.register_forward_pre_hook(self._fwd_pre))
+            self._patches.handle(
+                "module hook", module.register_forward_hook(self._fwd_post, always_call=True)
+            )
+
+    # -- the profiler window ------------------------------------------------------------------
+    def _start_window(self) -> None:
+        assert self._rec is not None
+        self._window = ProfilerWindow(cuda=self._cuda)
+        if self._window.start():
+            self._rec.recording_window = True
+        else:
+            if self._window.error:
+                self.notes.append(self._window.error)
+            # No window: the remaining steps are all measured.
+            self._rec.profile_steps = 0
+            self._rec.recording_window = False
+
+    def _stop_window(self) -> None:
+        assert self._rec is not None and self._window is not None
+        self._window.stop()
+        self._rec.recording_window = False
+
+    # -- step boundaries ----------------------------------------------------------------------
+    def _boundary(self, kind: str, t: int) -> None:
+        rec = self._rec
+        assert rec is not None
+        if not rec.boundary(kind, t):
+            return
+        if kind == "optimizer":
+            self._fwd_depth = 0
+        n = rec.completed
+        # Profiler start/stop and the hook switch happen between steps, outside both of them;
+        # only the ordinary bookkeeping counts as the next step's overhead.
+        transition = False
+        if rec.profiling and self._window is None and n >= rec.warmup:
+            self._start_window()
+            transition = True
+        elif (
+            self._window is not None
+            and rec.recording_window
+            and n >= rec.warmup + 1 + rec.profile_steps
+        ):
+            self._stop_window()
+            transition = True
+        if not self._switched and n >= max(1, rec.warmup):
+            self._switch_hooks()
+            transition = True
+        self._maybe_enable_sync_mode()
+        nxt = rec.begin_next(perf_counter_ns())
+        if not transition:
+            nxt.overhead_ns += nxt.start_ns - t
+        if self.stop_after_steps and rec.done():
+            raise StopWatch(f"gpusight: {rec.measured} steps measured")
+
+    # -- hooks --------------------------------------------------------------------------------
+    def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
+        if not self._mine():
+            return
+        if self._opt_clock is None:
+            self._opt_clock = id(opt)
+        if id(opt) == self._opt_clock:
+            self._opt_t0 = perf_counter_ns()
+
+    def _opt_post(self, opt: Any, args: Any, kwargs: Any) -> None:
+        t = perf_counter_ns()
+        if not self._mine() or id(opt) != self._opt_clock or self._rec is None:
+            return
+        rec = self._rec
+        if self._opt_t0:
+            rec.current.framework_ns += t - self._opt_t0
+            if rec.recording_window:
+                rec.window.framework.append((self._opt_t0, t))
+            self._opt_t0 = 0
+        rec.current.overhead_ns += perf_counter_ns() - t
+        self._boundary("optimizer", t)
+
+    def _fwd_pre(self, module: Any, args: Any) -> None:
+        if self._bwd_depth or not self._mine():
+            return None
+        t = perf_counter_ns()
+        depth = self._fwd_depth
+        self._fwd_depth = depth + 1
+        if depth == 0:
+            self._fwd_top = module
+            info = self.collected.modules.get(id(module))
+            if info is None:
+                try:
+                    info = inspect_module(module)
+                except Exception:
+                    info = None
+                if info is not None:
+                    self.collected.modules[id(module)] = info
+                    if len(self._top_modules) < MAX_TOP_MODULES:
+                        self._top_modules[id(module)] = module
+            if info is not None and info.calls < INSPECT_CALLS:
+                try:
+                    observe_call(info, args if isinstance(args, tuple) else (args,), None)
+                except Exception:
+                    info.calls = INSPECT_CALLS
+            now = perf_counter_ns()
+            if self._rec is not None:
+                self._rec.current.overhead_ns += now - t
+            self._fwd_t0 = now
+        return None
+
+    def _fwd_post(self, module: Any, args: Any, output: Any) -> None:
+        if self._bwd_depth or not self._mine():
+            return None
+        t = perf_counter_ns()
+        self._fwd_depth = max(0, self._fwd_depth - 1)
+        if self._fwd_depth == 0 and module is self._fwd_top and self._rec is not None:
+            self._fwd_top = None
+            rec = self._rec
+            rec.current.framework_ns += t - self._fwd_t0
+            if rec.recording_window:
+                rec.window.framework.append((self._fwd_t0, t))
+            info = self.collected.modules.get(id(module))
+            rec.current.overhead_ns += perf_counter_ns() - t
+            if info is not None and info.n_params > 0:
+                self._boundary("forward", t)
+        return None
+
+    def _wrap_backward(self, orig: Callable[..., Any]) -> Callable[..., Any]:
+        w = self
+
+        @functools.wraps(orig)
+        def backward(*args: Any, **kwargs: Any) -> Any:
+            if w._bwd_depth or not w._mine() or w._rec is None:
+                return orig(*args, **kwargs)
+            w._bwd_depth += 1
+            t0 = perf_counter_ns()
+            try:
+                out = orig(*args, **kwargs)
+            finally:
+                w._bwd_depth -= 1
+            t1 = perf_counter_ns()
+            rec = w._rec
+            rec.current.framework_ns += t1 - t0
+            if rec.recording_window:
+                rec.window.framework.append((t0, t1))
+            rec.current.overhead_ns += perf_counter_ns() - t1
+            w._boundary("backward", t1)
+            return out
+
+        return backward
+
+    def _wrap_next(self, orig: Callable[..., Any]) -> Callable[..., Any]:
+        w = self
+
+        @functools.wraps(orig)
+        def __next__(it: Any) -> Any:
+            if not w._mine() or w._rec is None:
+                return orig(it)
+            t0 = perf_counter_ns()
+            try:
+                return orig(it)
+            finally:
+                t1 = perf_counter_ns()
+                rec = w._rec
+                rec.current.data_ns += t1 - t0
+                if rec.recording_window:
+                    rec.window.data_wait.append((t0, t1))
+                seen = w.collected.loaders.get(id(it))
+                if seen is None:
+                    w.collected.loaders[id(it)] = seen = _loader_seen(it)
+                seen.calls += 1
+                rec.current.overhead_ns += perf_counter_ns() - t1
+
+        return __next__
+
+    def _wrap_copy(self, orig: Callable[..., Any]) -> Callable[..., Any]:
+        w = self
+        torch = self._torch
+        is_compiling = torch.compiler.is_compiling
+        parameter = torch.nn.Parameter
+
+        @functools.wraps(orig)
+        def copy(self_t: Any, *args: Any, **kwargs: Any) -> Any:
+            if is_compiling() or not w._mine() or w._rec is None:
+                return orig(self_t, *args, **kwargs)
+            t0 = perf_counter_ns()
+            out = orig(self_t, *args, **kwargs)
+            t1 = perf_counter_ns()
+            try:
+                if (
+                    out is not self_t
+                    and self_t.device.type == "cpu"
+                    and out.device.type in w.device_types
+                    and not isinstance(self_t, parameter)
+                ):
+                    w.record_copy(self_t, non_blocking_arg(args, kwargs), t0, t1, sys._getframe(1))
+            finally:
+                w._rec.current.overhead_ns += perf_counter_ns() - t1
+            return out
+
+        return copy
+
+    def record_copy(self, src: Any, non_blocking: bool, t0: int, t1: int, frame: Any) -> CopyAgg:
+        """Account one host-to-device copy of ``src`` issued from ``frame`` (or its callers)."""
+        try:
+            pinned = bool(src.is_pinned())
+        except Exception:
+            pinned = False
+        kind = classify_copy(pinned, non_blocking)
+        user = self.sources.user_frame(frame)
+        site = self.sources.site(user) if user is not None else None
+        key = (kind, f"{site.file}:{site.line}" if site else "?")
+        agg = self.collected.copies.get(key)
+        if agg is None:
+            agg = self.collected.copies[key] = CopyAgg(kind=kind, site=site)
+        size = int(src.numel()) * int(src.element_size())
+        agg.count += 1
+        agg.bytes += size
+        agg.host_ns += t1 - t0
+        rec = self._rec
+        if rec is not None:
+            if rec.current.phase == "measure":
+                agg.measured += 1
+                agg.measured_bytes += size
+                agg.measured_host_ns += t1 - t0
+            rec.current.copy_ns += t1 - t0
+            if rec.recording_window:
+                rec.window.host_copies.append((t0, t1))
+        return agg
+
+    def _wrap_synchronize(self, orig: Callable[..., Any]) -> Callable[..., Any]:
+        w = self
+
+        @functools.wraps(orig)
+        def synchronize(*args: Any, **kwargs: Any) -> Any:
+            if not w._mine() or w._rec is None:
+                return orig(*args, **kwargs)
+            t0 = perf_counter_ns()
+            out = orig(*args, **kwargs)
+            t1 = perf_counter_ns()
+            w.record_sync(sys._getframe(1), t1, kind="synchronize", host_ns=t1 - t0)
+            w._rec.current.overhead_ns += perf_counter_ns() - t1
+            return out
+
+        return synchronize
+
+    def _wrap_showwarning(self, orig: Callable[..., Any]) -> Callable[..., Any]:
+        w = self
+
+        def showwarning(
+            message: Any,
+            category: Any,
+            filename: str,
+            lineno: int,
+            file: Any = None,
+            line: str | None = None,
+        ) -> None:
+            if str(message).startswith(SYNC_MESSAGE):
+                if w._mine() and w._rec is not None:
+                    t = perf_counter_ns()
+                    w.record_sync(sys._getframe(1), t)
+                    w._rec.current.overhead_ns += perf_counter_ns() - t
+                # The user only sees these if they had asked for them before we did.
+                if not w._sync_mode_before:
+                    return
+            orig(message, category, filename, lineno, file, line)
+
+        return showwarning
+
+    def record_sync(self, frame: Any, t: int, kind: str | None = None, host_ns: int = 0) -> SyncAgg:
+        """Count one host sync at the user's line above ``frame``."""
+        user = self.sources.user_frame(frame)
+        site = self.sources.site(user) if user is not None else None
+        key = f"{site.file}:{site.line}" if site else "?"
+        agg = self.collected.syncs.get(key)
+        if agg is None:
+            agg = self.collected.syncs[key] = SyncAgg(
+                kind=kind or sync_kind(site.code if site else None), site=site
+            )
+        agg.count += 1
+        agg.host_ns += host_ns
+        rec = self._rec
+        if rec is not None:
+            if rec.current.phase == "measure":
+                agg.measured += 1
+            rec.current.syncs += 1
+            if rec.recording_window:
+                rec.window.syncs.append((t, key))
+        return agg
+
+    # -- results for the report builder -------------------------------------------------------
+    @property
+    def recorder(self) -> StepRecorder | None:
+        return self._rec
+
+    @property
+    def window(self) -> ProfilerWindow | None:
+        return self._window
+
+    @property
+    def sampler(self) -> NvmlSampler | None:
+        return self._sampler
+
+    @property
+    def cuda_available(self) -> bool:
+        return self._cuda
+
+    @property
+    def native_tid(self) -> int | None:
+        """The watched thread's OS id: the ``tid`` of its events in profiler traces."""
+        return self._native_tid
+
+    @property
+    def t0_ns(self) -> int:
+        return self._t0_ns
+
+    @property
+    def end_ns(self) -> int:
+        return self._end_ns
+
+    @property
+    def torch(self) -> Any:
+        return self._torch
+
+    def flags(self) -> dict[str, Any]:
+        return dict(self._flags_before)
+
+
+def _loader_seen(it: Any) -> LoaderSeen:
+    sampler = getattr(it, "_index_sampler", None)
+    batch = getattr(sampler, "batch_size", None)
+    return LoaderSeen(
+        num_workers=_int_or_none(getattr(it, "_num_workers", None)),
+        pin_memory=_bool_or_none(getattr(it, "_pin_memory", None)),
+        batch_size=_int_or_none(batch),
+        persistent_workers=_bool_or_none(getattr(it, "_persistent_workers", None)),
+    )
+
+
+def _int_or_none(v: Any) -> int | None:
+    return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _bool_or_none(v: Any) -> bool | None:
+    return bool(v) if isinstance(v, bool) else None
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else 0.0

@@ -1,0 +1,90 @@
+"""Which line of the user's code did it: the first stack frame outside torch and gpusight.
+
+A sync or a copy is detected deep inside torch; the line worth showing is the user's
+(``train.py:42``, or ``cell`` line 7 for a ``%%gpusight`` cell). Frames of torch, of gpusight and
+of the few stdlib modules that sit between them (warnings, contextlib, ...) are skipped.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+from dataclasses import dataclass, field
+from types import CodeType, FrameType
+
+_STDLIB_SKIP = ("warnings.py", "contextlib.py", "functools.py", "threading.py")
+
+
+def _package_dir(module_name: str) -> str | None:
+    mod = sys.modules.get(module_name)
+    path = getattr(mod, "__file__", None)
+    return os.path.dirname(os.path.abspath(path)) + os.sep if path else None
+
+
+@dataclass
+class Site:
+    """A display file name and a line number, plus the code text when known."""
+
+    file: str
+    line: int
+    code: str | None = None
+
+
+@dataclass
+class SourceMap:
+    """Maps code objects to the user's frames; remembers answers per code object."""
+
+    # Filenames to show differently (a cell's compiled name -> "cell") and a line offset each.
+    names: dict[str, tuple[str, int]] = field(default_factory=dict)
+    _internal: dict[CodeType, bool] = field(default_factory=dict)
+    _skip_dirs: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        dirs = [_package_dir("torch"), _package_dir("gpusight")]
+        self._skip_dirs = tuple(d for d in dirs if d)
+
+    def is_internal(self, code: CodeType) -> bool:
+        known = self._internal.get(code)
+        if known is not None:
+            return known
+        fn = code.co_filename
+        internal = fn.startswith(self._skip_dirs) or fn.endswith(_STDLIB_SKIP) or (
+            fn.startswith("<frozen ") and "importlib" in fn
+        )
+        self._internal[code] = internal
+        return internal
+
+    def user_frame(self, frame: FrameType | None) -> FrameType | None:
+        while frame is not None and self.is_internal(frame.f_code):
+            frame = frame.f_back
+        return frame
+
+    def site(self, frame: FrameType) -> Site:
+        filename = frame.f_code.co_filename
+        lineno = frame.f_lineno or 0
+        code = linecache.getline(filename, lineno).strip() or None
+        shown, offset = self.names.get(filename, (None, 0))
+        if shown is None:
+            shown = display_path(filename)
+        return Site(shown, lineno + offset, code)
+
+    def caller_site(self, depth: int = 1) -> Site | None:
+        """The user's line that called into the current torch/gpusight code."""
+        try:
+            frame: FrameType | None = sys._getframe(depth + 1)
+        except ValueError:
+            return None
+        user = self.user_frame(frame)
+        return self.site(user) if user is not None else None
+
+
+def display_path(filename: str) -> str:
+    """A script path relative to the working directory when it lies below it."""
+    if filename.startswith("<"):
+        return filename
+    try:
+        rel = os.path.relpath(filename)
+    except ValueError:
+        return filename
+    return filename if rel.startswith("..") else rel

@@ -1,0 +1,498 @@
+"""A profiler window, read back: where each step's time went, counted once. Pure, no torch.
+
+Input is the Chrome trace that ``torch.profiler`` exports (the format HolisticTraceAnalysis
+and the kineto TensorBoard plugin read) plus what gpusight's own hooks recorded on the host
+during the same steps (data waits, host-side copies, forward/backward/optimizer ranges, sync
+warnings), converted to the trace's clock with one alignment marker.
+
+Each step is split with a priority, so that a millisecond is counted once (after kineto's
+tb_plugin): GPU kernels (compute) > collectives > GPU copies > host blocked in a sync while
+the GPU idles > host blocked in a copy > host waiting for the DataLoader > the GPU idle gap that
+a blocking call left behind (the queue drained while the host waited, so everything until the
+next kernel is the sync's cost; after HolisticTraceAnalysis' idle-time split) > CPU-only aten
+ops > time inside forward/backward/optimizer (framework and launch overhead) > other host time.
+"""
+
+from __future__ import annotations
+
+import statistics
+from bisect import bisect_right
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import intervals as iv
+from .kernel_names import dtype_from_name, dtype_of, kernel_kind, op_family, tensor_cores
+
+CATEGORIES = (
+    "compute",
+    "communication",
+    "copy",
+    "sync_stall",
+    "data_wait",
+    "launch_overhead",
+    "other_cpu",
+)
+# A blocking call "left" a GPU gap behind when the GPU went idle while the host was inside it
+# (give or take this much, in microseconds).
+_GAP_TOLERANCE_US = 50.0
+# A sync warning reaches Python after its op returned; match it to a sync ending this shortly
+# before.
+_SYNC_MATCH_US = 5000.0
+_SHORT_KERNEL_US = 10.0
+
+
+@dataclass
+class HostRecord:
+    """What the hooks saw during the analysed steps, in ``perf_counter_ns`` time."""
+
+    steps: list[tuple[int, int]]
+    data_wait: list[tuple[int, int]] = field(default_factory=list)
+    host_copies: list[tuple[int, int]] = field(default_factory=list)
+    framework: list[tuple[int, int]] = field(default_factory=list)
+    syncs: list[tuple[int, str]] = field(default_factory=list)
+    """(time the warning reached Python, site key)."""
+
+
+@dataclass
+class Alignment:
+    """One instant known on both clocks: ``perf_counter_ns`` and the trace's microseconds."""
+
+    perf_ns: int
+    trace_us: float
+
+    def to_trace(self, t_ns: int) -> float:
+        return self.trace_us + (t_ns - self.perf_ns) / 1000.0
+
+
+@dataclass
+class WindowStats:
+    """Per-step means over the analysed steps (ms), and kernel facts for ``run.kernels``."""
+
+    steps: int
+    step_ms: float
+    split_ms: dict[str, float]
+    data_wait_host_ms: float
+    host_copy_ms: float
+    gpu: bool
+    device: int | None = None
+    kernel_ms: float = 0.0
+    kernels_per_step: float = 0.0
+    launches_per_step: float = 0.0
+    median_kernel_us: float | None = None
+    short_kernel_pct: float | None = None
+    matmul_ms: float = 0.0
+    matmul_fp32_ms: float = 0.0
+    """float32 matmul/conv/attention kernel time that ran without Tensor Cores (per step)."""
+    matmul_tensor_core_ms: float = 0.0
+    matmul_dtypes: dict[str, float] = field(default_factory=dict)
+    conv_ms: float = 0.0
+    conv_lowp_ms: float = 0.0
+    layout_transform_ms: float = 0.0
+    nccl_ms: float = 0.0
+    memcpy_h2d_pageable: int = 0
+    memcpy_h2d_pageable_bytes: int = 0
+    memcpy_h2d_pageable_ms: float = 0.0
+    memcpy_h2d_pinned: int = 0
+    memcpy_d2h: int = 0
+    memcpy_ms: float = 0.0
+    sync_calls_per_step: float = 0.0
+    sync_blocked_ms: float = 0.0
+    cpu_op_ms: float = 0.0
+    """Top-level aten ops on the main thread that launched no kernel (host compute)."""
+    cpu_op_loop_ms: float = 0.0
+    """The same, outside forward/backward/optimizer and the DataLoader: work in the loop body."""
+    top_cpu_ops: list[tuple[str, float]] = field(default_factory=list)
+    busy_pct: float | None = None
+    sync_idle_ms: dict[str, float] = field(default_factory=dict)
+    """Site key -> GPU idle time (ms, whole window) left behind by syncs from that site."""
+
+    def kernels_dict(self) -> dict[str, float | int | str | None]:
+        def r(x: float | None, n: int = 3) -> float | None:
+            return None if x is None else round(x, n)
+
+        out: dict[str, float | int | str | None] = {
+            "window_steps": self.steps,
+            "window_step_ms": r(self.step_ms),
+            "cpu_op_ms_per_step": r(self.cpu_op_ms),
+            "cpu_op_loop_ms_per_step": r(self.cpu_op_loop_ms),
+        }
+        if self.top_cpu_ops:
+            out["top_cpu_op"] = self.top_cpu_ops[0][0]
+        if not self.gpu:
+            return out
+        out.update(
+            {
+                "device": self.device,
+                "window_busy_pct": r(self.busy_pct, 2),
+                "kernel_ms_per_step": r(self.kernel_ms),
+                "kernels_per_step": r(self.kernels_per_step, 1),
+                "launches_per_step": r(self.launches_per_step, 1),
+                "median_kernel_us": r(self.median_kernel_us, 2),
+                "short_kernel_pct": r(self.short_kernel_pct, 1),
+                "matmul_ms_per_step": r(self.matmul_ms),
+                "matmul_fp32_no_tensor_core_ms_per_step": r(self.matmul_fp32_ms),
+                "matmul_tensor_core_ms_per_step": r(self.matmul_tensor_core_ms),
+                "conv_ms_per_step": r(self.conv_ms),
+                "conv_low_precision_ms_per_step": r(self.conv_lowp_ms),
+                "layout_transform_ms_per_step": r(self.layout_transform_ms),
+                "nccl_ms_per_step": r(self.nccl_ms),
+                "memcpy_ms_per_step": r(self.memcpy_ms),
+                "memcpy_h2d_pageable": self.memcpy_h2d_pageable,
+                "memcpy_h2d_pageable_bytes": self.memcpy_h2d_pageable_bytes,
+                "memcpy_h2d_pageable_ms_per_step": r(self.memcpy_h2d_pageable_ms),
+                "memcpy_h2d_pinned": self.memcpy_h2d_pinned,
+                "memcpy_d2h": self.memcpy_d2h,
+                "sync_calls_per_step": r(self.sync_calls_per_step, 2),
+                "sync_blocked_ms_per_step": r(self.sync_blocked_ms),
+            }
+        )
+        for dtype, ms in sorted(self.matmul_dtypes.items()):
+            out[f"matmul_{dtype}_ms_per_step"] = r(ms)
+        return out
+
+
+@dataclass
+class _Ev:
+    name: str
+    ts: float
+    end: float
+    tid: Any
+    args: dict[str, Any]
+
+
+def _events(trace: dict[str, Any]) -> dict[str, list[_Ev]]:
+    by_cat: dict[str, list[_Ev]] = defaultdict(list)
+    for e in trace.get("traceEvents", ()):
+        if not isinstance(e, dict) or e.get("ph") != "X":
+            continue
+        try:
+            ts = float(e["ts"])
+            dur = float(e.get("dur", 0.0))
+        except (KeyError, TypeError, ValueError):
+            continue
+        cat = str(e.get("cat", "")).lower()
+        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        by_cat[cat].append(_Ev(str(e.get("name", "")), ts, ts + max(dur, 0.0), e.get("tid"), args))
+    return by_cat
+
+
+def find_marker(trace: dict[str, Any], name: str) -> float | None:
+    """Start time (trace µs) of the first annotation called ``name``."""
+    for e in trace.get("traceEvents", ()):
+        if isinstance(e, dict) and e.get("ph") == "X" and e.get("name") == name:
+            try:
+                return float(e["ts"])
+            except (KeyError, TypeError, ValueError):
+                return None
+    return None
+
+
+def _is_launch(name: str) -> bool:
+    n = name.lower()
+    return "launch" in n and "kernel" in n or n in ("cudagraphlaunch", "cugraphlaunch")
+
+
+def _is_sync(name: str) -> bool:
+    n = name.lower()
+    return "synchronize" in n or n in ("cudamemcpy", "cumemcpydtoh_v2", "cumemcpydtoh")
+
+
+def _enclosing(ops: list[_Ev], points: list[tuple[float, int]]) -> dict[int, list[_Ev]]:
+    """For each (time, key) on one thread, the ops that enclose it, outermost first."""
+    out: dict[int, list[_Ev]] = {}
+    ops_sorted = sorted(ops, key=lambda o: (o.ts, -o.end))
+    pts = sorted(points)
+    stack: list[_Ev] = []
+    i = 0
+    for t, key in pts:
+        while i < len(ops_sorted) and ops_sorted[i].ts <= t:
+            op = ops_sorted[i]
+            while stack and stack[-1].end <= op.ts:
+                stack.pop()
+            stack.append(op)
+            i += 1
+        while stack and stack[-1].end < t:
+            stack.pop()
+        out[key] = [o for o in stack if o.ts <= t <= o.end]
+    return out
+
+
+def _top_level(ops: list[_Ev]) -> list[_Ev]:
+    top: list[_Ev] = []
+    for op in sorted(ops, key=lambda o: (o.ts, -o.end)):
+        if top and op.ts < top[-1].end:
+            continue
+        top.append(op)
+    return top
+
+
+def analyse(
+    trace: dict[str, Any],
+    align: Alignment,
+    host: HostRecord,
+    main_tid: int | None,
+    fp32_tensor_cores: bool = False,
+) -> WindowStats | None:
+    """Split the analysed steps of one profiler window. None when there is no step to split.
+
+    ``fp32_tensor_cores``: whether float32 matmuls were allowed TF32 (torch's flags), used when
+    a kernel's name does not say.
+    """
+    steps = [(align.to_trace(s), align.to_trace(e)) for s, e in host.steps if e > s]
+    if not steps:
+        return None
+    lo, hi = steps[0][0], steps[-1][1]
+    n = len(steps)
+    ev = _events(trace)
+
+    kernels_all = ev.get("kernel", [])
+    # The device that did the most work; a DataParallel run on several GPUs reports its first.
+    per_dev: dict[int, float] = defaultdict(float)
+    for k in kernels_all:
+        per_dev[_device(k)] += k.end - k.ts
+    device = max(per_dev, key=lambda d: per_dev[d]) if per_dev else None
+    gpu = bool(kernels_all) or bool(ev.get("gpu_memcpy")) or bool(ev.get("cuda_runtime"))
+    kernels = [k for k in kernels_all if _device(k) == device and k.end > lo and k.ts < hi]
+    copies = [
+        c
+        for cat in ("gpu_memcpy", "memcpy", "gpu_memset", "memset")
+        for c in ev.get(cat, [])
+        if (device is None or _device(c) == device) and c.end > lo and c.ts < hi
+    ]
+    runtime = [
+        r
+        for cat in ("cuda_runtime", "cuda_driver", "runtime")
+        for r in ev.get(cat, [])
+        if r.end > lo and r.ts < hi
+    ]
+    cpu_ops = [o for cat in ("cpu_op", "operator") for o in ev.get(cat, []) if o.end > lo and o.ts < hi]
+
+    compute_set = iv.union((k.ts, k.end) for k in kernels if kernel_kind(k.name) != "nccl")
+    nccl_set = iv.union((k.ts, k.end) for k in kernels if kernel_kind(k.name) == "nccl")
+    copy_set = iv.union((c.ts, c.end) for c in copies)
+    active = iv.union([*compute_set, *nccl_set, *copy_set])
+
+    # Runtime calls: launches, syncs, and the cudaMemcpyAsync calls that blocked the host.
+    by_corr: dict[Any, _Ev] = {}
+    for r in runtime:
+        corr = r.args.get("correlation")
+        if corr is not None:
+            by_corr[corr] = r
+    blocking: list[tuple[float, float, str]] = []  # (start, end, "sync"|"copy")
+    sync_calls = 0
+    for r in runtime:
+        if _is_sync(r.name):
+            blocking.append((r.ts, r.end, "sync"))
+            sync_calls += 1
+    stats = WindowStats(
+        steps=n,
+        step_ms=(hi - lo) / n / 1000.0,
+        split_ms={},
+        data_wait_host_ms=0.0,
+        host_copy_ms=0.0,
+        gpu=gpu,
+        device=device,
+    )
+    for c in copies:
+        name = c.name.lower()
+        r = by_corr.get(c.args.get("correlation"))
+        if "htod" in name and "pageable" in name:
+            stats.memcpy_h2d_pageable += 1
+            stats.memcpy_h2d_pageable_bytes += int(c.args.get("bytes", 0) or 0)
+            stats.memcpy_h2d_pageable_ms += (c.end - c.ts) / 1000.0
+            if r is not None:
+                blocking.append((r.ts, r.end, "copy"))
+        elif "htod" in name:
+            stats.memcpy_h2d_pinned += 1
+        elif "dtoh" in name:
+            stats.memcpy_d2h += 1
+            if r is not None and "pageable" in name:
+                blocking.append((r.ts, r.end, "sync"))
+        if "memcpy" in name:
+            stats.memcpy_ms += (c.end - c.ts) / 1000.0
+    blocking.sort()
+
+    # Host ranges from the hooks, on the trace clock.
+    def conv(items: Iterable[tuple[int, int]]) -> iv.Intervals:
+        return iv.union((align.to_trace(s), align.to_trace(e)) for s, e in items)
+
+    data_set = conv(host.data_wait)
+    host_copy_set = conv(host.host_copies)
+    framework_set = conv(host.framework)
+    sync_set = iv.union((s, e) for s, e, kind in blocking if kind == "sync")
+    block_copy_set = iv.union([*((s, e) for s, e, kind in blocking if kind == "copy"), *host_copy_set])
+
+    # Which top-level host ops launched GPU work, and which op launched each kernel.
+    main_ops = [o for o in cpu_ops if main_tid is None or o.tid == main_tid]
+    top_main = _top_level(main_ops)
+    launch_pts: dict[Any, list[tuple[float, int]]] = defaultdict(list)
+    launches = [r for r in runtime if _is_launch(r.name)]
+    for i, r in enumerate(launches):
+        launch_pts[r.tid].append((r.ts, i))
+    ops_by_tid: dict[Any, list[_Ev]] = defaultdict(list)
+    for o in cpu_ops:
+        ops_by_tid[o.tid].append(o)
+    launch_stack: dict[int, list[_Ev]] = {}
+    for tid, pts in launch_pts.items():
+        launch_stack.update(_enclosing(ops_by_tid.get(tid, []), pts))
+    launching_tops: set[int] = set()
+    top_ids = {id(o) for o in top_main}
+    for stack in launch_stack.values():
+        if stack and id(stack[0]) in top_ids:
+            launching_tops.add(id(stack[0]))
+    cpu_only_tops = [o for o in top_main if id(o) not in launching_tops] if gpu else top_main
+    cpu_only_set = iv.union((o.ts, o.end) for o in cpu_only_tops)
+
+    # Kernel -> launching op (through the runtime call's correlation id).
+    launch_index = {id(r): i for i, r in enumerate(launches)}
+    durations: list[float] = []
+    matmul_dtypes: dict[str, float] = defaultdict(float)
+    for k in kernels:
+        d = k.end - k.ts
+        durations.append(d)
+        kind = kernel_kind(k.name)
+        r = by_corr.get(k.args.get("correlation"))
+        stack = launch_stack.get(launch_index.get(id(r), -1), []) if r is not None else []
+        fam_op = next((o for o in reversed(stack) if op_family(o.name)), None)
+        family = op_family(fam_op.name) if fam_op is not None else None
+        if kind == "layout":
+            stats.layout_transform_ms += d / 1000.0
+            continue
+        if kind == "nccl":
+            stats.nccl_ms += d / 1000.0
+            continue
+        family = family or (kind if kind in ("matmul", "conv", "attention") else None)
+        if family is None:
+            continue
+        dtype = (dtype_of(fam_op.args.get("Input type")) if fam_op is not None else None) or (
+            dtype_from_name(k.name)
+        )
+        tc = tensor_cores(k.name)
+        if tc is None:
+            tc = dtype in ("bf16", "fp16", "fp8", "tf32") or (dtype == "fp32" and fp32_tensor_cores)
+        if dtype == "fp32" and tc:
+            dtype = "tf32"
+        ms = d / 1000.0
+        matmul_dtypes[dtype or "unknown"] += ms
+        if family == "conv":
+            stats.conv_ms += ms
+            if dtype in ("bf16", "fp16"):
+                stats.conv_lowp_ms += ms
+        else:
+            stats.matmul_ms += ms
+        if tc:
+            stats.matmul_tensor_core_ms += ms
+        elif dtype in ("fp32", None, "unknown"):
+            stats.matmul_fp32_ms += ms
+
+    # Gaps in GPU activity over the whole window, and the blocking call (if any) that left each.
+    window_gaps = iv.gaps(active, lo, hi) if gpu else []
+    gap_starts = [g[0] for g in window_gaps]
+    left_by: dict[int, tuple[str, float]] = {}  # gap index -> (kind, end of the blocking call)
+    for s, e, kind in blocking:
+        j = bisect_right(gap_starts, e + _GAP_TOLERANCE_US) - 1
+        while j >= 0 and gap_starts[j] >= s - _GAP_TOLERANCE_US:
+            left_by.setdefault(j, (kind, e))
+            j -= 1
+    sync_times = sorted((align.to_trace(t), key) for t, key in host.syncs)
+    sync_ts = [t for t, _ in sync_times]
+
+    def site_of(call_end: float) -> str:
+        j = bisect_right(sync_ts, call_end - _GAP_TOLERANCE_US)
+        if j < len(sync_times) and sync_times[j][0] - call_end <= _SYNC_MATCH_US:
+            return sync_times[j][1]
+        return "unattributed"
+
+    totals: dict[str, float] = dict.fromkeys(CATEGORIES, 0.0)
+    cpu_loop = iv.subtract(iv.subtract(cpu_only_set, framework_set), data_set)
+    sync_idle: dict[str, float] = defaultdict(float)
+    for s, e in steps:
+        span = [(s, e)]
+        k = iv.clip(compute_set, s, e)
+        totals["compute"] += iv.total(k)
+        c = iv.subtract(iv.clip(nccl_set, s, e), k)
+        totals["communication"] += iv.total(c)
+        m = iv.subtract(iv.subtract(iv.clip(copy_set, s, e), k), c)
+        totals["copy"] += iv.total(m)
+        idle = iv.subtract(span, iv.clip(active, s, e))
+        for name, host_set in (
+            ("sync_stall", sync_set),
+            ("copy", block_copy_set),
+            ("data_wait", data_set),
+        ):
+            part = iv.intersect(idle, iv.clip(host_set, s, e))
+            totals[name] += iv.total(part)
+            idle = iv.subtract(idle, part)
+        for j, (kind, call_end) in left_by.items():
+            g = window_gaps[j]
+            if g[1] <= s or g[0] >= e:
+                continue
+            part = iv.intersect(idle, [(max(g[0], s), min(g[1], e))])
+            ms_part = iv.total(part)
+            if not ms_part:
+                continue
+            totals["sync_stall" if kind == "sync" else "copy"] += ms_part
+            if kind == "sync":
+                sync_idle[site_of(call_end)] += ms_part / 1000.0
+            idle = iv.subtract(idle, part)
+        part = iv.intersect(idle, iv.clip(cpu_only_set, s, e))
+        totals["other_cpu"] += iv.total(part)
+        idle = iv.subtract(idle, part)
+        part = iv.intersect(idle, iv.clip(framework_set, s, e))
+        totals["launch_overhead"] += iv.total(part)
+        idle = iv.subtract(idle, part)
+        totals["other_cpu"] += iv.total(idle)
+
+    stats.split_ms = {k: v / n / 1000.0 for k, v in totals.items()}
+    stats.data_wait_host_ms = iv.total(iv.clip(data_set, lo, hi)) / n / 1000.0
+    stats.host_copy_ms = iv.total(iv.clip(host_copy_set, lo, hi)) / n / 1000.0
+    stats.cpu_op_ms = iv.total(iv.clip(cpu_only_set, lo, hi)) / n / 1000.0
+    stats.cpu_op_loop_ms = iv.total(iv.clip(cpu_loop, lo, hi)) / n / 1000.0
+    loop_ops: dict[str, float] = defaultdict(float)
+    for o in cpu_only_tops:
+        inside = iv.total(iv.intersect([(o.ts, o.end)], cpu_loop))
+        if inside > 0:
+            loop_ops[o.name] += inside / n / 1000.0
+    stats.top_cpu_ops = sorted(loop_ops.items(), key=lambda kv: -kv[1])[:3]
+    stats.sync_idle_ms = dict(sync_idle)
+    if gpu:
+        stats.kernel_ms = sum(durations) / n / 1000.0
+        stats.kernels_per_step = len(kernels) / n
+        stats.launches_per_step = len(launches) / n
+        if durations:
+            stats.median_kernel_us = statistics.median(durations)
+            stats.short_kernel_pct = 100.0 * sum(d < _SHORT_KERNEL_US for d in durations) / len(durations)
+        stats.busy_pct = 100.0 * iv.total(iv.clip(compute_set, lo, hi)) / (hi - lo)
+        stats.matmul_dtypes = {k: v / n for k, v in matmul_dtypes.items()}
+        for attr in (
+            "matmul_ms",
+            "matmul_fp32_ms",
+            "matmul_tensor_core_ms",
+            "conv_ms",
+            "conv_lowp_ms",
+            "layout_transform_ms",
+            "nccl_ms",
+            "memcpy_ms",
+            "memcpy_h2d_pageable_ms",
+        ):
+            setattr(stats, attr, getattr(stats, attr) / n)
+        stats.sync_calls_per_step = sync_calls / n
+        stats.sync_blocked_ms = iv.total(iv.clip(sync_set, lo, hi)) / n / 1000.0
+    return stats
+
+
+def _device(e: _Ev) -> int:
+    dev = e.args.get("device")
+    if isinstance(dev, int):
+        return dev
+    return 0
+
+
+def merge_site_idle(windows: Sequence[WindowStats]) -> dict[str, float]:
+    out: dict[str, float] = defaultdict(float)
+    for w in windows:
+        for k, v in w.sync_idle_ms.items():
+            out[k] += v
+    return dict(out)

@@ -1,0 +1,310 @@
+"""rules.workload on plain-data evidence: one case per bottleneck category, no torch involved."""
+
+from __future__ import annotations
+
+import ast
+import math
+
+import pytest
+
+from gpusight.report import Report
+from gpusight.report_schema import bottlenecks, finding_ids
+from gpusight.rules.workload import (
+    BREAKDOWN_KEYS,
+    CopySite,
+    GpuWindow,
+    LoaderInfo,
+    Placement,
+    SyncSite,
+    WorkloadEvidence,
+    analyse,
+    breakdown,
+)
+
+GIB = 1024**3
+
+
+def gpu_window(**split: float) -> GpuWindow:
+    base = dict.fromkeys(BREAKDOWN_KEYS, 0.0)
+    base.update(split)
+    return GpuWindow(steps=3, gpu=True, split_ms=base)
+
+
+def evidence(step_ms: float = 100.0, n: int = 6, **kw: object) -> WorkloadEvidence:
+    ev = WorkloadEvidence(step_mode="optimizer", step_times_ms=[step_ms] * n, cuda_available=True, cuda_devices=1)
+    for k, v in kw.items():
+        setattr(ev, k, v)
+    return ev
+
+
+def report_of(ev: WorkloadEvidence) -> Report:
+    res = analyse(ev)
+    rep = Report(kind="watch", machine={"platform": "x", "python": "3", "cpu_count": 2, "gpus": []})
+    rep.verdict = res.verdict
+    rep.findings = res.findings
+    rep.run = {
+        "steps": len(ev.step_times_ms),
+        "step_time_ms": res.step_time_ms,
+        "breakdown_ms": res.breakdown_ms,
+        "gpu_busy_pct": res.gpu_busy_pct,
+    }
+    rep.validate()  # every finding, evidence and fix fits the schema
+    return rep
+
+
+def ids(rep: Report) -> list[str]:
+    return rep.finding_ids
+
+
+def assert_counted_once(ev: WorkloadEvidence) -> None:
+    split = breakdown(ev)
+    assert all(v >= 0 for v in split.values())
+    assert math.isclose(sum(split.values()), analyse(ev).step_time_ms, rel_tol=1e-9)
+
+
+def test_input_pipeline_on_gpu() -> None:
+    ev = evidence(
+        data_wait_ms=[60.0] * 6,
+        window=GpuWindow(
+            steps=3,
+            gpu=True,
+            split_ms={"compute": 30.0, "data_wait": 55.0, "launch_overhead": 5.0, "other_cpu": 10.0},
+            data_wait_host_ms=60.0,
+        ),
+        loader=LoaderInfo(num_workers=0, pin_memory=False, batch_size=32),
+        cpu_count=16,
+    )
+    assert_counted_once(ev)
+    split = breakdown(ev)
+    # 55 of the 60 ms waited in the window left the GPU idle: the same share on clean steps.
+    assert split["data_wait"] == pytest.approx(55.0)
+    assert split["compute"] == pytest.approx(30.0)
+    rep = report_of(ev)
+    assert rep.verdict.bottleneck == "input_pipeline"
+    assert rep.verdict.gpu_busy_pct == pytest.approx(30.0)
+    top = rep.findings and sorted(rep.findings, key=lambda f: -(f.impact.recoverable_pct or 0))[0]
+    assert top and top.id == "load.input_bound" and top.severity == "critical"
+    assert "num_workers=15" in (top.fix.code or "")
+    ast.parse(top.fix.code or "")
+
+
+def test_input_pipeline_cpu_only_run() -> None:
+    # No CUDA: compute is host time in forward/backward/optimizer, the rest is measured.
+    ev = WorkloadEvidence(
+        step_mode="optimizer",
+        step_times_ms=[50.0, 52.0, 48.0, 300.0, 50.0],
+        data_wait_ms=[40.0, 41.0, 39.0, 40.0, 40.0],
+        framework_ms=[8.0, 9.0, 7.0, 250.0, 8.0],
+        cuda_available=False,
+    )
+    assert_counted_once(ev)
+    split = breakdown(ev)
+    # The 300 ms outlier is not typical: means come from the other steps, scaled to the median.
+    assert split["data_wait"] == pytest.approx(40.0, rel=0.05)
+    assert split["compute"] == pytest.approx(8.0, rel=0.1)
+    rep = report_of(ev)
+    assert rep.verdict.bottleneck == "input_pipeline"
+    assert rep.verdict.gpu_busy_pct is None
+    assert ids(rep)[0] == "load.input_bound"
+
+
+def test_host_cpu_augmentation_in_loop() -> None:
+    w = gpu_window(compute=20.0, other_cpu=70.0, launch_overhead=10.0)
+    w.cpu_op_loop_ms = 60.0
+    w.top_cpu_ops = [("aten::conv2d", 40.0), ("aten::flip", 20.0)]
+    ev = evidence(window=w)
+    rep = report_of(ev)
+    assert rep.verdict.bottleneck == "host_cpu"
+    f = rep.finding("load.cpu_preprocessing")
+    assert f is not None and f.severity == "critical"
+    assert any(e.label == "CPU op aten::conv2d" for e in f.evidence)
+
+
+def test_host_sync_with_source_line() -> None:
+    ev = evidence(
+        window=gpu_window(compute=55.0, sync_stall=40.0, launch_overhead=5.0),
+        syncs=[
+            SyncSite(kind="item", count=6, file="train.py", line=42, code="total += loss.item()", idle_ms=110.0),
+            SyncSite(kind="nonzero", count=1, file="train.py", line=50, code="idx = m.nonzero()", idle_ms=5.0),
+        ],
+    )
+    rep = report_of(ev)
+    assert rep.verdict.bottleneck == "host_sync"
+    f = rep.finding("code.host_sync")
+    assert f is not None and f.severity == "critical"
+    sources = [e.source for e in f.evidence if e.source is not None]
+    assert sources[0].file == "train.py" and sources[0].line == 42 and sources[0].count == 6
+    assert "train.py:42" in (f.fix.code or "") and "loss.item()" in (f.fix.code or "")
+    assert f.impact.recoverable_pct == pytest.approx(40.0)
+    ast.parse(f.fix.code or "")
+
+
+def test_memory_transfer_pageable_copy() -> None:
+    w = gpu_window(compute=30.0, copy=60.0, other_cpu=10.0)
+    w.memcpy_h2d_pageable = 3
+    ev = evidence(
+        window=w,
+        copies=[
+            CopySite(
+                kind="pageable_async",
+                count=6,
+                bytes=6 * 64_000_000,
+                host_ms=6 * 13.0,
+                file="train.py",
+                line=17,
+                code="x = x.to(dev, non_blocking=True)",
+            )
+        ],
+    )
+    rep = report_of(ev)
+    assert rep.verdict.bottleneck == "memory_transfer"
+    f = rep.finding("code.pageable_copy")
+    assert f is not None and f.severity == "critical"
+    src = next(e.source for e in f.evidence if e.source is not None)
+    assert (src.file, src.line) == ("train.py", 17)
+    assert any(e.label == "copied per step" and e.value == pytest.approx(64.0) for e in f.evidence)
+
+
+def test_launch_overhead_small_batch() -> None:
+    w = gpu_window(compute=15.0, launch_overhead=70.0, other_cpu=15.0)
+    w.launches_per_step = 420
+    w.median_kernel_us = 4.0
+    ev = evidence(
+        step_ms=2.0,
+        window=GpuWindow(
+            steps=3,
+            gpu=True,
+            split_ms={"compute": 0.3, "launch_overhead": 1.4, "other_cpu": 0.3},
+            launches_per_step=420,
+            median_kernel_us=4.0,
+        ),
+        placement=Placement(module="MLP", param_devices=["cuda"], input_devices=["cuda"], batch_size=4),
+        peak_memory_bytes=1 * GIB,
+        memory_capacity_bytes=141 * GIB,
+    )
+    rep = report_of(ev)
+    assert rep.verdict.bottleneck == "launch_overhead"
+    assert {"load.launch_bound", "load.small_batch", "load.memory_headroom"} <= set(ids(rep))
+    assert rep.finding("load.memory_headroom").severity == "info"  # type: ignore[union-attr]
+
+
+def test_unbatched_inference() -> None:
+    ev = evidence(
+        step_ms=1.0,
+        step_mode="forward",
+        window=gpu_window(compute=0.2, launch_overhead=0.7, other_cpu=0.1),
+        placement=Placement(module="Net", param_devices=["cuda"], input_devices=["cuda"], batch_size=1, grad_enabled=True),
+    )
+    rep = report_of(ev)
+    assert rep.verdict.bottleneck == "launch_overhead"
+    assert "infer.unbatched" in ids(rep) and "infer.grad_enabled" in ids(rep)
+    assert "load.small_batch" not in ids(rep)  # inference says it with its own id
+
+
+def test_precision_fp32_without_tensor_cores() -> None:
+    w = gpu_window(compute=92.0, launch_overhead=5.0, other_cpu=3.0)
+    w.matmul_fp32_ms = 70.0
+    ev = evidence(window=w, tf32_matmul=False)
+    rep = report_of(ev)
+    assert rep.verdict.bottleneck == "precision"
+    f = rep.finding("load.amp_unused")
+    assert f is not None
+    assert f.impact.recoverable_pct == pytest.approx(52.5)  # 0.75 x 70 ms of a 100 ms step
+    assert "autocast" in (f.fix.code or "")
+
+
+def test_compute_bound_conv_without_channels_last() -> None:
+    w = gpu_window(compute=90.0, launch_overhead=6.0, other_cpu=4.0)
+    w.conv_ms = w.conv_lowp_ms = 60.0
+    w.layout_transform_ms = 12.0
+    ev = evidence(
+        window=w,
+        placement=Placement(
+            module="ResNet",
+            param_devices=["cuda"],
+            input_devices=["cuda"],
+            has_conv=True,
+            input_channels_last=False,
+            model_channels_last=False,
+            autocast=True,
+        ),
+    )
+    rep = report_of(ev)
+    assert rep.verdict.bottleneck == "compute"
+    f = rep.finding("load.channels_last")
+    assert f is not None and f.impact.recoverable_pct == pytest.approx(12.0)
+
+
+def test_healthy_gpu_bound_run_has_no_warnings() -> None:
+    w = gpu_window(compute=96.0, launch_overhead=3.0, other_cpu=1.0)
+    w.matmul_tensor_core_ms = 80.0
+    ev = evidence(
+        window=w,
+        placement=Placement(module="Net", param_devices=["cuda"], input_devices=["cuda"], batch_size=256),
+        peak_memory_bytes=40 * GIB,
+        memory_capacity_bytes=141 * GIB,
+    )
+    rep = report_of(ev)
+    assert rep.verdict.bottleneck == "compute"
+    assert rep.verdict.gpu_busy_pct == pytest.approx(96.0)
+    assert [f.id for f in rep.findings if f.severity != "info"] == []
+
+
+@pytest.mark.parametrize(
+    ("placement", "expected"),
+    [
+        (Placement(module="Net", param_devices=["cpu"], input_devices=["cpu"]), "code.cpu_model"),
+        (Placement(module="Net", param_devices=["cpu", "cuda"], input_devices=["cuda"]), "code.device_mismatch"),
+        (
+            Placement(module="DataParallel", param_devices=["cuda"], input_devices=["cuda"], dataparallel=True, dataparallel_devices=1),
+            "code.dataparallel",
+        ),
+    ],
+)
+def test_device_placement(placement: Placement, expected: str) -> None:
+    ev = evidence(
+        window=gpu_window(compute=60.0, launch_overhead=20.0, other_cpu=20.0),
+        framework_ms=[90.0] * 6,
+        placement=placement,
+    )
+    rep = report_of(ev)
+    assert rep.verdict.bottleneck == "device_placement"
+    assert expected in ids(rep)
+    if expected == "code.cpu_model":
+        f = rep.finding(expected)
+        assert f is not None and f.severity == "critical" and ids(rep)[0] == expected
+
+
+def test_oom_risk() -> None:
+    ev = evidence(window=gpu_window(compute=95.0, other_cpu=5.0), peak_reserved_bytes=138 * GIB, memory_capacity_bytes=141 * GIB)
+    f = report_of(ev).finding("load.oom_risk")
+    assert f is not None and f.severity == "critical"
+
+
+def test_no_steps() -> None:
+    rep = report_of(WorkloadEvidence(step_mode="block", step_times_ms=[]))
+    assert rep.verdict.bottleneck == "none"
+    assert rep.findings == []
+
+
+def test_ids_and_categories_are_in_the_catalogue() -> None:
+    from gpusight.rules import workload
+
+    src = open(workload.__file__, encoding="utf-8").read()
+    for fid in ("load.input_bound", "code.pageable_copy", "infer.unbatched"):
+        assert fid in finding_ids() and fid in src
+    assert set(workload.CATEGORY_BOTTLENECK.values()) <= set(bottlenecks())
+
+
+def test_findings_sorted_by_recoverable_share() -> None:
+    w = gpu_window(compute=30.0, data_wait=10.0, sync_stall=40.0, other_cpu=20.0)
+    ev = evidence(
+        window=w,
+        data_wait_ms=[10.0] * 6,
+        syncs=[SyncSite(kind="item", count=6, file="t.py", line=3)],
+    )
+    w.data_wait_host_ms = 10.0
+    d = report_of(ev).to_dict()
+    shares = [f["impact"].get("recoverable_pct") or 0 for f in d["findings"]]
+    assert shares == sorted(shares, reverse=True)
+    assert d["findings"][0]["id"] == "code.host_sync"
