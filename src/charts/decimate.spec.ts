@@ -43,6 +43,16 @@ describe('decimateMinMax', () => {
     }
   });
 
+  it('gives the mean of each bucket: a 0/100 sawtooth sits at 50', () => {
+    const { t, v } = sawtooth(50_000);
+    const out = decimateMinMax(t, v, 0, t[t.length - 1], 500);
+    expect(out.meanV.length).toBe(500);
+    for (const m of out.meanV) {
+      expect(m).toBeGreaterThan(45);
+      expect(m).toBeLessThan(55);
+    }
+  });
+
   it('returns points in time order', () => {
     const { t, v } = sawtooth(10_000);
     const out = decimateMinMax(t, v, 0, 10, 100);
@@ -54,7 +64,12 @@ describe('decimateMinMax', () => {
   it('passes short series through unchanged', () => {
     const t = [0, 1, 2];
     const v = [10, 20, 30];
-    expect(decimateMinMax(t, v, 0, 2, 100)).toEqual({ t, v });
+    expect(decimateMinMax(t, v, 0, 2, 100)).toEqual({
+      t,
+      v,
+      meanT: [],
+      meanV: []
+    });
   });
 
   it('keeps only the visible window (plus one point either side)', () => {
@@ -70,7 +85,8 @@ describe('decimateMinMax', () => {
     const v = Float64Array.from({ length: n }, (_x, i) =>
       i >= 10_000 && i < 10_100 ? NaN : 50
     );
-    const out = decimateMinMax(t, v, 0, n - 1, 100);
+    const out = decimateMinMax(t, v, 0, n - 1, 1000);
     expect(out.v.some(Number.isNaN)).toBe(true);
+    expect(out.meanV.some(Number.isNaN)).toBe(true);
   });
 });

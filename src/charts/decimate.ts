@@ -8,6 +8,13 @@ export interface Decimated {
   t: number[];
   /** NaN marks a gap (a sample without a value); the line breaks there. */
   v: number[];
+  /**
+   * The mean of each bucket, at the bucket's mean time: where min/max shows a solid band (a GPU
+   * swinging 0-100% many times per pixel), this line says where it sits on average. Empty when
+   * the series was short enough to pass through undecimated.
+   */
+  meanT: number[];
+  meanV: number[];
 }
 
 /** Index of the first element of sorted `t` that is >= value. */
@@ -39,9 +46,11 @@ export function decimateMinMax(
 ): Decimated {
   const outT: number[] = [];
   const outV: number[] = [];
+  const meanT: number[] = [];
+  const meanV: number[] = [];
   const n = t.length;
   if (n === 0 || buckets < 1 || !(t1 > t0)) {
-    return { t: outT, v: outV };
+    return { t: outT, v: outV, meanT, meanV };
   }
   const start = Math.max(0, lowerBound(t, t0) - 1);
   const end = Math.min(n, lowerBound(t, t1) + 1);
@@ -51,7 +60,7 @@ export function decimateMinMax(
       outT.push(t[i]);
       outV.push(v[i]);
     }
-    return { t: outT, v: outV };
+    return { t: outT, v: outV, meanT, meanV };
   }
   const scale = buckets / (t1 - t0);
   let bucket = -Infinity;
@@ -60,34 +69,43 @@ export function decimateMinMax(
   let minI = -1;
   let maxI = -1;
   let gap = -1;
+  let sumT = 0;
+  let sumV = 0;
+  let count = 0;
   const flush = (): void => {
-    if (first < 0) {
-      return;
-    }
-    // Emit first/min/max/last in time order, without repeats.
-    const idx = [first, minI, maxI, last]
-      .filter(i => i >= 0)
-      .sort((a, b) => a - b);
-    let prev = -1;
-    for (const i of idx) {
-      if (i !== prev) {
-        outT.push(t[i]);
-        outV.push(v[i]);
-        prev = i;
+    if (first >= 0) {
+      meanT.push(sumT / count);
+      meanV.push(sumV / count);
+      // Emit first/min/max/last in time order, without repeats.
+      const idx = [first, minI, maxI, last].sort((a, b) => a - b);
+      let prev = -1;
+      for (const i of idx) {
+        if (i !== prev) {
+          outT.push(t[i]);
+          outV.push(v[i]);
+          prev = i;
+        }
       }
     }
     if (gap >= 0) {
       // Keep the break in the line where the bucket had a sample without a value.
       outT.push(t[gap]);
       outV.push(NaN);
+      meanT.push(t[gap]);
+      meanV.push(NaN);
     }
   };
   for (let i = start; i < end; i++) {
-    const b = Math.floor((t[i] - t0) * scale);
+    let b = Math.floor((t[i] - t0) * scale);
+    if (b === buckets && t[i] <= t1) {
+      // A sample exactly at the right edge belongs to the last column, not a column of its own.
+      b = buckets - 1;
+    }
     if (b !== bucket) {
       flush();
       bucket = b;
       first = last = minI = maxI = gap = -1;
+      sumT = sumV = count = 0;
     }
     const value = v[i];
     if (Number.isNaN(value)) {
@@ -102,6 +120,9 @@ export function decimateMinMax(
       maxI = i;
     }
     last = i;
+    sumT += t[i];
+    sumV += value;
+    count++;
     if (value < v[minI]) {
       minI = i;
     }
@@ -110,5 +131,5 @@ export function decimateMinMax(
     }
   }
   flush();
-  return { t: outT, v: outV };
+  return { t: outT, v: outV, meanT, meanV };
 }

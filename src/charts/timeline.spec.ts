@@ -78,7 +78,17 @@ describe('renderTimeline', () => {
     // ...and still reaching both 0% and 100% (y pixels 0 and the plot height).
     const ys = new Set(pts.map(p => p.y));
     expect(ys.has(0)).toBe(true);
-    expect(ys.has(200 - 8 - 26)).toBe(true);
+    expect(ys.has(200 - 18 - 26)).toBe(true);
+    // The mean per column sits at 50% for a 0/100 sawtooth: y in the middle of the plot.
+    const mean = pathPoints(
+      el
+        .querySelector('path.jp-GpusightTimelineChart-mean[data-series="gpu0"]')
+        ?.getAttribute('d') ?? ''
+    );
+    expect(mean.length).toBeGreaterThan(plotWidth - 2);
+    for (const p of mean) {
+      expect(p.y).toBeCloseTo((200 - 18 - 26) / 2, -1);
+    }
     expect(el.querySelector('desc')?.textContent).toContain(
       'GPU busy: 50000 samples, mean 50.0%'
     );

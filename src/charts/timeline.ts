@@ -172,6 +172,8 @@ export interface TimelineView {
   /** Step boundaries drawn (0 when too dense to see; zoom in). */
   steps: number;
   stepsHidden: boolean;
+  /** Whether any series had more samples than pixels (drawn as band + mean). */
+  decimated: boolean;
 }
 
 export interface TimelineController {
@@ -182,7 +184,7 @@ export interface TimelineController {
   view(): TimelineView;
 }
 
-const MARGIN = { top: 8, right: 12, bottom: 26, left: 40 };
+const MARGIN = { top: 18, right: 12, bottom: 26, left: 40 };
 
 export function renderTimeline(
   container: Element,
@@ -265,11 +267,19 @@ export function renderTimeline(
       .style('fill', 'none')
       .style('stroke', opts.color(s.key))
   );
+  const means = data.series.map(s =>
+    plot
+      .append('path')
+      .attr('class', `jp-GpusightTimelineChart-mean jp-mod-${s.key}`)
+      .attr('data-series', s.key)
+      .style('fill', 'none')
+      .style('stroke', opts.color(s.key))
+  );
   const hint = root
     .append('text')
     .attr('class', 'jp-GpusightTimelineChart-hint')
     .attr('x', innerW)
-    .attr('y', 10)
+    .attr('y', -6)
     .attr('text-anchor', 'end');
   // Transparent surface that receives the pan/zoom gestures.
   const surface = root
@@ -284,7 +294,8 @@ export function renderTimeline(
     t1: tMax,
     points: {},
     steps: 0,
-    stepsHidden: false
+    stepsHidden: false,
+    decimated: false
   };
   const draw = (x: ReturnType<typeof scaleLinear<number, number>>): void => {
     const [t0, t1] = x.domain();
@@ -294,10 +305,22 @@ export function renderTimeline(
         .tickFormat(d => formatSeconds(+d))
     );
     const points: Record<string, number> = {};
+    let anyDecimated = false;
     data.series.forEach((s, i) => {
       const dec = decimateMinMax(s.t, s.v, t0, t1, Math.ceil(innerW));
       const path = linePath(dec.t, dec.v, x, y);
-      lines[i].attr('d', path.d).attr('data-points', path.points);
+      // Decimated, the min/max line becomes a band (drawn faint) and the mean line says where
+      // the series sits on average; undecimated, the line alone is exact.
+      const decimated = dec.meanT.length > 0;
+      anyDecimated = anyDecimated || decimated;
+      lines[i]
+        .attr('d', path.d)
+        .attr('data-points', path.points)
+        .classed('jp-mod-decimated', decimated);
+      means[i].attr(
+        'd',
+        decimated ? linePath(dec.meanT, dec.meanV, x, y).d : ''
+      );
       points[s.key] = path.points;
     });
     const lo = lowerBound(data.stepStarts, t0);
@@ -313,7 +336,14 @@ export function renderTimeline(
     }
     stepsPath.attr('d', d);
     hint.text(stepsHidden ? `${visible} steps: zoom in to see boundaries` : '');
-    current = { t0, t1, points, steps: stepsHidden ? 0 : visible, stepsHidden };
+    current = {
+      t0,
+      t1,
+      points,
+      steps: stepsHidden ? 0 : visible,
+      stepsHidden,
+      decimated: anyDecimated
+    };
     opts.onView?.(current);
   };
 

@@ -56,13 +56,25 @@ export class GsTimeline extends ChartElement {
         stroke-width: 1.25px;
         vector-effect: non-scaling-stroke;
       }
-      .jp-GpusightTimelineChart-line.jp-mod-cpu {
+      /* Decimated: the min/max trace is a faint band; the mean line carries the reading. */
+      .jp-GpusightTimelineChart-line.jp-mod-decimated {
+        stroke-opacity: 0.3;
+      }
+      .jp-GpusightTimelineChart-mean {
+        stroke-width: 2px;
+      }
+      .jp-GpusightTimelineChart-line.jp-mod-cpu,
+      .jp-GpusightTimelineChart-mean.jp-mod-cpu {
         stroke-dasharray: 3 2;
       }
       .jp-GpusightTimelineChart-steps {
         stroke: var(--jp-border-color1);
         stroke-width: 1px;
         fill: none;
+      }
+      .jp-GpusightTimeline-note {
+        margin: 0 0 2px;
+        font-size: var(--jp-ui-font-size0);
       }
       .jp-GpusightTimelineChart-surface {
         cursor: grab;
@@ -144,6 +156,14 @@ export class GsTimeline extends ChartElement {
           ${v ? `${formatSeconds(v.t0)} – ${formatSeconds(v.t1)}` : ''}
         </span>
       </div>
+      ${
+        v?.decimated
+          ? html`<p class="jp-Gpusight-muted jp-GpusightTimeline-note">
+              More samples than pixels: the faint band is each pixel's range,
+              the line its mean.
+            </p>`
+          : nothing
+      }
       <div
         class="jp-GpusightTimeline-chart jp-GpusightChart-host"
         tabindex="0"
