@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import multiprocessing
 import random
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -185,13 +186,17 @@ def test_a_step_that_fails_only_with_a_change_skips_that_experiment(seeded: None
     assert world(model, opt) == before
 
 
-def _oom_step(limit: int) -> Any:
-    """A simulated OOM: raises torch.OutOfMemoryError for batches larger than ``limit``."""
+def _oom_step(limit: int, fixed_cost_s: float = 0.0) -> Any:
+    """A simulated OOM: raises torch.OutOfMemoryError for batches larger than ``limit``.
+
+    ``fixed_cost_s`` is a per-step cost independent of the batch (like launch overhead on a GPU),
+    so that a doubled batch is clearly faster per sample and the sweep goes on to the OOM."""
 
     def step_fn(m: nn.Module, batch: Any, o: torch.optim.Optimizer | None) -> None:
         x, y = batch
         if x.shape[0] > limit:
             raise torch.OutOfMemoryError(f"simulated: CUDA out of memory (batch {x.shape[0]})")
+        time.sleep(fixed_cost_s)
         loss = nn.functional.cross_entropy(m(x), y)
         assert o is not None
         o.zero_grad()
@@ -208,7 +213,7 @@ def test_simulated_oom_stops_the_batch_sweep_and_restores(seeded: None) -> None:
         model,
         loader,
         optimizer=opt,
-        step_fn=_oom_step(limit=16),
+        step_fn=_oom_step(limit=16, fixed_cost_s=0.01),
         steps=3,
         budget_s=10,
         experiments=["batch_size"],

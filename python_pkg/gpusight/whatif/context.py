@@ -56,8 +56,9 @@ class Budget:
 
 
 def free_device_memory(device: torch.device) -> None:
-    gc.collect()
+    """Return released copies' device memory now (host memory needs no such push)."""
     if device.type == "cuda":
+        gc.collect()  # reference cycles (autograd graphs, tracebacks) may still hold tensors
         torch.cuda.synchronize(device)
         torch.cuda.empty_cache()
 

@@ -94,7 +94,12 @@ CATALOGUE: dict[str, Snippet] = {
             "loader = torch.utils.data.DataLoader($loader_args)\n"
             "for group in optimizer.param_groups:  # run once\n"
             "    group['lr'] = group['lr'] * $factor\n",
-            {**_LOADER_EXAMPLE, "batch_size": 16, "factor": 2},
+            {
+                **_LOADER_EXAMPLE,
+                "loader_args": "dataset, batch_size=16, shuffle=True",
+                "batch_size": 16,
+                "factor": 2,
+            },
             ("torch", "dataset", "optimizer"),
         ),
         Snippet(
