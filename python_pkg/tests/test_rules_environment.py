@@ -138,9 +138,9 @@ def ids(report: Report) -> set[str]:
 
 
 def check(report: Report, check_id: str) -> dict[str, object]:
-    found = [c for c in report.to_dict()["checks"] if c["id"] == check_id]
-    assert found, f"no check {check_id}: {[c['id'] for c in report.checks]}"
-    return found[0]  # type: ignore[no-any-return]
+    found: list[dict[str, object]] = [c for c in report.to_dict()["checks"] if c["id"] == check_id]
+    assert found, f"no check {check_id}: {[c.id for c in report.checks]}"
+    return found[0]
 
 
 def evidence(report: Report, finding_id: str) -> dict[str, object]:

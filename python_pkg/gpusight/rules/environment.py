@@ -7,7 +7,7 @@ can hand in an H200 on PCIe Gen5 x16 with a lowered power limit and get the real
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..fixes import fix
@@ -194,7 +194,7 @@ def launch_blocking_on(value: str | None) -> bool:
         return False
 
 
-def _first_precision(settings: dict[str, Scalar], keys: Sequence[str]) -> bool | None:
+def _first_precision(settings: Mapping[str, Scalar], keys: Sequence[str]) -> bool | None:
     # torch >= 2.9 fp32_precision: the op's own value, else its backend's, else the global
     # one; 'none' means inherit. 'tf32' and 'bf16' both let float32 use Tensor Cores.
     for key in keys:
@@ -204,7 +204,7 @@ def _first_precision(settings: dict[str, Scalar], keys: Sequence[str]) -> bool |
     return None
 
 
-def tf32_matmul(settings: dict[str, Scalar]) -> bool | None:
+def tf32_matmul(settings: Mapping[str, Scalar]) -> bool | None:
     """Do float32 matmuls (cuBLAS) use TF32 Tensor Cores under these settings?"""
     new = _first_precision(
         settings, ("cuda.matmul.fp32_precision", "cuda.fp32_precision", "fp32_precision")
@@ -218,7 +218,7 @@ def tf32_matmul(settings: dict[str, Scalar]) -> bool | None:
     return precision != "highest" if isinstance(precision, str) else None
 
 
-def tf32_cudnn(settings: dict[str, Scalar]) -> bool | None:
+def tf32_cudnn(settings: Mapping[str, Scalar]) -> bool | None:
     """Do float32 convolutions (cuDNN) use TF32?"""
     new = _first_precision(
         settings, ("cudnn.conv.fp32_precision", "cudnn.fp32_precision", "fp32_precision")
