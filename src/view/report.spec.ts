@@ -144,6 +144,23 @@ describe('<gs-report>', () => {
     expect(inserts).toHaveLength(python.length);
   });
 
+  it('shows the code a what-if measured as a fix card', async () => {
+    const r = clone(full) as GpusightReport;
+    const code = 'loader = DataLoader(dataset, pin_memory=True, num_workers=8)';
+    r.what_if[0].fix = {
+      text: 'Every winner combined.',
+      code,
+      language: 'python'
+    };
+    const el = await mount(r, true);
+    const cards = deepAll(el, 'gs-whatifs gs-fix-card, gs-whatifs')
+      .filter(e => e.tagName === 'GS-WHATIFS')
+      .flatMap(w => deepAll(w, 'gs-fix-card'));
+    expect(cards).toHaveLength(1);
+    expect(deepAll(cards[0], 'pre code')[0].textContent).toBe(code);
+    expect(deepAll(cards[0], '.jp-GpusightFixCard-insert')).toHaveLength(1);
+  });
+
   it('keeps hostile report strings as text everywhere', async () => {
     const hostile = '</script><img src=x onerror=alert(1)>';
     const r = clone(full);

@@ -3,7 +3,8 @@
  * report that fails is shown as a `<gs-error>` naming the field instead of being drawn half-way.
  */
 import { LitElement, css, html, nothing } from 'lit';
-import { property } from 'lit/decorators.js';
+import { property, state } from 'lit/decorators.js';
+import { reportExporter, type ReportExporter } from '../export/exporter';
 import {
   validateReport,
   type GpusightReport,
@@ -81,6 +82,12 @@ export class GsReport extends LitElement {
       gs-checklist {
         margin: 0;
       }
+      .jp-GpusightReport-export {
+        margin-left: auto;
+      }
+      .jp-GpusightReport-exportStatus {
+        color: var(--jp-error-color1);
+      }
       details.jp-GpusightReport-machine summary {
         cursor: pointer;
         color: var(--jp-ui-font-color2);
@@ -94,6 +101,8 @@ export class GsReport extends LitElement {
   @property({ type: Boolean }) insertable = false;
 
   private _result: ReportValidation | null = null;
+  /** Why the last export failed; cleared by the next attempt. */
+  @state() private _exportError: string | null = null;
 
   override connectedCallback(): void {
     super.connectedCallback();
@@ -141,6 +150,7 @@ export class GsReport extends LitElement {
         <span class="jp-GpusightReport-meta"
           >${machineLine(r)} · ${r.created_at}</span
         >
+        ${this._exportButton(r)}
       </header>
       <gs-verdict .verdict=${r.verdict}></gs-verdict>
       ${
@@ -153,7 +163,14 @@ export class GsReport extends LitElement {
       }
       ${run ? html`<gs-breakdown .run=${run}></gs-breakdown>` : nothing}
       ${run?.timeline?.length ? html`<gs-timeline .run=${run}></gs-timeline>` : nothing}
-      ${r.what_if.length ? html`<gs-whatifs .whatIfs=${r.what_if}></gs-whatifs>` : nothing}
+      ${
+        r.what_if.length
+          ? html`<gs-whatifs
+              .whatIfs=${r.what_if}
+              ?insertable=${this.insertable}
+            ></gs-whatifs>`
+          : nothing
+      }
       ${
         r.benchmarks.length
           ? html`<gs-benchmarks .benchmarks=${r.benchmarks}></gs-benchmarks>`
@@ -171,6 +188,37 @@ export class GsReport extends LitElement {
       }
       ${this._machine(r)}
     </article>`;
+  }
+
+  /** "Export HTML", where the host can export (src/export/exporter.ts): not in the exported file. */
+  private _exportButton(r: GpusightReport) {
+    const exporter = reportExporter();
+    if (!exporter) {
+      return nothing;
+    }
+    return html`<button
+        class="jp-GpusightReport-export"
+        title="Save this report as one HTML file that opens in any browser, offline"
+        @click=${() => this._export(exporter, r)}
+      >
+        Export HTML
+      </button>
+      ${
+        this._exportError
+          ? html`<span class="jp-GpusightReport-exportStatus" role="alert"
+              >${this._exportError}</span
+            >`
+          : nothing
+      }`;
+  }
+
+  private async _export(exporter: ReportExporter, r: GpusightReport) {
+    this._exportError = null;
+    try {
+      await exporter(r);
+    } catch (err) {
+      this._exportError = `Export failed: ${err instanceof Error ? err.message : String(err)}`;
+    }
   }
 
   private _machine(r: GpusightReport) {

@@ -10,6 +10,7 @@ import {
 import { renderSweep } from '../charts/sweep';
 import type { WhatIf } from '../report';
 import { ChartElement } from './chart-element';
+import './fix-card';
 import { chartStyles } from './chart-styles';
 import { define } from './define';
 import { baseStyles, sectionStyles } from './styles';
@@ -20,6 +21,8 @@ export class GsWhatIfs extends ChartElement {
   static override styles = [baseStyles, sectionStyles, chartStyles];
 
   @property({ attribute: false }) whatIfs: WhatIf[] = [];
+  /** Passed to the fix cards: the host handles `gs-insert-cell`. */
+  @property({ type: Boolean }) insertable = false;
 
   private _rows: SpeedupRow[] = [];
 
@@ -71,6 +74,17 @@ export class GsWhatIfs extends ChartElement {
           )}
         </tbody>
       </table>
+      ${this.whatIfs
+        .filter(w => w.fix)
+        .map(
+          w =>
+            html`<h4>Measured code: ${w.change}</h4>
+              <gs-fix-card
+                .fix=${w.fix}
+                finding-id=${w.finding_id ?? ''}
+                ?insertable=${this.insertable}
+              ></gs-fix-card>`
+        )}
       ${this._sweeps.map(
         (w, i) =>
           html`<h4>${w.change}</h4>
