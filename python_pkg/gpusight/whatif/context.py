@@ -78,6 +78,7 @@ class Context:
     results: dict[str, Any] = field(default_factory=dict)  # experiment key -> its Outcome
     notes: list[str] = field(default_factory=list)
     stage: str = ""
+    slice_end: float | None = None  # when the running experiment must stop adding repetitions
 
     # facts ---------------------------------------------------------------------------------------
 
@@ -114,7 +115,9 @@ class Context:
         return per_step * (self.steps + 2)
 
     def affordable(self, seconds: float, reserve: float = 0.0) -> bool:
-        return self.budget.left() - reserve >= seconds
+        """Would ``seconds`` more fit in the budget (and in the running experiment's share)?"""
+        fits_slice = self.slice_end is None or time.perf_counter() + seconds <= self.slice_end
+        return fits_slice and self.budget.left() - reserve >= seconds
 
     # arms ----------------------------------------------------------------------------------------
 

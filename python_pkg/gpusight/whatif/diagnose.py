@@ -15,6 +15,7 @@ Order of work, all inside one wall-clock budget:
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,6 +36,7 @@ from .variant import Variant
 
 DEFAULT_REPS = 3
 CACHE_BATCHES = 8
+SLICE_SHARE = 0.4
 EXPERIMENT_KEYS = tuple(cls.key for cls in ALL)
 
 
@@ -230,11 +232,17 @@ def _experiments(ctx: Context, only: list[str] | None) -> tuple[list[WhatIf], li
         if reason is not None:
             rows.append(_skipped(exp, reason))
             continue
+        # One experiment (a sweep, say) may use at most a share of what is left, so that the
+        # ones after it still get their turn.
+        share = max(exp.cost_s(ctx), SLICE_SHARE * (ctx.budget.left() - _combination_cost(ctx)))
+        ctx.slice_end = time.perf_counter() + share
         try:
             out = exp.apply(ctx)
         except Skip as why:
             rows.append(_skipped(exp, str(why)))
             continue
+        finally:
+            ctx.slice_end = None
         ctx.results[exp.key] = out
         outcomes.append(out)
         rows.append(out.what_if)

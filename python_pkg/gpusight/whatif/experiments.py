@@ -715,17 +715,19 @@ class Compile(Experiment):
         return out
 
 
+# In the order they run within their group: the usual large, cheap wins first; the batch size
+# sweep (several points, each larger) and compile (minutes) last.
 ALL: tuple[type[Experiment], ...] = (
     NumWorkers,
     PinMemory,
+    DatasetOnDevice,
     PersistentWorkers,
     PrefetchFactor,
-    BatchSize,
     Autocast,
     ChannelsLast,
     TF32,
     CudnnBenchmark,
-    DatasetOnDevice,
+    BatchSize,
     Compile,
 )
 
