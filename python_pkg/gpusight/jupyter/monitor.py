@@ -1,0 +1,286 @@
+"""The live monitor behind the sidebar: NVML samples (or the host's CPU and memory) at 2-10 Hz.
+
+``Sampler(hz=5, capacity=3000, on_tick=send).start()`` calls ``on_tick(tick)`` from a background
+thread once per tick and keeps the last ``capacity`` ticks in a ring (``collections.deque``), so
+an hour at 10 Hz costs no more memory than the ring holds. A tick is::
+
+    {"t": 12.3,                      # seconds on the sampler's clock (see now())
+     "gpus": [{"gpu": 0, "util_pct": 97.0, "mem_used_bytes": ..., "power_w": ...,
+               "sm_clock_mhz": ..., "pcie_rx_bps": ..., "pcie_tx_bps": ...}],
+     "host": {"cpu_pct": ..., "host_cpu_pct": ..., "host_mem_used_bytes": ..., "host_mem_pct": ...}}
+
+The GPU readings come from the watch's :class:`~gpusight.watch.nvml_sampler.NvmlSampler` (one
+NVML reader in the package); this module adds the ring, the host figures (psutil) and a clock
+that survives pause and resume. Without NVML ``gpus`` is empty and ``reason`` says why.
+
+Imports neither IPython nor comm: ``benchmarks/gpu_monitor.py`` runs it in a plain Python.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from ..watch.nvml_sampler import NvmlSampler
+
+Tick = dict[str, Any]
+Sample = dict[str, float | int | None]
+
+MIN_HZ = 2.0
+MAX_HZ = 10.0
+MIN_CAPACITY = 60
+MAX_CAPACITY = 36_000
+
+_GPU_KEYS = (
+    "util_pct",
+    "mem_used_bytes",
+    "power_w",
+    "sm_clock_mhz",
+    "pcie_rx_bps",
+    "pcie_tx_bps",
+)
+
+
+def clamp_hz(hz: float) -> float:
+    """The sidebar's range (schema/plugin.json): 2-10 Hz."""
+    return min(MAX_HZ, max(MIN_HZ, float(hz)))
+
+
+def clamp_capacity(capacity: int) -> int:
+    return min(MAX_CAPACITY, max(MIN_CAPACITY, int(capacity)))
+
+
+class HostReader:
+    """System-wide CPU % and memory through psutil (None where psutil is missing)."""
+
+    def __init__(self) -> None:
+        try:
+            import psutil
+        except ImportError:
+            self._ps: Any = None
+            self.reason: str | None = "psutil is not installed: no host CPU or memory figures"
+            return
+        self._ps = psutil
+        self.reason = None
+        psutil.cpu_percent(None)  # primes the counter: the next call measures from here
+
+    @property
+    def available(self) -> bool:
+        return self._ps is not None
+
+    def read(self) -> dict[str, float | None]:
+        if self._ps is None:
+            return {}
+        out: dict[str, float | None] = {}
+        try:
+            out["host_cpu_pct"] = float(self._ps.cpu_percent(None))
+        except Exception:
+            out["host_cpu_pct"] = None
+        try:
+            vm = self._ps.virtual_memory()
+            out["host_mem_used_bytes"] = float(vm.total - vm.available)
+            out["host_mem_pct"] = float(vm.percent)
+        except Exception:
+            out["host_mem_used_bytes"] = out["host_mem_pct"] = None
+        return out
+
+
+def gpu_inventory() -> tuple[list[dict[str, Any]], str | None]:
+    """The GPUs NVML sees (index, name, total memory, limits) and, if none, why."""
+    from ..probes.nvml_info import probe
+
+    try:
+        facts = probe()
+    except Exception as exc:  # a probe bug must not stop the monitor: host figures still work
+        return [], f"NVML probe failed: {type(exc).__name__}: {exc}"
+    if not facts.available:
+        return [], facts.why or "NVML is not available"
+    gpus = [
+        {
+            "index": g.index,
+            "name": g.name,
+            "memory_total_bytes": g.memory_total_bytes,
+            "power_limit_w": g.power_limit_w,
+            "sm_clock_max_mhz": g.sm_clock_max_mhz,
+        }
+        for g in facts.gpus
+        if not g.errors.get("handle")
+    ]
+    return gpus, None if gpus else "NVML sees no GPU on this machine"
+
+
+def to_tick(group: list[Sample], host: dict[str, float | None]) -> Tick:
+    """One NvmlSampler group (one sample per GPU, or one GPU-less sample) as a tick."""
+    t = float(group[0]["t"] or 0.0) if group else 0.0
+    cpu = group[0].get("cpu_pct") if group else None
+    gpus = [
+        {"gpu": int(s["gpu"] or 0), **{k: s[k] for k in _GPU_KEYS if k in s}}
+        for s in group
+        if s.get("gpu") is not None
+    ]
+    return {"t": t, "gpus": gpus, "host": {"cpu_pct": cpu, **host}}
+
+
+class Sampler:
+    """A bounded, pausable stream of monitor ticks; see the module docstring."""
+
+    def __init__(
+        self,
+        hz: float = 5.0,
+        capacity: int = 3000,
+        *,
+        on_tick: Callable[[Tick], None] | None = None,
+        gpus: list[int] | None = None,
+    ) -> None:
+        self._hz = clamp_hz(hz)
+        self._ring: deque[Tick] = deque(maxlen=clamp_capacity(capacity))
+        self.on_tick = on_tick
+        self._gpu_filter = gpus
+        self._t0 = time.perf_counter()
+        self._lock = threading.RLock()
+        self._inner: NvmlSampler | None = None
+        self._host: HostReader | None = None
+        self._inventory: tuple[list[dict[str, Any]], str | None] | None = None
+        self.errors = 0
+        """Ticks whose ``on_tick`` raised (the stream goes on; the count says it happened)."""
+
+    # --- clock and configuration ----------------------------------------------------------
+
+    def now(self) -> float:
+        """Seconds on the ticks' clock: cell marks use it, so they line up with the samples."""
+        return time.perf_counter() - self._t0
+
+    @property
+    def hz(self) -> float:
+        return self._hz
+
+    @property
+    def capacity(self) -> int:
+        return self._ring.maxlen or 0
+
+    def configure(self, hz: float | None = None, capacity: int | None = None) -> None:
+        """Change the rate or the ring's size; a running sampler restarts at the new rate."""
+        with self._lock:
+            if capacity is not None and clamp_capacity(capacity) != self.capacity:
+                self._ring = deque(self._ring, maxlen=clamp_capacity(capacity))
+            if hz is not None and clamp_hz(hz) != self._hz:
+                self._hz = clamp_hz(hz)
+                if self._inner is not None:
+                    self._stop_inner()
+                    self._start_inner()
+
+    # --- what is measured -----------------------------------------------------------------
+
+    def inventory(self) -> tuple[list[dict[str, Any]], str | None]:
+        """(GPUs, reason none are sampled); probed once, NVML is not re-initialised per call."""
+        if self._inventory is None:
+            gpus, reason = gpu_inventory()
+            if self._gpu_filter is not None:
+                gpus = [g for g in gpus if g["index"] in self._gpu_filter]
+                reason = reason or (None if gpus else "none of the requested GPUs exists")
+            self._inventory = (gpus, reason)
+        return self._inventory
+
+    @property
+    def source(self) -> str:
+        """``nvml`` (GPU figures), ``host`` (psutil only) or ``none``."""
+        gpus, _ = self.inventory()
+        if gpus:
+            return "nvml"
+        return "host" if importlib.util.find_spec("psutil") is not None else "none"
+
+    @property
+    def reason(self) -> str | None:
+        """Why there are no GPU figures (None when NVML samples at least one GPU)."""
+        inner = self._inner
+        if inner is not None and not inner.available and self.inventory()[0]:
+            return inner.reason
+        return self.inventory()[1]
+
+    # --- running --------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._inner is not None
+
+    def start(self) -> Sampler:
+        """Start sampling (again); calling it while running does nothing."""
+        with self._lock:
+            if self._inner is None:
+                self._start_inner()
+        return self
+
+    def stop(self) -> None:
+        """Stop and join the thread; the ring keeps what it holds. Safe to call twice."""
+        with self._lock:
+            self._stop_inner()
+
+    def _start_inner(self) -> None:
+        gpus, _ = self.inventory()
+        self._host = HostReader()
+        inner = NvmlSampler(
+            gpus=[g["index"] for g in gpus],
+            interval_s=1.0 / self._hz,
+            with_cpu=True,
+            # The inner list is only a by-product here (this ring is the history): keep it tiny.
+            max_samples=max(8, 2 * len(gpus)),
+            # PCIe throughput costs NVML 20 ms per direction: read it about twice a second.
+            pcie_every=max(1, round(self._hz / 2)),
+            t0=self._t0,
+        )
+        inner.subscribe(self._on_group)
+        self._inner = inner.start()
+
+    def _stop_inner(self) -> None:
+        inner, self._inner = self._inner, None
+        if inner is not None:
+            inner.stop()
+
+    def _on_group(self, group: list[Sample]) -> None:
+        self.record(group)
+
+    def record(self, group: list[Sample]) -> Tick:
+        """Add one NvmlSampler group to the ring (the sampler thread calls this every tick)."""
+        host = self._host.read() if self._host is not None else {}
+        tick = to_tick(group, host)
+        self._ring.append(tick)
+        callback = self.on_tick
+        if callback is not None:
+            try:
+                callback(tick)
+            except Exception:
+                self.errors += 1
+        return tick
+
+    # --- reading the ring -----------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._ring)
+
+    def ticks(self, since: float | None = None) -> list[Tick]:
+        """The ring's ticks, oldest first; with ``since``, only those after that time."""
+        ticks = list(self._ring)  # one C-level copy: safe while the thread appends
+        if since is None:
+            return ticks
+        return [t for t in ticks if t["t"] > since]
+
+    def samples(self) -> list[Sample]:
+        """The ring as the report's flat ``Sample`` rows (one per GPU per tick)."""
+        out: list[Sample] = []
+        for tick in self.ticks():
+            cpu = tick["host"].get("cpu_pct")
+            if not tick["gpus"]:
+                out.append({"t": tick["t"], "cpu_pct": cpu})
+            for g in tick["gpus"]:
+                out.append({"t": tick["t"], **g, "cpu_pct": cpu})
+        return out
+
+    def __enter__(self) -> Sampler:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,525 @@
+"""The sidebar's kernel side: the live Sampler (a real thread) and the comm Hub's handlers.
+
+The Hub is driven with plain message dicts and a list as its "comm"; one test starts a real
+ipykernel and checks that samples keep streaming over the comm while a cell keeps it busy.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import tracemalloc
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gpusight.jupyter import comm as gs_comm
+from gpusight.jupyter.comm import Hub
+from gpusight.jupyter.monitor import MAX_CAPACITY, MIN_CAPACITY, Sampler, to_tick
+from gpusight.report_schema import validate
+
+ROOT = Path(__file__).resolve().parents[2]
+Msg = dict[str, Any]
+
+
+def sampler_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "gpusight-nvml"]
+
+
+def wait_for(cond: Callable[[], bool], timeout: float = 5.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return cond()
+
+
+@pytest.fixture
+def sampler() -> Iterator[Sampler]:
+    s = Sampler(hz=10, capacity=60)
+    yield s
+    s.stop()
+
+
+# --- Sampler ----------------------------------------------------------------------------------
+
+
+def test_sampler_streams_ticks_from_a_thread(sampler: Sampler) -> None:
+    got: list[Msg] = []
+    sampler.on_tick = got.append
+    sampler.start()
+    assert wait_for(lambda: len(got) >= 5), "no ticks within 5 s at 10 Hz"
+    sampler.stop()
+    ts = [t["t"] for t in got]
+    assert ts == sorted(ts) and len(set(ts)) == len(ts)
+    # 10 Hz: successive ticks about 0.1 s apart (generous bounds: 2 shared CPUs).
+    gaps = [b - a for a, b in itertools.pairwise(ts)]
+    assert 0.05 < sorted(gaps)[len(gaps) // 2] < 0.3
+    gpus, reason = sampler.inventory()
+    for tick in got:
+        host = tick["host"]
+        assert 0.0 <= host["host_cpu_pct"] <= 100.0
+        assert host["host_mem_used_bytes"] > 0 and 0.0 < host["host_mem_pct"] <= 100.0
+        assert [g["gpu"] for g in tick["gpus"]] == [g["index"] for g in gpus]
+    if not gpus:
+        # No NVML here: the sampler says why and samples the host instead.
+        assert sampler.source == "host"
+        assert reason and ("NVML" in reason or "GPU" in reason)
+
+
+def test_sampler_ring_is_bounded_and_keeps_the_newest() -> None:
+    s = Sampler(hz=10, capacity=100)
+    for i in range(1000):
+        s.record([{"t": float(i), "gpu": 0, "util_pct": float(i % 100), "cpu_pct": 1.0}])
+    assert len(s) == 100 == s.capacity
+    ticks = s.ticks()
+    assert [t["t"] for t in ticks] == [float(i) for i in range(900, 1000)]
+    assert [t["t"] for t in s.ticks(since=997.0)] == [998.0, 999.0]
+    # samples(): the report's flat Sample rows, which the schema accepts in a run timeline.
+    rows = s.samples()
+    assert rows[-1] == {"t": 999.0, "gpu": 0, "util_pct": 99.0, "cpu_pct": 1.0}
+    assert len(rows) == 100
+
+
+def test_capacity_and_rate_are_clamped_to_the_settings_range() -> None:
+    s = Sampler(hz=50, capacity=10)
+    assert s.hz == 10.0 and s.capacity == MIN_CAPACITY
+    s.configure(hz=0.5, capacity=10**9)
+    assert s.hz == 2.0 and s.capacity == MAX_CAPACITY
+
+
+def test_start_and_stop_are_idempotent_and_leave_no_thread(sampler: Sampler) -> None:
+    before = len(sampler_threads())
+    sampler.stop()  # stop before start: nothing to do
+    sampler.start()
+    sampler.start()
+    assert sampler.running
+    if sampler.source != "none":
+        assert len(sampler_threads()) == before + 1
+    sampler.stop()
+    sampler.stop()
+    assert not sampler.running
+    assert len(sampler_threads()) == before
+    kept = len(sampler)
+    sampler.start()  # resume after a pause: the ring and the clock carry on
+    assert wait_for(lambda: len(sampler) > kept)
+    sampler.stop()
+    assert len(sampler_threads()) == before
+
+
+def test_rate_change_while_running_restarts_at_the_new_rate(sampler: Sampler) -> None:
+    sampler.start()
+    assert wait_for(lambda: len(sampler) >= 2)
+    sampler.configure(hz=2)
+    n = len(sampler)
+    time.sleep(1.6)
+    added = len(sampler) - n
+    assert 1 <= added <= 5, added  # ~3 at 2 Hz, not ~16 at 10 Hz
+    assert len(sampler_threads()) == 1
+    sampler.stop()
+    assert sampler_threads() == []
+
+
+def test_a_failing_listener_does_not_stop_the_stream(sampler: Sampler) -> None:
+    def boom(tick: Msg) -> None:
+        raise RuntimeError("listener bug")
+
+    sampler.on_tick = boom
+    sampler.start()
+    assert wait_for(lambda: sampler.errors >= 3)
+    assert len(sampler) >= 3
+
+
+def test_to_tick_keeps_gpu_fields_and_host_figures() -> None:
+    group: list[dict[str, float | int | None]] = [
+        {"t": 1.5, "gpu": 0, "util_pct": 97.0, "mem_used_bytes": 1e9, "cpu_pct": 12.0},
+        {"t": 1.5, "gpu": 1, "util_pct": None, "pcie_rx_bps": 2e9, "cpu_pct": 12.0},
+    ]
+    tick = to_tick(group, {"host_cpu_pct": 40.0})
+    assert tick == {
+        "t": 1.5,
+        "gpus": [
+            {"gpu": 0, "util_pct": 97.0, "mem_used_bytes": 1e9},
+            {"gpu": 1, "util_pct": None, "pcie_rx_bps": 2e9},
+        ],
+        "host": {"cpu_pct": 12.0, "host_cpu_pct": 40.0},
+    }
+    assert to_tick([{"t": 2.0, "cpu_pct": None}], {})["gpus"] == []
+
+
+def test_monitor_imports_without_ipython_comm_or_ipykernel() -> None:
+    # benchmarks/gpu_monitor.py runs on a machine without them.
+    code = (
+        "import sys\n"
+        "for name in ('IPython', 'ipykernel', 'comm', 'ipywidgets'):\n"
+        "    sys.modules[name] = None\n"
+        "import time\n"
+        "from gpusight.jupyter.monitor import Sampler\n"
+        "s = Sampler(hz=10, capacity=60).start(); time.sleep(0.5); s.stop()\n"
+        "print(len(s), s.source)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "python_pkg")}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    n, source = out.stdout.split()
+    assert int(n) >= 2 and source in ("nvml", "host")
+
+
+def test_soak_an_hour_at_10_hz_stays_within_the_ring() -> None:
+    # 36,000 ticks (an hour at 10 Hz) through the ring that holds 3,000: memory stops growing
+    # once the ring is full. Figures: benchmarks/monitor_soak.py -> results/monitor-soak.json.
+    s = Sampler(hz=10, capacity=3000)
+
+    def feed(start: int, n: int) -> None:
+        for i in range(start, start + n):
+            s.record(
+                [
+                    {
+                        "t": i / 10,
+                        "gpu": 0,
+                        "util_pct": 50.0,
+                        "mem_used_bytes": 1e9,
+                        "power_w": 300.0,
+                        "sm_clock_mhz": 1980.0,
+                        "cpu_pct": 10.0,
+                    }
+                ]
+            )
+
+    tracemalloc.start()
+    try:
+        feed(0, 3000)  # fill the ring
+        full, _ = tracemalloc.get_traced_memory()
+        feed(3000, 33_000)
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(s) == 3000
+    assert s.ticks()[-1]["t"] == pytest.approx(3599.9)
+    # 33,000 more ticks add (almost) nothing: under 2 % of what the full ring holds.
+    assert after - full < 0.02 * full, (full, after)
+
+
+# --- Hub (the comm handlers) ------------------------------------------------------------------
+
+
+class Wire:
+    """A client's end of the comm: what the hub sent it, in order (thread-safe)."""
+
+    def __init__(self) -> None:
+        self.messages: list[Msg] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, message: Msg) -> None:
+        json.dumps(message, allow_nan=False)  # what the comm would have to serialise
+        with self._lock:
+            self.messages.append(message)
+
+    def of(self, kind: str) -> list[Msg]:
+        with self._lock:
+            return [m for m in self.messages if m["type"] == kind]
+
+
+@pytest.fixture
+def hub() -> Iterator[Hub]:
+    h = Hub(shell=None, sampler=Sampler(hz=10, capacity=60))
+    yield h
+    h.sampler.stop()
+
+
+def test_hello_says_what_this_kernel_can_do(hub: Hub) -> None:
+    wire = Wire()
+    client = hub.connect(wire)
+    hub.handle(client, {"type": "hello", "protocol": 1})
+    (hello,) = wire.of("hello")
+    assert hello["executable"] == sys.executable and hello["pid"] == os.getpid()
+    assert hello["protocol"] == gs_comm.PROTOCOL and hello["reports"] == []
+    caps = hello["capabilities"]
+    assert caps["check"] and caps["bench"]
+    assert caps["watch"] is False  # no IPython shell: nothing to watch
+    assert caps["export"] == gs_comm.has_html_export()
+
+
+@pytest.mark.parametrize(
+    "data, expected",
+    [
+        ("not a dict", "malformed message"),
+        ({"no": "type"}, "malformed message"),
+        ({"type": "frobnicate", "request": "x-1"}, "unknown message type 'frobnicate'"),
+        ({"type": "report.get", "request": "r-1", "report_id": "r99"}, "no report 'r99'"),
+        ({"type": "export", "request": "e-1", "report_id": 7}, "report"),
+    ],
+)
+def test_bad_messages_get_an_error_reply(hub: Hub, data: Any, expected: str) -> None:
+    wire = Wire()
+    hub.handle(hub.connect(wire), data)
+    (error,) = wire.of("error")
+    assert expected in error["message"]
+    if isinstance(data, dict) and "request" in data:
+        assert error["request"] == data["request"]
+
+
+def test_monitor_start_streams_to_monitoring_clients_only(hub: Hub) -> None:
+    watching, idle = Wire(), Wire()
+    a, b = hub.connect(watching), hub.connect(idle)
+    hub.handle(a, {"type": "monitor.start", "hz": 10, "capacity": 100})
+    (status,) = watching.of("monitor.status")
+    assert status["running"] and status["hz"] == 10 and status["capacity"] == 100
+    assert status["source"] in ("nvml", "host")
+    assert wait_for(lambda: len(watching.of("tick")) >= 3)
+    assert idle.of("tick") == []
+    # A second client joining gets the backlog first, then live ticks.
+    hub.handle(b, {"type": "monitor.start", "hz": 10, "capacity": 100, "since": None})
+    assert idle.messages[0]["type"] == "ticks" and len(idle.messages[0]["ticks"]) >= 3
+    assert wait_for(lambda: len(idle.of("tick")) >= 1)
+    # One client pausing keeps the sampler running for the other; both pausing stops it.
+    hub.handle(a, {"type": "monitor.stop"})
+    assert hub.sampler.running
+    hub.handle(b, {"type": "monitor.stop"})
+    assert not hub.sampler.running and sampler_threads() == []
+    assert watching.of("monitor.status")[-1]["running"] is True  # b still watched then
+    assert idle.of("monitor.status")[-1]["running"] is False
+
+
+def test_resuming_sends_only_the_ticks_the_client_lacks(hub: Hub) -> None:
+    wire = Wire()
+    client = hub.connect(wire)
+    for i in range(10):
+        hub.sampler.record([{"t": float(i), "cpu_pct": 0.0}])
+    hub.handle(client, {"type": "monitor.start", "since": 6.0})
+    (backlog,) = wire.of("ticks")
+    assert [t["t"] for t in backlog["ticks"]] == [7.0, 8.0, 9.0]
+
+
+def test_disconnect_stops_the_sampler(hub: Hub) -> None:
+    client = hub.connect(Wire())
+    hub.handle(client, {"type": "monitor.start"})
+    assert hub.sampler.running
+    hub.disconnect(client)
+    assert not hub.sampler.running and sampler_threads() == []
+
+
+def test_a_client_that_cannot_be_sent_to_is_dropped(hub: Hub) -> None:
+    def broken(message: Msg) -> None:
+        raise OSError("comm gone")
+
+    client = hub.connect(broken)
+    hub.handle(client, {"type": "monitor.start"})
+    assert wait_for(lambda: not hub.clients())
+    assert wait_for(lambda: not hub.sampler.running)
+
+
+@pytest.fixture(scope="module")
+def check_report() -> Any:
+    from gpusight import check
+
+    return check()
+
+
+def test_check_streams_progress_then_a_valid_report(hub: Hub) -> None:
+    wire, other = Wire(), Wire()
+    client = hub.connect(wire)
+    hub.connect(other)
+    hub.handle(client, {"type": "check", "request": "check-1"})
+    (progress,) = wire.of("progress")
+    assert progress["request"] == "check-1" and progress["fraction"] is None
+    (report,) = wire.of("report")
+    assert report["request"] == "check-1" and report["entry"]["origin"] == "check"
+    assert report["entry"]["kind"] == "check" == report["report"]["kind"]
+    validate(report["report"])
+    # Every panel of the kernel lists the new report; a late one gets it in its hello.
+    assert other.of("report")[0]["entry"] == report["entry"]
+    late = Wire()
+    hub.handle(hub.connect(late), {"type": "hello"})
+    assert late.of("hello")[0]["reports"] == [report["entry"]]
+    # ... and can fetch it.
+    hub.handle(hub.connect(late), {"type": "report.get", "request": "g-1", "report_id": "r1"})
+    assert late.of("report")[0]["report"] == report["report"]
+
+
+def test_bench_streams_progress_within_its_budget(hub: Hub) -> None:
+    wire = Wire()
+    client = hub.connect(wire)
+    began = time.monotonic()
+    hub.handle(client, {"type": "bench", "request": "bench-1", "budget_s": 1})
+    elapsed = time.monotonic() - began
+    progress = wire.of("progress")
+    assert len(progress) >= 2 and all(p["request"] == "bench-1" for p in progress)
+    fractions = [p["fraction"] for p in progress]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    (report,) = wire.of("report")
+    assert report["report"]["kind"] == "bench" and report["report"]["benchmarks"]
+    validate(report["report"])
+    assert elapsed < 30
+
+
+def test_reports_kept_are_bounded(hub: Hub, check_report: Any) -> None:
+    wire = Wire()
+    client = hub.connect(wire)
+    for _ in range(gs_comm.MAX_REPORTS + 5):
+        hub._publish_report(None, "check", check_report)
+    hub.handle(client, {"type": "hello"})
+    entries = wire.of("hello")[0]["reports"]
+    assert len(entries) == gs_comm.MAX_REPORTS
+    assert entries[0]["id"] == "r6" and entries[-1]["id"] == f"r{gs_comm.MAX_REPORTS + 5}"
+
+
+def test_export_writes_html_or_says_what_is_missing(
+    hub: Hub, check_report: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    wire = Wire()
+    client = hub.connect(wire)
+    hub._publish_report(None, "check", check_report)
+    hub.handle(client, {"type": "export", "request": "e-1", "report_id": "r1"})
+    if not gs_comm.has_html_export():
+        (error,) = wire.of("error")
+        assert "html_export" in error["message"]
+        return
+    (done,) = wire.of("exported")
+    path = Path(done["path"])
+    assert path.parent == tmp_path and path.name.startswith("gpusight-check-")
+    text = path.read_text("utf-8")
+    assert text.lstrip().lower().startswith("<!doctype html")
+
+
+# --- cells and "watch next cell", through a real IPython shell --------------------------------
+
+
+@pytest.fixture
+def shell_hub() -> Iterator[tuple[Hub, Any]]:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    h = Hub(shell=shell, sampler=Sampler(hz=10, capacity=60))
+    yield h, shell
+    h.sampler.stop()
+    for event, fn in (("pre_run_cell", h.pre_run_cell), ("post_run_cell", h.post_run_cell)):
+        if fn in shell.events.callbacks[event]:
+            shell.events.unregister(event, fn)
+    if h.transform in shell.input_transformers_cleanup:
+        shell.input_transformers_cleanup.remove(h.transform)
+
+
+def test_cells_are_marked_on_the_monitor_clock(shell_hub: tuple[Hub, Any]) -> None:
+    hub, shell = shell_hub
+    wire = Wire()
+    client = hub.connect(wire)
+    hub.handle(client, {"type": "monitor.start"})
+    shell.run_cell("import time; time.sleep(0.3)")
+    shell.run_cell("1 / 0")
+    shell.run_cell("x = 1", silent=True)  # silent: no marks
+    cells = wire.of("cell")
+    assert [c["event"] for c in cells] == ["start", "end", "start", "end"]
+    assert cells[1]["t"] - cells[0]["t"] >= 0.29
+    assert cells[1]["success"] is True and cells[3]["success"] is False
+    assert 0 <= cells[0]["t"] <= hub.sampler.now()
+
+
+def test_watch_next_cell_wraps_exactly_one_cell_in_the_cell_magic(
+    shell_hub: tuple[Hub, Any],
+) -> None:
+    hub, shell = shell_hub
+    wire = Wire()
+    client = hub.connect(wire)
+    hub.handle(client, {"type": "watch.arm", "request": "watch.arm-1"})
+    assert hub.capabilities()["watch"] is gs_comm.has_cell_magic()
+    if not gs_comm.has_cell_magic():
+        assert "needs %%gpusight" in wire.of("error")[0]["message"]
+        return
+    assert wire.of("watch.status")[-1] == {
+        "type": "watch.status",
+        "armed": True,
+        "request": "watch.arm-1",
+    }
+    assert shell.find_cell_magic("gpusight") is not None
+    # Typing in a console (check_complete) must not consume the arming.
+    shell.input_transformer_manager.check_complete("x = 1\n")
+    assert hub.armed == "watch.arm-1"
+    # The next cell runs under %%gpusight (a CPU loop here: a real, if GPU-less, watch).
+    shell.run_cell("total = 0\nfor i in range(200):\n    total += i\n")
+    assert shell.user_ns["total"] == sum(range(200))
+    reports = wire.of("report")
+    errors = wire.of("error")
+    assert reports or errors, wire.messages
+    if reports:
+        (report,) = reports
+        assert report["request"] == "watch.arm-1" and report["entry"]["origin"] == "watch"
+        validate(report["report"])
+    else:
+        assert errors[0]["request"] == "watch.arm-1"
+    assert wire.of("watch.status")[-1]["armed"] is False
+    # Only one cell: the next runs as it is.
+    n = len(wire.messages)
+    shell.run_cell("y = 2")
+    assert shell.user_ns["y"] == 2 and not wire.of("report")[1:] and len(wire.messages) == n
+
+
+def test_disarm_leaves_the_next_cell_alone(shell_hub: tuple[Hub, Any]) -> None:
+    hub, _shell = shell_hub
+    hub.armed = "w-1"
+    hub.handle(hub.connect(Wire()), {"type": "watch.disarm"})
+    assert hub.armed is None
+    assert hub.transform(["x = 1\n"]) == ["x = 1\n"]
+    hub.armed = "w-2"
+    assert hub.transform(["\n", "%%gpusight --steps 3\n", "train()\n"])[1].startswith("%%gpusight")
+    assert hub.watching == "w-2" and hub.armed is None
+
+
+# --- a real kernel: the comm keeps streaming while a cell runs --------------------------------
+
+
+@pytest.mark.slow
+def test_a_real_kernel_streams_samples_during_a_busy_cell() -> None:
+    jupyter_client = pytest.importorskip("jupyter_client")
+    km, kc = jupyter_client.manager.start_new_kernel(kernel_name="python3")
+    try:
+        reply = kc.execute_interactive(
+            '__import__("gpusight.jupyter.comm", fromlist=["x"]).register_target()',
+            silent=True,
+            store_history=False,
+            timeout=60,
+        )
+        assert reply["content"]["status"] == "ok"
+        comm_id = uuid.uuid4().hex
+
+        def to_kernel(kind: str, content: Msg) -> None:
+            kc.shell_channel.send(kc.session.msg(kind, {"comm_id": comm_id, **content}))
+
+        to_kernel("comm_open", {"target_name": "gpusight", "data": {"type": "hello"}})
+        to_kernel("comm_msg", {"data": {"type": "monitor.start", "hz": 10, "capacity": 600}})
+        cell = kc.execute("import time\nfor _ in range(20):\n    time.sleep(0.1)\n")
+        busy: list[float] = []
+        ticks: list[float] = []
+        kinds: set[str] = set()
+        end = time.monotonic() + 30
+        while time.monotonic() < end and len(busy) < 2:
+            try:
+                msg = kc.get_iopub_msg(timeout=1)
+            except Exception:
+                continue
+            if msg["msg_type"] == "status" and msg["parent_header"].get("msg_id") == cell:
+                busy.append(time.monotonic())  # busy, then idle
+            elif msg["msg_type"] == "comm_msg":
+                data = msg["content"]["data"]
+                kinds.add(data["type"])
+                if data["type"] == "tick":
+                    ticks.append(time.monotonic())
+        assert len(busy) == 2, "the cell never finished"
+        during = [t for t in ticks if busy[0] <= t <= busy[1]]
+        # ~2 s busy at 10 Hz: ~20 ticks; at least half must arrive while the cell runs.
+        assert len(during) >= 10, (len(during), busy[1] - busy[0])
+        assert {"hello", "monitor.status", "cell"} <= kinds
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
