@@ -78,6 +78,8 @@ def _fmt_value(value: Any, unit: str | None) -> str:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if value == "":
+        return "'' (empty)"
     if unit == "bytes" and isinstance(value, (int, float)):
         gib = value / (1 << 30)
         return f"{gib:.1f} GiB" if gib >= 1 else f"{value / (1 << 20):.0f} MiB"
