@@ -74,4 +74,4 @@ format: venv node_modules/.installed
 	npx prettier --write .
 
 clean:
-	rm -rf lib dist python_pkg/gpusight/labextension src/report/generated tsconfig.tsbuildinfo
+	rm -rf lib dist python_pkg/gpusight/labextension python_pkg/gpusight/static src/report/generated tsconfig.tsbuildinfo

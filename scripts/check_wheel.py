@@ -85,6 +85,13 @@ def check(wheel: Path) -> tuple[list[str], str]:
             "the labextension is also inside the package (gpusight/labextension/): "
             "ship it once, as shared data (drop it from the wheel's artifacts)"
         )
+    # The standalone report bundle (exported HTML, Report._repr_html_), inside the package.
+    for asset in (
+        "gpusight/static/gpusight-report.js",
+        "gpusight/static/gpusight-report.template.html",
+    ):
+        if asset not in names:
+            problems.append(f"missing {asset}: build it first (npm run build:standalone)")
     for module in ("gpusight/__init__.py", "gpusight/report_schema.py"):
         if module not in names:
             problems.append(f"missing {module}")

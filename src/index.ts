@@ -4,6 +4,8 @@ import type {
 } from '@jupyterlab/application';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
+import { downloadReportHtml } from './export/download';
+import { setReportExporter } from './export/exporter';
 import { widgetPlugin } from './widget/plugin';
 
 /** The plugin id; also the key of its settings (schema/plugin.json). */
@@ -22,6 +24,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
     settingRegistry: ISettingRegistry | null
   ) => {
     console.log('gpusight extension activated');
+    // Every <gs-report> in the lab (notebook widget, sidebar) offers "Export HTML".
+    setReportExporter(downloadReportHtml);
     if (!settingRegistry) {
       return;
     }

@@ -206,8 +206,24 @@ class Report:
     def finding_ids(self) -> list[str]:
         return [f.id for f in sort_findings(self.findings)]
 
+    def save_html(self, path: str | Path) -> Path:
+        """Write the report as one self-contained HTML file (as ``gpusight html``), validated."""
+        from .html_export import save_html
+
+        return save_html(self, path)
+
     def _repr_json_(self) -> dict[str, Any]:
         return self.to_dict()
+
+    def _repr_html_(self) -> str | None:
+        """Frontends without the extension (nbconvert, VS Code, Colab): the same elements, from
+        the standalone bundle (``html_export.notebook_html``). None if the bundle was not built."""
+        from .html_export import HtmlExportError, notebook_html
+
+        try:
+            return notebook_html(self)
+        except HtmlExportError:
+            return None
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         """IPython's text form: the readable report, not the dataclass fields."""

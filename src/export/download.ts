@@ -1,0 +1,44 @@
+/**
+ * The Export button's exporter: the same HTML file as `gpusight html`, built in the browser.
+ *
+ * The page template and the bundle come from ./page-assets.js, which scripts/build-standalone.mjs
+ * writes next to the compiled module (lib/export/) from the very files it puts in the Python
+ * package. It is imported lazily, so the labextension loads those ~200 KB only when someone
+ * exports. No kernel and no server round trip: exporting works from a saved notebook whose kernel
+ * is gone, from the sidebar, and offline.
+ */
+import type { GpusightReport } from '../report';
+import { buildPage, exportFileName, reportTitle } from './page';
+
+/** The exported page for `report`, as `gpusight html` writes it. */
+export async function exportHtml(report: GpusightReport): Promise<string> {
+  const { PAGE_TEMPLATE, BUNDLE } = await import('./page-assets.js');
+  return buildPage(
+    PAGE_TEMPLATE,
+    BUNDLE,
+    { view: 'report', data: report },
+    reportTitle(report)
+  );
+}
+
+/** Save `report` as a self-contained HTML file through the browser's download. */
+export async function downloadReportHtml(
+  report: GpusightReport
+): Promise<void> {
+  const text = await exportHtml(report);
+  const url = URL.createObjectURL(
+    new Blob([text], { type: 'text/html;charset=utf-8' })
+  );
+  const link = document.createElement('a');
+  link.href = url;
+  link.download = exportFileName(report);
+  link.hidden = true;
+  document.body.append(link);
+  try {
+    link.click();
+  } finally {
+    link.remove();
+    // The download has started by now; the URL only has to outlive the click.
+    setTimeout(() => URL.revokeObjectURL(url), 60_000);
+  }
+}
