@@ -7,7 +7,11 @@ import { scaleLinear, type ScaleLinear } from 'd3-scale';
 import { select } from 'd3-selection';
 import type { WhatIf } from '../report/generated/report';
 import { chartFrame } from './frame';
+import { format } from 'd3-format';
 import { formatMs, formatSpeedup } from './format';
+
+/** 1.8 -> "1.8", 2 -> "2", 12.34 -> "12". */
+const formatNoise = format('.2~r');
 
 export interface SpeedupRow {
   change: string;
@@ -39,7 +43,7 @@ export function speedupRows(whatIfs: WhatIf[]): SpeedupRow[] {
     } else {
       text =
         formatSpeedup(speedup) +
-        (noise !== null ? ` (±${noise.toFixed(0)}% noise)` : '');
+        (noise !== null ? ` (±${formatNoise(noise)}% noise)` : '');
       if (typeof w.before_ms === 'number' && typeof w.after_ms === 'number') {
         text += `: ${formatMs(w.before_ms)} → ${formatMs(w.after_ms)} per step`;
       }
@@ -111,13 +115,19 @@ export function renderSpeedups(
         .ticks(Math.max(2, Math.floor(width / 100)))
         .tickFormat(d => `${+d}×`)
     );
+  // 1× (no change) marked across each bar, not through the labels above them.
   svg
-    .append('line')
+    .append('path')
     .attr('class', 'jp-GpusightSpeedupsChart-baseline')
-    .attr('x1', one)
-    .attr('x2', one)
-    .attr('y1', MARGIN.top)
-    .attr('y2', MARGIN.top + rows.length * ROW);
+    .attr(
+      'd',
+      rows
+        .map(
+          (_r, i) =>
+            `M${one},${MARGIN.top + i * ROW + 14}V${MARGIN.top + i * ROW + ROW}`
+        )
+        .join('')
+    );
   const row = svg
     .selectAll('g.jp-GpusightSpeedupsChart-row')
     .data(rows)

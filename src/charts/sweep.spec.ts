@@ -23,6 +23,20 @@ describe('renderSweep', () => {
     const failed = el.querySelectorAll('g.jp-GpusightSweepChart-failed');
     expect(failed.length).toBe(1);
     expect(failed[0].textContent).toBe('timed out');
+    expect(
+      [...el.querySelectorAll('text.jp-GpusightSweepChart-pointLabel')].map(
+        t => t.textContent
+      )
+    ).toEqual(['1 MiB', '16 MiB', '256 MiB']);
+    // The rightmost labels end at the edge instead of running off it.
+    expect(failed[0].querySelector('text')?.getAttribute('text-anchor')).toBe(
+      'middle'
+    );
+    expect(
+      el
+        .querySelectorAll('text.jp-GpusightSweepChart-pointLabel')[2]
+        .getAttribute('text-anchor')
+    ).toBe('end');
     const d =
       el.querySelector('path.jp-GpusightSweepChart-line')?.getAttribute('d') ??
       '';

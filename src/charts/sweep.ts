@@ -25,6 +25,14 @@ export interface SweepOptions {
 
 const MARGIN = { top: 10, right: 14, bottom: 36, left: 52 };
 
+/** Keep a label inside the plot: anchored at its end near the right edge, its start near the left. */
+function anchorAt(px: number, innerW: number): 'start' | 'middle' | 'end' {
+  if (px > innerW - 30) {
+    return 'end';
+  }
+  return px < 30 ? 'start' : 'middle';
+}
+
 /** Whether the sweep should use a log x axis. */
 export function useLogX(points: SweepPoint[]): boolean {
   const xs = points.map(p => p.x);
@@ -160,7 +168,7 @@ export function renderSweep(
       g
         .append('text')
         .attr('y', -12)
-        .attr('text-anchor', 'middle')
+        .attr('text-anchor', p => anchorAt(x(p.x), innerW))
         .text(p => p.label ?? 'failed')
     );
   const dot = root
@@ -169,6 +177,17 @@ export function renderSweep(
     .join('g')
     .attr('class', 'jp-GpusightSweepChart-point')
     .attr('transform', p => `translate(${x(p.x)},${y(p.y as number)})`);
+  // Named points ("now", "1 MiB") carry their name, unless there are too many to read.
+  const named = sorted.filter(p => p.label).length;
+  if (named > 0 && sorted.length <= 8) {
+    dot
+      .filter(p => Boolean(p.label))
+      .append('text')
+      .attr('class', 'jp-GpusightSweepChart-pointLabel')
+      .attr('y', -8)
+      .attr('text-anchor', p => anchorAt(x(p.x), innerW))
+      .text(p => p.label ?? '');
+  }
   dot
     .append('circle')
     .attr('r', 3.5)

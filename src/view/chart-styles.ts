@@ -20,8 +20,12 @@ export const chartStyles = css`
     font-style: italic;
   }
   .jp-GpusightSpeedupsChart-baseline {
+    fill: none;
     stroke: var(--jp-ui-font-color2);
     stroke-dasharray: 3 3;
+  }
+  .jp-GpusightChart text.jp-GpusightSweepChart-pointLabel {
+    fill: var(--jp-ui-font-color2);
   }
   .jp-GpusightSweepChart-line {
     stroke-width: 1.5px;
