@@ -6,7 +6,6 @@ import ast
 import math
 
 import pytest
-
 from gpusight.report import Report
 from gpusight.report_schema import bottlenecks, finding_ids
 from gpusight.rules.workload import (
@@ -31,7 +30,9 @@ def gpu_window(**split: float) -> GpuWindow:
 
 
 def evidence(step_ms: float = 100.0, n: int = 6, **kw: object) -> WorkloadEvidence:
-    ev = WorkloadEvidence(step_mode="optimizer", step_times_ms=[step_ms] * n, cuda_available=True, cuda_devices=1)
+    ev = WorkloadEvidence(
+        step_mode="optimizer", step_times_ms=[step_ms] * n, cuda_available=True, cuda_devices=1
+    )
     for k, v in kw.items():
         setattr(ev, k, v)
     return ev
@@ -68,7 +69,12 @@ def test_input_pipeline_on_gpu() -> None:
         window=GpuWindow(
             steps=3,
             gpu=True,
-            split_ms={"compute": 30.0, "data_wait": 55.0, "launch_overhead": 5.0, "other_cpu": 10.0},
+            split_ms={
+                "compute": 30.0,
+                "data_wait": 55.0,
+                "launch_overhead": 5.0,
+                "other_cpu": 10.0,
+            },
             data_wait_host_ms=60.0,
         ),
         loader=LoaderInfo(num_workers=0, pin_memory=False, batch_size=32),
@@ -124,8 +130,22 @@ def test_host_sync_with_source_line() -> None:
     ev = evidence(
         window=gpu_window(compute=55.0, sync_stall=40.0, launch_overhead=5.0),
         syncs=[
-            SyncSite(kind="item", count=6, file="train.py", line=42, code="total += loss.item()", idle_ms=110.0),
-            SyncSite(kind="nonzero", count=1, file="train.py", line=50, code="idx = m.nonzero()", idle_ms=5.0),
+            SyncSite(
+                kind="item",
+                count=6,
+                file="train.py",
+                line=42,
+                code="total += loss.item()",
+                idle_ms=110.0,
+            ),
+            SyncSite(
+                kind="nonzero",
+                count=1,
+                file="train.py",
+                line=50,
+                code="idx = m.nonzero()",
+                idle_ms=5.0,
+            ),
         ],
     )
     rep = report_of(ev)
@@ -178,7 +198,9 @@ def test_launch_overhead_small_batch() -> None:
             launches_per_step=420,
             median_kernel_us=4.0,
         ),
-        placement=Placement(module="MLP", param_devices=["cuda"], input_devices=["cuda"], batch_size=4),
+        placement=Placement(
+            module="MLP", param_devices=["cuda"], input_devices=["cuda"], batch_size=4
+        ),
         peak_memory_bytes=1 * GIB,
         memory_capacity_bytes=141 * GIB,
     )
@@ -193,7 +215,13 @@ def test_unbatched_inference() -> None:
         step_ms=1.0,
         step_mode="forward",
         window=gpu_window(compute=0.2, launch_overhead=0.7, other_cpu=0.1),
-        placement=Placement(module="Net", param_devices=["cuda"], input_devices=["cuda"], batch_size=1, grad_enabled=True),
+        placement=Placement(
+            module="Net",
+            param_devices=["cuda"],
+            input_devices=["cuda"],
+            batch_size=1,
+            grad_enabled=True,
+        ),
     )
     rep = report_of(ev)
     assert rep.verdict.bottleneck == "launch_overhead"
@@ -240,7 +268,9 @@ def test_healthy_gpu_bound_run_has_no_warnings() -> None:
     w.matmul_tensor_core_ms = 80.0
     ev = evidence(
         window=w,
-        placement=Placement(module="Net", param_devices=["cuda"], input_devices=["cuda"], batch_size=256),
+        placement=Placement(
+            module="Net", param_devices=["cuda"], input_devices=["cuda"], batch_size=256
+        ),
         peak_memory_bytes=40 * GIB,
         memory_capacity_bytes=141 * GIB,
     )
@@ -254,9 +284,18 @@ def test_healthy_gpu_bound_run_has_no_warnings() -> None:
     ("placement", "expected"),
     [
         (Placement(module="Net", param_devices=["cpu"], input_devices=["cpu"]), "code.cpu_model"),
-        (Placement(module="Net", param_devices=["cpu", "cuda"], input_devices=["cuda"]), "code.device_mismatch"),
         (
-            Placement(module="DataParallel", param_devices=["cuda"], input_devices=["cuda"], dataparallel=True, dataparallel_devices=1),
+            Placement(module="Net", param_devices=["cpu", "cuda"], input_devices=["cuda"]),
+            "code.device_mismatch",
+        ),
+        (
+            Placement(
+                module="DataParallel",
+                param_devices=["cuda"],
+                input_devices=["cuda"],
+                dataparallel=True,
+                dataparallel_devices=1,
+            ),
             "code.dataparallel",
         ),
     ],
@@ -276,7 +315,11 @@ def test_device_placement(placement: Placement, expected: str) -> None:
 
 
 def test_oom_risk() -> None:
-    ev = evidence(window=gpu_window(compute=95.0, other_cpu=5.0), peak_reserved_bytes=138 * GIB, memory_capacity_bytes=141 * GIB)
+    ev = evidence(
+        window=gpu_window(compute=95.0, other_cpu=5.0),
+        peak_reserved_bytes=138 * GIB,
+        memory_capacity_bytes=141 * GIB,
+    )
     f = report_of(ev).finding("load.oom_risk")
     assert f is not None and f.severity == "critical"
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from gpusight.watch import intervals as iv
 from gpusight.watch.kernel_names import dtype_from_name, kernel_kind, tensor_cores
 from gpusight.watch.trace_analysis import Alignment, HostRecord, analyse
@@ -22,11 +21,29 @@ def op(name: str, ts: float, dur: float, types: list[str] | None = None) -> dict
     args: dict[str, Any] = {"External id": 1}
     if types:
         args["Input type"] = types
-    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": MAIN, "ts": ts, "dur": dur, "args": args}
+    return {
+        "ph": "X",
+        "cat": "cpu_op",
+        "name": name,
+        "pid": 1,
+        "tid": MAIN,
+        "ts": ts,
+        "dur": dur,
+        "args": args,
+    }
 
 
 def rt(name: str, ts: float, dur: float, corr: int) -> dict[str, Any]:
-    return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": MAIN, "ts": ts, "dur": dur, "args": {"correlation": corr}}
+    return {
+        "ph": "X",
+        "cat": "cuda_runtime",
+        "name": name,
+        "pid": 1,
+        "tid": MAIN,
+        "ts": ts,
+        "dur": dur,
+        "args": {"correlation": corr},
+    }
 
 
 def gpu(cat: str, name: str, ts: float, dur: float, corr: int, **args: Any) -> dict[str, Any]:
@@ -44,7 +61,8 @@ def gpu(cat: str, name: str, ts: float, dur: float, corr: int, **args: Any) -> d
 
 def trace() -> dict[str, Any]:
     ev = [
-        # step 1 [0, 10000] us: DataLoader wait, an fp32 matmul, .item(), a bf16 matmul, backward tail
+        # step 1 [0, 10000] us: DataLoader wait, an fp32 matmul, .item(), a bf16 matmul, then
+        # the backward tail
         op("aten::mm", 1000, 100, ["float", "float"]),
         rt("cudaLaunchKernel", 1050, 10, 1),
         gpu("kernel", "volta_sgemm_128x64_nn", 1100, 3900, 1),
@@ -60,7 +78,13 @@ def trace() -> dict[str, Any]:
         rt("cudaLaunchKernel", 12000, 10, 4),
         rt("cudaLaunchKernel", 12020, 10, 5),
         gpu("kernel", "void cudnn::ops::nchwToNhwcKernel<__half>", 12100, 400, 4),
-        gpu("kernel", "sm80_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nchw", 12500, 5500, 5),
+        gpu(
+            "kernel",
+            "sm80_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nchw",
+            12500,
+            5500,
+            5,
+        ),
         op("aten::flip", 18000, 1500, ["float"]),
         {"ph": "i", "name": "instant", "ts": 0},
     ]
@@ -143,7 +167,12 @@ def test_interval_sets() -> None:
     ("name", "kind", "tc", "dtype"),
     [
         ("volta_sgemm_128x64_nn", "matmul", False, "fp32"),
-        ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>", "matmul", True, "tf32"),
+        (
+            "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>",
+            "matmul",
+            True,
+            "tf32",
+        ),
         ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", "matmul", True, "bf16"),
         ("sm90_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8", "matmul", False, "fp32"),
         ("nvjet_tst_128x256_64x4_2x1_v_bz_coopB_TNT", "matmul", True, None),

@@ -12,6 +12,8 @@ Imports nothing of IPython or ipywidgets: it runs where only torch is installed.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.util
 import os
 import runpy
 import sys
@@ -67,14 +69,32 @@ def run(args: argparse.Namespace) -> int:
     if not os.path.isfile(script):
         print(f"gpusight run: no such script: {script}", file=sys.stderr)
         return 2
+    label = args.label or os.path.basename(script)
+    if importlib.util.find_spec("torch") is None:
+        # Nothing to watch; still run the script, and say so in the report.
+        print("gpusight run: torch is not installed: running the script unwatched", file=sys.stderr)
+        code = _execute(script, args.args, contextlib.nullcontext())
+        _write(_no_torch_report(label), args.json)
+        return code
     w = Watch(
         steps=args.steps,
         warmup=args.warmup,
         profile_steps=args.profile_steps,
-        label=args.label or os.path.basename(script),
+        label=label,
     )
+    code = _execute(script, args.args, w)
+    report = w.report
+    if report is not None:
+        _write(report, args.json)
+        if not args.quiet:
+            print_summary(report, sys.stderr)
+    return code
+
+
+def _execute(script: str, script_args: list[str], context: Any) -> int:
+    """Run ``script`` as ``python script args`` would, inside ``context``; its exit code."""
     saved_argv, saved_path0 = list(sys.argv), (sys.path[0] if sys.path else None)
-    sys.argv = [script, *args.args]
+    sys.argv = [script, *script_args]
     script_dir = os.path.dirname(os.path.abspath(script))
     if sys.path:
         sys.path[0] = script_dir
@@ -82,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         sys.path.insert(0, script_dir)
     code = 0
     try:
-        with w:
+        with context:
             runpy.run_path(script, run_name="__main__")
     except SystemExit as exc:
         code = _exit_code(exc)
@@ -95,12 +115,32 @@ def run(args: argparse.Namespace) -> int:
         sys.argv = saved_argv
         if saved_path0 is not None and sys.path:
             sys.path[0] = saved_path0
-    report = w.report
-    if report is not None:
-        _write(report, args.json)
-        if not args.quiet:
-            print_summary(report, sys.stderr)
     return code
+
+
+def _no_torch_report(label: str) -> Report:
+    import platform
+
+    from ..report import Verdict
+
+    return Report(
+        kind="watch",
+        machine={
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpu_count": os.cpu_count(),
+            "gpus": [],
+            "torch": None,
+        },
+        verdict=Verdict(
+            bottleneck="environment", gpu_busy_pct=None, summary="torch is not installed."
+        ),
+        notes=[
+            "torch is not installed in this interpreter: the script ran unwatched "
+            "(gpusight check says more)"
+        ],
+        title=label,
+    )
 
 
 def _write(report: Report, path: str | None) -> None:

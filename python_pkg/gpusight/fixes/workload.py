@@ -37,7 +37,9 @@ WORKLOAD_SNIPPETS = [
         "x = augment(x)  # torch / torchvision.transforms.v2 ops accept CUDA tensors\n"
         "\n"
         "# ... or do them in Dataset.__getitem__ and let DataLoader workers run them:\n"
-        "loader = DataLoader(dataset, batch_size=batch_size, num_workers={workers!r}, pin_memory=True)\n",
+        "loader = DataLoader(\n"
+        "    dataset, batch_size=batch_size, num_workers={workers!r}, pin_memory=True\n"
+        ")\n",
         {"cpu_ms": 12.5, "workers": 8},
     ),
     Snippet(
@@ -45,7 +47,9 @@ WORKLOAD_SNIPPETS = [
         "python",
         "# Each step launches the same kernels whatever the batch; at batch {batch_size} the\n"
         "# launches, not the math, set the pace. Grow the batch (and scale the learning rate):\n"
-        "loader = DataLoader(dataset, batch_size={suggested!r}, shuffle=True, num_workers=4, pin_memory=True)\n",
+        "loader = DataLoader(\n"
+        "    dataset, batch_size={suggested!r}, shuffle=True, num_workers=4, pin_memory=True\n"
+        ")\n",
         {"batch_size": 8, "suggested": 256},
     ),
     Snippet(
@@ -157,7 +161,9 @@ WORKLOAD_SNIPPETS = [
         "python",
         "# The step peaked at {peak_gib} GiB of {capacity_gib} GiB: room for a batch about\n"
         "# {factor}x larger, which keeps the GPU busier per launch.\n"
-        "loader = DataLoader(dataset, batch_size={suggested!r}, shuffle=True, num_workers=4, pin_memory=True)\n",
+        "loader = DataLoader(\n"
+        "    dataset, batch_size={suggested!r}, shuffle=True, num_workers=4, pin_memory=True\n"
+        ")\n",
         {"peak_gib": 10.5, "capacity_gib": 80.0, "factor": 4, "suggested": 256},
     ),
     Snippet(
@@ -167,7 +173,8 @@ WORKLOAD_SNIPPETS = [
         "\n"
         "import torch\n"
         "\n"
-        "# Peak {peak_gib} GiB of {capacity_gib} GiB. Less fragmentation (set before CUDA starts):\n"
+        "# Peak {peak_gib} GiB of {capacity_gib} GiB.\n"
+        "# Less fragmentation (set before CUDA starts):\n"
         "os.environ.setdefault('PYTORCH_CUDA_ALLOC_CONF', 'expandable_segments:True')\n"
         "# Half the activation memory with autocast; recompute activations instead of storing:\n"
         "with torch.autocast('cuda', dtype=torch.bfloat16):\n"

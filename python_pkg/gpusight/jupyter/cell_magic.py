@@ -109,6 +109,6 @@ def _display(report: Report) -> None:
     try:
         from IPython.display import display
 
-        display(report)
+        display(report)  # type: ignore[no-untyped-call]
     except Exception:
         pass

@@ -336,7 +336,8 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                 title="torch.nn.DataParallel wraps the model",
                 detail=(
                     "DataParallel replicates the model on every GPU each step and drives them from "
-                    "one Python thread; PyTorch recommends DistributedDataParallel even on one node."
+                    "one Python thread; PyTorch recommends DistributedDataParallel, even on one "
+                    "node."
                 ),
                 evidence=[Evidence("DataParallel devices", n)],
                 impact=Impact(
@@ -388,7 +389,8 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                     share["data_wait"], "Workers can prepare batches while the step runs."
                 ),
                 fix=fix(
-                    f"Load batches in {suggested} worker processes, pinned, kept alive across epochs.",
+                    f"Load batches in {suggested} worker processes, pinned, kept alive across "
+                    "epochs.",
                     "loader.workers",
                     batch_size=ld.batch_size or 64,
                     workers=suggested,
@@ -632,7 +634,8 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                 title="Host-to-device copies from pageable memory block the host"
                 if pageable_async
                 else "Host-to-device copies come from pageable memory",
-                detail="non_blocking=True only overlaps a copy whose source is pinned; from pageable "
+                detail="non_blocking=True only overlaps a copy whose source is pinned; from "
+                "pageable "
                 "memory the call returns when the copy is done."
                 if pageable_async or trace_pageable
                 else None,
@@ -729,7 +732,9 @@ def _summary(
         return f"{split[key]:.1f} ms of each {total:.1f} ms step ({_pct(split[key], total):.0f}%)"
 
     texts = {
-        "input_pipeline": f"Input pipeline: the step waits for the DataLoader {part('data_wait')}; {b}.",
+        "input_pipeline": (
+            f"Input pipeline: the step waits for the DataLoader {part('data_wait')}; {b}."
+        ),
         "memory_transfer": f"Host-to-device copies take {part('copy')}; {b}.",
         "host_sync": f"Host syncs leave the GPU idle {part('sync_stall')}; {b}.",
         "launch_overhead": f"Kernel launch overhead: the GPU idles inside forward/backward "

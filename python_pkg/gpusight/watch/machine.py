@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Callable
 from typing import Any
 
-_FLAG_READERS = {
+_FLAG_READERS: dict[str, Callable[[Any], str | bool | None]] = {
     "float32_matmul_precision": lambda t: t.get_float32_matmul_precision(),
     "matmul.allow_tf32": lambda t: bool(t.backends.cuda.matmul.allow_tf32),
     "cudnn.allow_tf32": lambda t: bool(t.backends.cudnn.allow_tf32),

@@ -91,7 +91,11 @@ class NvmlSampler:
             except Exception as exc:
                 self.reason = f"NVML cannot open GPU {gpu}: {exc}"
                 continue
-            label = self._labels[i] if self._labels is not None else (gpu if isinstance(gpu, int) else i)
+            label = (
+                self._labels[i]
+                if self._labels is not None
+                else (gpu if isinstance(gpu, int) else i)
+            )
             self._handles.append((label, h))
         if not self._handles:
             self._close_nvml()
@@ -145,23 +149,32 @@ class NvmlSampler:
                 cpu = None
         if not self._handles:
             return [{"t": round(t, 4), "cpu_pct": cpu}]
-        nv = self._nv
         for gpu, h in self._handles:
             s: Sample = {"t": round(t, 4), "gpu": gpu, "cpu_pct": cpu}
-            s["util_pct"] = _read(lambda: float(nv.nvmlDeviceGetUtilizationRates(h).gpu))
-            s["mem_used_bytes"] = _read(lambda: float(nv.nvmlDeviceGetMemoryInfo(h).used))
-            s["power_w"] = _read(lambda: nv.nvmlDeviceGetPowerUsage(h) / 1000.0)
-            s["sm_clock_mhz"] = _read(lambda: float(nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)))
-            if n % self.pcie_every == 0:
-                # KB/s over NVML's 20 ms window.
-                s["pcie_rx_bps"] = _read(
-                    lambda: nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_RX_BYTES) * 1024.0
-                )
-                s["pcie_tx_bps"] = _read(
-                    lambda: nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_TX_BYTES) * 1024.0
-                )
+            s.update(self._read_gpu(h, pcie=n % self.pcie_every == 0))
             out.append(s)
         return out
+
+    def _read_gpu(self, h: Any, pcie: bool) -> Sample:
+        """One GPU's readings; a field NVML cannot read is None."""
+        nv = self._nv
+        util = _call(nv.nvmlDeviceGetUtilizationRates, h)
+        mem = _call(nv.nvmlDeviceGetMemoryInfo, h)
+        power = _call(nv.nvmlDeviceGetPowerUsage, h)
+        clock = _call(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM)
+        s: Sample = {
+            "util_pct": float(util.gpu) if util is not None else None,
+            "mem_used_bytes": float(mem.used) if mem is not None else None,
+            "power_w": power / 1000.0 if power is not None else None,
+            "sm_clock_mhz": float(clock) if clock is not None else None,
+        }
+        if pcie:
+            # KB/s over NVML's 20 ms window.
+            rx = _call(nv.nvmlDeviceGetPcieThroughput, h, nv.NVML_PCIE_UTIL_RX_BYTES)
+            tx = _call(nv.nvmlDeviceGetPcieThroughput, h, nv.NVML_PCIE_UTIL_TX_BYTES)
+            s["pcie_rx_bps"] = rx * 1024.0 if rx is not None else None
+            s["pcie_tx_bps"] = tx * 1024.0 if tx is not None else None
+        return s
 
     def _run(self) -> None:
         n = 0
@@ -184,8 +197,8 @@ class NvmlSampler:
             self._stop.wait(max(0.0, self.interval_s - spent))
 
 
-def _read(get: Callable[[], float]) -> float | None:
+def _call(fn: Callable[..., Any], *args: Any) -> Any:
     try:
-        return get()
+        return fn(*args)
     except Exception:
         return None

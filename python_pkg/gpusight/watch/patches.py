@@ -30,13 +30,21 @@ class Patches:
         If someone else replaced the attribute after us, theirs is left in place.
         """
         had = name in vars(owner) if isinstance(owner, type) else hasattr(owner, name)
-        before = vars(owner)[name] if isinstance(owner, type) and had else getattr(owner, name, _MISSING)
+        before = (
+            vars(owner)[name] if isinstance(owner, type) and had else getattr(owner, name, _MISSING)
+        )
         setattr(owner, name, value)
 
         def undo() -> None:
-            current = vars(owner).get(name, _MISSING) if isinstance(owner, type) else getattr(owner, name, _MISSING)
+            current = (
+                vars(owner).get(name, _MISSING)
+                if isinstance(owner, type)
+                else getattr(owner, name, _MISSING)
+            )
             if current is not value:
-                self.errors.append(f"{getattr(owner, '__name__', owner)}.{name} was replaced meanwhile; left as is")
+                self.errors.append(
+                    f"{getattr(owner, '__name__', owner)}.{name} was replaced meanwhile; left as is"
+                )
                 return
             if had:
                 setattr(owner, name, before)

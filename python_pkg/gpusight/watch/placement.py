@@ -33,8 +33,8 @@ def _layout(t: Any) -> bool | None:
 
     if t.dim() != 4:
         return None
-    cl = t.is_contiguous(memory_format=torch.channels_last)
-    nchw = t.is_contiguous()
+    cl = bool(t.is_contiguous(memory_format=torch.channels_last))
+    nchw = bool(t.is_contiguous())
     if cl == nchw:
         return None
     return cl

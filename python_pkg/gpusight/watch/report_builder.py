@@ -50,7 +50,10 @@ def _window_stats(w: Watch, notes: list[str]) -> WindowStats | None:
         syncs=rec.window.syncs,
     )
     flags = w.flags()
-    tf32 = bool(flags.get("matmul.allow_tf32")) or flags.get("float32_matmul_precision") in ("high", "medium")
+    tf32 = bool(flags.get("matmul.allow_tf32")) or flags.get("float32_matmul_precision") in (
+        "high",
+        "medium",
+    )
     return analyse_trace(trace, align, host, main_tid=w.native_tid, fp32_tensor_cores=tf32)
 
 
@@ -198,7 +201,9 @@ def build_report(w: Watch) -> Report:
             for a in w.collected.copies.values()
             if not measured or a.measured
         ],
-        loader=LoaderInfo(ld.num_workers, ld.pin_memory, ld.batch_size, ld.persistent_workers) if ld else None,
+        loader=LoaderInfo(ld.num_workers, ld.pin_memory, ld.batch_size, ld.persistent_workers)
+        if ld
+        else None,
         placement=_placement(w),
         tf32_matmul=bool(flags.get("matmul.allow_tf32"))
         or flags.get("float32_matmul_precision") in ("high", "medium"),
@@ -217,11 +222,19 @@ def build_report(w: Watch) -> Report:
     if clean and timeline:
         lo = (clean[0].start_ns - w.t0_ns) / 1e9
         hi = (clean[-1].end_ns - w.t0_ns) / 1e9
-        utils = [s["util_pct"] for s in timeline if lo <= float(s["t"] or 0) <= hi and s.get("util_pct") is not None]
+        utils = [
+            s["util_pct"]
+            for s in timeline
+            if lo <= float(s["t"] or 0) <= hi and s.get("util_pct") is not None
+        ]
         if utils:
-            kernels["nvml_util_pct_mean"] = round(statistics.fmean(float(u) for u in utils if u is not None), 1)
+            kernels["nvml_util_pct_mean"] = round(
+                statistics.fmean(float(u) for u in utils if u is not None), 1
+            )
     if sampler is not None and w.end_ns > w.t0_ns:
-        kernels["sampler_busy_pct"] = round(100.0 * sampler.busy_s / ((w.end_ns - w.t0_ns) / 1e9), 3)
+        kernels["sampler_busy_pct"] = round(
+            100.0 * sampler.busy_s / ((w.end_ns - w.t0_ns) / 1e9), 3
+        )
     if reserved is not None:
         kernels["peak_reserved_bytes"] = reserved
     step_ms = [round(_ms(r.duration_ns), 3) for r in clean]
@@ -244,7 +257,13 @@ def build_report(w: Watch) -> Report:
                 "count": s.count,
                 "total_ms": round(s.idle_ms, 3) if s.idle_ms is not None else None,
                 **(
-                    {"source": {"file": s.file, "line": s.line, **({"code": s.code} if s.code else {})}}
+                    {
+                        "source": {
+                            "file": s.file,
+                            "line": s.line,
+                            **({"code": s.code} if s.code else {}),
+                        }
+                    }
                     if s.file is not None and s.line is not None
                     else {}
                 ),
@@ -283,7 +302,12 @@ def failed_report(w: Watch, exc: BaseException) -> Report:
     try:
         machine = machine_facts(w.torch)
     except Exception:
-        machine = {"platform": platform.platform(), "python": platform.python_version(), "cpu_count": None, "gpus": []}
+        machine = {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpu_count": None,
+            "gpus": [],
+        }
     return Report(
         kind="watch",
         machine=machine,
@@ -291,4 +315,3 @@ def failed_report(w: Watch, exc: BaseException) -> Report:
         notes=[*w.notes, f"gpusight could not build the report: {type(exc).__name__}: {exc}"],
         title=w.label,
     )
-

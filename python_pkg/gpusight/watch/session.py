@@ -310,7 +310,9 @@ class Watch:
         after = self._flags_now()
         changed = [k for k, v in self._flags_before.items() if after.get(k) != v]
         if changed:
-            self.notes.append("torch settings changed during the run: " + ", ".join(sorted(changed)))
+            self.notes.append(
+                "torch settings changed during the run: " + ", ".join(sorted(changed))
+            )
 
     def _flags_now(self) -> dict[str, Any]:
         from .machine import torch_flags
@@ -346,8 +348,9 @@ class Watch:
         entry = warnings.filters[0]
 
         def drop_filter() -> None:
-            if entry in warnings.filters:
-                warnings.filters.remove(entry)
+            filters: list[Any] = warnings.filters  # type: ignore[assignment]
+            if entry in filters:
+                filters.remove(entry)
                 mutated = getattr(warnings, "_filters_mutated", None)
                 if mutated is not None:
                     mutated()

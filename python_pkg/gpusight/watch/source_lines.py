@@ -49,8 +49,10 @@ class SourceMap:
         if known is not None:
             return known
         fn = code.co_filename
-        internal = fn.startswith(self._skip_dirs) or fn.endswith(_STDLIB_SKIP) or (
-            fn.startswith("<frozen ") and "importlib" in fn
+        internal = (
+            fn.startswith(self._skip_dirs)
+            or fn.endswith(_STDLIB_SKIP)
+            or (fn.startswith("<frozen ") and "importlib" in fn)
         )
         self._internal[code] = internal
         return internal

@@ -173,7 +173,8 @@ def _events(trace: dict[str, Any]) -> dict[str, list[_Ev]]:
         except (KeyError, TypeError, ValueError):
             continue
         cat = str(e.get("cat", "")).lower()
-        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        raw = e.get("args")
+        args: dict[str, Any] = raw if isinstance(raw, dict) else {}
         by_cat[cat].append(_Ev(str(e.get("name", "")), ts, ts + max(dur, 0.0), e.get("tid"), args))
     return by_cat
 
@@ -191,7 +192,7 @@ def find_marker(trace: dict[str, Any], name: str) -> float | None:
 
 def _is_launch(name: str) -> bool:
     n = name.lower()
-    return "launch" in n and "kernel" in n or n in ("cudagraphlaunch", "cugraphlaunch")
+    return ("launch" in n and "kernel" in n) or n in ("cudagraphlaunch", "cugraphlaunch")
 
 
 def _is_sync(name: str) -> bool:
@@ -267,7 +268,9 @@ def analyse(
         for r in ev.get(cat, [])
         if r.end > lo and r.ts < hi
     ]
-    cpu_ops = [o for cat in ("cpu_op", "operator") for o in ev.get(cat, []) if o.end > lo and o.ts < hi]
+    cpu_ops = [
+        o for cat in ("cpu_op", "operator") for o in ev.get(cat, []) if o.end > lo and o.ts < hi
+    ]
 
     compute_set = iv.union((k.ts, k.end) for k in kernels if kernel_kind(k.name) != "nccl")
     nccl_set = iv.union((k.ts, k.end) for k in kernels if kernel_kind(k.name) == "nccl")
@@ -297,19 +300,19 @@ def analyse(
     )
     for c in copies:
         name = c.name.lower()
-        r = by_corr.get(c.args.get("correlation"))
+        call = by_corr.get(c.args.get("correlation"))
         if "htod" in name and "pageable" in name:
             stats.memcpy_h2d_pageable += 1
             stats.memcpy_h2d_pageable_bytes += int(c.args.get("bytes", 0) or 0)
             stats.memcpy_h2d_pageable_ms += (c.end - c.ts) / 1000.0
-            if r is not None:
-                blocking.append((r.ts, r.end, "copy"))
+            if call is not None:
+                blocking.append((call.ts, call.end, "copy"))
         elif "htod" in name:
             stats.memcpy_h2d_pinned += 1
         elif "dtoh" in name:
             stats.memcpy_d2h += 1
-            if r is not None and "pageable" in name:
-                blocking.append((r.ts, r.end, "sync"))
+            if call is not None and "pageable" in name:
+                blocking.append((call.ts, call.end, "sync"))
         if "memcpy" in name:
             stats.memcpy_ms += (c.end - c.ts) / 1000.0
     blocking.sort()
@@ -322,7 +325,9 @@ def analyse(
     host_copy_set = conv(host.host_copies)
     framework_set = conv(host.framework)
     sync_set = iv.union((s, e) for s, e, kind in blocking if kind == "sync")
-    block_copy_set = iv.union([*((s, e) for s, e, kind in blocking if kind == "copy"), *host_copy_set])
+    block_copy_set = iv.union(
+        [*((s, e) for s, e, kind in blocking if kind == "copy"), *host_copy_set]
+    )
 
     # Which top-level host ops launched GPU work, and which op launched each kernel.
     main_ops = [o for o in cpu_ops if main_tid is None or o.tid == main_tid]
@@ -353,8 +358,8 @@ def analyse(
         d = k.end - k.ts
         durations.append(d)
         kind = kernel_kind(k.name)
-        r = by_corr.get(k.args.get("correlation"))
-        stack = launch_stack.get(launch_index.get(id(r), -1), []) if r is not None else []
+        launch = by_corr.get(k.args.get("correlation"))
+        stack = launch_stack.get(launch_index.get(id(launch), -1), []) if launch is not None else []
         fam_op = next((o for o in reversed(stack) if op_family(o.name)), None)
         family = op_family(fam_op.name) if fam_op is not None else None
         if kind == "layout":
@@ -391,10 +396,10 @@ def analyse(
     window_gaps = iv.gaps(active, lo, hi) if gpu else []
     gap_starts = [g[0] for g in window_gaps]
     left_by: dict[int, tuple[str, float]] = {}  # gap index -> (kind, end of the blocking call)
-    for s, e, kind in blocking:
+    for s, e, block_kind in blocking:
         j = bisect_right(gap_starts, e + _GAP_TOLERANCE_US) - 1
         while j >= 0 and gap_starts[j] >= s - _GAP_TOLERANCE_US:
-            left_by.setdefault(j, (kind, e))
+            left_by.setdefault(j, (block_kind, e))
             j -= 1
     sync_times = sorted((align.to_trace(t), key) for t, key in host.syncs)
     sync_ts = [t for t, _ in sync_times]
@@ -410,12 +415,12 @@ def analyse(
     sync_idle: dict[str, float] = defaultdict(float)
     for s, e in steps:
         span = [(s, e)]
-        k = iv.clip(compute_set, s, e)
-        totals["compute"] += iv.total(k)
-        c = iv.subtract(iv.clip(nccl_set, s, e), k)
-        totals["communication"] += iv.total(c)
-        m = iv.subtract(iv.subtract(iv.clip(copy_set, s, e), k), c)
-        totals["copy"] += iv.total(m)
+        busy_k = iv.clip(compute_set, s, e)
+        totals["compute"] += iv.total(busy_k)
+        busy_c = iv.subtract(iv.clip(nccl_set, s, e), busy_k)
+        totals["communication"] += iv.total(busy_c)
+        busy_m = iv.subtract(iv.subtract(iv.clip(copy_set, s, e), busy_k), busy_c)
+        totals["copy"] += iv.total(busy_m)
         idle = iv.subtract(span, iv.clip(active, s, e))
         for name, host_set in (
             ("sync_stall", sync_set),
@@ -425,7 +430,7 @@ def analyse(
             part = iv.intersect(idle, iv.clip(host_set, s, e))
             totals[name] += iv.total(part)
             idle = iv.subtract(idle, part)
-        for j, (kind, call_end) in left_by.items():
+        for j, (block_kind, call_end) in left_by.items():
             g = window_gaps[j]
             if g[1] <= s or g[0] >= e:
                 continue
@@ -433,8 +438,8 @@ def analyse(
             ms_part = iv.total(part)
             if not ms_part:
                 continue
-            totals["sync_stall" if kind == "sync" else "copy"] += ms_part
-            if kind == "sync":
+            totals["sync_stall" if block_kind == "sync" else "copy"] += ms_part
+            if block_kind == "sync":
                 sync_idle[site_of(call_end)] += ms_part / 1000.0
             idle = iv.subtract(idle, part)
         part = iv.intersect(idle, iv.clip(cpu_only_set, s, e))
@@ -463,7 +468,9 @@ def analyse(
         stats.launches_per_step = len(launches) / n
         if durations:
             stats.median_kernel_us = statistics.median(durations)
-            stats.short_kernel_pct = 100.0 * sum(d < _SHORT_KERNEL_US for d in durations) / len(durations)
+            stats.short_kernel_pct = (
+                100.0 * sum(d < _SHORT_KERNEL_US for d in durations) / len(durations)
+            )
         stats.busy_pct = 100.0 * iv.total(iv.clip(compute_set, lo, hi)) / (hi - lo)
         stats.matmul_dtypes = {k: v / n for k, v in matmul_dtypes.items()}
         for attr in (

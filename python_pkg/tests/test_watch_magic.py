@@ -1,0 +1,125 @@
+"""``%%gpusight`` driven through a real IPython shell: data wait, cell lines, restore."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("IPython")
+import torch
+from gpusight.jupyter.cell_magic import last_report
+from gpusight.report import Report
+from IPython.core.error import UsageError
+from watch_support import SlowDataset, snapshot
+
+
+@pytest.fixture(scope="module")
+def ip() -> Any:
+    from IPython.testing.globalipapp import get_ipython
+
+    shell = get_ipython()
+    shell.run_line_magic("load_ext", "gpusight")
+    return shell
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+SETUP = """
+import warnings
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+loss_fn = nn.CrossEntropyLoss()
+"""
+
+STEP = """for i in range({n}):
+    loss_fn(model(torch.randn(2, 32)), torch.zeros(2, dtype=torch.long)).backward()
+    optimizer.step()
+"""
+
+TRAIN = """for x, y in loader:
+    optimizer.zero_grad()
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    optimizer.step()
+    warnings.warn("called a synchronizing CUDA operation")
+"""
+
+
+def test_cell_magic_slow_loader(ip: Any) -> None:
+    ds = SlowDataset()
+    ip.user_ns["ds"] = ds
+    ip.run_cell(SETUP + "loader = DataLoader(ds, batch_size=2)\n").raise_error()
+    before = snapshot()
+    rep = ip.run_cell_magic("gpusight", "--steps 5 --warmup 1 --profile-steps 2", TRAIN)
+    assert snapshot() == before
+    assert isinstance(rep, Report) and last_report() is rep
+    rep.validate()
+    assert rep.run is not None and rep.run["steps"] == 5
+    truth_ms = statistics.fmean(ds.spent) * 2 * 1000
+    data = rep.run["breakdown_ms"]["data_wait"]
+    assert truth_ms <= data * 1.02 + 0.5 and data <= truth_ms * 1.15 + 3.0
+    assert data / rep.run["step_time_ms"] > 0.5
+    assert rep.verdict.bottleneck == "input_pipeline"
+    # The sync is on the 6th line of the cell as the editor numbers it (%%gpusight is line 1).
+    sync = rep.run["syncs"][0]
+    assert sync["source"]["file"] == "cell" and sync["source"]["line"] == 7
+    assert sync["source"]["code"].startswith("warnings.warn(")
+    assert sync["count"] == 5
+
+
+def test_cell_that_raises_is_restored(ip: Any) -> None:
+    ip.run_cell(SETUP).raise_error()
+    before = snapshot()
+    cell = STEP.format(n=10) + "    if i == 4:\n        raise ValueError('bad batch')\n"
+    with pytest.raises(ValueError, match="bad batch"):
+        ip.run_cell_magic("gpusight", "--warmup 1 --profile-steps 2", cell)
+    assert snapshot() == before
+    rep = last_report()
+    assert rep is not None and any("raised ValueError" in n for n in rep.notes)
+
+
+def test_cell_interrupted_is_restored_and_shows_report(
+    ip: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ip.run_cell(SETUP).raise_error()
+    before = snapshot()
+    cell = STEP.format(n=10) + "    if i == 6:\n        raise KeyboardInterrupt\n"
+    with pytest.raises(KeyboardInterrupt):
+        ip.run_cell_magic("gpusight", "--warmup 1 --profile-steps 1", cell)
+    assert snapshot() == before
+    rep = last_report()
+    assert rep is not None and rep.run is not None and rep.run["steps"] >= 1
+    assert any("interrupted" in n for n in rep.notes)
+    # The partial report was displayed before the interrupt propagated.
+    assert "interrupted after" in capsys.readouterr().out
+
+
+def test_usage_errors(ip: Any) -> None:
+    with pytest.raises(UsageError):
+        ip.run_cell_magic("gpusight", "--steps 0", "pass\n")
+    with pytest.raises(UsageError):
+        ip.run_cell_magic("gpusight", "--bogus", "pass\n")
+
+
+def test_json_written(ip: Any, tmp_path: Any) -> None:
+    ip.run_cell(SETUP).raise_error()
+    out = tmp_path / "r.json"
+    cell = STEP.format(n=20)
+    rep = ip.run_cell_magic(
+        "gpusight", f"--steps 2 --warmup 0 --profile-steps 0 --json {out}", cell
+    )
+    from gpusight.report import load_report
+
+    assert load_report(out)["run"]["steps"] == 2 == rep.run["steps"]
