@@ -1,3 +1,4 @@
+import full from './fixtures/full-report.json';
 import { describe, expect, it } from 'vitest';
 import minimal from './fixtures/minimal-report.json';
 import { compareReports, findingKey } from './compare';
@@ -6,7 +7,7 @@ import type { GpusightReport } from './generated/report';
 
 describe('compareReports', () => {
   it('computes the speedup, busy change and breakdown rows', () => {
-    const { before, after } = beforeAfter();
+    const { before, after } = beforeAfter(full);
     const c = compareReports(before, after);
     expect(c.stepBeforeMs).toBe(84.2);
     expect(c.stepAfterMs).toBe(42.1);
@@ -32,7 +33,7 @@ describe('compareReports', () => {
   });
 
   it('sorts findings into resolved, new and still there', () => {
-    const { before, after } = beforeAfter();
+    const { before, after } = beforeAfter(full);
     const c = compareReports(before, after);
     expect(c.findings.map(f => [f.status, f.key])).toEqual([
       ['resolved', 'code.pageable_copy@0'],
@@ -51,7 +52,7 @@ describe('compareReports', () => {
     expect(findingKey({ id: 'env.power_capped', gpu_index: null })).toBe(
       'env.power_capped'
     );
-    const { before } = beforeAfter();
+    const { before } = beforeAfter(full);
     const after = JSON.parse(JSON.stringify(before)) as GpusightReport;
     after.findings[0].gpu_index = 1;
     const statuses = compareReports(before, after).findings.map(f => f.status);

@@ -67,7 +67,7 @@ describe('mountAll', () => {
   });
 
   it('draws a comparison from {before, after}', async () => {
-    const { before, after } = beforeAfter();
+    const { before, after } = beforeAfter(full);
     output('compare', embedJson({ before, after }));
     const [el] = mountAll(document) as GsCompare[];
     expect(el.tagName).toBe('GS-COMPARE');

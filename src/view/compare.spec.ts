@@ -1,4 +1,5 @@
 // @vitest-environment happy-dom
+import full from '../report/fixtures/full-report.json';
 import { afterEach, describe, expect, it } from 'vitest';
 import { beforeAfter } from '../report/fixtures/before-after';
 import type { GsCompare } from './compare';
@@ -53,7 +54,7 @@ describe('speedupText', () => {
 
 describe('<gs-compare>', () => {
   it('shows the speedup, both sides and every finding change', async () => {
-    const { before, after } = beforeAfter();
+    const { before, after } = beforeAfter(full);
     const el = await mount(before, after);
     const text = el.shadowRoot!.textContent!.replace(/\s+/g, ' ');
     expect(text).toContain('84.2 ms → 42.1 ms per step: 2.00× faster');
@@ -83,7 +84,7 @@ describe('<gs-compare>', () => {
   });
 
   it('names the side and field of a malformed report', async () => {
-    const { before, after } = beforeAfter();
+    const { before, after } = beforeAfter(full);
     (after as unknown as { verdict: unknown }).verdict = 'fast';
     const el = await mount(before, after);
     const errors = deepAll(el, 'gs-error');
@@ -95,7 +96,7 @@ describe('<gs-compare>', () => {
   });
 
   it('keeps hostile strings as text', async () => {
-    const { before, after } = beforeAfter();
+    const { before, after } = beforeAfter(full);
     const evil = '</script><img src=x onerror="window.__pwned=1">';
     after.findings[0].title = evil;
     before.title = evil;
