@@ -60,6 +60,7 @@ $(CHROMIUM):
 	else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; fi
 
 test-ui: dev ui-tests/node_modules/.installed $(CHROMIUM)
+	bash ui-tests/setup-nogs-kernel.sh
 	cd ui-tests && npx playwright test --workers=1
 
 lint: venv node_modules/.installed

@@ -3,6 +3,9 @@
 Never use this configuration outside tests: it turns off the server's protections.
 """
 
+from pathlib import Path
+
+from jupyter_core.paths import jupyter_path
 from jupyterlab.galata import configure_jupyter_server
 
 c = get_config()  # type: ignore[name-defined]  # noqa: F821
@@ -14,3 +17,9 @@ c.LabApp.check_for_updates_class = "jupyterlab.NeverCheckForUpdate"
 c.LabApp.extension_manager = "readonly"
 # CI containers run as root; the server refuses that unless told.
 c.ServerApp.allow_root = True
+
+# sidebar.spec.ts needs a kernel without gpusight: setup-nogs-kernel.sh puts its spec here.
+c.KernelSpecManager.kernel_dirs = [
+    *jupyter_path("kernels"),
+    str(Path(__file__).resolve().parent / ".nogs" / "kernels"),
+]
