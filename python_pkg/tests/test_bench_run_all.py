@@ -184,3 +184,10 @@ def test_importing_bench_does_not_import_torch() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "False"
+
+
+def test_fallback_machine_is_schema_valid() -> None:
+    from gpusight.bench.machine import machine_info, minimal_machine
+
+    for machine in (minimal_machine(), machine_info()):
+        validate(build_report([], machine=machine).to_dict())

@@ -1,35 +1,24 @@
 """The report's ``machine`` section for a bench report.
 
-The environment doctor owns the probing; when it offers a machine builder, that is used. Until
-then (or when it fails), a minimal machine from the standard library and torch alone.
+The environment doctor owns the probing: its ``machine(probes.collect())`` is used. Should that
+fail (a probe bug must not cost the benchmarks), a minimal machine from the standard library and
+torch alone. A caller that already ran the doctor passes its machine to ``build_report`` instead.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import platform
 from typing import Any
 
-# Names the doctor may export for "facts -> schema machine dict"; the first that exists wins.
-_DOCTOR_BUILDERS = ("machine_dict", "machine_info", "machine")
-
 
 def machine_info() -> dict[str, Any]:
     try:
-        doctor = importlib.import_module("gpusight.doctor")
-    except ImportError:
-        doctor = None
-    for name in _DOCTOR_BUILDERS:
-        fn = getattr(doctor, name, None) if doctor is not None else None
-        if callable(fn):
-            try:
-                machine = fn()
-            except Exception:
-                break
-            if isinstance(machine, dict):
-                return machine
-    return minimal_machine()
+        from .. import doctor, probes
+
+        return doctor.machine(probes.collect())
+    except Exception:
+        return minimal_machine()
 
 
 def minimal_machine() -> dict[str, Any]:

@@ -13,7 +13,7 @@ from .machine import machine_info
 from .progress import Progress, Span
 
 FULL_BUDGET_S = 60.0
-QUICK_BUDGET_S = 5.0
+QUICK_BUDGET_S = 4.0
 
 Runner = Callable[..., list[Benchmark]]
 
@@ -36,7 +36,7 @@ def run_all(
 ) -> list[Benchmark]:
     """Run every hardware benchmark (CPU matmul, GPU matmul per precision, copies, launch cost).
 
-    ``budget_s`` (default 60 s, 5 s with ``quick``) is shared among the stages; each stays within
+    ``budget_s`` (default 60 s, 4 s with ``quick``) is shared among the stages; each stays within
     its share, except that every measurement gets a minimum number of repetitions. Without a
     CUDA device the GPU rows come back with ``value=None`` and ``skipped='no CUDA device...'``.
     ``progress(stage, fraction)`` is called often; if it raises (KeyboardInterrupt), the run

@@ -60,7 +60,7 @@ def register(subparsers: Any) -> None:
         metavar="S",
         type=float,
         default=None,
-        help="time budget in seconds (default 60; 5 with --quick)",
+        help="time budget in seconds (default 60; 4 with --quick)",
     )
     parser.add_argument(
         "--quick", action="store_true", help="fewer sizes and repetitions: a few seconds"
