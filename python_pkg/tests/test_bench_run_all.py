@@ -191,3 +191,25 @@ def test_fallback_machine_is_schema_valid() -> None:
 
     for machine in (minimal_machine(), machine_info()):
         validate(build_report([], machine=machine).to_dict())
+
+
+def test_fp32_is_set_against_the_faster_precisions() -> None:
+    from gpusight.bench.matmul import compare_to_best
+    from gpusight.bench.suite import summary
+
+    rows = [
+        Benchmark("matmul.fp32", "fp32", 51.0, "TFLOP/s", ceiling=67.0),
+        Benchmark("matmul.tf32", "tf32", 402.0, "TFLOP/s", ceiling=494.5),
+        Benchmark("matmul.bf16", "bf16", 797.0, "TFLOP/s", ceiling=989.5),
+        Benchmark("matmul.fp8", "fp8", None, "TFLOP/s", skipped="fp8 needs 8.9"),
+    ]
+    compare_to_best(rows)
+    fp32 = rows[0].params or {}
+    assert fp32["best"] == "matmul.bf16"
+    assert fp32["x_below_tf32"] == pytest.approx(402 / 51, rel=1e-3)
+    assert fp32["x_below_best"] == pytest.approx(797 / 51, rel=1e-3)
+    assert "x_below_fp32" not in (rows[1].params or {})
+    assert rows[3].params is None
+    text = summary(rows)
+    assert "bf16 matmul 797 TFLOP/s (81 % of datasheet)" in text
+    assert "7.88x with tf32 and 15.6x with bf16" in text

@@ -71,6 +71,15 @@ def summary(benchmarks: list[Benchmark]) -> str:
         if b is not None and b.value is not None:
             pct = f" ({100 * b.value / b.ceiling:.0f} % of datasheet)" if b.ceiling else ""
             parts.append(f"{name} {b.value:.0f} {b.unit}{pct}")
+    fp32 = by_id.get("matmul.fp32")
+    if fp32 is not None and fp32.params:
+        gains = [
+            f"{fp32.params[f'x_below_{p}']}x with {p}"
+            for p in ("tf32", "bf16")
+            if isinstance(fp32.params.get(f"x_below_{p}"), float)
+        ]
+        if gains:
+            parts.append("fp32 with TF32 off leaves " + " and ".join(gains) + " on the table")
     h2d = by_id.get("copy.h2d.pinned")
     if h2d is not None and h2d.value is not None:
         pct = f" ({100 * h2d.value / h2d.ceiling:.0f} % of the PCIe link)" if h2d.ceiling else ""
