@@ -206,8 +206,8 @@ def test_fp32_is_set_against_the_faster_precisions() -> None:
     compare_to_best(rows)
     fp32 = rows[0].params or {}
     assert fp32["best"] == "matmul.bf16"
-    assert fp32["x_below_tf32"] == pytest.approx(402 / 51, rel=1e-3)
-    assert fp32["x_below_best"] == pytest.approx(797 / 51, rel=1e-3)
+    assert fp32["x_below_tf32"] == pytest.approx(402 / 51, rel=5e-3)  # 3 digits kept
+    assert fp32["x_below_best"] == pytest.approx(797 / 51, rel=5e-3)
     assert "x_below_fp32" not in (rows[1].params or {})
     assert rows[3].params is None
     text = summary(rows)
