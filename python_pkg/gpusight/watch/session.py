@@ -210,6 +210,8 @@ class Watch:
         self._sync_mode_set = False
         self._flags_before: dict[str, Any] = {}
         self._started = False
+        self._done = False
+        self._flags_window: dict[str, Any] | None = None
 
     # -- context manager ----------------------------------------------------------------------
     def __enter__(self) -> Watch:
@@ -321,7 +323,8 @@ class Watch:
 
     # -- installation -------------------------------------------------------------------------
     def _mine(self) -> bool:
-        return threading.get_ident() == self._tid
+        # Once the requested steps are in, every hook passes straight through.
+        return not self._done and threading.get_ident() == self._tid
 
     def _install(self, torch: Any) -> None:
         from torch.nn.modules import module as nn_module
@@ -396,6 +399,8 @@ class Watch:
     # -- the profiler window ------------------------------------------------------------------
     def _start_window(self) -> None:
         assert self._rec is not None
+        # The run may have set TF32 and friends after the watch began: read them now.
+        self._flags_window = self._flags_now()
         self._window = ProfilerWindow(cuda=self._cuda)
         if self._window.start():
             self._rec.recording_window = True
@@ -440,8 +445,10 @@ class Watch:
         nxt = rec.begin_next(perf_counter_ns())
         if not transition:
             nxt.overhead_ns += nxt.start_ns - t
-        if self.stop_after_steps and rec.done():
-            raise StopWatch(f"gpusight: {rec.measured} steps measured")
+        if rec.done():
+            self._done = True
+            if self.stop_after_steps:
+                raise StopWatch(f"gpusight: {rec.measured} steps measured")
 
     # -- hooks --------------------------------------------------------------------------------
     def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
@@ -709,7 +716,8 @@ class Watch:
         return self._torch
 
     def flags(self) -> dict[str, Any]:
-        return dict(self._flags_before)
+        """torch flags as the measured steps saw them (at the profiler window, else at start)."""
+        return dict(self._flags_window or self._flags_before)
 
 
 def _loader_seen(it: Any) -> LoaderSeen:

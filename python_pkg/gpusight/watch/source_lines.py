@@ -38,6 +38,7 @@ class SourceMap:
     # Filenames to show differently (a cell's compiled name -> "cell") and a line offset each.
     names: dict[str, tuple[str, int]] = field(default_factory=dict)
     _internal: dict[CodeType, bool] = field(default_factory=dict)
+    _sites: dict[tuple[CodeType, int], Site] = field(default_factory=dict)
     _skip_dirs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -63,13 +64,19 @@ class SourceMap:
         return frame
 
     def site(self, frame: FrameType) -> Site:
-        filename = frame.f_code.co_filename
+        """The frame's line as shown to the user; cached, as a hot loop hits the same lines."""
         lineno = frame.f_lineno or 0
+        key = (frame.f_code, lineno)
+        known = self._sites.get(key)
+        if known is not None:
+            return known
+        filename = frame.f_code.co_filename
         code = linecache.getline(filename, lineno).strip() or None
         shown, offset = self.names.get(filename, (None, 0))
         if shown is None:
             shown = display_path(filename)
-        return Site(shown, lineno + offset, code)
+        site = self._sites[key] = Site(shown, lineno + offset, code)
+        return site
 
     def caller_site(self, depth: int = 1) -> Site | None:
         """The user's line that called into the current torch/gpusight code."""

@@ -180,9 +180,14 @@ def _events(trace: dict[str, Any]) -> dict[str, list[_Ev]]:
 
 
 def find_marker(trace: dict[str, Any], name: str) -> float | None:
-    """Start time (trace µs) of the first annotation called ``name``."""
+    """Start time (trace µs) of the first host annotation called ``name``."""
     for e in trace.get("traceEvents", ()):
-        if isinstance(e, dict) and e.get("ph") == "X" and e.get("name") == name:
+        if (
+            isinstance(e, dict)
+            and e.get("ph") == "X"
+            and e.get("name") == name
+            and str(e.get("cat", "")).lower() == "user_annotation"
+        ):
             try:
                 return float(e["ts"])
             except (KeyError, TypeError, ValueError):
@@ -235,11 +240,14 @@ def analyse(
     host: HostRecord,
     main_tid: int | None,
     fp32_tensor_cores: bool = False,
+    conv_tf32: bool = True,
 ) -> WindowStats | None:
     """Split the analysed steps of one profiler window. None when there is no step to split.
 
-    ``fp32_tensor_cores``: whether float32 matmuls were allowed TF32 (torch's flags), used when
-    a kernel's name does not say.
+    ``fp32_tensor_cores`` / ``conv_tf32``: whether torch allowed TF32 for float32 matmuls /
+    convolutions. For a float32 op these decide Tensor Core use (library kernel names do not
+    say it reliably: Hopper's cuBLAS names most GEMMs ``nvjet_*``), unless the name is
+    explicit (``sgemm``/``simt`` or ``tf32``).
     """
     steps = [(align.to_trace(s), align.to_trace(e)) for s, e in host.steps if e > s]
     if not steps:
@@ -374,9 +382,19 @@ def analyse(
         dtype = (dtype_of(fam_op.args.get("Input type")) if fam_op is not None else None) or (
             dtype_from_name(k.name)
         )
-        tc = tensor_cores(k.name)
-        if tc is None:
-            tc = dtype in ("bf16", "fp16", "fp8", "tf32") or (dtype == "fp32" and fp32_tensor_cores)
+        named = tensor_cores(k.name)
+        lname = k.name.lower()
+        if dtype in ("bf16", "fp16", "fp8", "tf32"):
+            tc = True
+        elif dtype == "fp32":
+            if "tf32" in lname:
+                tc = True
+            elif named is False:
+                tc = False
+            else:
+                tc = conv_tf32 if family == "conv" else fp32_tensor_cores
+        else:
+            tc = bool(named)
         if dtype == "fp32" and tc:
             dtype = "tf32"
         ms = d / 1000.0

@@ -1,0 +1,283 @@
+"""Does gpusight name the planted bottleneck? Runs every scenario bare and under ``gpusight run``.
+
+    PYTHONPATH=python_pkg python3 benchmarks/accuracy.py --out "$OUT"
+
+For each ``benchmarks/scenarios/*.py`` (its ``LABEL`` and ``EXPECTED`` read without importing it):
+
+1. ``python scenario.py --iters I``: the bare run; the scenario prints its own median step time;
+2. ``python -m gpusight run --steps N --warmup K --json OUT/<name>.json scenario.py --iters I``.
+
+Prints a table (expected vs reported bottleneck, whether the expected finding is there, GPU
+busy %, gpusight's self-measured overhead and the external one: the scenario's own median
+step time watched vs bare) and writes ``OUT/accuracy.json`` plus each report. Needs only the
+standard library here; the scenarios need torch. Exit code 0 when every scenario ran (a wrong
+verdict is a result, not an error), 1 when one failed to run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+SCENARIOS = HERE / "scenarios"
+PKG = HERE.parent / "python_pkg"
+
+
+def read_meta(path: Path) -> dict[str, Any]:
+    """LABEL, EXPECTED and REQUIRES_CUDA from a scenario's top level, without importing it."""
+    meta: dict[str, Any] = {"LABEL": path.stem, "EXPECTED": {}, "REQUIRES_CUDA": False}
+    for node in ast.parse(path.read_text("utf-8")).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, ast.Name) and target.id in meta:
+                meta[target.id] = ast.literal_eval(node.value)
+    return meta
+
+
+def scenario_result(stdout: str) -> dict[str, Any] | None:
+    for line in reversed(stdout.splitlines()):
+        if line.startswith("SCENARIO_RESULT "):
+            parsed: dict[str, Any] = json.loads(line.split(" ", 1)[1])
+            return parsed
+    return None
+
+
+def run(cmd: list[str], timeout: float, env: dict[str, str]) -> tuple[int, str, str, float]:
+    t0 = time.perf_counter()
+    try:
+        p = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=HERE.parent
+        )
+        return p.returncode, p.stdout, p.stderr, time.perf_counter() - t0
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        return 124, out, err + f"\n(timed out after {timeout:.0f} s)", time.perf_counter() - t0
+
+
+def cuda_available(env: dict[str, str]) -> bool:
+    code = "import torch; print(torch.cuda.is_available())"
+    rc, out, _, _ = run([sys.executable, "-c", code], 120, env)
+    return rc == 0 and out.strip().endswith("True")
+
+
+def evaluate(meta: dict[str, Any], report: dict[str, Any] | None) -> dict[str, Any]:
+    expected = meta["EXPECTED"]
+    if report is None:
+        return {"reported": None, "ok": False, "finding_ok": False}
+    verdict = report["verdict"]
+    findings = report["findings"]
+    loud = [f["id"] for f in findings if f["severity"] in ("warn", "critical")]
+    want = expected.get("finding")
+    finding_ok = (want in [f["id"] for f in findings]) if want else not loud
+    run_ = report.get("run") or {}
+    return {
+        "reported": verdict["bottleneck"],
+        "ok": verdict["bottleneck"] == expected.get("bottleneck"),
+        "finding_ok": finding_ok,
+        "summary": verdict["summary"],
+        "gpu_busy_pct": verdict.get("gpu_busy_pct"),
+        "overhead_pct": run_.get("overhead_pct"),
+        "step_time_ms": run_.get("step_time_ms"),
+        "breakdown_ms": run_.get("breakdown_ms"),
+        "loud_findings": loud,
+        "findings": [
+            {
+                "id": f["id"],
+                "severity": f["severity"],
+                "recoverable_pct": f["impact"].get("recoverable_pct"),
+            }
+            for f in findings
+        ],
+        "notes": report.get("notes", []),
+    }
+
+
+def fmt(x: Any, nd: int = 1) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.{nd}f}"
+    return str(x)
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = (
+        "scenario",
+        "expected",
+        "reported",
+        "ok",
+        "finding",
+        "busy%",
+        "ovh%",
+        "ext%",
+        "warn/critical findings",
+    )
+    lines = [head]
+    for r in rows:
+        lines.append(
+            (
+                r["scenario"],
+                str(r["expected"].get("bottleneck")),
+                str(r.get("reported") or r.get("status")),
+                "yes" if r.get("ok") else "NO",
+                ("ok" if r.get("finding_ok") else "missing") if r.get("reported") else "-",
+                fmt(r.get("gpu_busy_pct")),
+                fmt(r.get("overhead_pct"), 2),
+                fmt(r.get("overhead_ext_pct")),
+                ", ".join(r.get("loud_findings") or []) or "-",
+            )
+        )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+    out = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) for line in lines]
+    out.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--out", default=os.environ.get("OUT") or str(HERE / "results" / "accuracy-local")
+    )
+    ap.add_argument("--only", nargs="*", help="scenario names to run (default: all)")
+    ap.add_argument("--steps", type=int, default=10, help="measured steps under gpusight")
+    ap.add_argument("--warmup", type=int, default=5, help="gpusight warm-up steps")
+    ap.add_argument("--profile-steps", type=int, default=3)
+    ap.add_argument("--iters", type=int, default=None, help="steps per run (default: enough)")
+    ap.add_argument(
+        "--no-bare", action="store_true", help="skip the bare runs (no external overhead)"
+    )
+    ap.add_argument(
+        "--fix", action="store_true", help="also run each scenario's fix under gpusight"
+    )
+    ap.add_argument("--timeout", type=float, default=120.0, help="per run, seconds")
+    args = ap.parse_args(argv)
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PKG), env.get("PYTHONPATH", "")) if p)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    has_cuda = cuda_available(env)
+    watched_steps = args.warmup + 1 + args.profile_steps + args.steps
+    iters = args.iters or watched_steps + 8
+
+    paths = sorted(p for p in SCENARIOS.glob("*.py") if not p.name.startswith("_"))
+    if args.only:
+        paths = [p for p in paths if p.stem in args.only]
+    rows: list[dict[str, Any]] = []
+    failed = False
+    t_all = time.perf_counter()
+    print(
+        f"{len(paths)} scenarios, CUDA {'available' if has_cuda else 'NOT available'}; out: {out}",
+        flush=True,
+    )
+    for path in paths:
+        meta = read_meta(path)
+        row: dict[str, Any] = {
+            "scenario": path.stem,
+            "label": meta["LABEL"],
+            "expected": meta["EXPECTED"],
+        }
+        if meta["REQUIRES_CUDA"] and not has_cuda:
+            row["status"] = "skipped (needs CUDA)"
+            rows.append(row)
+            print(f"- {path.stem}: skipped (needs CUDA)", flush=True)
+            continue
+        script = [str(path), "--iters", str(iters), "--warmup", str(args.warmup)]
+        if not args.no_bare:
+            rc, so, se, secs = run([sys.executable, *script], args.timeout, env)
+            row["bare"] = {"rc": rc, "seconds": round(secs, 1), "result": scenario_result(so)}
+            if rc != 0:
+                row["bare"]["stderr"] = se[-2000:]
+                failed = True
+        report_path = out / f"{path.stem}.json"
+        if report_path.exists():
+            report_path.unlink()
+        cmd = [
+            sys.executable, "-m", "gpusight", "run", "--quiet",
+            "--steps", str(args.steps), "--warmup", str(args.warmup),
+            "--profile-steps", str(args.profile_steps), "--json", str(report_path),
+            *script,
+        ]  # fmt: skip
+        rc, so, se, secs = run(cmd, args.timeout, env)
+        row["watched"] = {"rc": rc, "seconds": round(secs, 1), "result": scenario_result(so)}
+        if rc != 0:
+            row["watched"]["stderr"] = se[-2000:]
+            failed = True
+        report = json.loads(report_path.read_text("utf-8")) if report_path.exists() else None
+        row.update(evaluate(meta, report))
+        if report is None:
+            row["status"] = f"no report (rc {rc})"
+        bare_ms = ((row.get("bare") or {}).get("result") or {}).get("median_step_ms")
+        watched_ms = ((row.get("watched") or {}).get("result") or {}).get("median_step_ms")
+        if bare_ms and watched_ms:
+            row["overhead_ext_pct"] = round(100.0 * (watched_ms / bare_ms - 1.0), 2)
+        if args.fix:
+            fix_path = out / f"{path.stem}.fix.json"
+            rc, so, se, secs = run(
+                [*cmd[: cmd.index("--json") + 1], str(fix_path), *script, "--fix"],
+                args.timeout,
+                env,
+            )
+            fixed = json.loads(fix_path.read_text("utf-8")) if fix_path.exists() else None
+            row["fix"] = {
+                "rc": rc,
+                "bottleneck": fixed["verdict"]["bottleneck"] if fixed else None,
+                "step_time_ms": (fixed.get("run") or {}).get("step_time_ms") if fixed else None,
+                "result": scenario_result(so),
+            }
+        rows.append(row)
+        print(
+            f"- {path.stem}: expected {meta['EXPECTED'].get('bottleneck')}, reported "
+            f"{row.get('reported')} ({'ok' if row.get('ok') else 'MISMATCH'}), "
+            f"busy {fmt(row.get('gpu_busy_pct'))}%, {row['watched']['seconds']} s",
+            flush=True,
+        )
+
+    ran = [r for r in rows if r.get("reported")]
+    summary = {
+        "verdicts_ok": sum(bool(r.get("ok")) for r in ran),
+        "findings_ok": sum(bool(r.get("finding_ok")) for r in ran),
+        "ran": len(ran),
+        "scenarios": len(rows),
+        "seconds": round(time.perf_counter() - t_all, 1),
+        "cuda": has_cuda,
+        "python": sys.version.split()[0],
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "settings": {
+            "steps": args.steps,
+            "warmup": args.warmup,
+            "profile_steps": args.profile_steps,
+            "iters": iters,
+        },
+    }
+    first = next((r for r in ran), None)
+    if first is not None:
+        rep = json.loads((out / f"{first['scenario']}.json").read_text("utf-8"))
+        torch_info = rep["machine"].get("torch") or {}
+        summary["torch"] = torch_info.get("version")
+        summary["gpus"] = [g.get("name") for g in rep["machine"].get("gpus", [])]
+    text = table(rows)
+    text += (
+        f"\n\nverdicts {summary['verdicts_ok']}/{summary['ran']} as expected, "
+        f"expected findings {summary['findings_ok']}/{summary['ran']}; {summary['seconds']} s"
+    )
+    print("\n" + text, flush=True)
+    (out / "accuracy.json").write_text(
+        json.dumps({"summary": summary, "rows": rows}, indent=2) + "\n", "utf-8"
+    )
+    (out / "accuracy-table.txt").write_text(text + "\n", "utf-8")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""Shared by the scenarios: arguments, device choice, and the scenario's own step timing.
+
+Each scenario is a standalone training or inference script with one planted bottleneck; its
+module-level ``LABEL`` says what, ``EXPECTED`` what gpusight should report, and ``--fix`` applies
+the fix. Synthetic data only, nothing downloaded. On a machine without CUDA they run on the
+CPU at toy sizes (the GPU-specific bottlenecks then do not exist; ``REQUIRES_CUDA`` says so).
+
+The scenario times itself (host time between step ends, median after ``--warmup`` steps) and
+prints one line ``SCENARIO_RESULT {json}`` when it ends, also when ``gpusight run --steps``
+ends it early: ``benchmarks/accuracy.py`` compares that number with and without gpusight.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from types import TracebackType
+
+import torch
+
+
+def parse_args(doc: str | None, iters: int = 30) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=(doc or "").strip().splitlines()[0])
+    p.add_argument("--fix", action="store_true", help="apply the fix for the planted bottleneck")
+    p.add_argument("--iters", type=int, default=iters, help="steps to run")
+    p.add_argument("--warmup", type=int, default=5, help="steps the scenario's own timing skips")
+    p.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+    return p.parse_args()
+
+
+def pick_device(name: str | None) -> torch.device:
+    if name:
+        return torch.device(name)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class Steps:
+    """``with Steps(name, args, samples) as s: ... s.mark()`` after each step."""
+
+    def __init__(
+        self, name: str, args: argparse.Namespace, device: torch.device, samples: int
+    ) -> None:
+        self.name = name
+        self.args = args
+        self.device = device
+        self.samples = samples
+        self.ends: list[float] = []
+
+    def __enter__(self) -> Steps:
+        self.ends = [time.perf_counter()]
+        return self
+
+    def mark(self) -> None:
+        self.ends.append(time.perf_counter())
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        # No device sync here: under `gpusight run --steps` this runs while the watch unwinds.
+        times = [(b - a) * 1000 for a, b in zip(self.ends, self.ends[1:], strict=False)]
+        timed = times[self.args.warmup :] or times
+        median = statistics.median(timed) if timed else None
+        result = {
+            "scenario": self.name,
+            "fix": bool(self.args.fix),
+            "device": str(self.device),
+            "steps": len(times),
+            "median_step_ms": round(median, 4) if median else None,
+            "samples_per_s": round(self.samples / median * 1000, 1) if median else None,
+        }
+        print("SCENARIO_RESULT " + json.dumps(result), flush=True)
