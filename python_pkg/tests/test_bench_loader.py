@@ -224,3 +224,15 @@ def test_empty_results_make_valid_rows() -> None:
     failed = [ConfigResult(LoaderConfig(0), error="dataset raised: KeyError: 0")]
     rows = to_benchmarks(failed, None)
     validate(Report(kind="bench", machine=_machine(), benchmarks=rows).to_dict())
+
+
+def test_persistent_workers_skip_the_restart() -> None:
+    from gpusight.bench.dataloader import _source, measure
+
+    source = _source(Squares(256), 16)
+    kept = measure(source, LoaderConfig(1, persistent_workers=True), budget_s=1.0)
+    assert kept.error is None and kept.epochs >= 2
+    assert kept.first_batch_s is not None and kept.restart_s is not None
+    # The first epoch waits for a worker to start; the second reuses it.
+    assert kept.restart_s < kept.first_batch_s
+    assert multiprocessing.active_children() == []
