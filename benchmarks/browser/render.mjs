@@ -4,7 +4,7 @@
 // Uses playwright-core from ui-tests/node_modules (no browser download: CHROMIUM or /usr/bin/chromium).
 import { createRequire } from 'node:module';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { cpus } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { report50k } from './report-50k.mjs';
@@ -105,6 +105,8 @@ const out = {
   browser: `Chromium ${version} (headless, ${executablePath})`,
   viewport: '960x1400',
   machine: `${cpus().length} CPU cores (${cpus()[0]?.model ?? 'unknown'}), no GPU`,
+  // Other work on the machine inflates the times: the 1-minute load average when it finished.
+  load_average_1m: +loadavg()[0].toFixed(2),
   target_ms: TARGET_MS,
   meets_target: Object.values(results).every(
     r => r.median_render_ms < TARGET_MS
