@@ -187,3 +187,29 @@ def test_kernel_names(name: str, kind: str, tc: bool | None, dtype: str | None) 
     if kind in ("matmul", "attention"):
         assert tensor_cores(name) is tc
     assert dtype_from_name(name) == dtype
+
+
+@pytest.mark.parametrize(("tf32", "fp32_no_tc"), [(False, 2.0), (True, 0.0)])
+def test_float32_matmul_tensor_cores_follow_torch_flags(tf32: bool, fp32_no_tc: float) -> None:
+    """Hopper cuBLAS names its GEMMs nvjet_*: for a float32 op, torch's TF32 flag decides."""
+    t = {
+        "traceEvents": [
+            op("aten::mm", 0, 50, ["float", "float"]),
+            rt("cudaLaunchKernel", 10, 5, 1),
+            gpu("kernel", "nvjet_tst_192x192_64x3_1x2_h_bz_coopB_NNT", 100, 2000, 1),
+        ]
+    }
+    host = HostRecord(steps=[(0, 3_000_000)])
+    s = analyse(t, Alignment(0, 0.0), host, main_tid=MAIN, fp32_tensor_cores=tf32)
+    assert s is not None
+    assert s.matmul_fp32_ms == pytest.approx(fp32_no_tc)
+    assert s.matmul_dtypes == {("tf32" if tf32 else "fp32"): pytest.approx(2.0)}
+
+
+def test_two_point_alignment_corrects_the_rate() -> None:
+    a = Alignment(
+        perf_ns=0, trace_us=100.0, perf_ns_end=1_000_000_000, trace_us_end=100.0 + 1_000_500.0
+    )
+    assert a.rate == pytest.approx(1.0005)
+    assert a.to_trace(500_000_000) == pytest.approx(100.0 + 500_250.0)
+    assert Alignment(0, 0.0, 10, 5.0).rate == 1.0  # too close together to say

@@ -15,6 +15,7 @@ from typing import Any
 from .trace_analysis import Alignment, find_marker
 
 ALIGN_MARKER = "gpusight::align"
+ALIGN_END_MARKER = "gpusight::align_end"
 
 
 class ProfilerWindow:
@@ -23,6 +24,7 @@ class ProfilerWindow:
         self.error: str | None = None
         self._prof: Any = None
         self._align_ns: int | None = None
+        self._align_end_ns: int | None = None
         self.started = False
         self.stopped = False
 
@@ -56,6 +58,10 @@ class ProfilerWindow:
         if self.started and not self.stopped:
             self.stopped = True
             try:
+                import torch
+
+                with torch.autograd.profiler.record_function(ALIGN_END_MARKER):
+                    self._align_end_ns = time.perf_counter_ns()
                 self._prof.stop()
             except Exception as exc:
                 self.error = f"profiler window failed to stop: {type(exc).__name__}: {exc}"
@@ -91,4 +97,9 @@ class ProfilerWindow:
         if ts is None:
             self.error = "the profiler trace lacks gpusight's alignment marker"
             return None
-        return data, Alignment(perf_ns=self._align_ns, trace_us=ts)
+        return data, Alignment(
+            perf_ns=self._align_ns,
+            trace_us=ts,
+            perf_ns_end=self._align_end_ns,
+            trace_us_end=find_marker(data, ALIGN_END_MARKER),
+        )

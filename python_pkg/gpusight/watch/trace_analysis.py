@@ -18,7 +18,7 @@ from __future__ import annotations
 import statistics
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,13 +57,31 @@ class HostRecord:
 
 @dataclass
 class Alignment:
-    """One instant known on both clocks: ``perf_counter_ns`` and the trace's microseconds."""
+    """Instants known on both clocks: ``perf_counter_ns`` and the trace's microseconds.
+
+    One instant gives the offset; a second one (the window's end) also corrects the rate, in
+    case the profiler's clock (an approximate, TSC-based one in recent torch) runs a little
+    faster or slower than ``perf_counter`` over the window.
+    """
 
     perf_ns: int
     trace_us: float
+    perf_ns_end: int | None = None
+    trace_us_end: float | None = None
+
+    @property
+    def rate(self) -> float:
+        """Trace microseconds per perf_counter microsecond (1.0 unless two instants say else)."""
+        if self.perf_ns_end is None or self.trace_us_end is None:
+            return 1.0
+        span = (self.perf_ns_end - self.perf_ns) / 1000.0
+        if span < 1000.0:  # under a millisecond apart: too short to measure a rate
+            return 1.0
+        rate = (self.trace_us_end - self.trace_us) / span
+        return rate if 0.99 < rate < 1.01 else 1.0
 
     def to_trace(self, t_ns: int) -> float:
-        return self.trace_us + (t_ns - self.perf_ns) / 1000.0
+        return self.trace_us + (t_ns - self.perf_ns) / 1000.0 * self.rate
 
 
 @dataclass
@@ -107,6 +125,9 @@ class WindowStats:
     busy_pct: float | None = None
     sync_idle_ms: dict[str, float] = field(default_factory=dict)
     """Site key -> GPU idle time (ms, whole window) left behind by syncs from that site."""
+    alignment_error_us: float | None = None
+    """Median distance between the DataLoader's own profiler ranges and the hooks' data waits
+    mapped onto the trace clock: a check of the alignment (None without a DataLoader)."""
 
     def kernels_dict(self) -> dict[str, float | int | str | None]:
         def r(x: float | None, n: int = 3) -> float | None:
@@ -120,6 +141,8 @@ class WindowStats:
         }
         if self.top_cpu_ops:
             out["top_cpu_op"] = self.top_cpu_ops[0][0]
+        if self.alignment_error_us is not None:
+            out["alignment_error_us"] = r(self.alignment_error_us, 1)
         if not self.gpu:
             return out
         out.update(
@@ -480,6 +503,9 @@ def analyse(
             loop_ops[o.name] += inside / n / 1000.0
     stats.top_cpu_ops = sorted(loop_ops.items(), key=lambda kv: -kv[1])[:3]
     stats.sync_idle_ms = dict(sync_idle)
+    stats.alignment_error_us = _alignment_error(
+        ev.get("user_annotation", []), host, align, main_tid
+    )
     if gpu:
         stats.kernel_ms = sum(durations) / n / 1000.0
         stats.kernels_per_step = len(kernels) / n
@@ -508,16 +534,28 @@ def analyse(
     return stats
 
 
+def _alignment_error(
+    annotations: list[_Ev], host: HostRecord, align: Alignment, main_tid: int | None
+) -> float | None:
+    """How far the hooks' DataLoader waits land from the loader's own ranges in the trace."""
+    starts = sorted(
+        a.ts
+        for a in annotations
+        if a.name.startswith("enumerate(DataLoader)") and (main_tid is None or a.tid == main_tid)
+    )
+    if not starts or not host.data_wait:
+        return None
+    errors = []
+    for s, _ in host.data_wait:
+        t = align.to_trace(s)
+        j = bisect_right(starts, t)
+        near = [starts[k] for k in (j - 1, j) if 0 <= k < len(starts)]
+        errors.append(min(abs(t - x) for x in near))
+    return statistics.median(errors)
+
+
 def _device(e: _Ev) -> int:
     dev = e.args.get("device")
     if isinstance(dev, int):
         return dev
     return 0
-
-
-def merge_site_idle(windows: Sequence[WindowStats]) -> dict[str, float]:
-    out: dict[str, float] = defaultdict(float)
-    for w in windows:
-        for k, v in w.sync_idle_ms.items():
-            out[k] += v
-    return dict(out)
