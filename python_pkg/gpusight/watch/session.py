@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import os
-import statistics
 import sys
 import threading
 import time
@@ -43,6 +42,7 @@ from .source_lines import Site, SourceMap
 SYNC_MESSAGE = "called a synchronizing CUDA operation"
 DEFAULT_DEVICE_TYPES = ("cuda", "xpu", "mps", "hpu", "privateuseone")
 MAX_TOP_MODULES = 8
+LONG_STEP_NS = 1_000_000_000
 
 _ACTIVE: Watch | None = None
 _FORK_HOOK = False
@@ -296,14 +296,20 @@ class Watch:
         return self.report
 
     def _restore(self) -> None:
+        """Undo everything; each part on its own, so one failure leaves no other in place."""
         global _ACTIVE
+        parts: list[tuple[str, Callable[[], object]]] = [
+            ("profiler window", lambda: self._window.stop() if self._window is not None else None),
+            ("hooks and wrappers", self._patches.restore),
+            ("sync-debug mode", self._restore_sync_mode),
+            ("NVML sampler", lambda: self._sampler.stop() if self._sampler is not None else None),
+        ]
         try:
-            if self._window is not None:
-                self._window.stop()
-            self._patches.restore()
-            self._restore_sync_mode()
-            if self._sampler is not None:
-                self._sampler.stop()
+            for what, undo in parts:
+                try:
+                    undo()
+                except Exception as exc:
+                    self.notes.append(f"could not restore the {what}: {type(exc).__name__}: {exc}")
         finally:
             self._tid = None
             if _ACTIVE is self:
@@ -313,7 +319,7 @@ class Watch:
         changed = [k for k, v in self._flags_before.items() if after.get(k) != v]
         if changed:
             self.notes.append(
-                "torch settings changed during the run: " + ", ".join(sorted(changed))
+                "torch settings changed by the watched code: " + ", ".join(sorted(changed))
             )
 
     def _flags_now(self) -> dict[str, Any]:
@@ -398,18 +404,25 @@ class Watch:
 
     # -- the profiler window ------------------------------------------------------------------
     def _start_window(self) -> None:
-        assert self._rec is not None
+        rec = self._rec
+        assert rec is not None
         # The run may have set TF32 and friends after the watch began: read them now.
         self._flags_window = self._flags_now()
+        # Long steps make long traces: profile one step (after the start-up one) when the
+        # warm-up steps after the first (which pays one-off imports and autotuning) took over
+        # a second each.
+        warm = [r.duration_ns for r in rec.records if r.phase == "warmup"][1:]
+        if warm and min(warm) > LONG_STEP_NS:
+            rec.profile_steps = 1
         self._window = ProfilerWindow(cuda=self._cuda)
         if self._window.start():
-            self._rec.recording_window = True
+            rec.recording_window = True
         else:
             if self._window.error:
                 self.notes.append(self._window.error)
             # No window: the remaining steps are all measured.
-            self._rec.profile_steps = 0
-            self._rec.recording_window = False
+            rec.profile_steps = 0
+            rec.recording_window = False
 
     def _stop_window(self) -> None:
         assert self._rec is not None and self._window is not None
@@ -737,7 +750,3 @@ def _int_or_none(v: Any) -> int | None:
 
 def _bool_or_none(v: Any) -> bool | None:
     return bool(v) if isinstance(v, bool) else None
-
-
-def median(xs: list[float]) -> float:
-    return statistics.median(xs) if xs else 0.0
