@@ -351,3 +351,18 @@ def test_findings_sorted_by_recoverable_share() -> None:
     shares = [f["impact"].get("recoverable_pct") or 0 for f in d["findings"]]
     assert shares == sorted(shares, reverse=True)
     assert d["findings"][0]["id"] == "code.host_sync"
+
+
+def test_gpu_without_a_kernel_trace_falls_back_to_nvml() -> None:
+    # CUDA in use but the profiler saw no GPU activity: NVML's utilisation is the GPU busy.
+    ev = evidence(
+        data_wait_ms=[50.0] * 6,
+        window=GpuWindow(steps=3, gpu=False, split_ms={}),
+        gpu_used=True,
+        nvml_util_pct=35.0,
+    )
+    assert_counted_once(ev)
+    rep = report_of(ev)
+    assert rep.verdict.gpu_busy_pct == pytest.approx(35.0)
+    assert breakdown(ev)["compute"] == pytest.approx(35.0)
+    assert rep.verdict.bottleneck == "input_pipeline"

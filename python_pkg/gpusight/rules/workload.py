@@ -145,6 +145,10 @@ class WorkloadEvidence:
     peak_reserved_bytes: int | None = None
     memory_capacity_bytes: int | None = None
     cpu_count: int | None = None
+    gpu_used: bool = False
+    """The run put work on a GPU (CUDA started, memory allocated)."""
+    nvml_util_pct: float | None = None
+    """NVML's mean utilisation over the measured steps: GPU busy when no trace says better."""
 
 
 @dataclass
@@ -165,7 +169,9 @@ def step_time(ev: WorkloadEvidence) -> float:
 
 
 def ran_on_gpu(ev: WorkloadEvidence) -> bool:
-    return ev.window is not None and ev.window.gpu
+    return (ev.window is not None and ev.window.gpu) or (
+        ev.gpu_used and ev.nvml_util_pct is not None
+    )
 
 
 def typical_steps(ev: WorkloadEvidence) -> list[int]:
@@ -213,6 +219,12 @@ def breakdown(ev: WorkloadEvidence) -> dict[str, float]:
         }
         rest_keys: tuple[str, ...] = ("sync_stall", "launch_overhead", "other_cpu")
         rest_w = {k: w.split_ms.get(k, 0.0) for k in rest_keys}
+    elif ev.gpu_used and ev.nvml_util_pct is not None:
+        # No kernel trace: NVML's utilisation (the share of time any kernel ran) is the
+        # compute share; the idle rest is not split by cause beyond what the hooks measured.
+        fixed = {"compute": total * ev.nvml_util_pct / 100.0, "data_wait": data, "copy": copy}
+        rest_keys = ("other_cpu",)
+        rest_w = {"other_cpu": 1.0}
     else:
         compute = _mean_at(ev.framework_ms, idx) * scale_host
         fixed = {"compute": compute, "data_wait": data, "copy": copy}
@@ -791,6 +803,8 @@ def verdict(ev: WorkloadEvidence, split: dict[str, float], found: list[Finding])
 
 def gpu_busy_pct(ev: WorkloadEvidence, split: dict[str, float]) -> float | None:
     total = step_time(ev)
+    if (ev.window is None or not ev.window.gpu) and ev.gpu_used and ev.nvml_util_pct is not None:
+        return _r(ev.nvml_util_pct, 2)
     if ran_on_gpu(ev) and total > 0:
         return _r(min(100.0, _pct(split["compute"], total)), 2)
     return 0.0 if ev.cuda_available and ev.window is not None else None

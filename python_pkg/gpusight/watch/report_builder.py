@@ -116,6 +116,20 @@ def _memory(w: Watch) -> tuple[int | None, int | None, int | None]:
         return None, None, None
 
 
+def _nvml_util(clean: list[Any], timeline: list[dict[str, Any]], t0_ns: int) -> float | None:
+    """Mean NVML utilisation over the clean steps (all GPUs sampled)."""
+    if not clean or not timeline:
+        return None
+    lo = (clean[0].start_ns - t0_ns) / 1e9
+    hi = (clean[-1].end_ns - t0_ns) / 1e9
+    utils = [
+        float(s["util_pct"])
+        for s in timeline
+        if s.get("util_pct") is not None and lo <= float(s["t"] or 0) <= hi
+    ]
+    return statistics.fmean(utils) if utils else None
+
+
 def _spread(xs: list[float]) -> list[float] | None:
     if len(xs) < 2:
         return None
@@ -159,6 +173,13 @@ def build_report(w: Watch) -> Report:
         timeline = [s for s in timeline if s.get("cpu_pct") is not None]
 
     peak, reserved, capacity = _memory(w)
+    nvml_util = _nvml_util(clean, timeline, w.t0_ns)
+    gpu_used = bool(cuda and torch.cuda.is_initialized() and (peak or 0) > 0)
+    if gpu_used and (stats is None or not stats.gpu):
+        notes.append(
+            "the profiler window recorded no GPU activity (CUPTI unavailable?): GPU busy is "
+            "NVML's utilisation, and the idle time is not split by cause"
+        )
     flags = w.flags()
     loaders = sorted(w.collected.loaders.values(), key=lambda s: -s.calls)
     ld = loaders[0] if loaders else None
@@ -211,6 +232,8 @@ def build_report(w: Watch) -> Report:
         peak_reserved_bytes=reserved,
         memory_capacity_bytes=capacity,
         cpu_count=os.cpu_count(),
+        gpu_used=gpu_used,
+        nvml_util_pct=nvml_util,
     )
     result = analyse(ev)
 
@@ -219,18 +242,8 @@ def build_report(w: Watch) -> Report:
     kernels: dict[str, Any] = {"step_mode": ev.step_mode, "steps_from": phase}
     if stats is not None:
         kernels.update(stats.kernels_dict())
-    if clean and timeline:
-        lo = (clean[0].start_ns - w.t0_ns) / 1e9
-        hi = (clean[-1].end_ns - w.t0_ns) / 1e9
-        utils = [
-            s["util_pct"]
-            for s in timeline
-            if lo <= float(s["t"] or 0) <= hi and s.get("util_pct") is not None
-        ]
-        if utils:
-            kernels["nvml_util_pct_mean"] = round(
-                statistics.fmean(float(u) for u in utils if u is not None), 1
-            )
+    if nvml_util is not None:
+        kernels["nvml_util_pct_mean"] = round(nvml_util, 1)
     if sampler is not None and w.end_ns > w.t0_ns:
         kernels["sampler_busy_pct"] = round(
             100.0 * sampler.busy_s / ((w.end_ns - w.t0_ns) / 1e9), 3
