@@ -135,6 +135,12 @@ def test_kernel_facts() -> None:
     assert s.sync_idle_ms == {"train.py:7": pytest.approx(2.99)}
     assert s.cpu_op_loop_ms == pytest.approx(0.75)
     assert s.top_cpu_ops[0][0] == "aten::flip"
+    # Gaps: [0, 1100] ends with a kernel launched at 1050 (after the GPU idled): host wait;
+    # [5000, 8000] ends with one launched at 7950: host wait; [9000, 10000] and the copy-ended
+    # gaps are "other"; [11990, 12100] ends with a kernel launched at 12000: host wait.
+    assert s.idle_host_wait_ms == pytest.approx((1100 + 3000 + 110) / 2 / 1000)
+    assert s.idle_other_ms == pytest.approx((1000 + 100 + 2000) / 2 / 1000)
+    assert s.idle_kernel_wait_ms == 0.0
     k = s.kernels_dict()
     assert k["memcpy_h2d_pageable"] == 1 and k["matmul_fp32_ms_per_step"] == pytest.approx(1.95)
 

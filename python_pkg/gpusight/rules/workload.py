@@ -60,7 +60,8 @@ class SyncSite:
     line: int | None = None
     code: str | None = None
     idle_ms: float | None = None
-    """GPU idle time this site's syncs left behind in the profiler window (ms, whole window)."""
+    """GPU idle time this site's syncs left behind: measured in the profiler window, scaled to
+    the measured steps (ms in total; ``run.syncs[].total_ms``)."""
 
 
 @dataclass

@@ -116,6 +116,13 @@ def _memory(w: Watch) -> tuple[int | None, int | None, int | None]:
         return None, None, None
 
 
+def _per_run(window_ms: float | None, stats: WindowStats | None, steps: int) -> float | None:
+    """GPU idle measured over the window's steps, scaled to the reported (measured) steps."""
+    if window_ms is None or stats is None or not stats.steps:
+        return None
+    return window_ms / stats.steps * steps
+
+
 def _nvml_util(clean: list[Any], timeline: list[dict[str, Any]], t0_ns: int) -> float | None:
     """Mean NVML utilisation over the clean steps (all GPUs sampled)."""
     if not clean or not timeline:
@@ -204,7 +211,7 @@ def build_report(w: Watch) -> Report:
                 file=a.site.file if a.site else None,
                 line=a.site.line if a.site else None,
                 code=a.site.code if a.site else None,
-                idle_ms=sync_idle.get(key),
+                idle_ms=_per_run(sync_idle.get(key), stats, len(clean)),
             )
             for key, a in syncs
             if not measured or a.measured

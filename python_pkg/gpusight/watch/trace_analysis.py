@@ -125,6 +125,13 @@ class WindowStats:
     busy_pct: float | None = None
     sync_idle_ms: dict[str, float] = field(default_factory=dict)
     """Site key -> GPU idle time (ms, whole window) left behind by syncs from that site."""
+    idle_host_wait_ms: float = 0.0
+    """GPU idle gaps that ended with a kernel launched only after the GPU went idle: the GPU
+    waited for the host (HolisticTraceAnalysis' "host wait"), per step."""
+    idle_kernel_wait_ms: float = 0.0
+    """Gaps before a kernel that was already launched: launch latency between kernels."""
+    idle_other_ms: float = 0.0
+    """Other gaps (before a copy, or at the end of the window)."""
     alignment_error_us: float | None = None
     """Median distance between the DataLoader's own profiler ranges and the hooks' data waits
     mapped onto the trace clock: a check of the alignment (None without a DataLoader)."""
@@ -167,6 +174,9 @@ class WindowStats:
                 "memcpy_h2d_pageable_ms_per_step": r(self.memcpy_h2d_pageable_ms),
                 "memcpy_h2d_pinned": self.memcpy_h2d_pinned,
                 "memcpy_d2h": self.memcpy_d2h,
+                "idle_host_wait_ms_per_step": r(self.idle_host_wait_ms),
+                "idle_kernel_wait_ms_per_step": r(self.idle_kernel_wait_ms),
+                "idle_other_ms_per_step": r(self.idle_other_ms),
                 "sync_calls_per_step": r(self.sync_calls_per_step, 2),
                 "sync_blocked_ms_per_step": r(self.sync_blocked_ms),
             }
@@ -436,6 +446,21 @@ def analyse(
     # Gaps in GPU activity over the whole window, and the blocking call (if any) that left each.
     window_gaps = iv.gaps(active, lo, hi) if gpu else []
     gap_starts = [g[0] for g in window_gaps]
+    # HolisticTraceAnalysis' idle split: who made the GPU wait at the end of each gap?
+    launch_of_start: dict[float, float] = {}
+    for k in kernels:
+        call = by_corr.get(k.args.get("correlation"))
+        if call is not None:
+            launch_of_start.setdefault(k.ts, call.ts)
+    for g0, g1 in window_gaps:
+        dur = (g1 - g0) / 1000.0
+        launched = launch_of_start.get(g1)
+        if launched is None:
+            stats.idle_other_ms += dur
+        elif launched >= g0:
+            stats.idle_host_wait_ms += dur
+        else:
+            stats.idle_kernel_wait_ms += dur
     left_by: dict[int, tuple[str, float]] = {}  # gap index -> (kind, end of the blocking call)
     for s, e, block_kind in blocking:
         j = bisect_right(gap_starts, e + _GAP_TOLERANCE_US) - 1
@@ -527,6 +552,9 @@ def analyse(
             "nccl_ms",
             "memcpy_ms",
             "memcpy_h2d_pageable_ms",
+            "idle_host_wait_ms",
+            "idle_kernel_wait_ms",
+            "idle_other_ms",
         ):
             setattr(stats, attr, getattr(stats, attr) / n)
         stats.sync_calls_per_step = sync_calls / n
