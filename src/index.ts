@@ -6,6 +6,7 @@ import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
 import { downloadReportHtml } from './export/download';
 import { setReportExporter } from './export/exporter';
+import { sidebarPlugin } from './sidebar/plugin';
 import { widgetPlugin } from './widget/plugin';
 
 /** The plugin id; also the key of its settings (schema/plugin.json). */
@@ -48,4 +49,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
 };
 
 // The report widget is a plugin of its own: it uses ipywidgets and the notebook only if present.
-export default [plugin, widgetPlugin];
+export default [plugin, widgetPlugin, sidebarPlugin];
