@@ -159,7 +159,7 @@ def test_monitor_imports_without_ipython_comm_or_ipykernel() -> None:
     # benchmarks/gpu_monitor.py runs on a machine without them.
     code = (
         "import sys\n"
-        "for name in ('IPython', 'ipykernel', 'comm', 'ipywidgets'):\n"
+        "for name in ('IPython', 'ipykernel', 'comm', 'ipywidgets', 'jsonschema'):\n"
         "    sys.modules[name] = None\n"
         "import time\n"
         "from gpusight.jupyter.monitor import Sampler\n"

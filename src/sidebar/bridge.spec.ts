@@ -202,9 +202,11 @@ describe('KernelBridge', () => {
     bridge.kernelStatus('restarting');
     expect(bridge.state.kind).toBe('restarting');
     expect(first.closed).toBe(false); // the old kernel's comms died with it
-    bridge.kernelStatus('starting');
+    bridge.kernelStatus('unknown');
     expect(bridge.state.kind).toBe('restarting');
-    bridge.kernelStatus('idle');
+    bridge.kernelStatus('starting'); // the new process says it is up
+    await flush();
+    bridge.kernelStatus('idle'); // already connecting: no second comm
     await flush();
     expect(k.comms).toHaveLength(2);
     first.deliver(HELLO); // a late message on the old comm is ignored
@@ -221,6 +223,22 @@ describe('KernelBridge', () => {
     ]);
     bridge.kernelStatus('dead');
     expect(bridge.state.kind).toBe('dead');
+  });
+
+  it('reconnects when the session says the restart is over (same kernel again)', async () => {
+    const { bridge } = setup();
+    const k = new FakeKernel();
+    bridge.setKernel(asKernel(k));
+    await flush();
+    k.comm.deliver(HELLO);
+    bridge.setKernel(asKernel(k)); // the same kernel while connected: nothing to do
+    expect(k.comms).toHaveLength(1);
+    bridge.kernelStatus('restarting');
+    bridge.setKernel(asKernel(k)); // SessionContext.kernelChanged after restartKernel()
+    await flush();
+    expect(k.comms).toHaveLength(2);
+    k.comm.deliver({ ...HELLO, pid: 9 });
+    expect(bridge.state.kind).toBe('ready');
   });
 
   it('drops a result that arrives after the kernel changed', async () => {

@@ -6,7 +6,7 @@
  *                          │  ├─ ImportError ─► missing   (how to install gpusight *there*)
  *                          │  ├─ not Python ──► unsupported
  *                          │  └─ other ───────► failed
- *   ready/any ──status restarting──► restarting ──status idle/busy──► connecting ──► ready
+ *   ready/any ──status restarting──► restarting ──starting/idle/busy, or kernelChanged──► connecting
  *             ──status dead────────► dead
  *
  * Every async step carries a generation number: a result that arrives after the kernel changed
@@ -142,11 +142,11 @@ export class KernelBridge {
     if (this._disposed) {
       return;
     }
-    if (
-      kernel === this._kernel &&
-      kernel !== null &&
-      this._state.kind !== 'failed'
-    ) {
+    // The same kernel again: SessionContext says so after a restart (kernelChanged with the
+    // same connection), the one sure sign that the restart is over.
+    const down =
+      this._state.kind === 'failed' || this._state.kind === 'restarting';
+    if (kernel === this._kernel && kernel !== null && !down) {
       return;
     }
     this._closeComm(true);
@@ -176,12 +176,18 @@ export class KernelBridge {
       this._setState({ kind: 'dead' });
       return;
     }
+    if (status === 'terminating' || status === 'unknown') {
+      return;
+    }
+    // Any sign of life after a restart (starting, idle, busy) reconnects. JupyterLab does not
+    // track the status messages that answer kernel_info, so 'idle' may never come; what is
+    // sent before the restart is over waits in the connection's queue.
     const down =
       this._state.kind === 'restarting' ||
       this._state.kind === 'dead' ||
       (this._state.kind === 'ready' &&
         (this._comm === null || this._comm.isDisposed));
-    if ((status === 'idle' || status === 'busy') && down) {
+    if (down) {
       void this._connect();
     }
   }

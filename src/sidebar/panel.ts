@@ -4,7 +4,7 @@
  *
  * A Lumino widget so JupyterLab can dock it; its content is a lit template rendered into the
  * light DOM (JupyterLab's button styles apply). Data attributes on the node say what it shows,
- * for the UI tests and for anyone debugging: data-state, data-kernel-name, data-session-path,
+ * for the UI tests and for anyone debugging: data-state, data-kernel-name/-id, data-session-path,
  * data-samples (ticks received), data-connects, data-monitor.
  */
 import type { ISessionContext } from '@jupyterlab/apputils';
@@ -233,6 +233,7 @@ export class GpusightSidebar extends Widget {
         : node.setAttribute(name, String(value));
     set('data-state', s ? s.state.kind : 'no-notebook');
     set('data-kernel-name', s?.sessionContext.session?.kernel?.name ?? null);
+    set('data-kernel-id', s?.sessionContext.session?.kernel?.id ?? null);
     set('data-session-path', s?.sessionContext.path ?? null);
     set('data-samples', s ? s.store.received : 0);
     set('data-connects', s ? s.bridge.connects : 0);

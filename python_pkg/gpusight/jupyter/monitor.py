@@ -103,6 +103,7 @@ def gpu_inventory() -> tuple[list[dict[str, Any]], str | None]:
         {
             "index": g.index,
             "name": g.name,
+            "uuid": g.uuid,
             "memory_total_bytes": g.memory_total_bytes,
             "power_limit_w": g.power_limit_w,
             "sm_clock_max_mhz": g.sm_clock_max_mhz,
