@@ -40,6 +40,15 @@ describe('Export HTML in <gs-report>', () => {
     expect(seen[0].title).toBe(full.title);
   });
 
+  it('is hidden where the host asks (no-export)', async () => {
+    setReportExporter(async () => undefined);
+    const el = await mount();
+    expect(exportButton(el)).not.toBeNull();
+    el.noExport = true;
+    await el.updateComplete;
+    expect(exportButton(el)).toBeNull();
+  });
+
   it('says why an export failed', async () => {
     setReportExporter(() => Promise.reject(new Error('disk full')));
     const el = await mount();

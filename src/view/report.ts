@@ -100,6 +100,9 @@ export class GsReport extends LitElement {
   /** The host handles `gs-insert-cell` (a notebook): fix cards offer "Insert cell below". */
   @property({ type: Boolean }) insertable = false;
 
+  /** Hide "Export HTML" here even where an exporter is set (a host with its own export). */
+  @property({ type: Boolean, attribute: 'no-export' }) noExport = false;
+
   private _result: ReportValidation | null = null;
   /** Why the last export failed; cleared by the next attempt. */
   @state() private _exportError: string | null = null;
@@ -193,7 +196,7 @@ export class GsReport extends LitElement {
   /** "Export HTML", where the host can export (src/export/exporter.ts): not in the exported file. */
   private _exportButton(r: GpusightReport) {
     const exporter = reportExporter();
-    if (!exporter) {
+    if (!exporter || this.noExport) {
       return nothing;
     }
     return html`<button
