@@ -18,9 +18,10 @@ from watch_support import SlowDataset, snapshot
 
 @pytest.fixture(scope="module")
 def ip() -> Any:
-    from IPython.testing.globalipapp import get_ipython
+    from IPython.core.interactiveshell import InteractiveShell
 
-    shell = get_ipython()
+    # The process-wide shell, as the other magic tests use it (IPython allows one per process).
+    shell = InteractiveShell.instance()
     shell.run_line_magic("load_ext", "gpusight")
     return shell
 
