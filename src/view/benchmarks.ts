@@ -110,13 +110,15 @@ export class GsBenchmarks extends ChartElement {
     </section>`;
   }
 
-  protected drawCharts(): void {
+  protected override readonly chartHostClass = 'jp-GpusightBenchmarks-chart';
+
+  protected drawCharts(width: number): void {
     const host = this.chartHost('jp-GpusightBenchmarks-chart');
     if (!host) {
       return;
     }
     renderCeilings(host, this._rows, {
-      width: this.widthOf(host),
+      width: width,
       color: row => ceilingColor(row.pctOfCeiling),
       ceilingColor: CEILING_MARKER_COLOR
     });
@@ -126,7 +128,7 @@ export class GsBenchmarks extends ChartElement {
     this._sweeps.forEach((b, i) => {
       const axes = benchmarkAxes(b);
       renderSweep(hosts[i], b.series ?? [], {
-        width: this.widthOf(hosts[i]),
+        width: width,
         height: SIZE.sweepHeight,
         title: `${b.label}: sweep`,
         xLabel: axes.x,

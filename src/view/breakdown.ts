@@ -135,13 +135,15 @@ export class GsBreakdown extends ChartElement {
       </table>`;
   }
 
-  protected drawCharts(): void {
+  protected override readonly chartHostClass = 'jp-GpusightBreakdown-chart';
+
+  protected drawCharts(width: number): void {
     const host = this.chartHost('jp-GpusightBreakdown-chart');
     if (!host) {
       return;
     }
     renderBreakdown(host, this._segments, {
-      width: this.widthOf(host),
+      width: width,
       color: key => CATEGORY_COLOR[key]
     });
   }

@@ -226,12 +226,13 @@ export class GsTimeline extends ChartElement {
     }
   };
 
-  protected drawCharts(): void {
+  protected override readonly chartHostClass = 'jp-GpusightTimeline-chart';
+
+  protected drawCharts(width: number): void {
     const host = this.chartHost('jp-GpusightTimeline-chart');
     if (!host) {
       return;
     }
-    const width = this.widthOf(host);
     // Only the window label changed: keep the chart (and its zoom) as it is.
     if (
       this._drawn &&

@@ -93,13 +93,15 @@ export class GsWhatIfs extends ChartElement {
     </section>`;
   }
 
-  protected drawCharts(): void {
+  protected override readonly chartHostClass = 'jp-GpusightWhatIfs-chart';
+
+  protected drawCharts(width: number): void {
     const host = this.chartHost('jp-GpusightWhatIfs-chart');
     if (!host) {
       return;
     }
     renderSpeedups(host, this._rows, {
-      width: this.widthOf(host),
+      width: width,
       color: row => speedupColor(row.speedup, row.noisePct)
     });
     const hosts = this.renderRoot.querySelectorAll<HTMLElement>(
@@ -108,7 +110,7 @@ export class GsWhatIfs extends ChartElement {
     this._sweeps.forEach((w, i) => {
       const axes = whatIfAxes(w);
       renderSweep(hosts[i], w.series ?? [], {
-        width: this.widthOf(hosts[i]),
+        width: width,
         height: SIZE.sweepHeight,
         title: w.change,
         xLabel: axes.x,
