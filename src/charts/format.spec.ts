@@ -3,6 +3,7 @@ import {
   formatMs,
   formatPct,
   formatSeconds,
+  formatSecondsAt,
   formatSpeedup,
   formatValue
 } from './format';
@@ -28,5 +29,13 @@ describe('format', () => {
     expect(formatSpeedup(1.414)).toBe('1.41×');
     expect(formatSeconds(12.5)).toBe('12.5 s');
     expect(formatSeconds(125)).toBe('2 min 5 s');
+  });
+
+  it('gives axis ticks the decimals their spacing needs', () => {
+    const ticks = [124, 124.5, 125, 125.5].map(t => formatSecondsAt(t, 0.5));
+    expect(ticks).toEqual(['124.0 s', '124.5 s', '125.0 s', '125.5 s']);
+    expect(new Set(ticks).size).toBe(4);
+    expect(formatSecondsAt(150, 20)).toBe('2 min 30 s');
+    expect(formatSecondsAt(40, 10)).toBe('40 s');
   });
 });

@@ -1,5 +1,5 @@
 /** Number formatting shared by the charts and their text equivalents, so both say the same thing. */
-import { format } from 'd3-format';
+import { format, precisionFixed } from 'd3-format';
 
 const fixed0 = format(',.0f');
 const fixed1 = format(',.1f');
@@ -50,4 +50,16 @@ export function formatSeconds(s: number): string {
   }
   const m = Math.floor(s / 60);
   return `${m} min ${fixed0(s - m * 60)} s`;
+}
+
+/**
+ * Seconds on an axis whose ticks are `step` s apart: as many decimals as the step needs, so
+ * neighbouring ticks never read the same (zoomed into minute 2: 124.5 s, 125 s, 125.5 s).
+ */
+export function formatSecondsAt(s: number, step: number): string {
+  if (step >= 1 && Math.abs(s) >= 120) {
+    return formatSeconds(s);
+  }
+  const digits = step > 0 && step < 1 ? precisionFixed(step) : 0;
+  return `${format(`,.${digits}f`)(s)} s`;
 }

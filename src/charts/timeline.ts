@@ -16,7 +16,8 @@ import {
 import type { Sample } from '../report/generated/report';
 import { decimateMinMax, lowerBound } from './decimate';
 import { chartFrame } from './frame';
-import { formatPct, formatSeconds } from './format';
+import { formatPct, formatSeconds, formatSecondsAt } from './format';
+import { tickStep } from 'd3-array';
 
 export interface TimelineSeries {
   key: string;
@@ -169,6 +170,8 @@ export interface TimelineView {
   t1: number;
   /** Points drawn per series key after decimation. */
   points: Record<string, number>;
+  /** Distance between x-axis ticks (s), for labels that match the axis. */
+  tickStep: number;
   /** Step boundaries drawn (0 when too dense to see; zoom in). */
   steps: number;
   stepsHidden: boolean;
@@ -295,14 +298,17 @@ export function renderTimeline(
     points: {},
     steps: 0,
     stepsHidden: false,
-    decimated: false
+    decimated: false,
+    tickStep: 1
   };
   const draw = (x: ReturnType<typeof scaleLinear<number, number>>): void => {
     const [t0, t1] = x.domain();
+    const tickCount = Math.max(2, Math.floor(innerW / 90));
+    const step = Math.abs(tickStep(t0, t1, tickCount));
     xAxisG.call(
       axisBottom(x)
-        .ticks(Math.max(2, Math.floor(innerW / 90)))
-        .tickFormat(d => formatSeconds(+d))
+        .ticks(tickCount)
+        .tickFormat(d => formatSecondsAt(+d, step))
     );
     const points: Record<string, number> = {};
     let anyDecimated = false;
@@ -342,7 +348,8 @@ export function renderTimeline(
       points,
       steps: stepsHidden ? 0 : visible,
       stepsHidden,
-      decimated: anyDecimated
+      decimated: anyDecimated,
+      tickStep: step
     };
     opts.onView?.(current);
   };

@@ -5,7 +5,7 @@
 import { css, html, nothing } from 'lit';
 import { property, state } from 'lit/decorators.js';
 import { styleMap } from 'lit/directives/style-map.js';
-import { formatPct, formatSeconds } from '../charts/format';
+import { formatPct, formatSecondsAt } from '../charts/format';
 import {
   renderTimeline,
   summariseSeries,
@@ -68,7 +68,8 @@ export class GsTimeline extends ChartElement {
         stroke-dasharray: 3 2;
       }
       .jp-GpusightTimelineChart-steps {
-        stroke: var(--jp-border-color1);
+        stroke: var(--jp-ui-font-color3);
+        stroke-dasharray: 2 3;
         stroke-width: 1px;
         fill: none;
       }
@@ -153,7 +154,11 @@ export class GsTimeline extends ChartElement {
           Reset
         </button>
         <span class="jp-GpusightTimeline-window" aria-live="polite">
-          ${v ? `${formatSeconds(v.t0)} – ${formatSeconds(v.t1)}` : ''}
+          ${
+            v
+              ? `${formatSecondsAt(v.t0, v.tickStep / 10)} – ${formatSecondsAt(v.t1, v.tickStep / 10)}`
+              : ''
+          }
         </span>
       </div>
       ${
