@@ -219,3 +219,22 @@ def test_two_point_alignment_corrects_the_rate() -> None:
     assert a.rate == pytest.approx(1.0005)
     assert a.to_trace(500_000_000) == pytest.approx(100.0 + 500_250.0)
     assert Alignment(0, 0.0, 10, 5.0).rate == 1.0  # too close together to say
+
+
+def test_cast_kernels_inside_linear_are_not_matmul_time() -> None:
+    """Under autocast, aten::linear (float) casts its inputs, then runs aten::addmm in bf16."""
+    t = {
+        "traceEvents": [
+            op("aten::linear", 0, 100, ["float", "float"]),
+            op("aten::_to_copy", 5, 20, ["float"]),
+            rt("cudaLaunchKernel", 10, 5, 1),
+            op("aten::addmm", 40, 50, ["c10::BFloat16", "c10::BFloat16"]),
+            rt("cudaLaunchKernel", 50, 5, 2),
+            gpu("kernel", "void at::native::unrolled_elementwise_kernel<copy>", 100, 300, 1),
+            gpu("kernel", "nvjet_tst_128x128_64x4_1x2_h_bz_TNT", 400, 1000, 2),
+        ]
+    }
+    s = analyse(t, Alignment(0, 0.0), HostRecord(steps=[(0, 2_000_000)]), main_tid=MAIN)
+    assert s is not None
+    assert s.matmul_ms == pytest.approx(1.0) and s.matmul_fp32_ms == 0.0
+    assert s.matmul_dtypes == {"bf16": pytest.approx(1.0)}

@@ -312,6 +312,9 @@ class Watch:
                     self.notes.append(f"could not restore the {what}: {type(exc).__name__}: {exc}")
         finally:
             self._tid = None
+            # Hold no reference to the user's modules once the watch is over.
+            self._top_modules = {}
+            self._fwd_top = None
             if _ACTIVE is self:
                 _ACTIVE = None
         self.notes.extend(self._patches.errors)

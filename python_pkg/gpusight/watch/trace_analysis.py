@@ -401,7 +401,8 @@ def analyse(
         kind = kernel_kind(k.name)
         launch = by_corr.get(k.args.get("correlation"))
         stack = launch_stack.get(launch_index.get(id(launch), -1), []) if launch is not None else []
-        fam_op = next((o for o in reversed(stack) if op_family(o.name)), None)
+        # Only the innermost op: an autocast cast inside aten::linear is not matmul work.
+        fam_op = stack[-1] if stack and op_family(stack[-1].name) else None
         family = op_family(fam_op.name) if fam_op is not None else None
         if kind == "layout":
             stats.layout_transform_ms += d / 1000.0
