@@ -145,7 +145,7 @@ describe('<gs-report>', () => {
   });
 
   it('shows the code a what-if measured as a fix card', async () => {
-    const r = clone(full) as GpusightReport;
+    const r = clone(full) as unknown as GpusightReport;
     const code = 'loader = DataLoader(dataset, pin_memory=True, num_workers=8)';
     r.what_if[0].fix = {
       text: 'Every winner combined.',
