@@ -1,14 +1,38 @@
 #!/usr/bin/env python3
 """GPU check of gpusight.bench: every benchmark through gpusight's own code, each headline number
-against an independent reference measured in the same run, and the %gpusight start-up time.
+against an independent reference that measures the same defined quantity, in the same run and
+right after it (host-bound numbers drift over seconds), and the %gpusight start-up time.
 
-References: ``triton.testing.do_bench(..., return_mode="median")`` (CUDA events) for device work,
-``torch.utils.benchmark.Timer`` (host clock, CUDA-synchronised) for host-bound loops, and a plain
-loop for the DataLoader. Target: within 3 %. Sanity checks on an H200: bf16 >= 700 TFLOP/s, pinned
-H2D >= 45 GB/s and >= 4x pageable; check + quick benchmarks in a fresh process <= 10 s.
+Definitions (gpusight.bench docstrings and each row's params["definition"]) and references:
 
-Writes OUT/bench.json (a bench report made by gpusight), OUT/bench-reference.txt (everything
-below) and OUT/bench-table.txt (the short table, also printed last).
+- matmul.*: sustained rate, 2 n^3 / median time of back-to-back products after 1 s of them.
+  Reference: triton do_bench median with a 1 s warm-up (CUDA events; its L2 flush costs nothing
+  next to a 1-20 ms product).
+- copy.*.pinned, copy.d2d: do_bench median at the largest size (ms-scale copies).
+- copy.*.pageable: steady state, one host buffer faulted in before timing and reused.
+  Reference: torch.utils.benchmark.Timer around dst.copy_(src) on its own buffer made the same
+  way (host clock; the copy blocks the host for its length anyway).
+- launch.eager, sync.synchronize, sync.item: host time per call. Reference: Timer on the same
+  statement (``torch.cuda.synchronize()`` without argument on both sides), with torch's thread
+  count (Timer defaults to one thread).
+- launch.graph: device time per kernel, replays back to back. Reference: one pair of CUDA events
+  around blocks of 20 back-to-back replays (do_bench puts a 256 MB memset and an L2 flush before
+  each replay: a cold replay, shown as information only).
+- cpu.matmul.fp32: Timer on torch.mm over the same two rotated input sets, same thread count.
+- loader.best: a plain loop over the best configuration, epochs repeated, the first batch of each
+  epoch left out as gpusight does (information only: DataLoader rates are noisy).
+
+A bf16 diagnostic comes first: 8192^3 bf16 the way others measured 769-798 TFLOP/s (3 warm-ups,
+10 timed, mean), gpusight's quick and sustained ways, after a 2 s idle, and 3 s of products from
+idle, with NVML sampled throughout (SM clock, power, clock-event reasons), so that the run says
+why a sustained rate sits below a burst.
+
+Targets: references within 3 %; bf16 burst >= 700 TFLOP/s; gpusight's sustained bf16 >= 700 or
+below it with the GPU reporting its power/thermal limit; pinned H2D >= 45 GB/s and >= 4x
+pageable; check + quick benchmarks in a fresh process <= 10 s.
+
+Writes OUT/bench.json (a bench report made by gpusight), OUT/bench-reference.txt (the log, written
+as it goes), OUT/bf16-diagnostic.json and OUT/bench-table.txt (the short table, printed last).
 
     PYTHONPATH=python_pkg python3 benchmarks/gpu_bench.py --out "$OUT"
 """
@@ -16,34 +40,48 @@ below) and OUT/bench-table.txt (the short table, also printed last).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
+import statistics
 import subprocess
 import sys
+import threading
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
 from gpusight.bench import build_report, copies, cpu, launch, loader, matmul
+from gpusight.bench.device import release_pinned_memory
 from gpusight.bench.flags import snapshot
+from gpusight.bench.nvml import LIMIT_REASONS, ClockSummary, GpuNvml
 from gpusight.bench.table import format_findings, format_table
 from gpusight.report import Benchmark
 from gpusight.report_schema import ReportValidationError, validate
 from torch.utils.data import DataLoader, Dataset
 
 TARGET_PCT = 3.0
+BF16_BAR = 700.0
+N = 8192
 LOG: list[str] = []
 FAILURES: list[str] = []
+LOG_PATH: Path | None = None
 
 
 def log(text: str = "") -> None:
+    """Print, keep, and append to OUT/bench-reference.txt at once: a killed run keeps its log."""
     print(text, flush=True)
     LOG.append(text)
+    if LOG_PATH is not None:
+        with LOG_PATH.open("a", encoding="utf-8") as f:
+            f.write(text + "\n")
 
 
 @contextmanager
@@ -84,7 +122,7 @@ def compare(c: Compare) -> None:
     COMPARES.append(c)
     d = c.diff_pct
     diff = f"{d:+.1f} %" if d is not None else "n/a"
-    log(f"{c.name:<26} gpusight {_fmt(c.ours):>10} {c.unit:<8} reference {_fmt(c.ref):>10}  {diff}")
+    log(f"{c.name:<30} gpusight {_fmt(c.ours):>10} {c.unit:<8} reference {_fmt(c.ref):>10}  {diff}")
 
 
 def check(name: str, ok: bool | None, detail: str) -> None:
@@ -96,12 +134,6 @@ def _fmt(v: float | None) -> str:
     if v is None:
         return "-"
     return f"{v:,.1f}" if abs(v) >= 10 else f"{v:.3f}"
-
-
-def _do_bench() -> Callable[..., float]:
-    from triton.testing import do_bench
-
-    return do_bench  # type: ignore[no-any-return]
 
 
 def safe(name: str, fn: Callable[[], Any]) -> Any:
@@ -116,16 +148,19 @@ def safe(name: str, fn: Callable[[], Any]) -> Any:
 
 
 def ref_ms(fn: Callable[[], object], rep_ms: int = 300, warmup_ms: int = 100) -> float:
-    """Median ms of fn by triton's do_bench (CUDA events; it flushes L2 between calls)."""
-    return float(_do_bench()(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
+    """Median ms of fn by triton's do_bench (CUDA events; it zeroes 256 MB before each call)."""
+    from triton.testing import do_bench
+
+    return float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
 
 
 def ref_timer_s(stmt: str, env: dict[str, Any], min_run_time: float = 1.0) -> float:
-    """Median seconds per statement by torch.utils.benchmark.Timer (synchronises CUDA)."""
+    """Median seconds per statement by torch.utils.benchmark.Timer (CUDA-synchronised at the ends
+    of each block), with the thread count gpusight runs with: Timer's default is one thread."""
     from torch.utils.benchmark import Timer
 
-    m = Timer(stmt=stmt, globals=env).blocked_autorange(min_run_time=min_run_time)
-    return float(m.median)
+    timer = Timer(stmt=stmt, globals=env, num_threads=torch.get_num_threads())
+    return float(timer.blocked_autorange(min_run_time=min_run_time).median)
 
 
 def nvidia_smi() -> None:
@@ -145,29 +180,284 @@ def nvidia_smi() -> None:
         log(f"nvidia-smi: {exc}")
 
 
+# --- NVML sampled in the background -----------------------------------------------------------
+
+
+class Sampler:
+    """NVML read every ``interval`` s on a thread while the block runs; summaries per phase."""
+
+    def __init__(self, index: int = 0, interval: float = 0.02) -> None:
+        self.nv = GpuNvml(index)
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.nv.handle is not None
+
+    def __enter__(self) -> Sampler:
+        if self.ok:
+            self._thread = threading.Thread(target=self._run, name="nvml-sampler", daemon=True)
+            self._thread.start()
+        else:
+            log(f"NVML not sampled: {self.nv.why}")
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.nv.sample()
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.nv.close()
+
+    def summary(self, t0: float, t1: float) -> ClockSummary | None:
+        return self.nv.summary(since=t0, until=t1) if self.ok else None
+
+
+def _state(s: ClockSummary | None) -> str:
+    if s is None or not s.samples:
+        return "no NVML samples"
+    lo = f", min {s.sm_clock_min_mhz:,.0f}" if s.sm_clock_min_mhz is not None else ""
+    peak = f", peak {s.power_max_w:,.0f} W" if s.power_max_w is not None else ""
+    return f"{s.describe()}{lo}{peak}; reasons seen: {', '.join(s.reasons) or 'none'}"
+
+
+def _state_dict(s: ClockSummary | None) -> dict[str, Any] | None:
+    if s is None:
+        return None
+    return {
+        "samples": s.samples,
+        "sm_clock_mhz": s.sm_clock_mhz,
+        "sm_clock_min_mhz": s.sm_clock_min_mhz,
+        "power_w": s.power_w,
+        "power_max_w": s.power_max_w,
+        "power_limit_w": s.power_limit_w,
+        "power_source": s.power_source,
+        "temperature_c": s.temperature_c,
+        "reasons": s.reasons,
+    }
+
+
+# --- bf16 diagnostic ----------------------------------------------------------------------------
+
+
+def _bf16_inputs(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.randn(N, N, device="cuda", dtype=torch.bfloat16, generator=g)
+    b = torch.randn(N, N, device="cuda", dtype=torch.bfloat16, generator=g)
+    return a, b
+
+
+def _tflops(seconds: float, products: int = 1) -> float:
+    return 2 * N**3 * products / seconds / 1e12
+
+
+def others_way() -> dict[str, float]:
+    """8192^3 bf16 on random data, one input pair: 3 warm-ups, then the mean of 10 timed products
+    (CUDA events around each; the host-clock mean over the 10 alongside)."""
+    a, b = _bf16_inputs(11)
+    for _ in range(3):
+        torch.mm(a, b)
+    torch.cuda.synchronize()
+    events = [(_event(), _event()) for _ in range(10)]
+    t0 = time.perf_counter()
+    for start, end in events:
+        start.record()
+        torch.mm(a, b)
+        end.record()
+    torch.cuda.synchronize()
+    host = (time.perf_counter() - t0) / 10
+    ms = [s.elapsed_time(e) for s, e in events]
+    return {
+        "tflops": _tflops(statistics.fmean(ms) / 1e3),
+        "tflops_host_clock": _tflops(host),
+        "first_product_tflops": _tflops(ms[0] / 1e3),
+        "last_product_tflops": _tflops(ms[-1] / 1e3),
+    }
+
+
+def _event() -> Any:
+    return torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+
+
+def bf16_trace(seconds: float = 3.0, chunk: int = 10) -> tuple[list[tuple[float, float]], float]:
+    """Back-to-back products for ``seconds`` from an idle GPU: (end of chunk in s of device
+    time since the start, TFLOP/s of the chunk), and the host time of the start."""
+    a, b = _bf16_inputs(12)
+    c = torch.empty_like(a)
+    torch.mm(a, b, out=c)  # cuBLAS picks its kernel before the clock starts
+    torch.cuda.synchronize()
+    time.sleep(0.05)
+    first = _event()
+    t_host = time.perf_counter()
+    first.record()
+    pending: deque[tuple[Any, Any]] = deque()
+    done: list[tuple[Any, Any]] = []
+    while time.perf_counter() - t_host < seconds:
+        start, end = _event(), _event()
+        start.record()
+        for _ in range(chunk):
+            torch.mm(a, b, out=c)
+        end.record()
+        pending.append((start, end))
+        while len(pending) > 3:  # a bounded queue: the host stays close to the device
+            s, e = pending.popleft()
+            e.synchronize()
+            done.append((s, e))
+    torch.cuda.synchronize()
+    done.extend(pending)
+    points = [
+        (first.elapsed_time(e) / 1e3, _tflops(s.elapsed_time(e) / 1e3, chunk)) for s, e in done
+    ]
+    return points, t_host
+
+
+def bf16_diagnostic(out: Path) -> dict[str, Any]:
+    """Why gpusight's bf16 rate is what it is: burst vs sustained, with NVML alongside."""
+    result: dict[str, Any] = {"n": N, "phases": {}}
+    with Sampler(interval=0.02) as smp:
+
+        def phase(name: str, fn: Callable[[], Any]) -> Any:
+            t0 = time.perf_counter()
+            value = fn()
+            t1 = time.perf_counter()
+            state = smp.summary(t0, t1)
+            result["phases"][name] = {
+                "seconds": round(t1 - t0, 3),
+                "value": _jsonable(value),
+                "gpu": _state_dict(state),
+            }
+            log(f"  {name} ({t1 - t0:.1f} s): {_describe(value)}")
+            log(f"      GPU: {_state(state)}")
+            return value
+
+        phase("idle 2 s (baseline)", lambda: time.sleep(2.0))
+        burst = phase("a) others' way: 3 warm-ups, 10 timed, mean", others_way)
+        quick = phase(
+            "b) gpusight quick (as %gpusight)",
+            lambda: matmul.run(quick=True, budget_s=0.4, precisions=("bf16",))[0],
+        )
+        sustained = phase(
+            "c) gpusight full (sustained)",
+            lambda: matmul.run(budget_s=2.5, precisions=("bf16",))[0],
+        )
+        phase("idle 2 s", lambda: time.sleep(2.0))
+        after_idle = phase(
+            "d) gpusight full after 2 s idle",
+            lambda: matmul.run(budget_s=2.5, precisions=("bf16",))[0],
+        )
+        phase("idle 2 s", lambda: time.sleep(2.0))
+        points, t_host = phase("e) 3 s of back-to-back products from idle", bf16_trace)
+        result["trace"] = _trace_table(points, t_host, smp)
+
+    settled = [y for x, y in points if x >= max(points[-1][0] - 1.0, 0.0)] if points else []
+    early = [y for x, y in points if x <= 0.1] if points else []
+    result["trace_settled_tflops"] = statistics.fmean(settled) if settled else None
+    result["trace_first_100ms_tflops"] = statistics.fmean(early) if early else None
+    result["burst_tflops"] = burst["tflops"]
+    result["quick_tflops"] = quick.value
+    result["sustained_tflops"] = sustained.value
+    result["sustained_after_idle_tflops"] = after_idle.value
+    result["sustained_params"] = sustained.params
+    (out / "bf16-diagnostic.json").write_text(json.dumps(result, indent=2) + "\n", "utf-8")
+    return result
+
+
+def _trace_table(
+    points: list[tuple[float, float]], t_host: float, smp: Sampler, bucket: float = 0.25
+) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    if not points:
+        return rows
+    log("      t (s)   TFLOP/s   SM MHz   power W   temp C   reasons")
+    end = points[-1][0]
+    k = 0
+    while k * bucket < end:
+        lo, hi = k * bucket, (k + 1) * bucket
+        rates = [y for x, y in points if lo < x <= hi]
+        state = smp.summary(t_host + lo, t_host + hi)
+        row: dict[str, Any] = {
+            "t_s": round(hi, 2),
+            "tflops": round(statistics.fmean(rates), 1) if rates else None,
+            "sm_clock_mhz": state.sm_clock_mhz if state else None,
+            "power_w": state.power_w if state else None,
+            "temperature_c": state.temperature_c if state else None,
+            "reasons": state.reasons if state else None,
+        }
+        rows.append(row)
+
+        def f(v: Any, spec: str) -> str:
+            return format(v, spec) if isinstance(v, (int, float)) else "-"
+
+        log(
+            f"      {hi:5.2f}   {f(row['tflops'], '7.1f')}   {f(row['sm_clock_mhz'], '6.0f')}"
+            f"   {f(row['power_w'], '7.0f')}   {f(row['temperature_c'], '6.0f')}"
+            f"   {', '.join(row['reasons'] or []) or '-'}"
+        )
+        k += 1
+    return rows
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, Benchmark):
+        p = value.params or {}
+        return (
+            f"{value.value} {value.unit} ({p.get('regime')}, warm-up {p.get('warmup_s')} s,"
+            f" {value.repeats} timed, noise {p.get('noise_pct')} %); in params: "
+            f"{p.get('gpu_state')}"
+        )
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v:.1f}" for k, v in value.items() if isinstance(v, float))
+    if isinstance(value, tuple) and value and isinstance(value[0], list):
+        return f"{len(value[0])} chunks of 10 products"
+    return "done"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Benchmark):
+        return {"value": value.value, "repeats": value.repeats, "params": value.params}
+    if isinstance(value, tuple):
+        return None
+    return value
+
+
 # --- %gpusight in a fresh process -------------------------------------------------------------
 
 MAGIC_CODE = r"""
 import json, time
 t0 = time.perf_counter()
 import gpusight
+from gpusight.jupyter import line_magic
 t1 = time.perf_counter()
+marks = {}
+def progress(stage, fraction):
+    marks.setdefault(stage, time.perf_counter())
 try:
-    rep = gpusight.check()
-    note = f"{len(rep.checks)} checks, {len(rep.findings)} findings"
-    machine = rep.machine
-except Exception as exc:
-    note, machine = f"check failed: {type(exc).__name__}: {exc}", None
-t2 = time.perf_counter()
-from gpusight.bench import build_report
-stages = []
-report = build_report(quick=True, machine=machine, progress=lambda s, f: stages.append(s))
+    from IPython.core.interactiveshell import InteractiveShell
+except ImportError:
+    InteractiveShell = None
+if InteractiveShell is not None:
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "gpusight")
+    how = "%gpusight's code in an IPython shell"
+    report = line_magic.run_line("", shell, progress=progress)
+else:
+    how = "check_and_bench (no IPython here)"
+    report = line_magic.check_and_bench(progress=progress)
 t3 = time.perf_counter()
+bench_start = min((t for s, t in marks.items() if s != "checking the environment"), default=t3)
+report.validate()
 print("GPUSIGHT_TIMING " + json.dumps({
-    "import_s": t1 - t0, "check_s": t2 - t1, "bench_s": t3 - t2, "check": note,
+    "how": how, "import_s": t1 - t0, "check_s": bench_start - t1, "bench_s": t3 - bench_start,
+    "findings": report.finding_ids, "checks": len(report.checks),
     "measured": sum(b.value is not None for b in report.benchmarks),
-    "rows": len(report.benchmarks), "progress_calls": len(stages),
+    "rows": len(report.benchmarks), "progress_calls": len(marks),
     "skipped": {b.id: b.skipped for b in report.benchmarks if b.skipped},
+    "summary": report.verdict.summary,
 }))
 """
 
@@ -185,12 +475,13 @@ def magic_in_fresh_process(label: str) -> float | None:
         return None
     info = json.loads(line.split(" ", 1)[1])
     log(
-        f"%gpusight ({label}): {wall:.2f} s end to end (python start, then import"
-        f" {info['import_s']:.2f} s, check {info['check_s']:.2f} s incl. torch import,"
-        f" quick bench {info['bench_s']:.2f} s); {info['check']};"
-        f" {info['measured']}/{info['rows']} rows measured;"
+        f"%gpusight ({label}, {info['how']}): {wall:.2f} s end to end (python start, then"
+        f" import {info['import_s']:.2f} s, check {info['check_s']:.2f} s incl. torch import,"
+        f" quick bench {info['bench_s']:.2f} s); {info['checks']} checks, findings"
+        f" {info['findings']}; {info['measured']}/{info['rows']} rows measured;"
         f" skipped: {info['skipped']}"
     )
+    log(f"    verdict: {info['summary']}")
     return wall
 
 
@@ -216,24 +507,37 @@ class SyntheticImages(Dataset[tuple[torch.Tensor, int]]):
 
 
 def loader_reference(params: dict[str, Any], seconds: float = 3.0) -> float:
-    """Steady samples/s of the best configuration, timed by a plain loop (first batch left out)."""
+    """Steady samples/s of the best configuration by a plain loop: as many epochs as the time
+    takes (one epoch of 50,000 samples lasts about a second at the best rate), the first batch
+    of each epoch left out as gpusight leaves it out."""
     workers = int(params["num_workers"])
     kwargs: dict[str, Any] = {"batch_size": 64, "num_workers": workers}
     kwargs["pin_memory"] = bool(params.get("pin_memory"))
     if workers > 0:
         kwargs["prefetch_factor"] = int(params.get("prefetch_factor") or 2)
+        kwargs["persistent_workers"] = bool(params.get("persistent_workers"))
     dl = DataLoader(SyntheticImages(), **kwargs)
-    it = iter(dl)
+    samples, busy = 0, 0.0
+    start = time.perf_counter()
+    it: Any = None
     try:
-        next(it)
-        t0 = time.perf_counter()
-        samples = 0
-        while time.perf_counter() - t0 < seconds:
-            x, _ = next(it)
-            samples += x.shape[0]
-        return samples / (time.perf_counter() - t0)
+        while time.perf_counter() - start < seconds:
+            it = iter(dl)
+            prev: float | None = None
+            for x, _ in it:
+                now = time.perf_counter()
+                if prev is not None:
+                    samples += int(x.shape[0])
+                    busy += now - prev
+                prev = now
+                if now - start >= seconds:
+                    break
+            if prev is None:
+                break
+        return samples / busy
     finally:
-        getattr(it, "_shutdown_workers", lambda: None)()
+        for obj in (it, getattr(dl, "_iterator", None)):
+            getattr(obj, "_shutdown_workers", lambda: None)()
 
 
 # --- references per benchmark -----------------------------------------------------------------
@@ -259,6 +563,7 @@ def fp32_precision(mode: str) -> Iterator[None]:
 
 
 def matmul_reference(precision: str, n: int) -> float:
+    """Sustained TFLOP/s by do_bench: 1 s of back-to-back products first, then the median."""
     dev = "cuda"
     if precision == "fp8":
         a = torch.randn(n, n, device=dev, dtype=torch.bfloat16).to(torch.float8_e4m3fn)
@@ -270,46 +575,55 @@ def matmul_reference(precision: str, n: int) -> float:
                 a, b, scale_a=s, scale_b=s, out_dtype=torch.bfloat16, use_fast_accum=True
             )
 
-        ms = ref_ms(fn)
+        ms = ref_ms(fn, warmup_ms=1000)
     else:
         dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
         a = torch.randn(n, n, device=dev, dtype=dtype)
         b = torch.randn(n, n, device=dev, dtype=dtype)
         mode = "tf32" if precision == "tf32" else "ieee"
         with fp32_precision(mode):
-            ms = ref_ms(lambda: torch.mm(a, b), rep_ms=500 if precision == "fp32" else 300)
+            rep = 500 if precision == "fp32" else 300
+            ms = ref_ms(lambda: torch.mm(a, b), rep_ms=rep, warmup_ms=1000)
     return 2 * n**3 / (ms * 1e-3) / 1e12
 
 
-def copies_reference(size: int) -> dict[str, float]:
-    """GB/s of each copy kind at `size` bytes (and of the device copy) by do_bench."""
+def copy_reference(direction: str, memory: str, size: int) -> float:
+    """GB/s of one copy kind at ``size`` bytes, on buffers of its own made as gpusight defines
+    them: host memory written (pages faulted in) before timing, reused across repetitions."""
     gen = torch.Generator(device="cuda").manual_seed(5)
-    dev = torch.randint(0, 256, (size,), dtype=torch.uint8, device="cuda", generator=gen)
-    host = {"pageable": dev.cpu(), "pinned": torch.empty(size, dtype=torch.uint8, pin_memory=True)}
-    host["pinned"].copy_(dev)
-    torch.cuda.synchronize()
-    out = {}
-    fns: dict[str, Callable[[], object]] = {
-        "copy.h2d.pinned": lambda: dev.copy_(host["pinned"], non_blocking=True),
-        "copy.h2d.pageable": lambda: dev.copy_(host["pageable"]),
-        "copy.d2h.pinned": lambda: host["pinned"].copy_(dev, non_blocking=True),
-        "copy.d2h.pageable": lambda: host["pageable"].copy_(dev),
-    }
-    for key, fn in fns.items():
-        out[key] = size / (ref_ms(fn, rep_ms=400, warmup_ms=50) * 1e-3) / 1e9
-    host.clear()
-    dst = torch.empty_like(dev)
-    out["copy.d2d"] = 2 * size / (ref_ms(lambda: dst.copy_(dev)) * 1e-3) / 1e9
-    return out
+    box: dict[str, Any] = {}
+    try:
+        box["dev"] = torch.randint(0, 256, (size,), dtype=torch.uint8, device="cuda", generator=gen)
+        box["host"] = torch.empty(size, dtype=torch.uint8, pin_memory=memory == "pinned")
+        box["host"].copy_(box["dev"])
+        torch.cuda.synchronize()
+        src, dst = (box["host"], box["dev"]) if direction == "h2d" else (box["dev"], box["host"])
+        if memory == "pinned":
+            ms = ref_ms(lambda: dst.copy_(src, non_blocking=True), rep_ms=400, warmup_ms=50)
+            return size / (ms * 1e-3) / 1e9
+        per = ref_timer_s("dst.copy_(src)", {"dst": dst, "src": src}, min_run_time=1.0)
+        return size / per / 1e9
+    finally:
+        box.clear()
+        torch.cuda.synchronize()
+        release_pinned_memory()
+        torch.cuda.empty_cache()
 
 
-def launch_reference(kernels: int) -> dict[str, float]:
+def d2d_reference(size: int) -> float:
+    gen = torch.Generator(device="cuda").manual_seed(6)
+    box = {"src": torch.randint(0, 256, (size,), dtype=torch.uint8, device="cuda", generator=gen)}
+    box["dst"] = torch.empty_like(box["src"])
+    try:
+        return 2 * size / (ref_ms(lambda: box["dst"].copy_(box["src"])) * 1e-3) / 1e9
+    finally:
+        box.clear()
+        torch.cuda.empty_cache()
+
+
+def _graph(n: int) -> tuple[Any, torch.Tensor]:
     x = torch.ones(1, device="cuda")
-    y = torch.ones(1, device="cuda")
-    out = {}
-    per = ref_timer_s(f"for _ in range({kernels}): x.add_(1)", {"x": x})
-    out["launch.eager"] = per / kernels * 1e6
-    side = torch.cuda.Stream()
+    side = torch.cuda.Stream()  # type: ignore[no-untyped-call]
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(3):
@@ -317,12 +631,38 @@ def launch_reference(kernels: int) -> dict[str, float]:
     torch.cuda.current_stream().wait_stream(side)
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
-        for _ in range(kernels):
+        for _ in range(n):
             x.add_(1)
-    out["launch.graph"] = ref_ms(g.replay) * 1e3 / kernels
-    out["sync.synchronize"] = ref_timer_s("torch.cuda.synchronize()", {"torch": torch}, 0.5) * 1e6
-    out["sync.item"] = ref_timer_s("y.item()", {"y": y}, 0.5) * 1e6
-    return out
+    torch.cuda.synchronize()
+    return g, x
+
+
+def launch_reference(key: str, n: int) -> float:
+    """µs per call (per kernel for the launch rows), measured the way the row defines it."""
+    if key == "launch.eager":
+        x = torch.ones(1, device="cuda")
+        return ref_timer_s(f"for _ in range({n}): x.add_(1)", {"x": x}) / n * 1e6
+    if key == "launch.graph":
+        g, _x = _graph(n)
+        for _ in range(3):
+            g.replay()
+        torch.cuda.synchronize()
+        replays, per_replay_ms = 20, []
+        for _ in range(6):
+            start, end = _event(), _event()
+            start.record()
+            for _ in range(replays):
+                g.replay()
+            end.record()
+            end.synchronize()
+            per_replay_ms.append(start.elapsed_time(end) / replays)
+        return float(statistics.median(per_replay_ms[1:])) * 1e3 / n
+    if key == "sync.synchronize":
+        return ref_timer_s("torch.cuda.synchronize()", {"torch": torch}, 0.5) * 1e6
+    if key == "sync.item":
+        y = torch.ones(1, device="cuda")
+        return ref_timer_s("y.item()", {"y": y}, 0.5) * 1e6
+    raise ValueError(key)
 
 
 def value_of(rows: list[Benchmark], bench_id: str) -> float | None:
@@ -333,19 +673,32 @@ def params_of(rows: list[Benchmark], bench_id: str) -> dict[str, Any]:
     return next((dict(r.params or {}) for r in rows if r.id == bench_id), {})
 
 
+def _log_row(r: Benchmark) -> None:
+    if r.skipped:
+        log(f"  {r.id}: skipped: {r.skipped}")
+        return
+    log(f"  {r.id}: {r.value} {r.unit} [{r.label}], ceiling {r.ceiling} ({r.ceiling_source})")
+    log(f"      {r.params}")
+    for pt in r.series or []:
+        log(f"      {pt['x']:>11} B  {pt['y']} {r.unit}")
+
+
 # --- main ---------------------------------------------------------------------------------------
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    global LOG_PATH
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--out", default=os.environ.get("OUT") or "benchmarks/results/gpu-local")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    LOG_PATH = out / "bench-reference.txt"
+    LOG_PATH.write_text("", "utf-8")
     t_start = time.perf_counter()
 
     magic_cold: float | None = None
-    with section("%gpusight-equivalent in a fresh process (cold: first CUDA use of this run)"):
+    with section("%gpusight in a fresh process (cold: first CUDA use of this run)"):
         magic_cold = magic_in_fresh_process("cold")
 
     if not torch.cuda.is_available():
@@ -357,7 +710,8 @@ def main() -> int:
         f"\ndevice: {props.name}, sm {props.major}.{props.minor},"
         f" {props.multi_processor_count} SMs, {props.total_memory / 2**30:.0f} GiB, L2"
         f" {l2_mib:.0f} MiB; torch {torch.__version__} (CUDA {torch.version.cuda});"
-        f" python {sys.version.split()[0]}"
+        f" python {sys.version.split()[0]}; {torch.get_num_threads()} torch threads,"
+        f" {os.cpu_count()} CPUs; transparent hugepages: {copies.transparent_hugepages()}"
     )
     try:
         import triton
@@ -368,62 +722,61 @@ def main() -> int:
     nvidia_smi()
     flags_before = snapshot()
     rows: list[Benchmark] = []
+    diag: dict[str, Any] = {}
 
-    with section("matmul: gpusight, then do_bench median, per precision"):
-        mm_rows: list[Benchmark] = []
-        for p in matmul.PRECISIONS:
-            row = matmul.run(budget_s=1.5, precisions=(p,))[0]
-            mm_rows.append(row)
-            rows.append(row)
+    with section("bf16 8192^3 diagnostic: burst vs sustained, NVML sampled every 20 ms"):
+        diag = bf16_diagnostic(out)
+        burst, sus = diag["burst_tflops"], diag["sustained_tflops"]
+        after_idle, settled = diag["sustained_after_idle_tflops"], diag["trace_settled_tflops"]
+        if burst and sus:
+            log(f"  sustained (gpusight) is {100 * (1 - sus / burst):.1f} % below the burst")
+        if after_idle and settled:
+            log(
+                f"  gpusight after idle {after_idle:.1f} vs the trace's last second"
+                f" {settled:.1f} TFLOP/s: {100 * (after_idle / settled - 1):+.1f} %"
+            )
+
+    with section("matmul: gpusight (sustained), then do_bench (1 s warm-up), per precision"):
+        mm: dict[str, Benchmark] = {}
+        for p in matmul.RUN_ORDER:
+            row = matmul.run(budget_s=2.5, precisions=(p,))[0]
+            mm[p] = row
             if row.value is None:
                 log(f"matmul.{p}: skipped: {row.skipped}")
                 continue
             n = int((row.params or {})["n"])
-            ref = safe(f"matmul.{p}", lambda p=p, n=n: matmul_reference(p, n))
+            ref = safe(f"matmul.{p}", partial(matmul_reference, p, n))
             compare(Compare(f"matmul.{p} (n={n})", "TFLOP/s", row.value, ref, "do_bench"))
+        mm_rows = [mm[p] for p in matmul.PRECISIONS if p in mm]
         matmul.compare_to_best(mm_rows)
+        rows += mm_rows
         for r in mm_rows:
-            if r.value is not None:
-                log(f"  {r.id}: {r.value} TFLOP/s, datasheet {r.ceiling} ({r.ceiling_source})")
-                log(f"      {r.params}")
+            _log_row(r)
 
-    with section("copies: gpusight sweep, then do_bench median at the largest size"):
-        cp_rows = copies.run(budget_s=10.0)
-        rows += cp_rows
-        for r in cp_rows:
-            log(f"  {r.id}: {r.value} GB/s, ceiling {r.ceiling} ({r.ceiling_source})")
-            if r.skipped:
-                log(f"  {r.id}: skipped: {r.skipped}")
-            for pt in r.series or []:
-                log(f"      {pt['x']:>11} B  {pt['y']} GB/s")
-        size = int(params_of(cp_rows, "copy.h2d.pinned").get("bytes") or 0)
-        refs = safe("copies", lambda: copies_reference(size)) if size else None
-        for key, ref in (refs or {}).items():
-            if key != "copy.d2d":
-                compare(
-                    Compare(
-                        f"{key} ({size >> 20} MiB)",
-                        "GB/s",
-                        value_of(cp_rows, key),
-                        ref,
-                        "do_bench",
-                    )
-                )
-        d2d_size = int(params_of(cp_rows, "copy.d2d").get("bytes") or 0)
-        if d2d_size:
-            if d2d_size != size or refs is None:
-                refs = safe("copy.d2d", lambda: copies_reference(d2d_size))
-            d2d_ref = (refs or {}).get("copy.d2d")
-            compare(
-                Compare(
-                    f"copy.d2d ({d2d_size >> 20} MiB)",
-                    "GB/s",
-                    value_of(cp_rows, "copy.d2d"),
-                    d2d_ref,
-                    "do_bench",
-                )
+    with section("copies: each direction by gpusight, then its reference at the largest size"):
+        cp_rows: list[Benchmark] = []
+        for direction, memory in copies.DIRECTIONS:
+            budget = 3.0 if memory == "pageable" else 1.2
+            one = ((direction, memory),)
+            row = copies.run(budget_s=budget, directions=one, device_copy=False)[0]
+            cp_rows.append(row)
+            _log_row(row)
+            size = int((row.params or {}).get("bytes") or 0)
+            if row.value is None or not size:
+                continue
+            ref = safe(
+                f"copy.{direction}.{memory}",
+                partial(copy_reference, direction, memory, size),
             )
-        small = safe("copies 4 MiB", lambda: copies_reference(4 << 20)) or {}
+            method = "do_bench" if memory == "pinned" else "torch Timer"
+            compare(Compare(f"{row.id} ({size >> 20} MiB)", "GB/s", row.value, ref, method))
+        d2d = copies.run(budget_s=1.5, directions=(), device_copy=True)[0]
+        cp_rows.append(d2d)
+        _log_row(d2d)
+        d2d_size = int((d2d.params or {}).get("bytes") or 0)
+        if d2d.value is not None and d2d_size:
+            ref = safe("copy.d2d", lambda: d2d_reference(d2d_size))
+            compare(Compare(f"copy.d2d ({d2d_size >> 20} MiB)", "GB/s", d2d.value, ref, "do_bench"))
         h2d_small = next(
             (
                 p["y"]
@@ -434,32 +787,59 @@ def main() -> int:
             ),
             None,
         )
+        small = safe("copy 4 MiB", lambda: copy_reference("h2d", "pinned", 4 << 20))
         compare(
             Compare(
-                "copy.h2d.pinned (4 MiB)",
-                "GB/s",
-                h2d_small,
-                small.get("copy.h2d.pinned"),
-                "do_bench",
+                "copy.h2d.pinned (4 MiB)", "GB/s", h2d_small, small, "do_bench (µs-scale)", False
+            )
+        )
+        rows += cp_rows
+
+    with section("launch and sync: each row by gpusight, then its reference right after"):
+        ln_rows: list[Benchmark] = []
+        for key in launch.LABELS:
+            row = launch.run(budget_s=1.2, only=(key,))[0]
+            ln_rows.append(row)
+            _log_row(row)
+            p = row.params or {}
+            n = int(p.get("kernels") or p.get("calls") or 1000)
+            ref = safe(key, partial(launch_reference, key, n))
+            method = "CUDA events, 20 replays" if key == "launch.graph" else "torch Timer"
+            compare(Compare(key, "µs", row.value, ref, method))
+        kernels = int(params_of(ln_rows, "launch.graph").get("kernels") or 1000)
+
+        def cold_replay() -> float:
+            g, _x = _graph(kernels)
+            return ref_ms(g.replay) * 1e3 / kernels
+
+        compare(
+            Compare(
+                "launch.graph cold replay",
+                "µs",
+                value_of(ln_rows, "launch.graph"),
+                safe("launch.graph cold", cold_replay),
+                "do_bench: memset + L2 flush first",
                 gated=False,
             )
         )
-
-    with section("launch and sync: gpusight, then torch Timer / do_bench"):
-        ln_rows = launch.run(budget_s=5.0)
         rows += ln_rows
-        kernels = int(params_of(ln_rows, "launch.eager").get("kernels") or 1000)
-        launch_refs = safe("launch", lambda: launch_reference(kernels)) or {}
-        for key, ref in launch_refs.items():
-            method = "do_bench" if key == "launch.graph" else "torch Timer"
-            compare(Compare(key, "µs", value_of(ln_rows, key), ref, method))
 
-    with section("CPU matmul: gpusight, then torch Timer"):
+    with section("CPU matmul: gpusight, then torch Timer (same threads, same two input sets)"):
         cpu_rows = cpu.run(budget_s=2.0)
         rows += cpu_rows
-        n = int(params_of(cpu_rows, "cpu.matmul.fp32").get("n") or 1024)
-        a, b = torch.randn(n, n), torch.randn(n, n)
-        per = safe("cpu", lambda: ref_timer_s("torch.mm(a, b)", {"torch": torch, "a": a, "b": b}))
+        for r in cpu_rows:
+            _log_row(r)
+        cp = params_of(cpu_rows, "cpu.matmul.fp32")
+        n = int(cp.get("n") or 1024)
+        log(f"  torch threads: gpusight {cp.get('threads')}, reference {torch.get_num_threads()}")
+        g = torch.Generator().manual_seed(3)
+        pairs = itertools.cycle(
+            [(torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)) for _ in range(2)]
+        )
+        per = safe(
+            "cpu",
+            lambda: ref_timer_s("torch.mm(*next(pairs))", {"torch": torch, "pairs": pairs}),
+        )
         compare(
             Compare(
                 f"cpu.matmul.fp32 (n={n})",
@@ -473,7 +853,7 @@ def main() -> int:
     with section("DataLoader sweep: gpusight, then a plain loop on the best configuration"):
         stages: list[str] = []
         ld_rows = loader(
-            SyntheticImages(), budget_s=16.0, batch_size=64, progress=lambda s, f: stages.append(s)
+            SyntheticImages(), budget_s=10.0, batch_size=64, progress=lambda s, f: stages.append(s)
         )
         rows += ld_rows
         for r in ld_rows:
@@ -513,9 +893,31 @@ def main() -> int:
             log(format_findings(report.findings))
         log(report.verdict.summary)
 
+    burst = diag.get("burst_tflops")
+    check(
+        f"bf16 burst >= {BF16_BAR:g} TFLOP/s (others' method: 3 warm-ups, 10 timed, mean)",
+        burst is not None and burst >= BF16_BAR,
+        f"{burst and round(burst, 1)}",
+    )
     bf16 = value_of(rows, "matmul.bf16")
+    bp = params_of(rows, "matmul.bf16")
+    limited = any(r in str(bp.get("clock_events") or "") for r in LIMIT_REASONS)
+    check(
+        f"bf16 sustained (gpusight) >= {BF16_BAR:g} TFLOP/s, or below it with the GPU reporting"
+        " a power/thermal limit while timed",
+        bf16 is not None and (bf16 >= BF16_BAR or limited),
+        f"{bf16} TFLOP/s, {bp.get('regime')}; {bp.get('gpu_state')}",
+    )
+    after_idle, settled = diag.get("sustained_after_idle_tflops"), diag.get("trace_settled_tflops")
+    gap = 100 * (after_idle / settled - 1) if after_idle and settled else None
+    check(
+        "gpusight's 1 s warm-up reaches the settled rate (after idle, within 3 % of the trace's"
+        " last second)",
+        abs(gap) <= TARGET_PCT if gap is not None else None,
+        f"{after_idle} vs {settled and round(settled, 1)} TFLOP/s"
+        + (f", {gap:+.1f} %" if gap is not None else ""),
+    )
     h2d, h2d_pageable = value_of(rows, "copy.h2d.pinned"), value_of(rows, "copy.h2d.pageable")
-    check("bf16 >= 700 TFLOP/s", bf16 is not None and bf16 >= 700, f"{bf16}")
     check("pinned H2D >= 45 GB/s", h2d is not None and h2d >= 45, f"{h2d}")
     ratio = h2d / h2d_pageable if h2d and h2d_pageable else None
     check(
@@ -530,7 +932,7 @@ def main() -> int:
           f"worst {worst.name} {worst.diff_pct:+.1f} %" if worst else "no comparisons")  # fmt: skip
 
     magic_warm: float | None = None
-    with section("%gpusight-equivalent in a fresh process (warm)"):
+    with section("%gpusight in a fresh process (warm)"):
         magic_warm = magic_in_fresh_process("warm")
     for label, wall in (("cold", magic_cold), ("warm", magic_warm)):
         check(
@@ -542,7 +944,7 @@ def main() -> int:
 
     table = [
         "",
-        "=== gpusight.bench vs references (same run)",
+        "=== gpusight.bench vs references (same run, each reference right after its row)",
         f"{'benchmark':<30} {'gpusight':>10} {'reference':>10} {'diff':>8}  unit       method",
     ]
     for c in COMPARES:
@@ -551,16 +953,29 @@ def main() -> int:
         mark = "" if c.gated else " (info)"
         nums = f"{_fmt(c.ours):>10} {_fmt(c.ref):>10} {diff:>8}"
         table.append(f"{c.name:<30} {nums}  {c.unit:<10} {c.method}{mark}")
+    if diag:
+        table.append("")
+        table.append(
+            "bf16 8192^3: burst (others' method) {b}, gpusight quick {q}, sustained {s}, "
+            "sustained after 2 s idle {i}, trace first 100 ms {f}, last 1 s {t} TFLOP/s".format(
+                b=_fmt(diag.get("burst_tflops")),
+                q=_fmt(diag.get("quick_tflops")),
+                s=_fmt(diag.get("sustained_tflops")),
+                i=_fmt(diag.get("sustained_after_idle_tflops")),
+                f=_fmt(diag.get("trace_first_100ms_tflops")),
+                t=_fmt(diag.get("trace_settled_tflops")),
+            )
+        )
+        table.append(f"  GPU while sustained: {bp.get('gpu_state')}")
     table.append("")
     for name, ok, detail in CHECKS:
         table.append(f"{'PASS' if ok else ('n/a ' if ok is None else 'FAIL')}  {name}: {detail}")
     for f in FAILURES:
         table.append(f"ERROR {f}")
     table.append(f"total {time.perf_counter() - t_start:.0f} s")
-    LOG.extend(table)
-    (out / "bench-reference.txt").write_text("\n".join(LOG) + "\n", "utf-8")
+    for line in table:
+        log(line)
     (out / "bench-table.txt").write_text("\n".join(table[1:]) + "\n", "utf-8")
-    print("\n".join(table), flush=True)
     return 1 if FAILURES or any(ok is False for _, ok, _ in CHECKS) else 0
 
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 from gpusight.bench import copies, launch, matmul, run_all
 from gpusight.bench.flags import snapshot
+from gpusight.bench.nvml import GpuNvml
 from gpusight.bench.timer import time_fn
 
 pytestmark = [
@@ -33,6 +34,19 @@ def _interrupt_at(prefix: str, after: float = 0.0) -> Any:
     return progress
 
 
+def _interrupt_on_call(prefix: str, nth: int) -> Any:
+    """Ctrl-C at the nth progress call of a stage, wherever the stage falls in the run."""
+    seen: list[str] = []
+
+    def progress(stage: str, fraction: float) -> None:
+        if stage.startswith(prefix):
+            seen.append(stage)
+            if len(seen) == nth:
+                raise KeyboardInterrupt
+
+    return progress
+
+
 def test_quick_run_measures_every_gpu_row() -> None:
     flags = snapshot()
     cuda_rng = torch.cuda.get_rng_state()
@@ -45,6 +59,16 @@ def test_quick_run_measures_every_gpu_row() -> None:
         assert row.value is not None or row.skipped, row.id
     assert by_id["matmul.bf16"].value > by_id["matmul.fp32"].value  # type: ignore[operator]
     assert by_id["launch.graph"].value < by_id["launch.eager"].value  # type: ignore[operator]
+    bf16 = by_id["matmul.bf16"].params or {}
+    # A quick run cannot warm the GPU to its sustained rate, and says so.
+    assert bf16["regime"] == "burst" and by_id["matmul.bf16"].label.endswith("short burst")
+    nvml = GpuNvml(0)
+    has_nvml = nvml.handle is not None
+    nvml.close()
+    if has_nvml:
+        assert isinstance(bf16["sm_clock_mhz"], float) and bf16["sm_clock_mhz"] > 0
+        assert isinstance(bf16["clock_events"], str) and bf16["nvml_samples"] > 0
+    assert "driver_only_us" in (by_id["sync.synchronize"].params or {})
     assert snapshot() == flags
     assert torch.equal(torch.cuda.get_rng_state(), cuda_rng)
 
@@ -54,7 +78,8 @@ def test_interrupted_matmul_restores_flags_and_memory() -> None:
     torch.cuda.synchronize()
     allocated = torch.cuda.memory_allocated()
     with pytest.raises(KeyboardInterrupt):
-        matmul.run(budget_s=4.0, quick=True, progress=_interrupt_at("matmul tf32", 0.21))
+        # The second call is the first timed batch: TF32 is switched on at that moment.
+        matmul.run(budget_s=4.0, quick=True, progress=_interrupt_on_call("matmul tf32", 2))
     torch.cuda.synchronize()
     assert snapshot() == flags
     assert torch.cuda.memory_allocated() == allocated

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from gpusight.bench.copies import judge_link
+from gpusight.bench.copies import HEADLINE_SHARE, cell_budget, judge_link
 from gpusight.bench.peaks import known_names, lookup, normalise_name, pcie_gbps
 from gpusight.bench.sizing import (
     DeviceLimits,
@@ -160,3 +160,15 @@ def test_loaded_link_and_narrow_width() -> None:
     unknown = judge_link([(None, None)], None, None)
     assert unknown.theoretical_gbps is None
     assert "unknown" in unknown.describe()
+
+
+def test_the_largest_copy_keeps_its_share_of_the_budget() -> None:
+    budget = 3.0
+    # Seven smaller sizes share what the headline size does not keep.
+    first = cell_budget(budget, sizes_left=8, direction_budget=budget)
+    assert first == pytest.approx((1 - HEADLINE_SHARE) * budget / 7)
+    # Cheap small sizes used 0.5 s of their 1.8 s: the largest gets everything left.
+    assert cell_budget(2.5, sizes_left=1, direction_budget=budget) == pytest.approx(2.5)
+    # The next-to-largest never eats into the headline's share.
+    assert cell_budget(1.0, sizes_left=2, direction_budget=budget) == 0.0
+    assert cell_budget(-1.0, sizes_left=1, direction_budget=budget) == 0.0

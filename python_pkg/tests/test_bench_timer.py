@@ -65,6 +65,15 @@ def test_warmup_calls_are_left_out() -> None:
 def test_warmup_seconds_extend_warmup() -> None:
     timing = time_fn(lambda i: time.sleep(0.005), warmup=1, warmup_s=0.06, repeats=3)
     assert timing.warmup >= 5
+    # How long the warm-up lasted is kept: a benchmark labels its regime by it.
+    assert 0.06 <= timing.warmup_s < 0.06 + 0.03
+    assert timing.elapsed_s > timing.warmup_s
+
+
+def test_monitor_is_only_for_device_batches() -> None:
+    calls: list[int] = []
+    timing = time_fn(lambda i: None, repeats=5, monitor=lambda: calls.append(1))
+    assert timing.stats.n == 5 and calls == []  # host clocks have no batch in flight
 
 
 def test_budget_is_kept() -> None:

@@ -1,6 +1,16 @@
 """Host<->device copies (pageable vs pinned, over a size sweep) against the PCIe link's theoretical
 rate, and device-to-device copies against the memory's datasheet bandwidth.
 
+What is timed (CUDA events around each ``dst.copy_(src)``, the largest size is the row's value):
+
+- pinned: ``copy_(non_blocking=True)`` from/to page-locked memory: a DMA at the link's rate.
+- pageable: the steady state of ``copy_()`` from/to ordinary memory (torch's CPU allocator): one
+  host buffer, its pages faulted in (written) before timing and reused across repetitions, as a
+  training loop reuses its batch buffers. The driver stages such copies through pinned bounce
+  buffers with a CPU memcpy, so the rate is bounded by that memcpy (CPU, memory, NUMA node), and
+  the copy blocks the host for its whole length. A first touch of fresh pages costs more again
+  (page faults): that is not what this row measures.
+
 The link rate comes from NVML: generation and width read while a copy loads the link, because idle
 GPUs lower the link generation to save power. All buffers (pinned ones included) are freed on
 every exit, Ctrl-C too: torch keeps freed pinned memory cached, so the cache is emptied as well.
@@ -8,9 +18,10 @@ every exit, Ctrl-C too: torch keeps freed pinned memory cached, so the cache is 
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..report import Benchmark
@@ -24,6 +35,7 @@ from .device import (
     resolve_device,
     skipped,
 )
+from .nvml import GpuNvml
 from .peaks import PCIE_GT_PER_LANE, lookup, pcie_encoding, pcie_gbps
 from .progress import Progress, Span
 from .sizing import GiB, MiB, copy_sweep, d2d_bytes, device_limits
@@ -39,6 +51,13 @@ LABELS = {
 }
 D2D_LABEL = "device to device (read + write)"
 QUICK_SIZES = (1 * MiB, 64 * MiB)
+DEFINITIONS = {
+    "pinned": "dst.copy_(src, non_blocking=True), page-locked host buffer; CUDA events",
+    "pageable": (
+        "steady state: dst.copy_(src) with one pageable host buffer (torch CPU allocator), "
+        "pages faulted in before timing and reused across repetitions; CUDA events"
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -99,90 +118,28 @@ def judge_link(
     return PcieLink(gen, width, max_gen, max_width, used_gen, used_width, theory, note)
 
 
-class _Nvml:
-    """NVML for one torch device, or nothing (no pynvml, no driver, no match): then link is None."""
-
-    def __init__(self, index: int) -> None:
-        self.handle: Any = None
-        self.pynvml: Any = None
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            self.pynvml = pynvml
-            self.handle = _handle_for(pynvml, index)
-        except Exception:
-            self.handle = None
-
-    def read(self) -> tuple[int | None, int | None]:
-        if self.handle is None:
-            return None, None
-        p = self.pynvml
-        return _call(p.nvmlDeviceGetCurrPcieLinkGeneration, self.handle), _call(
-            p.nvmlDeviceGetCurrPcieLinkWidth, self.handle
-        )
-
-    def max(self) -> tuple[int | None, int | None]:
-        if self.handle is None:
-            return None, None
-        p = self.pynvml
-        return _call(p.nvmlDeviceGetMaxPcieLinkGeneration, self.handle), _call(
-            p.nvmlDeviceGetMaxPcieLinkWidth, self.handle
-        )
-
-    def close(self) -> None:
-        if self.pynvml is not None:
-            try:
-                self.pynvml.nvmlShutdown()  # reference counted: others' NVML stays open
-            except Exception:
-                pass
-            self.pynvml = None
-
-
-def _call(fn: Callable[[Any], Any], handle: Any) -> int | None:
-    try:
-        value = int(fn(handle))
-    except Exception:
-        return None
-    return value if value > 0 else None
-
-
-def _handle_for(pynvml: Any, index: int) -> Any:
-    """The NVML handle of torch's device ``index``: by UUID, then PCI bus id, then index (only
-    when CUDA_VISIBLE_DEVICES cannot have renumbered the devices)."""
-    import torch
-
-    props = torch.cuda.get_device_properties(index)
-    uuid = getattr(props, "uuid", None)
-    if uuid is not None:
-        text = str(uuid)
-        for cand in (text, f"GPU-{text}"):
-            try:
-                return pynvml.nvmlDeviceGetHandleByUUID(cand)
-            except Exception:
-                continue
-    bus = getattr(props, "pci_bus_id", None)
-    if bus is not None:
-        dom = int(getattr(props, "pci_domain_id", 0) or 0)
-        dev = int(getattr(props, "pci_device_id", 0) or 0)
-        bus_id = f"{dom:08X}:{int(bus):02X}:{dev:02X}.0"
-        for fn_name in ("nvmlDeviceGetHandleByPciBusId_v2", "nvmlDeviceGetHandleByPciBusId"):
-            fn = getattr(pynvml, fn_name, None)
-            if fn is None:
-                continue
-            try:
-                return fn(bus_id)
-            except Exception:
-                continue
-    if not os.environ.get("CUDA_VISIBLE_DEVICES"):
-        return pynvml.nvmlDeviceGetHandleByIndex(index)
-    return None
-
-
-def _skipped_all(reason: str) -> list[Benchmark]:
-    rows = [skipped(f"copy.{d}.{m}", LABELS[(d, m)], UNIT, reason) for d, m in DIRECTIONS]
-    rows.append(skipped("copy.d2d", D2D_LABEL, UNIT, reason))
+def _skipped_all(
+    reason: str,
+    directions: Sequence[tuple[str, str]] = DIRECTIONS,
+    device_copy: bool = True,
+) -> list[Benchmark]:
+    rows = [skipped(f"copy.{d}.{m}", LABELS[(d, m)], UNIT, reason) for d, m in directions]
+    if device_copy:
+        rows.append(skipped("copy.d2d", D2D_LABEL, UNIT, reason))
     return rows
+
+
+def transparent_hugepages() -> str | None:
+    """The kernel's THP mode ('always', 'madvise', 'never'), or None: whether a large pageable
+    buffer gets 2 MiB pages changes the CPU memcpy that stages a pageable copy."""
+    try:
+        text = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+    except OSError:
+        return None
+    for word in text.split():
+        if word.startswith("[") and word.endswith("]"):
+            return word[1:-1]
+    return None
 
 
 def _host_available() -> int | None:
@@ -200,40 +157,87 @@ def run(
     quick: bool = False,
     device: Any = None,
     progress: Progress | None = None,
+    directions: Sequence[tuple[str, str]] = DIRECTIONS,
+    device_copy: bool = True,
 ) -> list[Benchmark]:
     """Rows copy.h2d.pinned, copy.h2d.pageable, copy.d2h.pinned, copy.d2h.pageable (GB/s at the
-    largest size, the sweep as series) and copy.d2d."""
+    largest size, the sweep as series) and copy.d2d; ``directions`` and ``device_copy`` pick
+    a subset (a check that times each row next to a reference runs them one at a time)."""
+    directions = [(d, m) for d, m in directions if (d, m) in LABELS]
     reason = cuda_unavailable_reason()
     if reason is not None:
-        return _skipped_all(reason)
+        return _skipped_all(reason, directions, device_copy)
     import torch
 
     index = resolve_device(device)
     span = Span(progress)
-    nvml = _Nvml(index)
+    nvml = GpuNvml(index)
     box: dict[str, Any] = {}
+    sweep_share = 0.85 if device_copy and directions else (1.0 if directions else 0.0)
     try:
         with torch.cuda.device(index):
             limits = device_limits(index)
-            if quick:
-                cap = copy_sweep(limits.free_bytes, _host_available(), lo=QUICK_SIZES[-1])
-                sizes = list(QUICK_SIZES) if cap else []
-            else:
-                sizes = copy_sweep(limits.free_bytes, _host_available())
-            if not sizes:
-                return _skipped_all("not enough free GPU or host memory for the copy sweep")
-            rows = _sweep(torch, index, sizes, box, nvml, budget_s * 0.85, quick, span.sub(0, 0.85))
-            box.clear()
-            rows.append(_d2d(torch, index, limits, box, budget_s * 0.15, quick, span.sub(0.85, 1)))
+            rows: list[Benchmark] = []
+            if directions:
+                if quick:
+                    cap = copy_sweep(limits.free_bytes, _host_available(), lo=QUICK_SIZES[-1])
+                    sizes = list(QUICK_SIZES) if cap else []
+                else:
+                    sizes = copy_sweep(limits.free_bytes, _host_available())
+                if not sizes:
+                    return _skipped_all(
+                        "not enough free GPU or host memory for the copy sweep",
+                        directions,
+                        device_copy,
+                    )
+                rows = _sweep(
+                    torch,
+                    index,
+                    sizes,
+                    directions,
+                    box,
+                    nvml,
+                    budget_s * sweep_share,
+                    quick,
+                    span.sub(0, sweep_share),
+                )
+                box.clear()
+            if device_copy:
+                rows.append(
+                    _d2d(
+                        torch,
+                        index,
+                        limits,
+                        box,
+                        budget_s * (1 - sweep_share),
+                        quick,
+                        span.sub(sweep_share, 1),
+                    )
+                )
             return rows
     except Exception as exc:
-        rows = _skipped_all("")
+        rows = _skipped_all("", directions, device_copy)
         return [failed(r.id, r.label, UNIT, exc) for r in rows]
     finally:
         box.clear()
         nvml.close()
         release_pinned_memory()
         release_device_memory()
+
+
+# Share of a direction's budget kept for its largest size: the row's value, and the slowest copy.
+HEADLINE_SHARE = 0.4
+
+
+def cell_budget(left_s: float, *, sizes_left: int, direction_budget: float) -> float:
+    """Seconds for the next size of a direction that has ``left_s`` of its ``direction_budget``
+    left: the largest size keeps ``HEADLINE_SHARE`` of the direction's budget, the smaller
+    sizes share the rest, and what cheap cells leave unused passes on to the next ones."""
+    left_s = max(left_s, 0.0)
+    if sizes_left <= 1:
+        return left_s
+    smaller = max(left_s - HEADLINE_SHARE * direction_budget, 0.0)
+    return smaller / (sizes_left - 1)
 
 
 def _copy_fn(box: dict[str, Any], non_blocking: bool) -> Callable[[int], object]:
@@ -247,37 +251,51 @@ def _sweep(
     torch: Any,
     index: int,
     sizes: list[int],
+    directions: Sequence[tuple[str, str]],
     box: dict[str, Any],
-    nvml: _Nvml,
+    nvml: GpuNvml,
     budget_s: float,
     quick: bool,
     span: Span,
 ) -> list[Benchmark]:
+    start = time.perf_counter()
     largest = sizes[-1]
     dev = f"cuda:{index}"
+    kinds = {memory for _, memory in directions}
     gen = torch.Generator(device=dev)
     gen.manual_seed(4321)
     span("copies: allocating buffers", 0.0)
     box["dev"] = torch.randint(0, 256, (largest,), dtype=torch.uint8, device=dev, generator=gen)
-    box["pageable"] = box["dev"].cpu()  # random bytes, pages already resident
-    box["pinned"] = torch.empty(largest, dtype=torch.uint8, pin_memory=True)
-    box["pinned"].copy_(box["dev"])
+    if "pageable" in kinds:
+        # Random bytes written into ordinary memory: every page faulted in before any timing.
+        box["pageable"] = box["dev"].cpu()
+    burst = min(largest, 256 * MiB)
+    box["pinned"] = torch.empty(
+        largest if "pinned" in kinds else burst, dtype=torch.uint8, pin_memory=True
+    )
+    box["pinned"].copy_(box["dev"][: box["pinned"].numel()])
     torch.cuda.synchronize(index)
 
     # Load the link with pinned copies and read NVML while they are in flight.
-    readings = [nvml.read()]
-    burst = min(largest, 256 * MiB)
+    readings = [nvml.pcie()]
     for _ in range(8):
         box["dev"][:burst].copy_(box["pinned"][:burst], non_blocking=True)
-    readings.append(nvml.read())
+    readings.append(nvml.pcie())
     torch.cuda.synchronize(index)
-    link = judge_link(readings, *nvml.max())
+    link = judge_link(readings, *nvml.pcie_max())
+    if "pinned" not in kinds:
+        del box["pinned"]
+    thp = transparent_hugepages()
 
-    per_cell = budget_s / (len(DIRECTIONS) * len(sizes))
     rows: list[Benchmark] = []
-    cells = len(DIRECTIONS) * len(sizes)
+    cells = len(directions) * len(sizes)
     done = 0
-    for direction, memory in DIRECTIONS:
+    for direction, memory in directions:
+        # An even share of what is left, so that an overrun does not starve the last direction.
+        direction_start = time.perf_counter()
+        direction_budget = max(budget_s - (direction_start - start), 0.0) / (
+            len(directions) - len(rows)
+        )
         series: list[dict[str, Any]] = []
         last: tuple[float, tuple[float, float], int] | None = None
         for size in sizes:
@@ -288,6 +306,11 @@ def _sweep(
             else:
                 box["src"], box["dst"] = box["dev"][:size], host
             del host
+            per_cell = cell_budget(
+                direction_budget - (time.perf_counter() - direction_start),
+                sizes_left=len(sizes) - sizes.index(size),
+                direction_budget=direction_budget,
+            )
             timing = time_fn(
                 _copy_fn(box, non_blocking=memory == "pinned"),
                 clock="cuda_event",
@@ -319,6 +342,8 @@ def _sweep(
                 repeats=n,
                 params={
                     "bytes": largest,
+                    "definition": DEFINITIONS[memory],
+                    **({"host_thp": thp} if memory == "pageable" and thp else {}),
                     "peak_gbps": peak,
                     "pcie_gen": link.gen,
                     "pcie_width": link.width,

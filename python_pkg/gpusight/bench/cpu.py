@@ -1,4 +1,9 @@
-"""CPU matmul throughput (fp32): the one benchmark that runs on every machine with torch."""
+"""CPU matmul throughput (fp32): the one benchmark that runs on every machine with torch.
+
+Defined as ``2 n^3 / t``, t the median wall time of ``torch.mm`` on n x n fp32 inputs rotated
+between two sets, with torch's intra-op thread count as the process has it
+(``torch.get_num_threads()``, recorded as ``threads``): what the user's own CPU work gets.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ def run(
     except ImportError:
         return [skipped(BENCH_ID, LABEL, UNIT, "torch is not installed")]
     span = Span(progress)
+    threads = int(torch.get_num_threads())
     n = n or (512 if quick else 1024)
     sets = 2  # 2 x 2 x 4 MiB at n=1024: past most per-core caches
     box: dict[str, Any] = {}
@@ -59,6 +65,12 @@ def run(
             ceiling_source=None,
             spread=band(lo, hi),
             repeats=timing.stats.n,
-            params={"n": n, "threads": torch.get_num_threads(), "clock": timing.clock},
+            params={
+                "n": n,
+                "threads": threads,
+                "sets": sets,
+                "clock": timing.clock,
+                "definition": f"2*n^3 / median wall time of torch.mm, {threads} intra-op threads",
+            },
         )
     ]

@@ -85,6 +85,10 @@ def matmul_below_expected(benchmarks: Sequence[Benchmark]) -> Finding | None:
         assert b.value is not None and b.ceiling
         evidence.append(Evidence(f"{b.label}", b.value, b.unit))
         evidence.append(Evidence(f"{b.label}: datasheet peak", b.ceiling, b.unit))
+        state = (b.params or {}).get("gpu_state")
+        if isinstance(state, str) and state:
+            # The GPU's own account (NVML, while the products ran): a power cap explains a rate.
+            evidence.append(Evidence(f"{b.label}: GPU while timed", state))
     if worst.ceiling_source:
         evidence.append(Evidence("ceiling from", worst.ceiling_source))
     return Finding(

@@ -2,11 +2,28 @@
 and what a round trip to the device costs (``torch.cuda.synchronize()``, ``.item()``).
 
 The eager figure is the floor of a step made of many small ops: below it, the GPU waits for Python.
+
+Each row is one defined quantity (also in its params, ``definition``), per call or per kernel:
+
+- ``launch.eager``: host time per ``x.add_(1)`` (one element) launched from a Python loop of N,
+  the device keeping up; host clock around the loop and a final synchronize, divided by N.
+- ``launch.graph``: device time per kernel while replaying a CUDA graph of N such kernels, the
+  replays enqueued back to back (the steady state of a captured training step); CUDA events
+  around each replay, divided by N. A replay that starts cold (after other work, an L2 flush)
+  takes longer: that is a different quantity.
+- ``sync.synchronize``: host time of one ``torch.cuda.synchronize()``, written as user code
+  writes it (no argument, the benchmarked GPU current), on an idle device: torch's Python
+  wrapper (which looks up the current device) plus the driver's round trip. Host clock around
+  N back-to-back calls, divided by N. ``driver_only_us`` in the params is the C++ call alone.
+- ``sync.item``: host time of ``.item()`` on a one-element CUDA tensor, idle device (a
+  device-to-host copy and a stream synchronisation); host clock around N calls, divided by N.
+
+Each timed sample is one block of N calls; the value is the median over blocks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..report import Benchmark
@@ -26,8 +43,26 @@ UNIT = "µs"
 LABELS = {
     "launch.eager": "tiny kernel launched from Python (x.add_(1)), per kernel",
     "launch.graph": "tiny kernel replayed from a CUDA graph, per kernel",
-    "sync.synchronize": "torch.cuda.synchronize() on an idle device",
-    "sync.item": ".item() of a one-element CUDA tensor (copy + sync)",
+    "sync.synchronize": "torch.cuda.synchronize() on an idle device, per call",
+    "sync.item": ".item() of a one-element CUDA tensor (copy + sync), per call",
+}
+DEFINITIONS = {
+    "launch.eager": (
+        "host time per x.add_(1) launched from a Python loop of N, device keeping up; "
+        "host clock around the loop and a final synchronize, / N"
+    ),
+    "launch.graph": (
+        "device time per kernel replaying a CUDA graph of N x.add_(1) kernels, replays "
+        "enqueued back to back (steady state); CUDA events around each replay, / N"
+    ),
+    "sync.synchronize": (
+        "host time of one torch.cuda.synchronize() (no argument, Python wrapper + driver "
+        "round trip) on an idle device; host clock around N back-to-back calls, / N"
+    ),
+    "sync.item": (
+        "host time of y.item() on a one-element CUDA tensor, idle device; host clock "
+        "around N back-to-back calls, / N"
+    ),
 }
 
 
@@ -37,26 +72,31 @@ def run(
     quick: bool = False,
     device: Any = None,
     progress: Progress | None = None,
+    only: Sequence[str] | None = None,
 ) -> list[Benchmark]:
+    """Rows launch.eager, launch.graph, sync.synchronize and sync.item (``only``: a subset)."""
+    wanted = [k for k in LABELS if only is None or k in only]
     reason = cuda_unavailable_reason()
     if reason is not None:
-        return [skipped(k, label, UNIT, reason) for k, label in LABELS.items()]
+        return [skipped(k, LABELS[k], UNIT, reason) for k in wanted]
     import torch
 
     index = resolve_device(device)
     span = Span(progress)
-    per = budget_s / len(LABELS)
+    per = budget_s / max(len(wanted), 1)
     kernels = 200 if quick else 1000
     calls = 200 if quick else 1000
     box: dict[str, Any] = {}
     rows: list[Benchmark] = []
     q = quick
-    steps: list[tuple[str, Callable[[], Benchmark]]] = [
-        ("launch.eager", lambda: _eager(torch, index, box, kernels, per, q, span.sub(0, 0.25))),
-        ("launch.graph", lambda: _graph(torch, index, box, kernels, per, q, span.sub(0.25, 0.5))),
-        ("sync.synchronize", lambda: _sync(torch, index, calls, per, q, span.sub(0.5, 0.75))),
-        ("sync.item", lambda: _item(torch, index, box, calls, per, q, span.sub(0.75, 1))),
-    ]
+    parts = {k: span.sub(i / len(wanted), (i + 1) / len(wanted)) for i, k in enumerate(wanted)}
+    runners: dict[str, Callable[[], Benchmark]] = {
+        "launch.eager": lambda: _eager(torch, index, box, kernels, per, q, parts["launch.eager"]),
+        "launch.graph": lambda: _graph(torch, index, box, kernels, per, q, parts["launch.graph"]),
+        "sync.synchronize": lambda: _sync(torch, index, calls, per, q, parts["sync.synchronize"]),
+        "sync.item": lambda: _item(torch, index, box, calls, per, q, parts["sync.item"]),
+    }
+    steps = [(k, runners[k]) for k in wanted]
     try:
         with torch.cuda.device(index):
             for bench_id, step in steps:
@@ -82,7 +122,12 @@ def _row(bench_id: str, timing: Any, per_call: int, params: dict[str, Any]) -> B
         unit=UNIT,
         spread=band(stats.p10 * scale, stats.p90 * scale),
         repeats=stats.n,
-        params={**params, "per_repeat": per_call, "clock": timing.clock},
+        params={
+            **params,
+            "per_repeat": per_call,
+            "clock": timing.clock,
+            "definition": DEFINITIONS[bench_id],
+        },
     )
 
 
@@ -144,17 +189,38 @@ def _graph(
         return None
 
     timing = _time(replay, "cuda_event", index, budget, quick, span.inner("launch graph"))
-    return _row("launch.graph", timing, n, {"op": "x.add_(1) on 1 element", "kernels": n})
+    return _row(
+        "launch.graph",
+        timing,
+        n,
+        {"op": "x.add_(1) on 1 element", "kernels": n, "replays": "back to back"},
+    )
 
 
 def _sync(torch: Any, index: int, n: int, budget: float, quick: bool, span: Span) -> Benchmark:
+    # As user code calls it: no argument. run() made `index` the current device, so this is
+    # the benchmarked GPU; with an argument, torch skips the current-device lookup (cheaper,
+    # and not what a training loop pays).
+    synchronize = torch.cuda.synchronize
+
     def syncs(i: int) -> object:
         for _ in range(n):
-            torch.cuda.synchronize(index)
+            synchronize()
         return None
 
-    timing = _time(syncs, "perf_counter", index, budget, quick, span.inner("sync"))
-    return _row("sync.synchronize", timing, n, {"calls": n})
+    timing = _time(syncs, "perf_counter", index, budget * 0.8, quick, span.inner("sync"))
+    params: dict[str, Any] = {"calls": n, "stmt": "torch.cuda.synchronize()"}
+    driver = getattr(torch._C, "_cuda_synchronize", None)
+    if driver is not None:  # the C++ call alone: what is left once Python is taken out
+
+        def driver_syncs(i: int) -> object:
+            for _ in range(n):
+                driver()
+            return None
+
+        alone = time_fn(driver_syncs, warmup=1, repeats=5, min_repeats=3, budget_s=budget * 0.2)
+        params["driver_only_us"] = finite(alone.stats.median * 1e6 / n)
+    return _row("sync.synchronize", timing, n, params)
 
 
 def _item(
@@ -169,4 +235,4 @@ def _item(
         return None
 
     timing = _time(items, "perf_counter", index, budget, quick, span.inner("item"))
-    return _row("sync.item", timing, n, {"calls": n})
+    return _row("sync.item", timing, n, {"calls": n, "stmt": "y.item()"})

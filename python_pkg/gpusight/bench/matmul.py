@@ -1,9 +1,23 @@
 """Matrix-multiply throughput per precision: fp32 (TF32 off), TF32, bf16, fp16 and fp8, each set
 against the GPU's datasheet peak and against the fastest precision measured in the same run.
 
+What is measured: ``2 n^3 / t`` for an n x n x n product (n = 8192 on large GPUs), t the median of
+CUDA-event times of products enqueued back to back. In the full run that is the **sustained**
+rate: the products run for ``SUSTAINED_WARMUP_S`` before timing starts, so that the GPU's power
+controller has settled. A big GPU at its power limit runs tensor-core products at a lower clock
+after a fraction of a second than in the first milliseconds (an H200 at 700 W: boost 1,980 MHz
+at first, less once power-capped). A training job runs its products for hours, so its ceiling is
+the sustained rate; a burst of a few products from an idle GPU overstates it. The quick run
+(``quick=True``) cannot afford the warm-up and says so: its rows are labelled "short burst".
+While the timed products run, NVML is read (SM clock, power, clock-event reasons, temperature)
+and the row's params keep what it said, so that a rate below the datasheet comes with the GPU's
+own account ("power-capped at 700 W: SM clock 1,755 of 1,980 MHz").
+
 Inputs are random (zeros run faster than real data), drawn from a private generator so the user's
 RNG is untouched, and rotated among enough sets to exceed the L2 cache. TF32 settings are changed
-through :mod:`gpusight.bench.flags` and restored exactly, on error and Ctrl-C too.
+through :mod:`gpusight.bench.flags` and restored exactly, on error and Ctrl-C too. The tensor-core
+precisions run first and fp32 (the longest) last, so that the headline rates are not measured on
+a GPU heated by a second of fp32 products; the rows keep the order of ``precisions``.
 """
 
 from __future__ import annotations
@@ -23,12 +37,20 @@ from .device import (
     skipped,
 )
 from .flags import matmul_fp32_precision
+from .nvml import GpuNvml
 from .peaks import GpuPeaks, lookup
 from .progress import Progress, Span
 from .sizing import device_limits, matmul_size
 from .timer import time_fn
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
+# Execution order: tensor-core precisions first, the long fp32 products last.
+RUN_ORDER = ("bf16", "fp16", "fp8", "tf32", "fp32")
+# Seconds of back-to-back products before timing in the full run: enough for the power
+# controller of a GPU at its limit to settle (it reacts within tens to hundreds of ms).
+SUSTAINED_WARMUP_S = 1.0
+QUICK_WARMUP_S = 0.05
+REGIME_LABELS = {"sustained": "sustained", "burst": "short burst"}
 LABELS = {
     "fp32": "matmul fp32 (TF32 off)",
     "tf32": "matmul fp32 with TF32",
@@ -93,27 +115,40 @@ def run(
 
     index = resolve_device(device)
     span = Span(progress)
-    rows: list[Benchmark] = []
-    per = budget_s / max(len(precisions), 1)
+    by_precision: dict[str, Benchmark] = {}
+    order = [p for p in RUN_ORDER if p in precisions]
+    order += [p for p in precisions if p not in order]
+    per = budget_s / max(len(order), 1)
+    nvml: GpuNvml | None = None
     try:
         with torch.cuda.device(index):
             name = torch.cuda.get_device_name(index)
             capability = tuple(torch.cuda.get_device_capability(index))
             peaks = lookup(name)
-            for k, precision in enumerate(precisions):
-                sub = span.sub(k / len(precisions), (k + 1) / len(precisions))
+            nvml = GpuNvml(index)
+            for k, precision in enumerate(order):
+                sub = span.sub(k / len(order), (k + 1) / len(order))
                 sub(f"matmul {precision}", 0.0)
                 why = unsupported_reason(precision, (capability[0], capability[1]), torch)
                 if why is not None:
-                    rows.append(skipped(f"matmul.{precision}", LABELS[precision], UNIT, why))
+                    by_precision[precision] = skipped(
+                        f"matmul.{precision}", LABELS[precision], UNIT, why
+                    )
                     continue
                 try:
-                    rows.append(_measure(torch, precision, index, name, peaks, per, quick, sub))
+                    by_precision[precision] = _measure(
+                        torch, precision, index, name, peaks, per, quick, sub, nvml
+                    )
                 except Exception as exc:  # OOM, a cuBLAS error: this row fails, the rest run
-                    rows.append(failed(f"matmul.{precision}", LABELS[precision], UNIT, exc))
+                    by_precision[precision] = failed(
+                        f"matmul.{precision}", LABELS[precision], UNIT, exc
+                    )
                     release_device_memory()
     finally:
+        if nvml is not None:
+            nvml.close()
         release_device_memory()
+    rows = [by_precision[p] for p in precisions if p in by_precision]
     compare_to_best(rows)
     return rows
 
@@ -127,6 +162,7 @@ def _measure(
     budget_s: float,
     quick: bool,
     span: Span,
+    nvml: GpuNvml | None = None,
 ) -> Benchmark:
     bench_id = f"matmul.{precision}"
     limits = device_limits(index)
@@ -149,21 +185,30 @@ def _measure(
             box["scale"] = torch.ones((), device=f"cuda:{index}", dtype=torch.float32)
         fn = _matmul_fn(torch, precision, box, size.sets)
         with _precision_flags(precision):
+            # One product first: cuBLAS picks and loads its kernel here (up to a second for a
+            # new precision), which must not count as time under load.
+            fn(0)
+            torch.cuda.synchronize(index)
+        if nvml is not None:
+            nvml.reset()
+        with _precision_flags(precision):
             timing = time_fn(
                 fn,
                 clock="cuda_event",
                 warmup=2 if quick else 3,
-                warmup_s=0.05 if quick else 0.2,  # lets the clocks ramp up from idle
+                warmup_s=QUICK_WARMUP_S if quick else SUSTAINED_WARMUP_S,
                 repeats=10 if quick else 50,
                 min_repeats=3,
                 budget_s=budget_s,
                 device=index,
                 progress=span.inner(f"matmul {precision}"),
+                monitor=nvml.sample if nvml is not None and nvml.handle is not None else None,
             )
     finally:
         box.clear()
     value, (lo, hi) = timing.rate(2.0 * n**3 / 1e12)
     ceiling, source = ceiling_for(peaks, precision, name)
+    regime = "sustained" if not quick and timing.warmup_s >= SUSTAINED_WARMUP_S else "burst"
     params: dict[str, Any] = {
         "n": n,
         "device": name,
@@ -171,13 +216,24 @@ def _measure(
         "fills_chip": size.fills_chip,
         "clock": timing.clock,
         "noise_pct": finite(timing.stats.noise_pct, 3),
+        "regime": regime,
+        "warmup_s": round(timing.warmup_s, 3),
+        "definition": (
+            f"2*n^3 / median CUDA-event time of back-to-back products, timed after "
+            f"{timing.warmup_s:.2f} s of them"
+            + (" (steady state)" if regime == "sustained" else " (short burst)")
+        ),
     }
+    if nvml is not None and nvml.handle is not None:
+        params.update(nvml.summary().params())
+    elif nvml is not None and nvml.why:
+        params["gpu_state"] = nvml.why
     if precision == "fp8":
         params["use_fast_accum"] = True
         params["out_dtype"] = "bfloat16"
     return Benchmark(
         id=bench_id,
-        label=LABELS[precision],
+        label=f"{LABELS[precision]}, {REGIME_LABELS[regime]}",
         value=finite(value),
         unit=UNIT,
         ceiling=ceiling,

@@ -69,7 +69,9 @@ def summary(benchmarks: list[Benchmark]) -> str:
     for bench_id, name in (("matmul.bf16", "bf16 matmul"), ("matmul.fp32", "fp32 matmul")):
         b = by_id.get(bench_id)
         if b is not None and b.value is not None:
-            pct = f" ({100 * b.value / b.ceiling:.0f} % of datasheet)" if b.ceiling else ""
+            notes = [f"{100 * b.value / b.ceiling:.0f} % of datasheet"] if b.ceiling else []
+            notes += _matmul_context(b)
+            pct = f" ({'; '.join(notes)})" if notes else ""
             parts.append(f"{name} {b.value:.0f} {b.unit}{pct}")
     fp32 = by_id.get("matmul.fp32")
     if fp32 is not None and fp32.params:
@@ -95,6 +97,24 @@ def summary(benchmarks: list[Benchmark]) -> str:
             text += f"; CPU fp32 matmul {cpu_row.value:.0f} GFLOP/s"
         return text
     return "; ".join(parts)
+
+
+def _matmul_context(row: Benchmark) -> list[str]:
+    """'sustained', and the limit the GPU reported while the products ran, if any."""
+    params = row.params or {}
+    out: list[str] = []
+    regime = params.get("regime")
+    if regime == "sustained":
+        out.append("sustained")
+    elif regime == "burst":
+        out.append("short burst")
+    events = str(params.get("clock_events") or "")
+    limit = params.get("power_limit_w")
+    if "sw_power_cap" in events and isinstance(limit, (int, float)):
+        out.append(f"power-capped at {limit:.0f} W")
+    elif any(r in events for r in ("thermal", "hw_slowdown", "power_brake")):
+        out.append(f"clocks held down: {events}")
+    return out
 
 
 def _notes(benchmarks: list[Benchmark]) -> list[str]:

@@ -4,6 +4,10 @@ Device work is asynchronous, so a GPU region is timed with CUDA events (``clock=
 with the host clock between two ``torch.cuda.synchronize()`` calls (``"host_sync"``: what the host
 waits, launch cost included). CPU work uses ``time.perf_counter`` (``"perf_counter"``).
 
+With ``clock="cuda_event"`` the warm-up enqueues calls in chunks of about 20 ms of device work
+between synchronisations, so that the device stays loaded as in the timed part: a warm-up meant
+to bring a GPU to its power-limited steady state must not let it idle between calls.
+
 The statistics are pure functions, so they are tested on any machine. ``fn`` receives the running
 call index, so that a benchmark can rotate among several input sets (see :class:`Rotation`): when
 the inputs of one call fit in the L2 cache, repeating it over one buffer measures the cache.
@@ -22,6 +26,9 @@ T = TypeVar("T")
 
 # Events enqueued per round trip: enough to keep the device busy, few enough to check the budget.
 _EVENT_BATCH = 64
+# Device work enqueued per warm-up chunk (cuda_event clock): the device idles only for the host's
+# round trip between chunks, and the warm-up overshoots its time by at most this much.
+_WARMUP_CHUNK_S = 0.02
 
 
 def quantile(values: Sequence[float], q: float) -> float:
@@ -90,6 +97,8 @@ class Timing:
     elapsed_s: float
     budget_s: float
     hit_budget: bool
+    warmup_s: float = 0.0
+    """Seconds the warm-up calls took (host clock, device synchronised at the end)."""
 
     def rate(self, work: float) -> tuple[float, tuple[float, float]]:
         return rate(work, self.stats)
@@ -121,12 +130,18 @@ def time_fn(
     budget_s: float = 1.0,
     device: Any = None,
     progress: Callable[[float], None] | None = None,
+    monitor: Callable[[], object] | None = None,
+    monitor_interval_s: float = 0.01,
 ) -> Timing:
     """Time ``fn(i)``: ``warmup`` calls (and at least ``warmup_s`` seconds of them) left out,
     then up to ``repeats`` timed calls, stopping early once ``budget_s`` (warm-up included) would
     be exceeded, but never with fewer than ``min_repeats``. Warm-up never takes more than half
     the budget. ``progress(fraction)`` is called after each timed call or batch of calls; an
     exception it raises (KeyboardInterrupt, say) ends the timing.
+
+    ``monitor()`` (``cuda_event`` clock only) is called about every ``monitor_interval_s`` while
+    a batch of timed calls runs on the device: the moment to read the GPU's clocks and power
+    under the load being timed, with the host otherwise idle.
     """
     if repeats < 1 or min_repeats < 1:
         raise ValueError("repeats and min_repeats must be at least 1")
@@ -138,20 +153,37 @@ def time_fn(
     sync()
     calls = 0
     warmed = 0
+    per_call: float | None = None
     while True:
         elapsed = time.perf_counter() - start
         if warmed >= warmup and elapsed >= warmup_s:
             break
         if warmed >= 1 and elapsed >= budget_s * 0.5:
             break
-        fn(calls)
+        chunk = 1
+        if clock == "cuda_event" and per_call is not None:
+            chunk = max(1, min(_EVENT_BATCH, int(_WARMUP_CHUNK_S / max(per_call, 1e-7))))
+        t0 = time.perf_counter()
+        for _ in range(chunk):
+            fn(calls)
+            calls += 1
         sync()  # so that the host clock sees the device's time, and warm-up ends before timing
-        calls += 1
-        warmed += 1
+        per_call = (time.perf_counter() - t0) / chunk
+        warmed += chunk
+    warmup_elapsed = time.perf_counter() - start
 
     if clock == "cuda_event":
         samples, calls, hit = _time_events(
-            fn, calls, start, repeats, min_repeats, budget_s, device, progress
+            fn,
+            calls,
+            start,
+            repeats,
+            min_repeats,
+            budget_s,
+            device,
+            progress,
+            monitor,
+            monitor_interval_s,
         )
     else:
         samples, calls, hit = _time_host(
@@ -165,6 +197,7 @@ def time_fn(
         elapsed_s=time.perf_counter() - start,
         budget_s=budget_s,
         hit_budget=hit,
+        warmup_s=warmup_elapsed,
     )
 
 
@@ -221,6 +254,8 @@ def _time_events(
     budget_s: float,
     device: Any,
     progress: Callable[[float], None] | None,
+    monitor: Callable[[], object] | None = None,
+    monitor_interval_s: float = 0.01,
 ) -> tuple[list[float], int, bool]:
     import torch
 
@@ -246,6 +281,12 @@ def _time_events(
             fn(calls)
             end.record()
             calls += 1
+        if monitor is not None:
+            last = events[-1][1]
+            monitor()
+            while not last.query():
+                time.sleep(monitor_interval_s)
+                monitor()
         torch.cuda.synchronize(device)
         samples.extend(begin.elapsed_time(end) / 1e3 for begin, end in events)
         if progress is not None:
