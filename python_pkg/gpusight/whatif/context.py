@@ -150,26 +150,49 @@ class Context:
         self.work.cached = []
         free_device_memory(self.device)
 
+    def workers(self, variant: Variant) -> int:
+        if variant.source != "loader":
+            return 0
+        w = variant.loader.get("num_workers", getattr(self.work.loader, "num_workers", 0))
+        return int(w or 0)
+
     def warmup(self, variant: Variant) -> int:
         if variant.source == "loader":
-            workers = variant.loader.get("num_workers", getattr(self.work.loader, "num_workers", 0))
             # The first round of batches arrives together once the workers are up; skip it.
-            return max(2, int(workers or 0) + 1)
+            return max(2, self.workers(variant) + 1)
         return 2 if variant.compile or variant.cudnn_benchmark else 1
+
+    def steps_for(self, variant: Variant) -> int:
+        """Timed steps of a block: whole rounds of the workers when a loader with workers runs.
+
+        Workers that take equally long per batch deliver in rounds (``w`` batches together, then
+        a wait); a block that is not a whole number of rounds would catch a burst or a gap.
+        """
+        w = self.workers(variant)
+        if w <= 1:
+            return self.steps
+        rounds = max(2, -(-self.steps // w))
+        return rounds * w
 
     def base_for(self, source: str) -> Arm:
         arm = self.loader_base if source == "loader" else self.cached_base
         assert arm is not None
         return arm
 
-    def baseline_block(self, source: str) -> float:
-        """One block of a baseline; failures are the user's (the baseline is their own code)."""
+    def baseline_block(self, source: str, steps: int | None = None) -> float:
+        """One block of a baseline; failures are the user's (the baseline is their own code).
+
+        With ``steps`` (a probe) the block is not counted among the baseline's repetitions.
+        """
         arm = self.base_for(source)
         try:
-            ms = run_block(arm, self.steps, self.warmup(arm.variant)).ms_per_step
+            ms = run_block(
+                arm, steps or self.steps_for(arm.variant), self.warmup(arm.variant)
+            ).ms_per_step
         except ArmFailure as exc:
             raise self.user_error(exc, arm.variant.label) from exc.cause
-        (self.loader_base_ms if source == "loader" else self.cached_base_ms).append(ms)
+        if steps is None:
+            (self.loader_base_ms if source == "loader" else self.cached_base_ms).append(ms)
         return ms
 
     # measuring -----------------------------------------------------------------------------------
@@ -197,7 +220,7 @@ class Context:
                 base,
                 arm,
                 reps=reps or self.reps,
-                steps=self.steps,
+                steps=(self.steps_for(base.variant), self.steps_for(variant)),
                 warmup=(self.warmup(base.variant), self.warmup(variant)),
                 scale=scale,
                 fits=fits,

@@ -37,6 +37,8 @@ from .variant import Variant
 DEFAULT_REPS = 3
 CACHE_BATCHES = 8
 SLICE_SHARE = 0.4
+BASELINE_SHARE = 0.25  # of the budget, for the four blocks of the unchanged step
+MIN_STEPS = 2
 EXPERIMENT_KEYS = tuple(cls.key for cls in ALL)
 
 
@@ -164,28 +166,49 @@ def _baselines(ctx: Context, snap: Snapshot) -> None:
     ctx.stage = "baseline: your step, as it is"
     ctx.budget.tell(ctx.stage)
     ctx.loader_base = _build_baseline(ctx, Variant("your step with your loader", source="loader"))
+    t0 = time.perf_counter()
     ctx.work.cached = _cache_batches(ctx, ctx.loader_base)
+    load_s = (time.perf_counter() - t0) / len(ctx.work.cached)
     ctx.cached_base = _build_baseline(ctx, Variant("your step on replayed batches"))
-    for i in range(2):
+    probe_ms = ctx.baseline_block("cached", steps=1)  # one warm-up step, one timed
+    _check_untouched(snap)
+    _fit_steps(ctx, probe_ms / 1000 + load_s)
+    for _ in range(2):
         ctx.baseline_block("loader")
         ctx.budget.tell(ctx.stage)
         ctx.baseline_block("cached")
         ctx.budget.tell(ctx.stage)
-        if i == 0:
-            touched = snap.touched()
-            if touched:
-                raise DiagnoseError(
-                    f"the training step changed your own {' and '.join(touched)}: step_fn must "
-                    "train the model and optimizer it is given (gpusight passes copies), not "
-                    "global ones. Your objects were restored."
-                )
+    _check_untouched(snap)
+
+
+def _check_untouched(snap: Snapshot) -> None:
+    touched = snap.touched()
+    if touched:
+        raise DiagnoseError(
+            f"the training step changed your own {' and '.join(touched)}: step_fn must "
+            "train the model and optimizer it is given (gpusight passes copies), not "
+            "global ones. Your objects were restored."
+        )
+
+
+def _fit_steps(ctx: Context, step_s: float) -> None:
+    """Fewer steps per block when the four baseline blocks would not fit their share."""
+    warm = ctx.warmup(Variant("", source="loader"))
+    fit = int(BASELINE_SHARE * ctx.budget.left() / (4 * max(step_s, 1e-6))) - warm
+    if fit < ctx.steps:
+        new = max(MIN_STEPS, fit)
+        ctx.notes.append(
+            f"A step takes about {step_s * 1000:.0f} ms: {new} timed steps per measurement "
+            f"instead of {ctx.steps}, to fit budget_s={ctx.budget.seconds:.0f}."
+        )
+        ctx.steps = new
 
 
 def _run_record(ctx: Context) -> dict[str, Any]:
     ms = ctx.loader_base_ms
     return {
         "label": "unchanged step with your loader (on a copy of your model)",
-        "steps": ctx.steps * len(ms),
+        "steps": ctx.steps_for(Variant("", source="loader")) * len(ms),
         "warmup_steps": ctx.warmup(Variant("", source="loader")) * len(ms),
         "step_time_ms": round(statistics.median(ms), 3),
         "step_time_spread_ms": [round(min(ms), 3), round(max(ms), 3)],

@@ -21,9 +21,9 @@ from torch.utils.data import IterableDataset
 
 from ..report import Scalar, WhatIf
 from .context import MIN_GAIN, Context, Skip, VariantOOM
-from .loaders import batch_len, batch_nbytes, clone_loader, shutdown
+from .loaders import batch_len, batch_nbytes, clone_loader, shutdown, tensors_of
 from .restore import read_flags
-from .runner import Comparison, noise_pct
+from .runner import Comparison
 from .variant import Variant
 
 CONV_TYPES = (
@@ -35,6 +35,7 @@ CONV_TYPES = (
     nn.ConvTranspose3d,
 )
 RNN_TYPES = (nn.RNNBase,)
+LOADER_SHARE = 1.10  # loading must add at least 10% to a step for loader experiments to run
 # torch.compile of a training step rarely finishes in less than this; below it, skip honestly.
 COMPILE_MIN_S = 45.0
 
@@ -140,11 +141,8 @@ def input_bound_gate(ctx: Context) -> str | None:
         return None
     lo = statistics.median(ctx.loader_base_ms)
     ca = statistics.median(ctx.cached_base_ms)
-    noise = max(
-        [MIN_GAIN]
-        + [2 * (noise_pct(v) or 0.0) / 100 for v in (ctx.loader_base_ms, ctx.cached_base_ms)]
-    )
-    if lo <= ca * (1 + noise):
+    # Below this, no loader change can gain what the num_workers sweep calls a step up.
+    if lo < ca * LOADER_SHARE:
         return (
             f"the loader is not the bottleneck: steps with loading took {lo:.1f} ms, "
             f"from cached batches {ca:.1f} ms"
@@ -232,7 +230,13 @@ class NumWorkers(Experiment):
             self.finding_id,
             cmp,
             Variant(f"num_workers={w}", source="loader", loader={"num_workers": w}),
-            {"num_workers": w, "from_num_workers": now, "cpu_cores": ctx.cpu_count},
+            {
+                "num_workers": w,
+                "from_num_workers": now,
+                "cpu_cores": ctx.cpu_count,
+                # every point of the sweep, for whoever wants another setting than the knee
+                **{f"speedup_{x}_workers": round(c.speedup, 3) for x, c in results},
+            },
             series,
         )
         out.params.update(
@@ -254,6 +258,10 @@ class PinMemory(Experiment):
             return "no CUDA device: pinned memory only speeds up copies to a GPU"
         if ctx.dataloader and ctx.work.loader.pin_memory:
             return "the DataLoader already pins memory (pin_memory=True)"
+        if ctx.work.cached and all(
+            t.device.type != "cpu" for b in ctx.work.cached for t in tensors_of(b)
+        ):
+            return "the batches are already on the GPU: there is no host copy to pin"
         return None
 
     def cost_s(self, ctx: Context) -> float:
@@ -429,7 +437,7 @@ class BatchSize(Experiment):
     finding_id = "load.small_batch"
     label = "batch size doubling"
     group = "compute"
-    MAX_FACTOR = 16
+    MAX_FACTOR = 128  # a launch-bound step keeps gaining far beyond 16x; OOM or no gain stop it
     GAIN = 1.05  # a doubling must add this much throughput, or the sweep stops
 
     def applies(self, ctx: Context) -> str | None:
@@ -477,7 +485,12 @@ class BatchSize(Experiment):
             self.finding_id,
             cmp,
             Variant(f"batch_size={bs * f}", batch_factor=f),
-            {"batch_size": bs * f, "from_batch_size": bs, "factor": f},
+            {
+                "batch_size": bs * f,
+                "from_batch_size": bs,
+                "factor": f,
+                **{f"speedup_batch_{bs * x}": round(c.speedup, 3) for x, c in results},
+            },
             series,
         )
         out.params.update(batch_size=bs * f, factor=f)

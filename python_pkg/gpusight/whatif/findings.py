@@ -107,7 +107,7 @@ def finding_for(ctx: Context, group: list[Outcome], winners: list[Outcome]) -> F
     evidence = [
         Evidence("step time, unchanged", w.before_ms, "ms"),
         Evidence(f"step time, {best.winner.label if best.winner else best.key}", w.after_ms, "ms"),
-        Evidence("speedup (median of interleaved repetitions)", w.speedup, "x"),
+        Evidence("speedup (medians of interleaved repetitions)", w.speedup, "x"),
     ]
     if w.noise_pct is not None:
         evidence.append(Evidence("noise band of the unchanged runs", w.noise_pct, "%"))

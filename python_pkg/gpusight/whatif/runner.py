@@ -4,7 +4,7 @@ Device work is asynchronous, so a block is timed on the host clock between two
 ``torch.cuda.synchronize()`` calls, never per step: a per-step sync would serialise the host's
 launches with the GPU and change what is measured. Baseline and variant blocks alternate
 (baseline, variant, baseline, variant, ...) so that drift (clocks, temperature, other processes)
-hits both; the speedup is the median of the paired ratios and the noise band is the spread of
+hits both; the speedup is the ratio of the two medians and the noise band is the spread of
 the baseline's own blocks: a robust standard deviation (1.4826 x the median absolute deviation),
 so that one block disturbed by another process does not hide a real gain.
 """
@@ -131,8 +131,10 @@ class Comparison:
 
     @property
     def speedup(self) -> float:
-        ratios = [b / v for b, v in zip(self.base_ms, self.variant_ms, strict=False) if v > 0]
-        return quantile(ratios, 0.5) if ratios else 0.0
+        """Median baseline over median variant: the same numbers as before_ms and after_ms."""
+        if not self.base_ms or not self.variant_ms or self.after_ms <= 0:
+            return 0.0
+        return self.before_ms / self.after_ms
 
     @property
     def noise_pct(self) -> float | None:
@@ -149,7 +151,7 @@ def compare(
     variant: Arm,
     *,
     reps: int,
-    steps: int,
+    steps: tuple[int, int],
     warmup: tuple[int, int],
     scale: float = 1.0,
     fits: Callable[[], bool] = lambda: True,
@@ -164,10 +166,10 @@ def compare(
     for r in range(reps):
         if r > 0 and not fits():
             break
-        cmp.base_ms.append(run_block(base, steps, warmup[0]).ms_per_step)
+        cmp.base_ms.append(run_block(base, steps[0], warmup[0]).ms_per_step)
         on_block()
         try:
-            block = run_block(variant, steps, warmup[1])
+            block = run_block(variant, steps[1], warmup[1])
         except ArmFailure as exc:
             exc.in_variant = True
             raise
