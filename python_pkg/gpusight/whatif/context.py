@@ -36,7 +36,8 @@ class Budget:
     def __init__(self, seconds: float, progress: Progress | None) -> None:
         self.seconds = float(seconds)
         self.start = time.perf_counter()
-        self.deadline = self.start + self.seconds
+        # Measuring stops a little early: releasing copies, restoring and the report come after.
+        self.deadline = self.start + self.seconds - min(2.0, 0.04 * self.seconds)
         self._progress = progress
         self._fraction = 0.0
 
@@ -210,7 +211,7 @@ class Context:
         """Interleave ``variant`` with the baseline; the arm is returned still open (drop it)."""
         base = base or self.base_for(against)
         arm = self.build(variant)
-        per_pair = self.block_s(against) + self.block_s(variant.source)
+        per_pair = self.block_s(against) + self.block_s(variant.source) * scale
 
         def fits() -> bool:
             return self.affordable(per_pair, reserve)

@@ -247,10 +247,13 @@ def _experiments(ctx: Context, only: list[str] | None) -> tuple[list[WhatIf], li
         ctx.stage = f"what-if: {exp.label} ({i + 1}/{len(exps)})"
         ctx.budget.tell(ctx.stage)
         reason = exp.applies(ctx)
-        if reason is None and not ctx.affordable(exp.cost_s(ctx), reserve=_combination_cost(ctx)):
+        # Time for the final run of the winners is kept back once there is a winner to run.
+        reserve = _combination_cost(ctx) if any(o.winner for o in outcomes) else 0.0
+        if reason is None and not ctx.affordable(exp.cost_s(ctx), reserve=reserve):
+            kept = f", {reserve:.0f} s of them kept for the winners' final run" if reserve else ""
             reason = (
                 f"budget exhausted: needs about {exp.cost_s(ctx):.0f} s, "
-                f"{max(0.0, ctx.budget.left()):.0f} s left (raise budget_s)"
+                f"{max(0.0, ctx.budget.left()):.0f} s left{kept} (raise budget_s)"
             )
         if reason is not None:
             rows.append(_skipped(exp, reason))
