@@ -4,6 +4,7 @@ Entry points (each returns a :class:`~gpusight.report.Report`):
 
 - ``gpusight.check()``: the environment doctor (no GPU needed).
 - ``gpusight.diagnose(model, loader, ...)``: each fix measured on copies of the model.
+- ``gpusight.diagnose_inference(model, example_input, ...)``: latency/throughput, what-ifs.
 - ``with gpusight.watch(steps=20) as w: train()`` then ``w.report``: watch a real run.
 - ``%load_ext gpusight`` then ``%gpusight`` / ``%%gpusight`` in IPython and Jupyter.
 """
@@ -22,6 +23,7 @@ __all__ = [
     "__version__",
     "check",
     "diagnose",
+    "diagnose_inference",
     "load_ipython_extension",
     "load_report",
     "unload_ipython_extension",
@@ -43,9 +45,23 @@ def diagnose(model: Any, loader: Any, **kwargs: Any) -> Report:
     return _diagnose(model, loader, **kwargs)
 
 
-def watch(
-    steps: int | None = None, warmup: int = 3, profile_steps: int = 3, **kwargs: Any
-) -> Any:
+def diagnose_inference(
+    model: Any,
+    example_input: Any,
+    budget_s: float = 30.0,
+    batch_sizes: Any = None,
+    **kwargs: Any,
+) -> Report:
+    """Latency p50/p99 and throughput per batch size, with measured what-ifs (inference_mode,
+    bf16 autocast, CUDA graphs): :func:`gpusight.whatif.inference.diagnose_inference`."""
+    from .whatif.inference import diagnose_inference as _diagnose_inference
+
+    return _diagnose_inference(
+        model, example_input, budget_s=budget_s, batch_sizes=batch_sizes, **kwargs
+    )
+
+
+def watch(steps: int | None = None, warmup: int = 3, profile_steps: int = 3, **kwargs: Any) -> Any:
     """Instrument the code in a ``with`` block; ``.report`` afterwards (:mod:`gpusight.watch`).
 
     With ``steps`` the block ends after that many measured steps. Needs torch.

@@ -11,7 +11,7 @@ from ._version import __version__
 
 # Each module exposes register(subparsers) and sets `func` on its parser.
 # Kept as names so that `gpusight check` never pays for importing the others.
-COMMAND_MODULES = ("check", "bench", "run", "html", "diff")
+COMMAND_MODULES = ("check", "bench", "run", "merge", "html", "diff")
 
 
 def build_parser() -> argparse.ArgumentParser:

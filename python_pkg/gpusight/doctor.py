@@ -101,12 +101,14 @@ def machine(facts: Facts) -> dict[str, Any]:
 
 
 def report_from_facts(facts: Facts) -> Report:
+    from .rules.topology import with_topology
+
     result = evaluate(facts)
     return Report(
         kind="check",
         title="Environment check",
         machine=machine(facts),
-        checks=result.checks,
+        checks=with_topology(result.checks, facts.topology),
         findings=result.findings,
         verdict=verdict(facts, result.findings),
         notes=result.notes,

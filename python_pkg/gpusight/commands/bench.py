@@ -65,6 +65,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--quick", action="store_true", help="fewer sizes and repetitions: a few seconds"
     )
+    parser.add_argument(
+        "--allreduce",
+        action="store_true",
+        help="also measure NCCL all-reduce bus bandwidth across this machine's GPUs",
+    )
     parser.set_defaults(func=run)
 
 
@@ -78,6 +83,10 @@ def run(args: argparse.Namespace) -> int:
     bar = ProgressBar()
     try:
         report = build_report(budget_s=args.budget, quick=args.quick, progress=bar)
+        if getattr(args, "allreduce", False):
+            from ..bench.allreduce import add_to_report
+
+            add_to_report(report, quick=args.quick, progress=bar)
     finally:
         bar.close()
     print(format_table(report.benchmarks))

@@ -35,6 +35,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", default=None, metavar="FILE", help="write the report here")
     p.add_argument("--label", default=None, help="a title for the report")
     p.add_argument("--quiet", action="store_true", help="no summary on stderr")
+    p.add_argument(
+        "--merge-timeout",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="under torchrun: how long rank 0 waits for the other ranks' reports (default 120)",
+    )
     p.add_argument("script", help="the Python script to run")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     p.set_defaults(func=run)
@@ -82,9 +89,27 @@ def run(args: argparse.Namespace) -> int:
         profile_steps=args.profile_steps,
         label=label,
     )
+    from ..watch import ranks as dist
+
+    rank = dist.rank_env()  # under torchrun: every rank writes its report, rank 0 merges them
+    started = dist.begin(rank, args.json) if rank is not None else 0.0
     code = _execute(script, args.args, w)
     report = w.report
+    if report is not None and rank is not None:
+        dist.finish(
+            report,
+            rank,
+            json_arg=args.json,
+            started_at=started,
+            torch=w.torch,
+            label=label,
+            quiet=args.quiet,
+            timeout_s=args.merge_timeout,
+            summary=print_summary,
+        )
+        return code
     if report is not None:
+        dist.add_idle_gpus(report, w.torch)
         _write(report, args.json)
         if not args.quiet:
             print_summary(report, sys.stderr)

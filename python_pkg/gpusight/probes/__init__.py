@@ -36,7 +36,7 @@ def collect() -> Facts:
     import platform
     import sys
 
-    from . import nvml_info, system_info, tensorflow_info, toolkit_info, torch_info
+    from . import nvml_info, system_info, tensorflow_info, toolkit_info, topology, torch_info
 
     return Facts(
         system=_guard(
@@ -56,4 +56,5 @@ def collect() -> Facts:
         tensorflow=_guard(
             tensorflow_info.probe, lambda why: TensorFlowFacts(installed=False, why=why)
         ),
+        topology=_guard(topology.probe, lambda why: topology.TopologyFacts(False, why)),
     )

@@ -8,6 +8,10 @@ could not be read is ``None`` with the reason in ``why``/``errors``; probes neve
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .topology import TopologyFacts
 
 Scalar = str | int | float | bool | None
 
@@ -147,3 +151,5 @@ class Facts:
     nvml: NvmlFacts
     toolkit: ToolkitFacts
     tensorflow: TensorFlowFacts
+    topology: TopologyFacts | None = None
+    """How the GPUs are linked (``probes/topology.py``); None when not probed."""

@@ -1,0 +1,757 @@
+"""``gpusight.diagnose_inference``: latency and throughput of a model's forward, measured.
+
+What is measured, within one wall-clock budget:
+
+1. the forward as the user calls it (their grad mode, their model mode, their batch): p50/p99
+   latency per call, host clock around each call with a device sync (what a request waits);
+2. measured what-ifs, each interleaved with that baseline: ``torch.inference_mode()``, bf16
+   autocast (GPU), and the forward replayed as a CUDA graph (GPU);
+3. a batch-size sweep with the best eager setting: latency and throughput (samples/s) per size,
+   which says what grouping requests (dynamic batching) would buy.
+
+Findings: ``infer.grad_enabled`` (the call runs with autograd recording), ``infer.unbatched``
+(a larger batch multiplies throughput; with a micro-batcher snippet), and the autocast and
+graph winners as ``load.amp_unused`` / ``load.launch_bound`` with their measured speedups.
+
+The user's model runs as it is (a forward does not train it), never switched to ``eval()``
+(that would change its outputs); weights, buffers (batch-norm statistics in training mode),
+modes, torch flags and RNG states are snapshotted and restored afterwards, also on error or
+Ctrl-C (``restore.Snapshot``), and every graph and batch made here is released.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..bench.device import finite
+from ..bench.timer import quantile, time_fn
+from ..fixes import fix
+from ..fixes import scaling as _scaling_snippets  # noqa: F401  (registers the snippets)
+from ..fixes import workload as _workload_snippets  # noqa: F401  (infer.inference_mode)
+from ..report import Benchmark, Evidence, Finding, Impact, Report, Verdict, WhatIf
+from .arms import model_device
+from .context import MIN_GAIN, Progress
+from .errors import DiagnoseError
+from .machine import machine_facts
+from .restore import Snapshot
+
+CPU_BATCHES = (1, 2, 4, 8, 16, 32)
+GPU_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+# A larger batch must multiply throughput at least this much to call the serving unbatched.
+UNBATCHED_GAIN = 1.5
+# The sweep stops once doubling the batch adds less throughput than this, twice in a row.
+PLATEAU_GAIN = 1.05
+REPEATS = 200
+MIN_REPEATS = 5
+# Shares of the budget: the what-if pairs first, the sweep gets the rest.
+SHARE_GRAD = 0.2
+SHARE_AUTOCAST = 0.15
+SHARE_GRAPH = 0.2
+
+
+@dataclass
+class Latency:
+    """Repeated timings of one call (ms), with the batch it carried."""
+
+    batch: int
+    samples_ms: list[float]
+
+    @property
+    def p50(self) -> float:
+        return quantile(self.samples_ms, 0.5)
+
+    @property
+    def p99(self) -> float:
+        return quantile(self.samples_ms, 0.99)
+
+    @property
+    def p10(self) -> float:
+        return quantile(self.samples_ms, 0.1)
+
+    @property
+    def p90(self) -> float:
+        return quantile(self.samples_ms, 0.9)
+
+    @property
+    def throughput(self) -> float:
+        """Samples per second at the median latency."""
+        return 1000.0 * self.batch / self.p50 if self.p50 > 0 else 0.0
+
+
+@dataclass
+class Pair:
+    """A what-if measured interleaved with the baseline: (baseline, variant) samples."""
+
+    base: Latency
+    variant: Latency
+
+    @property
+    def speedup(self) -> float:
+        return self.base.p50 / self.variant.p50 if self.variant.p50 > 0 else 0.0
+
+
+@dataclass
+class _Setup:
+    model: nn.Module
+    inputs: Any
+    device: torch.device
+    batch: int
+    user_grad: bool
+    budget_s: float
+    deadline: float
+    progress: Progress | None
+    notes: list[str] = field(default_factory=list)
+    fraction: float = 0.0
+
+    @property
+    def gpu(self) -> bool:
+        return self.device.type == "cuda"
+
+    def left(self) -> float:
+        return self.deadline - time.perf_counter()
+
+    def tell(self, stage: str, fraction: float) -> None:
+        self.fraction = max(self.fraction, min(1.0, fraction))
+        if self.progress is not None:
+            self.progress(stage, self.fraction)
+
+
+# --- inputs ----------------------------------------------------------------------------------
+
+
+def _tensors(x: Any) -> Iterator[torch.Tensor]:
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            yield from _tensors(v)
+    elif isinstance(x, dict):
+        for v in x.values():
+            yield from _tensors(v)
+
+
+def _map(x: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    if isinstance(x, torch.Tensor):
+        return fn(x)
+    if isinstance(x, tuple):
+        return tuple(_map(v, fn) for v in x)
+    if isinstance(x, list):
+        return [_map(v, fn) for v in x]
+    if isinstance(x, dict):
+        return {k: _map(v, fn) for k, v in x.items()}
+    return x
+
+
+def batch_size_of(example: Any) -> int:
+    """The batch dimension (dim 0) of the first tensor in ``example``."""
+    for t in _tensors(example):
+        if t.dim() >= 1 and t.shape[0] >= 1:
+            return int(t.shape[0])
+    raise TypeError(
+        "example_input must hold a tensor with a batch dimension (dim 0): a tensor, a tuple "
+        "of positional arguments, or a dict of keyword arguments"
+    )
+
+
+def make_batch(example: Any, size: int) -> Any:
+    """``example`` with every batched tensor (dim 0 = the example's batch) grown or cut to
+    ``size`` rows, cycling through the example's own rows."""
+    b0 = batch_size_of(example)
+
+    def grow(t: torch.Tensor) -> torch.Tensor:
+        if t.dim() == 0 or t.shape[0] != b0:
+            return t
+        idx = torch.arange(size, device=t.device) % b0
+        return t.index_select(0, idx)
+
+    return _map(example, grow)
+
+
+def _call(model: nn.Module, inputs: Any) -> Any:
+    if isinstance(inputs, dict):
+        return model(**inputs)
+    if isinstance(inputs, (tuple, list)):
+        return model(*inputs)
+    return model(inputs)
+
+
+# --- timing ----------------------------------------------------------------------------------
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure(fn: Callable[[], object], batch: int, device: torch.device, budget_s: float) -> Latency:
+    """Time ``fn`` with the one timer: host clock around each call, the device synced after it
+    (the latency a caller waits for its answer)."""
+    timing = time_fn(
+        lambda i: fn(),
+        clock="host_sync" if device.type == "cuda" else "perf_counter",
+        warmup=2,
+        repeats=REPEATS,
+        min_repeats=MIN_REPEATS,
+        budget_s=max(budget_s, 1e-3),
+        device=device if device.type == "cuda" else None,
+    )
+    return Latency(batch, [s * 1000.0 for s in timing.samples_s])
+
+
+def interleaved(
+    base: Callable[[], object],
+    variant: Callable[[], object],
+    batch: int,
+    device: torch.device,
+    budget_s: float,
+    rounds: int = 2,
+) -> Pair:
+    """Baseline and variant in alternating blocks, so that drift (clocks, heat) hits both."""
+    b: list[float] = []
+    v: list[float] = []
+    block = budget_s / (2 * rounds)
+    for _ in range(rounds):
+        v += measure(variant, batch, device, block).samples_ms
+        b += measure(base, batch, device, block).samples_ms
+    return Pair(Latency(batch, b), Latency(batch, v))
+
+
+@contextlib.contextmanager
+def _grad(enabled: bool) -> Iterator[None]:
+    with torch.set_grad_enabled(enabled):
+        yield
+
+
+def _autocast(device: torch.device, on: bool, cache: bool = True) -> Any:
+    if not on:
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=cache)
+
+
+def _eager(s: _Setup, inputs: Any, *, inference: bool, autocast: bool) -> Callable[[], object]:
+    model = s.model
+
+    def run() -> object:
+        mode = torch.inference_mode() if inference else _grad(s.user_grad)
+        with mode, _autocast(s.device, autocast):
+            return _call(model, inputs)
+
+    return run
+
+
+def _graph(s: _Setup, inputs: Any, autocast: bool) -> tuple[Callable[[], object], Any]:
+    """The forward captured as a CUDA graph over static copies of ``inputs``: (replay, graph)."""
+    static = _map(inputs, lambda t: t.clone())
+    model = s.model
+    stream = torch.cuda.Stream(s.device)  # type: ignore[no-untyped-call]
+    stream.wait_stream(torch.cuda.current_stream(s.device))
+    with torch.cuda.stream(stream), torch.no_grad(), _autocast(s.device, autocast, cache=False):
+        for _ in range(3):
+            _call(model, static)
+    torch.cuda.current_stream(s.device).wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.no_grad(), _autocast(s.device, autocast, cache=False), torch.cuda.graph(graph):
+        _call(model, static)
+    return graph.replay, graph
+
+
+def _restore_buffers(saved: list[tuple[torch.Tensor, torch.Tensor]]) -> bool:
+    """Write back every buffer whose value changed; True if any had."""
+    changed = False
+    with torch.no_grad():
+        for buf, value in saved:
+            if not torch.equal(buf, value):
+                buf.copy_(value)
+                changed = True
+    return changed
+
+
+def _oom(exc: BaseException) -> bool:
+    return isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower()
+
+
+def _free(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
+
+
+# --- the diagnosis ---------------------------------------------------------------------------
+
+
+def _what_if(change: str, pair: Pair, finding_id: str | None = None, **params: Any) -> WhatIf:
+    noise = pair.base.p90 - pair.base.p10
+    return WhatIf(
+        change=change,
+        before_ms=round(pair.base.p50, 4),
+        after_ms=round(pair.variant.p50, 4),
+        speedup=round(pair.speedup, 3),
+        finding_id=finding_id,
+        params={
+            "batch": pair.base.batch,
+            "p99_before_ms": round(pair.base.p99, 4),
+            "p99_after_ms": round(pair.variant.p99, 4),
+            "repeats": len(pair.variant.samples_ms),
+            **params,
+        },
+        noise_pct=round(100.0 * noise / pair.base.p50, 1) if pair.base.p50 > 0 else None,
+    )
+
+
+def _skipped(change: str, reason: str, finding_id: str | None = None) -> WhatIf:
+    return WhatIf(change, None, None, None, finding_id=finding_id, skipped=reason)
+
+
+def _wins(pair: Pair | None) -> bool:
+    if pair is None:
+        return False
+    noise = (pair.base.p90 - pair.base.p10) / pair.base.p50 if pair.base.p50 > 0 else 0.0
+    return pair.speedup >= 1.0 + max(MIN_GAIN, noise / 2)
+
+
+def _sweep_sizes(batch_sizes: Sequence[int] | None, b0: int, gpu: bool) -> list[int]:
+    sizes = (
+        list(batch_sizes) if batch_sizes is not None else list(GPU_BATCHES if gpu else CPU_BATCHES)
+    )
+    if any(int(b) < 1 for b in sizes):
+        raise ValueError(f"batch sizes must be at least 1, got {sizes}")
+    return sorted({int(b) for b in sizes} | {b0})
+
+
+def _sweep(s: _Setup, sizes: list[int], *, autocast: bool) -> list[Latency]:
+    """Latency per batch size with the best eager setting; stops at OOM, the budget, or when
+    throughput has stopped growing."""
+    out: list[Latency] = []
+    flat = 0
+    for i, b in enumerate(sizes):
+        left = s.left()
+        if left <= 0.05:
+            s.notes.append(f"batch sweep stopped at {b} (budget spent): raise budget_s for more")
+            break
+        each = left / max(1, min(len(sizes) - i, 4))
+        s.tell(f"batch sweep: batch {b}", 1.0 - left / s.budget_s)
+        inputs = make_batch(s.inputs, b)
+        try:
+            lat = measure(_eager(s, inputs, inference=True, autocast=autocast), b, s.device, each)
+        except Exception as exc:
+            del inputs
+            _free(s.device)
+            if _oom(exc):
+                s.notes.append(f"batch {b} ran out of device memory: the sweep stops there")
+                break
+            s.notes.append(
+                f"batch {b} skipped: the forward raised {type(exc).__name__}: {exc}"[:300]
+            )
+            continue
+        del inputs
+        if out and lat.throughput < out[-1].throughput * PLATEAU_GAIN and b > s.batch:
+            flat += 1
+        else:
+            flat = 0
+        out.append(lat)
+        if flat >= 2:
+            break
+    return out
+
+
+def diagnose_inference(
+    model: nn.Module,
+    example_input: Any,
+    budget_s: float = 30.0,
+    batch_sizes: Sequence[int] | None = None,
+    *,
+    grad_enabled: bool | None = None,
+    progress: Progress | None = None,
+) -> Report:
+    """Measure ``model``'s forward on ``example_input`` and what would serve it faster.
+
+    ``example_input`` is one batch as your code passes it: a tensor, a tuple of positional
+    arguments, or a dict of keyword arguments; dim 0 of its tensors is the batch (other batch
+    sizes repeat its rows). ``grad_enabled``: whether your serving code calls the model with
+    autograd on (default: as it is where you call this, so call it the way you serve).
+    ``batch_sizes`` to sweep (default 1..32 on the CPU, 1..256 on a GPU, plus yours).
+    ``progress(stage, fraction)`` is called as it goes.
+
+    Returns a ``kind="inference"`` report: latency p50/p99 and throughput per batch size, the
+    measured what-ifs and findings. Your model's weights, buffers and modes, torch's flags and
+    the RNG states are as before afterwards, also when this raises.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if budget_s <= 0:
+        raise ValueError(f"budget_s must be positive, got {budget_s}")
+    b0 = batch_size_of(example_input)
+    user_grad = (
+        grad_enabled
+        if grad_enabled is not None
+        else torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+    )
+    device = model_device(model)
+    sizes = _sweep_sizes(batch_sizes, b0, device.type == "cuda")
+    snap = Snapshot.capture(model)
+    # Version counters miss what native kernels write in place (batch-norm running statistics
+    # in training mode): compare buffers by value as well.
+    buffers = [(b, b.detach().clone()) for b in model.buffers()]
+    notes: list[str] = []
+    moved = [t for t in _tensors(example_input) if t.device != device]
+    inputs = _map(example_input, lambda t: t.to(device) if t.device != device else t)
+    if moved:
+        notes.append(
+            f"the example input was on {moved[0].device}: it was moved to {device} before "
+            "timing (the copy is not in the latencies)"
+        )
+    s = _Setup(
+        model=model,
+        inputs=inputs,
+        device=device,
+        batch=b0,
+        user_grad=user_grad,
+        budget_s=budget_s,
+        deadline=time.perf_counter() + budget_s,
+        progress=progress,
+        notes=notes,
+    )
+    report: Report | None = None
+    try:
+        report = _diagnose(s, sizes, budget_s)
+    finally:
+        s.inputs = None
+        _free(device)
+        changed = snap.restore()
+        if _restore_buffers(buffers) and "model buffers" not in changed:
+            changed.append("model buffers")
+        del buffers
+        if report is not None and changed:
+            report.notes.append(
+                "Restored after the diagnosis, which had changed them: " + ", ".join(changed) + "."
+            )
+    s.tell("done", 1.0)
+    return report
+
+
+def _diagnose(s: _Setup, sizes: list[int], budget_s: float) -> Report:
+    rows: list[WhatIf] = []
+    base = _eager(s, s.inputs, inference=False, autocast=False)
+    try:
+        base()
+        _sync(s.device)
+    except Exception as exc:
+        raise DiagnoseError(
+            f"the model raised on example_input, called as you call it: {type(exc).__name__}: {exc}"
+        ) from exc
+    # 1. inference_mode against the call as it is (also the baseline's figure).
+    s.tell("your forward, and under inference_mode", 0.0)
+    grad_pair = interleaved(
+        base,
+        _eager(s, s.inputs, inference=True, autocast=False),
+        s.batch,
+        s.device,
+        budget_s * SHARE_GRAD,
+    )
+    rows.append(
+        _what_if(
+            "torch.inference_mode()",
+            grad_pair,
+            "infer.grad_enabled" if s.user_grad else None,
+            grad_enabled_before=s.user_grad,
+        )
+    )
+    baseline = grad_pair.base
+    # 2. bf16 autocast (GPU), under inference_mode (which only drops bookkeeping).
+    amp_pair: Pair | None = None
+    if s.gpu:
+        s.tell("bf16 autocast", SHARE_GRAD)
+        try:
+            amp_pair = interleaved(
+                _eager(s, s.inputs, inference=True, autocast=False),
+                _eager(s, s.inputs, inference=True, autocast=True),
+                s.batch,
+                s.device,
+                budget_s * SHARE_AUTOCAST,
+            )
+            rows.append(_what_if("bf16 autocast", amp_pair, None, dtype="bfloat16"))
+        except Exception as exc:
+            _free(s.device)
+            rows.append(_skipped("bf16 autocast", f"failed: {type(exc).__name__}: {exc}"[:300]))
+    else:
+        rows.append(_skipped("bf16 autocast", "GPU only: bf16 autocast pays off on Tensor Cores"))
+    amp = _wins(amp_pair)
+    # 3. CUDA graph replay of the best eager setting (GPU).
+    graph_pair: Pair | None = None
+    if s.gpu:
+        s.tell("CUDA graph replay", SHARE_GRAD + SHARE_AUTOCAST)
+        graph: Any = None
+        try:
+            replay, graph = _graph(s, s.inputs, amp)
+            graph_pair = interleaved(
+                _eager(s, s.inputs, inference=True, autocast=amp),
+                replay,
+                s.batch,
+                s.device,
+                budget_s * SHARE_GRAPH,
+            )
+            rows.append(_what_if("CUDA graph replay", graph_pair, None, autocast=amp))
+        except Exception as exc:
+            rows.append(
+                _skipped("CUDA graph replay", f"capture failed: {type(exc).__name__}: {exc}"[:300])
+            )
+        finally:
+            del graph
+            _free(s.device)
+    else:
+        rows.append(_skipped("CUDA graph replay", "GPU only: CUDA graphs need a CUDA device"))
+    # 4. the batch sweep with the best eager setting.
+    s.tell("batch sweep", SHARE_GRAD + SHARE_AUTOCAST + SHARE_GRAPH)
+    sweep = _sweep(s, sizes, autocast=amp)
+    return _report(s, rows, baseline, grad_pair, amp_pair, graph_pair, sweep, amp)
+
+
+def _report(
+    s: _Setup,
+    rows: list[WhatIf],
+    baseline: Latency,
+    grad_pair: Pair,
+    amp_pair: Pair | None,
+    graph_pair: Pair | None,
+    sweep: list[Latency],
+    amp: bool,
+) -> Report:
+    findings: list[Finding] = []
+    mine = next((x for x in sweep if x.batch == s.batch), None)
+    best = max(sweep, key=lambda x: x.throughput) if sweep else None
+    setting = "inference_mode" + (" + bf16 autocast" if amp else "")
+    n_grad = sum(p.numel() for p in s.model.parameters() if p.requires_grad)
+    if s.user_grad and n_grad:
+        sp = grad_pair.speedup
+        findings.append(
+            Finding(
+                id="infer.grad_enabled",
+                severity="warn" if sp >= 1.1 else "info",
+                title="Inference runs with autograd recording"
+                + (f": inference_mode measured {sp:.2f}x faster" if _wins(grad_pair) else ""),
+                detail="Every forward records the graph for a backward that never comes: "
+                "host time per op and activation memory kept alive until the output dies.",
+                evidence=[
+                    Evidence("grad enabled at the call", True),
+                    Evidence("parameters requiring grad", n_grad),
+                    Evidence("p50 as called", round(grad_pair.base.p50, 4), "ms"),
+                    Evidence("p50 under inference_mode", round(grad_pair.variant.p50, 4), "ms"),
+                    Evidence("model in training mode", s.model.training),
+                ],
+                impact=Impact(
+                    basis="measured",
+                    text=f"{sp:.2f}x per forward at batch {s.batch}, measured interleaved.",
+                    speedup=round(sp, 3),
+                ),
+                fix=fix("Run inference under torch.inference_mode().", "infer.inference_mode"),
+            )
+        )
+    if mine is not None and best is not None and best.batch > s.batch:
+        gain = best.throughput / mine.throughput if mine.throughput > 0 else 0.0
+        if gain >= UNBATCHED_GAIN:
+            wait_s = round(min(0.02, max(0.001, best.p50 / 1000.0)), 4)
+            findings.append(
+                Finding(
+                    id="infer.unbatched",
+                    severity="warn" if gain >= 2.0 else "info",
+                    title=f"Batches of {best.batch} serve {gain:.1f}x the samples per second "
+                    f"of batch {s.batch}",
+                    detail="A forward of many samples costs about as many launches and host "
+                    "work as one of a single sample; grouping waiting requests trades a few "
+                    "milliseconds of latency for throughput.",
+                    evidence=[
+                        Evidence(
+                            f"throughput at batch {s.batch}", round(mine.throughput, 1), "samples/s"
+                        ),
+                        Evidence(
+                            f"throughput at batch {best.batch}",
+                            round(best.throughput, 1),
+                            "samples/s",
+                        ),
+                        Evidence(f"p50 latency at batch {s.batch}", round(mine.p50, 4), "ms"),
+                        Evidence(f"p99 latency at batch {s.batch}", round(mine.p99, 4), "ms"),
+                        Evidence(f"p50 latency at batch {best.batch}", round(best.p50, 4), "ms"),
+                        Evidence(f"p99 latency at batch {best.batch}", round(best.p99, 4), "ms"),
+                        Evidence("measured with", setting),
+                    ],
+                    impact=Impact(
+                        basis="measured",
+                        text=f"{gain:.1f}x samples per second at batch {best.batch} "
+                        f"(p50 {best.p50:.2f} ms per batch).",
+                        speedup=round(gain, 3),
+                    ),
+                    fix=fix(
+                        f"Group requests: a micro-batcher of up to {best.batch} that waits at "
+                        f"most {wait_s * 1000:g} ms.",
+                        "infer.dynamic_batching",
+                        single=round(mine.throughput, 1),
+                        batch=best.batch,
+                        batched=round(best.throughput, 1),
+                        wait_s=wait_s,
+                    ),
+                )
+            )
+            rows.append(
+                WhatIf(
+                    change=f"batch {best.batch} instead of {s.batch} (time per sample)",
+                    before_ms=round(mine.p50 / mine.batch, 5),
+                    after_ms=round(best.p50 / best.batch, 5),
+                    speedup=round(gain, 3),
+                    finding_id="infer.unbatched",
+                    params={"setting": setting},
+                    series=[
+                        {"x": x.batch, "y": round(x.throughput, 2), "label": "samples/s"}
+                        for x in sweep
+                    ],
+                )
+            )
+    if amp_pair is not None and _wins(amp_pair):
+        findings.append(
+            Finding(
+                id="load.amp_unused",
+                severity="warn",
+                title="The forward runs in float32: bf16 autocast measured "
+                f"{amp_pair.speedup:.2f}x",
+                evidence=[
+                    Evidence("p50 float32", round(amp_pair.base.p50, 4), "ms"),
+                    Evidence("p50 bf16 autocast", round(amp_pair.variant.p50, 4), "ms"),
+                    Evidence("batch", s.batch),
+                ],
+                impact=Impact(
+                    basis="measured",
+                    text="Measured interleaved; check the outputs against your tolerance.",
+                    speedup=round(amp_pair.speedup, 3),
+                ),
+                fix=fix(
+                    "Serve under bf16 autocast.",
+                    "infer.autocast",
+                    speedup=round(amp_pair.speedup, 2),
+                ),
+            )
+        )
+        for w in rows:
+            if w.change == "bf16 autocast":
+                w.finding_id = "load.amp_unused"
+    if graph_pair is not None and _wins(graph_pair):
+        shape = next((tuple(t.shape) for t in _tensors(s.inputs)), (s.batch,))
+        findings.append(
+            Finding(
+                id="load.launch_bound",
+                severity="warn" if graph_pair.speedup >= 1.3 else "info",
+                title=f"Kernel launches set the pace: a CUDA graph replay measured "
+                f"{graph_pair.speedup:.2f}x",
+                evidence=[
+                    Evidence("p50 eager", round(graph_pair.base.p50, 4), "ms"),
+                    Evidence("p50 graph replay", round(graph_pair.variant.p50, 4), "ms"),
+                    Evidence("batch", s.batch),
+                ],
+                impact=Impact(
+                    basis="measured",
+                    text="One graph launch instead of one launch per kernel.",
+                    speedup=round(graph_pair.speedup, 3),
+                ),
+                fix=fix(
+                    "Capture the forward once per batch size and replay it.",
+                    "infer.cuda_graphs",
+                    speedup=round(graph_pair.speedup, 2),
+                    shape=str(shape),
+                ),
+            )
+        )
+        for w in rows:
+            if w.change == "CUDA graph replay":
+                w.finding_id = "load.launch_bound"
+    if s.model.training:
+        s.notes.append(
+            "the model is in training mode (dropout, batch-norm statistics): call model.eval() "
+            "for inference; not measured here, since it changes the outputs"
+        )
+    benches = _benchmarks(s, sweep, setting)
+    verdict = _verdict(s, baseline, findings, mine, best)
+    run = {
+        "label": f"forward as called, batch {s.batch}",
+        "steps": len(baseline.samples_ms),
+        "step_time_ms": round(baseline.p50, 4),
+        "step_time_spread_ms": [round(baseline.p10, 4), round(baseline.p90, 4)],
+        "step_times_ms": [round(x, 4) for x in baseline.samples_ms[:500]],
+    }
+    return Report(
+        kind="inference",
+        machine=machine_facts(),
+        run=run,
+        benchmarks=benches,
+        verdict=verdict,
+        findings=findings,
+        what_if=rows,
+        notes=list(s.notes),
+        title=f"Inference: {type(s.model).__name__} on {s.device}",
+    )
+
+
+def _benchmarks(s: _Setup, sweep: list[Latency], setting: str) -> list[Benchmark]:
+    if not sweep:
+        return []
+    mine = next((x for x in sweep if x.batch == s.batch), sweep[0])
+
+    def row(bid: str, label: str, unit: str, get: Callable[[Latency], float]) -> Benchmark:
+        return Benchmark(
+            id=bid,
+            label=f"{label} ({setting})",
+            value=finite(get(mine), 5),
+            unit=unit,
+            repeats=len(mine.samples_ms),
+            params={"batch": mine.batch, "device": str(s.device)},
+            series=[{"x": x.batch, "y": finite(get(x), 5), "label": unit} for x in sweep],
+        )
+
+    return [
+        row("infer.latency_p50", "Latency p50 per batch", "ms", lambda x: x.p50),
+        row("infer.latency_p99", "Latency p99 per batch", "ms", lambda x: x.p99),
+        row("infer.throughput", "Throughput", "samples/s", lambda x: x.throughput),
+    ]
+
+
+def _verdict(
+    s: _Setup,
+    baseline: Latency,
+    findings: list[Finding],
+    mine: Latency | None,
+    best: Latency | None,
+) -> Verdict:
+    head = (
+        f"Batch {s.batch} as called: p50 {baseline.p50:.3g} ms, p99 {baseline.p99:.3g} ms, "
+        f"{1000.0 * s.batch / baseline.p50:.4g} samples/s"
+        if baseline.p50 > 0
+        else "No timing"
+    )
+    if best is not None and mine is not None and best.batch != s.batch:
+        head += f"; batch {best.batch}: {best.throughput:.4g} samples/s"
+    gains = {f.id: f.impact.speedup or 1.0 for f in findings}
+    category = {
+        "infer.unbatched": "launch_overhead",
+        "load.launch_bound": "launch_overhead",
+        "load.amp_unused": "precision",
+        "infer.grad_enabled": "host_cpu",
+    }
+    measured = {k: v for k, v in gains.items() if k in category and v >= 1.0 + MIN_GAIN}
+    if measured:
+        top = max(measured, key=lambda k: measured[k])
+        bottleneck = category[top]
+        title = next(f.title for f in findings if f.id == top)
+        summary = f"{head}. {title}."
+    else:
+        bottleneck = "compute"
+        summary = f"{head}. No change measured faster than the noise."
+    return Verdict(bottleneck=bottleneck, gpu_busy_pct=None, summary=summary)
+
+
+__all__ = ["Latency", "batch_size_of", "diagnose_inference", "make_batch", "measure"]
