@@ -36,7 +36,6 @@ from .variant import Variant
 
 DEFAULT_REPS = 3
 CACHE_BATCHES = 8
-SLICE_SHARE = 0.4
 BASELINE_SHARE = 0.25  # of the budget, for the four blocks of the unchanged step
 MIN_STEPS = 2
 EXPERIMENT_KEYS = tuple(cls.key for cls in ALL)
@@ -260,7 +259,7 @@ def _experiments(ctx: Context, only: list[str] | None) -> tuple[list[WhatIf], li
             continue
         # One experiment (a sweep, say) may use at most a share of what is left, so that the
         # ones after it still get their turn.
-        share = max(exp.cost_s(ctx), SLICE_SHARE * (ctx.budget.left() - _combination_cost(ctx)))
+        share = max(exp.cost_s(ctx), exp.share * (ctx.budget.left() - _combination_cost(ctx)))
         ctx.slice_end = time.perf_counter() + share
         try:
             out = exp.apply(ctx)
@@ -342,6 +341,7 @@ def _diagnose(ctx: Context, snap: Snapshot, only: list[str] | None) -> Report:
     tried = sum(1 for r in rows if r.skipped is None and r is not combo)
     notes = list(ctx.notes) + combo_notes
     notes += [n for o in outcomes if o.winner is None for n in o.notes if "sweep" in n]
+    notes += [n for o in outcomes if o.winner is not None for n in o.notes if "learning rate" in n]
     if ctx.work.device.type != "cuda":
         notes.append(
             "The model is on the CPU: GPU-only experiments (pinned memory, autocast, TF32, "

@@ -102,6 +102,9 @@ class Experiment:
     def apply(self, ctx: Context) -> Outcome:
         raise NotImplementedError
 
+    # At most this share of what is left: a sweep of several points may take more than one change.
+    share: ClassVar[float] = 0.4
+
     def cost_s(self, ctx: Context) -> float:
         """A rough price, to skip what the budget cannot pay for."""
         return ctx.reps * (2 * ctx.block_s("cached") + 0.1)
@@ -166,6 +169,7 @@ class NumWorkers(Experiment):
     finding_id = "load.input_bound"
     label = "DataLoader num_workers sweep"
     group = "loader"
+    share = 0.5
     KNEE_GAIN = 1.10  # a point must beat the best so far by this much, or the sweep stops
     KNEE_SHARE = 0.95  # the answer: fewest workers within this share of the best throughput
 
