@@ -118,3 +118,72 @@ def test_the_compile_snippet_compiles() -> None:
     code = render("whatif.compile", speedup="1.20x", compile_s=31.0)
     compile(code, "<compile>", "exec")
     assert "31.0 s" in code and "torch.compile(model)" in code
+
+
+def test_findings_for_every_experiment_fill_their_snippet_and_validate() -> None:
+    # GPU-only winners (pinning, autocast, TF32, ...) cannot win on this machine: fabricate one
+    # measured outcome per experiment and check that each finding's fix is filled and valid.
+    from gpusight.report import Report, WhatIf
+    from gpusight.whatif.arms import Workload
+    from gpusight.whatif.context import Budget, Context
+    from gpusight.whatif.experiments import ALL, Outcome
+    from gpusight.whatif.findings import combination, combined_code, findings_of, verdict
+    from gpusight.whatif.machine import machine_facts
+    from gpusight.whatif.variant import Variant
+
+    data = TensorDataset(torch.randn(32, 3, 8, 8), torch.randint(0, 10, (32,)))
+    loader = DataLoader(data, batch_size=8, shuffle=True, num_workers=2)
+    work = Workload(SmallConvNet(), loader, nn.CrossEntropyLoss(), None, None, torch.device("cpu"))
+    work.cached = [next(iter(DataLoader(data, batch_size=8)))]
+    ctx = Context(work, Budget(10, None), steps=3, reps=2, cpu_count=4)
+    winners = {
+        "num_workers": (
+            Variant("w4", source="loader", loader={"num_workers": 4}),
+            {"sweep": "4: 2x"},
+        ),
+        "pin_memory": (
+            Variant("pin", source="loader", loader={"pin_memory": True}, non_blocking=True),
+            {},
+        ),
+        "dataset_on_gpu": (Variant("dev", source="device"), {"dataset_gb": 0.1, "free_gb": 9.0}),
+        "persistent_workers": (
+            Variant("pw", source="loader", loader={"persistent_workers": True}),
+            {},
+        ),
+        "prefetch_factor": (Variant("pf", source="loader", loader={"prefetch_factor": 4}), {}),
+        "autocast": (Variant("bf16", autocast="bfloat16"), {"dtype": "bfloat16"}),
+        "channels_last": (Variant("cl", channels_last=True), {}),
+        "tf32": (Variant("tf32", tf32=True), {}),
+        "cudnn_benchmark": (Variant("cb", cudnn_benchmark=True), {}),
+        "batch_size": (Variant("bs", batch_factor=4), {"batch_size": 32, "factor": 4}),
+        "compile": (Variant("c", compile=True), {"compile_s": 12.5}),
+    }
+    assert set(winners) == {cls.key for cls in ALL}
+    outcomes = []
+    for i, cls in enumerate(ALL):
+        variant, params = winners[cls.key]
+        w = WhatIf(
+            cls.label, 10.0, 10.0 / (1.2 + i / 10), 1.2 + i / 10, cls.finding_id, noise_pct=1.0
+        )
+        outcomes.append(Outcome(cls.key, w, variant, cls.finding_id, dict(params)))
+    findings = findings_of(ctx, outcomes)
+    assert {f.id for f in findings} == {cls.finding_id for cls in ALL}
+    for f in findings:
+        assert f.impact.basis == "measured" and f.fix.code and f.fix.snippet_id
+        compile(f.fix.code, f.id, "exec")
+    loader_fix = next(f for f in findings if f.id == "load.input_bound").fix.code
+    assert loader_fix is not None
+    assert "num_workers=4, persistent_workers=True, prefetch_factor=4" in loader_fix
+    combo = combination([o for o in outcomes])
+    assert combo is not None and combo.source == "device" and combo.loader == {}
+    code = combined_code(ctx, combo, "3.00x end to end")
+    compile(code, "<combined>", "exec")
+    assert "xs = torch.stack" in code and "torch.compile(model)" in code
+    report = Report(
+        kind="diagnose",
+        machine=machine_facts(),
+        findings=findings,
+        verdict=verdict(findings, len(outcomes), 1.0),
+    )
+    report.validate()
+    assert report.verdict.bottleneck != "none"
