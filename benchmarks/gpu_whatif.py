@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from gpusight.bench.flags import snapshot as precision_snapshot
 from gpusight.whatif import diagnose
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
@@ -106,12 +107,7 @@ def world_digest(model: nn.Module, opt: torch.optim.Optimizer | None) -> dict[st
     cudnn = torch.backends.cudnn
     flags = repr(
         (
-            [
-                torch._C._get_fp32_precision_getter(b, o)
-                for b, o in (("cuda", "matmul"), ("cuda", "conv"), ("mkldnn", "matmul"))
-            ]
-            if hasattr(torch._C, "_get_fp32_precision_getter")
-            else None,
+            precision_snapshot(),  # gpusight.bench's reader, written apart from whatif.restore
             cudnn.benchmark,
             cudnn.deterministic,
             torch.are_deterministic_algorithms_enabled(),
