@@ -123,6 +123,10 @@ class GpuWindow:
     memcpy_h2d_pageable_bytes: int = 0
     cpu_op_loop_ms: float = 0.0
     top_cpu_ops: list[tuple[str, float]] = field(default_factory=list)
+    issued_gpu_ms: float | None = None
+    """GPU time of the work each step launched, wherever it ran (None: not known)."""
+    device_paced: bool = False
+    """The window saw the host run ahead of the GPU; its split is the GPU's own."""
 
 
 @dataclass
@@ -165,8 +169,32 @@ def _mean(xs: list[float]) -> float:
     return statistics.fmean(xs) if xs else 0.0
 
 
+# A leading step this many times shorter than the later steps' median is a transient.
+TRANSIENT_RATIO = 1.5
+
+
+def steady_start(times: list[float]) -> int:
+    """Index of the first steady step: leading steps much shorter than the later ones dropped.
+
+    After a device sync (CUDA start-up, the profiler window's end) the launch queue is empty
+    and the host runs ahead of a busy GPU: its steps look short until the queue fills, then
+    every step takes the GPU's time. Those leading steps say how fast the host enqueues, not
+    how long a step takes. At most the first half of the steps is dropped; the reference is
+    the median of the second half.
+    """
+    n = len(times)
+    if n < 4:
+        return 0
+    ref = statistics.median(times[n // 2 :])
+    k = 0
+    while k < n // 2 and times[k] * TRANSIENT_RATIO < ref:
+        k += 1
+    return k
+
+
 def step_time(ev: WorkloadEvidence) -> float:
-    return statistics.median(ev.step_times_ms) if ev.step_times_ms else 0.0
+    times = ev.step_times_ms[steady_start(ev.step_times_ms) :]
+    return statistics.median(times) if times else 0.0
 
 
 def ran_on_gpu(ev: WorkloadEvidence) -> bool:
@@ -180,9 +208,10 @@ def typical_steps(ev: WorkloadEvidence) -> list[int]:
     times = ev.step_times_ms
     if not times:
         return []
-    mid = statistics.median(times)
-    keep = [i for i, t in enumerate(times) if mid / 1.5 <= t <= mid * 1.5]
-    return keep if len(keep) * 2 >= len(times) else list(range(len(times)))
+    start = steady_start(times)
+    mid = step_time(ev)
+    keep = [i for i, t in enumerate(times) if i >= start and mid / 1.5 <= t <= mid * 1.5]
+    return keep if len(keep) * 2 >= len(times) - start else list(range(start, len(times)))
 
 
 def _mean_at(xs: list[float], idx: list[int]) -> float:
@@ -792,7 +821,7 @@ def verdict(ev: WorkloadEvidence, split: dict[str, float], found: list[Finding])
     if amp is not None and amp.impact.recoverable_pct:
         candidates["precision"] = amp.impact.recoverable_pct
     best, best_share = max(candidates.items(), key=lambda kv: kv[1])
-    if share["compute"] >= COMPUTE_BOUND_PCT:
+    if share["compute"] >= COMPUTE_BOUND_PCT or kernels_account_for_step(ev, total):
         category = "precision" if candidates.get("precision", 0.0) >= 15.0 else "compute"
     elif best_share >= NAMED_PCT:
         category = best
@@ -800,6 +829,18 @@ def verdict(ev: WorkloadEvidence, split: dict[str, float], found: list[Finding])
         category = "compute"
     summary = _summary(category, split, total, busy, ev)
     return Verdict(bottleneck=category, gpu_busy_pct=busy, summary=summary)
+
+
+def kernels_account_for_step(ev: WorkloadEvidence, total: float) -> bool:
+    """The GPU work each step launched takes (nearly) the whole steady step: the GPU sets the
+    pace, whatever idle time a host-side view of the window suggested."""
+    w = ev.window
+    return (
+        w is not None
+        and w.issued_gpu_ms is not None
+        and total > 0
+        and w.issued_gpu_ms >= COMPUTE_BOUND_PCT / 100.0 * total
+    )
 
 
 def gpu_busy_pct(ev: WorkloadEvidence, split: dict[str, float]) -> float | None:

@@ -64,6 +64,7 @@ class StepRecorder:
         self.current = StepRecord(index=1, phase=self.phase_of(1), start_ns=start_ns)
         self.window = Intervals()
         self.recording_window = False
+        self._measured = 0
 
     # -- phases -------------------------------------------------------------------------------
     @property
@@ -87,7 +88,8 @@ class StepRecorder:
 
     @property
     def measured(self) -> int:
-        return sum(r.phase == "measure" for r in self.records)
+        # Kept as a count: ``done()`` runs at every step boundary, so no scan of all steps.
+        return self._measured
 
     def done(self) -> bool:
         """All requested measured steps are in."""
@@ -105,6 +107,7 @@ class StepRecorder:
             return False
         self.current.end_ns = now_ns
         self.records.append(self.current)
+        self._measured += self.current.phase == "measure"
         return True
 
     def _merge_into_first(self) -> None:
@@ -119,6 +122,7 @@ class StepRecorder:
         first.phase = self.phase_of(1)
         self.current = first
         self.records = []
+        self._measured = 0
 
     def begin_next(self, now_ns: int) -> StepRecord:
         index = len(self.records) + 1
@@ -130,6 +134,7 @@ class StepRecorder:
         if not self.records and self.current.start_ns < now_ns:
             self.current.end_ns = now_ns
             self.records.append(self.current)
+            self._measured += self.current.phase == "measure"
 
     # -- selections ---------------------------------------------------------------------------
     def clean(self) -> tuple[list[StepRecord], str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
 from ..report import Report, Verdict
@@ -14,6 +15,7 @@ from ..rules.workload import (
     SyncSite,
     WorkloadEvidence,
     analyse,
+    steady_start,
 )
 from .machine import machine_facts
 from .trace_analysis import HostRecord, WindowStats
@@ -77,6 +79,8 @@ def _gpu_window(s: WindowStats) -> GpuWindow:
         memcpy_h2d_pageable_bytes=s.memcpy_h2d_pageable_bytes,
         cpu_op_loop_ms=s.cpu_op_loop_ms,
         top_cpu_ops=list(s.top_cpu_ops),
+        issued_gpu_ms=s.issued_gpu_ms,
+        device_paced=s.device_paced,
     )
 
 
@@ -162,7 +166,9 @@ def build_report(w: Watch) -> Report:
             f"the run ended before any clean step: {len(clean)} {phase.replace('_', ' ')} step(s) "
             "are reported instead (profiler and start-up costs included)"
         )
+    t_read = perf_counter_ns()
     stats = _window_stats(w, notes)
+    read_ms = _ms(perf_counter_ns() - t_read) if w.window is not None else None
     cuda = w.cuda_available
     if not cuda:
         notes.append(
@@ -251,6 +257,14 @@ def build_report(w: Watch) -> Report:
         kernels.update(stats.kernels_dict())
     if nvml_util is not None:
         kernels["nvml_util_pct_mean"] = round(nvml_util, 1)
+    steady = steady_start(ev.step_times_ms)
+    kernels["steady_from_step"] = steady + 1
+    cost = window_cost(w, clean[steady:], read_ms)
+    if cost:
+        kernels.update(cost)
+    check = busy_cross_check(result.gpu_busy_pct, stats.busy_pct if stats else None, nvml_util)
+    if check:
+        notes.append(check)
     if sampler is not None and w.end_ns > w.t0_ns:
         kernels["sampler_busy_pct"] = round(
             100.0 * sampler.busy_s / ((w.end_ns - w.t0_ns) / 1e9), 3
@@ -312,6 +326,40 @@ def build_report(w: Watch) -> Report:
         findings=result.findings,
         notes=notes,
         title=w.label,
+    )
+
+
+def window_cost(w: Watch, steady: list[Any], read_ms: float | None) -> dict[str, float]:
+    """What the profiler window cost the run (ms): starting and stopping it (the stop waits for
+    the GPU), the profiled steps' excess over the steady median, reading the trace back."""
+    rec = w.recorder
+    if rec is None or w.window is None or not w.window.started:
+        return {}
+    out = {
+        "window_start_ms": round(w.window_start_ms, 3),
+        "window_stop_ms": round(w.window_stop_ms, 3),
+    }
+    profiled = [r.duration_ns for r in rec.records if r.phase in ("profile_warmup", "profile")]
+    if steady and profiled:
+        med = statistics.median(r.duration_ns for r in steady)
+        out["window_steps_excess_ms"] = round(_ms(max(0, sum(profiled) - med * len(profiled))), 3)
+    if read_ms is not None:
+        out["window_read_ms"] = round(read_ms, 3)
+    out["window_cost_ms"] = round(sum(out.values()), 3)
+    return out
+
+
+def busy_cross_check(
+    reported: float | None, window: float | None, nvml: float | None
+) -> str | None:
+    """A note when the reported GPU busy and NVML's utilisation over the same steps disagree
+    by over 40 points (NVML averages over its own sample period, so short runs stay rough)."""
+    if reported is None or nvml is None or abs(reported - nvml) <= 40.0:
+        return None
+    w = f", profiler window {window:.0f}%" if window is not None else ""
+    return (
+        f"GPU busy {reported:.0f}% disagrees with NVML's utilisation {nvml:.0f}% over the "
+        f"measured steps{w}: treat the busy figure as approximate"
     )
 
 

@@ -212,6 +212,12 @@ class Watch:
         self._started = False
         self._done = False
         self._flags_window: dict[str, Any] | None = None
+        self.window_start_ms = 0.0
+        self.window_stop_ms = 0.0
+        self._extra_warmup = 0
+        # (code, line) of a copy's calling frame, when that frame is the user's own -> its
+        # site and key: a hot loop copies from the same line every step.
+        self._copy_sites: dict[tuple[Any, int], tuple[Site | None, str]] = {}
 
     # -- context manager ----------------------------------------------------------------------
     def __enter__(self) -> Watch:
@@ -407,6 +413,13 @@ class Watch:
 
     # -- the profiler window ------------------------------------------------------------------
     def _start_window(self) -> None:
+        t0 = perf_counter_ns()
+        try:
+            self._start_window_now()
+        finally:
+            self.window_start_ms += (perf_counter_ns() - t0) / 1e6
+
+    def _start_window_now(self) -> None:
         rec = self._rec
         assert rec is not None
         # The run may have set TF32 and friends after the watch began: read them now.
@@ -429,7 +442,9 @@ class Watch:
 
     def _stop_window(self) -> None:
         assert self._rec is not None and self._window is not None
+        t0 = perf_counter_ns()
         self._window.stop()
+        self.window_stop_ms += (perf_counter_ns() - t0) / 1e6
         self._rec.recording_window = False
 
     # -- step boundaries ----------------------------------------------------------------------
@@ -444,6 +459,18 @@ class Watch:
         # Profiler start/stop and the hook switch happen between steps, outside both of them;
         # only the ordinary bookkeeping counts as the next step's overhead.
         transition = False
+        if (
+            rec.profiling
+            and self._window is None
+            and n == rec.warmup
+            and n > 0
+            and self._extra_warmup < max(3, self.warmup)
+            and self._cuda
+            and not warmup_settled([r.duration_ns for r in rec.records])
+        ):
+            # The GPU runs behind the host until the launch queue fills: profile steady steps.
+            rec.warmup += 1
+            self._extra_warmup += 1
         if rec.profiling and self._window is None and n >= rec.warmup:
             self._start_window()
             transition = True
@@ -616,9 +643,16 @@ class Watch:
         except Exception:
             pinned = False
         kind = classify_copy(pinned, non_blocking)
-        user = self.sources.user_frame(frame)
-        site = self.sources.site(user) if user is not None else None
-        key = (kind, f"{site.file}:{site.line}" if site else "?")
+        loc = (frame.f_code, frame.f_lineno) if frame is not None else None
+        known = self._copy_sites.get(loc) if loc is not None else None
+        if known is None:
+            user = self.sources.user_frame(frame)
+            site = self.sources.site(user) if user is not None else None
+            known = (site, f"{site.file}:{site.line}" if site else "?")
+            if loc is not None and user is frame:
+                self._copy_sites[loc] = known
+        site = known[0]
+        key = (kind, known[1])
         agg = self.collected.copies.get(key)
         if agg is None:
             agg = self.collected.copies[key] = CopyAgg(kind=kind, site=site)
@@ -734,6 +768,25 @@ class Watch:
     def flags(self) -> dict[str, Any]:
         """torch flags as the measured steps saw them (at the profiler window, else at start)."""
         return dict(self._flags_window or self._flags_before)
+
+
+SETTLED_RATIO = 1.25
+
+
+def warmup_settled(durations_ns: list[int]) -> bool:
+    """Has the step time settled? The last two steps within 25 % of each other.
+
+    The first step (one-off start-up) never counts. Asynchronous devices make early steps look
+    short while the host fills the launch queue, then step times jump to the device's pace;
+    the profiler window should see the steps after that jump.
+    """
+    d = durations_ns[1:]
+    if len(d) < 2:
+        return True
+    a, b = d[-2], d[-1]
+    if a <= 0 or b <= 0:
+        return True
+    return max(a, b) <= SETTLED_RATIO * min(a, b)
 
 
 def _loader_seen(it: Any) -> LoaderSeen:

@@ -132,6 +132,14 @@ class WindowStats:
     """Gaps before a kernel that was already launched: launch latency between kernels."""
     idle_other_ms: float = 0.0
     """Other gaps (before a copy, or at the end of the window)."""
+    issued_gpu_ms: float | None = None
+    """GPU time (union of kernels and copies) of the work the window's steps launched, per
+    step, wherever on the GPU clock it ran: a step's device cost even when the host ran ahead."""
+    gpu_behind_ms: float = 0.0
+    """How long after the window's last step ended on the host the GPU finished that work."""
+    device_paced: bool = False
+    """The host ran ahead of the GPU (launch queue filling): the host-interval split is not the
+    steady state, so the split and kernel facts come from the launched work instead."""
     alignment_error_us: float | None = None
     """Median distance between the DataLoader's own profiler ranges and the hooks' data waits
     mapped onto the trace clock: a check of the alignment (None without a DataLoader)."""
@@ -179,6 +187,9 @@ class WindowStats:
                 "idle_other_ms_per_step": r(self.idle_other_ms),
                 "sync_calls_per_step": r(self.sync_calls_per_step, 2),
                 "sync_blocked_ms_per_step": r(self.sync_blocked_ms),
+                "issued_gpu_ms_per_step": r(self.issued_gpu_ms),
+                "gpu_behind_ms": r(self.gpu_behind_ms),
+                "device_paced": self.device_paced,
             }
         )
         for dtype, ms in sorted(self.matmul_dtypes.items()):
@@ -296,12 +307,12 @@ def analyse(
         per_dev[_device(k)] += k.end - k.ts
     device = max(per_dev, key=lambda d: per_dev[d]) if per_dev else None
     gpu = bool(kernels_all) or bool(ev.get("gpu_memcpy")) or bool(ev.get("cuda_runtime"))
-    kernels = [k for k in kernels_all if _device(k) == device and k.end > lo and k.ts < hi]
-    copies = [
+    kernels_dev = [k for k in kernels_all if _device(k) == device]
+    copies_dev = [
         c
         for cat in ("gpu_memcpy", "memcpy", "gpu_memset", "memset")
         for c in ev.get(cat, [])
-        if (device is None or _device(c) == device) and c.end > lo and c.ts < hi
+        if device is None or _device(c) == device
     ]
     runtime = [
         r
@@ -309,6 +320,27 @@ def analyse(
         for r in ev.get(cat, [])
         if r.end > lo and r.ts < hi
     ]
+    # The work the window's steps launched (runtime call inside the steps), wherever it ran.
+    # With the host ahead of the GPU (the launch queue still filling, e.g. after a sync), a
+    # step's kernels run long after the step ended on the host: clipping kernels to the host's
+    # step intervals would count only the share that happened to run meanwhile.
+    issued_corrs = {
+        r.args.get("correlation") for r in runtime if lo <= r.ts < hi and "correlation" in r.args
+    }
+    issued = [e for e in [*kernels_dev, *copies_dev] if e.args.get("correlation") in issued_corrs]
+    issued_set = iv.union((e.ts, e.end) for e in issued)
+    gpu_end = max((e.end for e in issued), default=hi)
+    gpu_start = min((e.ts for e in issued), default=lo)
+    behind_us = max(0.0, gpu_end - hi)
+    paced = device_paced(
+        iv.total(issued_set) / n / 1000.0, (hi - lo) / n / 1000.0, behind_us / 1000.0
+    )
+    if paced:
+        kernels = [k for k in kernels_dev if k.args.get("correlation") in issued_corrs]
+        copies = [c for c in copies_dev if c.args.get("correlation") in issued_corrs]
+    else:
+        kernels = [k for k in kernels_dev if k.end > lo and k.ts < hi]
+        copies = [c for c in copies_dev if c.end > lo and c.ts < hi]
     cpu_ops = [
         o for cat in ("cpu_op", "operator") for o in ev.get(cat, []) if o.end > lo and o.ts < hi
     ]
@@ -518,6 +550,30 @@ def analyse(
         totals["other_cpu"] += iv.total(idle)
 
     stats.split_ms = {k: v / n / 1000.0 for k, v in totals.items()}
+    if issued:
+        stats.issued_gpu_ms = iv.total(issued_set) / n / 1000.0
+        stats.gpu_behind_ms = behind_us / 1000.0
+    stats.device_paced = paced
+    if paced:
+        # The GPU set the pace: a step costs what its launched work occupies the GPU for. The
+        # split is the GPU's own: busy time by kind, and the gaps between that work (the GPU
+        # waited for launches) as launch overhead. Host-side causes cannot have idled a GPU
+        # that had a queue of work.
+        gpu_span = max(gpu_end - gpu_start, 1e-9)
+        gpu_compute = iv.total(compute_set)
+        gpu_comm = iv.total(iv.subtract(nccl_set, compute_set))
+        gpu_copy = iv.total(iv.subtract(iv.subtract(copy_set, compute_set), nccl_set))
+        gpu_gaps = max(0.0, gpu_span - iv.total(active))
+        stats.split_ms = dict.fromkeys(CATEGORIES, 0.0)
+        stats.split_ms.update(
+            {
+                "compute": gpu_compute / n / 1000.0,
+                "communication": gpu_comm / n / 1000.0,
+                "copy": gpu_copy / n / 1000.0,
+                "launch_overhead": gpu_gaps / n / 1000.0,
+            }
+        )
+        stats.step_ms = gpu_span / n / 1000.0
     stats.data_wait_host_ms = iv.total(iv.clip(data_set, lo, hi)) / n / 1000.0
     stats.host_copy_ms = iv.total(iv.clip(host_copy_set, lo, hi)) / n / 1000.0
     stats.cpu_op_ms = iv.total(iv.clip(cpu_only_set, lo, hi)) / n / 1000.0
@@ -541,7 +597,10 @@ def analyse(
             stats.short_kernel_pct = (
                 100.0 * sum(d < _SHORT_KERNEL_US for d in durations) / len(durations)
             )
-        stats.busy_pct = 100.0 * iv.total(iv.clip(compute_set, lo, hi)) / (hi - lo)
+        if paced:
+            stats.busy_pct = 100.0 * iv.total(compute_set) / max(gpu_end - gpu_start, 1e-9)
+        else:
+            stats.busy_pct = 100.0 * iv.total(iv.clip(compute_set, lo, hi)) / (hi - lo)
         stats.matmul_dtypes = {k: v / n for k, v in matmul_dtypes.items()}
         for attr in (
             "matmul_ms",
@@ -561,6 +620,20 @@ def analyse(
         stats.sync_calls_per_step = sync_calls / n
         stats.sync_blocked_ms = iv.total(iv.clip(sync_set, lo, hi)) / n / 1000.0
     return stats
+
+
+def device_paced(issued_gpu_ms: float, host_step_ms: float, behind_ms: float) -> bool:
+    """Did the GPU, not the host, set the pace of the window's steps?
+
+    True when the work the steps launched needs more GPU time per step than the host took per
+    step (by a tenth) and the GPU was still running it well after the last step ended on the
+    host (over a quarter step): the host ran ahead, filling the launch queue, and the steps the
+    host saw are shorter than the steady state, in which the host blocks on the full queue
+    and a step takes the GPU's time.
+    """
+    if host_step_ms <= 0 or issued_gpu_ms <= 0:
+        return False
+    return issued_gpu_ms > 1.1 * host_step_ms and behind_ms > 0.25 * host_step_ms
 
 
 def _alignment_error(
