@@ -32,6 +32,7 @@ step() { # step NAME TIMEOUT_S COMMAND...
 T0=$SECONDS
 step gpu-tests 90 "$PY" -m pytest -q -m gpu --noconftest -p no:cacheprovider python_pkg/tests/test_bench_gpu.py
 step bench 200 "$PY" benchmarks/gpu_bench.py --out "$OUT"
+step multi 240 "$PY" benchmarks/gpu_multi.py --out "$OUT"
 
 {
   echo

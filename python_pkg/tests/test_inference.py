@@ -202,3 +202,20 @@ def test_dynamic_batching_snippet_serves_requests() -> None:
     with torch.no_grad():
         want = model(torch.stack(xs))
     assert all(torch.allclose(y, w, atol=1e-5) for y, w in zip(ys, want, strict=True))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_gpu_what_ifs_are_measured_and_memory_comes_back() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(256, 1024), nn.GELU(), nn.Linear(1024, 256)).cuda().eval()
+    x = torch.randn(1, 256, device="cuda")
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    report = diagnose_inference(model, x, budget_s=6.0, batch_sizes=[1, 8, 64])
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() == before
+    rows = {w.change: w for w in report.what_if}
+    for change in ("bf16 autocast", "CUDA graph replay"):
+        assert rows[change].skipped is None and rows[change].speedup, rows[change].skipped
+    validate(report.to_dict())

@@ -490,6 +490,7 @@ def _diagnose(s: _Setup, sizes: list[int], budget_s: float) -> Report:
     if s.gpu:
         s.tell("CUDA graph replay", SHARE_GRAD + SHARE_AUTOCAST)
         graph: Any = None
+        replay: Any = None
         try:
             replay, graph = _graph(s, s.inputs, amp)
             graph_pair = interleaved(
@@ -505,7 +506,7 @@ def _diagnose(s: _Setup, sizes: list[int], budget_s: float) -> Report:
                 _skipped("CUDA graph replay", f"capture failed: {type(exc).__name__}: {exc}"[:300])
             )
         finally:
-            del graph
+            del graph, replay  # the graph's memory pool goes with the last reference
             _free(s.device)
     else:
         rows.append(_skipped("CUDA graph replay", "GPU only: CUDA graphs need a CUDA device"))
