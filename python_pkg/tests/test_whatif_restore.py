@@ -274,3 +274,39 @@ def test_a_step_fn_that_trains_the_users_own_model_is_refused_and_undone(seeded:
     with pytest.raises(DiagnoseError, match="must train the model and optimizer it is given"):
         diagnose(model, loader, optimizer=opt, step_fn=global_step, steps=3, budget_s=5)
     assert world(model, opt) == before
+
+
+def test_batchnorm_running_stats_changed_without_a_version_bump_are_restored() -> None:
+    # BatchNorm updates running_mean/var in place from C++ (and under no_grad) without bumping
+    # the buffers' version counters: the snapshot must compare them by value.
+    model = nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), nn.ReLU(), nn.Linear(6, 2))
+    snap = Snapshot.capture(model)
+    digest = world(model, None)
+    bn = model[1]
+    with torch.no_grad():
+        model(torch.randn(16, 4))
+        bn.running_var.data.mul_(3.0)  # .data: a write no version counter sees
+    assert world(model, None) != digest
+    assert snap.touched() == ["model weights"]
+    changed = snap.restore()
+    assert "model buffers" in changed
+    assert world(model, None) == digest
+    assert snap.restore() == []
+
+
+def test_a_step_fn_that_trains_the_users_batchnorm_model_is_refused_and_undone(
+    seeded: None,
+) -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 3))
+    loader = [(torch.randn(8, 8), torch.randint(0, 3, (8,))) for _ in range(4)]
+    before = world(model, None)
+
+    def users_model_step(m: nn.Module, batch: Any, o: Any) -> None:
+        x, _y = batch
+        with torch.no_grad():
+            model(x)  # the user's model, not the copy: BatchNorm's running stats move
+
+    with pytest.raises(DiagnoseError, match="must train the model and optimizer it is given"):
+        diagnose(model, loader, step_fn=users_model_step, steps=2, budget_s=5)
+    assert world(model, None) == before

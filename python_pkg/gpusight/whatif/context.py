@@ -207,11 +207,22 @@ class Context:
         scale: float = 1.0,
         reps: int | None = None,
         reserve: float = 0.0,
+        steps: tuple[int, int] | None = None,
+        pair_s: float | None = None,
     ) -> tuple[Comparison, Arm]:
-        """Interleave ``variant`` with the baseline; the arm is returned still open (drop it)."""
+        """Interleave ``variant`` with the baseline; the arm is returned still open (drop it).
+
+        ``steps`` (baseline, variant) overrides the timed steps per block: a sweep's short
+        trials; ``pair_s`` is then what one baseline + variant pair is expected to cost.
+        """
         base = base or self.base_for(against)
         arm = self.build(variant)
-        per_pair = self.block_s(against) + self.block_s(variant.source) * scale
+        per_pair = (
+            pair_s
+            if pair_s is not None
+            else self.block_s(against) + self.block_s(variant.source) * scale
+        )
+        block_steps = steps or (self.steps_for(base.variant), self.steps_for(variant))
 
         def fits() -> bool:
             return self.affordable(per_pair, reserve)
@@ -221,7 +232,7 @@ class Context:
                 base,
                 arm,
                 reps=reps or self.reps,
-                steps=(self.steps_for(base.variant), self.steps_for(variant)),
+                steps=block_steps,
                 warmup=(self.warmup(base.variant), self.warmup(variant)),
                 scale=scale,
                 fits=fits,

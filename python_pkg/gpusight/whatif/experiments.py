@@ -22,7 +22,7 @@ from torch.utils.data import IterableDataset
 from ..report import Scalar, WhatIf
 from .context import MIN_GAIN, Context, Skip, VariantOOM
 from .loaders import batch_len, batch_nbytes, clone_loader, shutdown, tensors_of
-from .restore import read_flags
+from .restore import read_flags, tensor_bytes
 from .runner import Comparison
 from .variant import Variant
 
@@ -164,7 +164,21 @@ def loader_workers(ctx: Context) -> int:
 # --- loader experiments -------------------------------------------------------------------------
 
 
+def _whole_rounds(steps: int, workers: int) -> int:
+    """``steps`` rounded up to whole rounds of the loader's workers (at least two rounds)."""
+    if workers <= 1:
+        return max(1, steps)
+    return max(2, -(-steps // workers)) * workers
+
+
 class NumWorkers(Experiment):
+    """A sweep of worker counts to the knee: 2, 4, 8, ... up to the CPU cores, short trials.
+
+    Each point is two interleaved pairs of short blocks (a few steps of the user's loader, whole
+    rounds of the variant's workers); the sweep stops when a point no longer adds
+    ``KNEE_GAIN`` throughput over the best so far, or at the cores, or when the budget is out.
+    """
+
     key = "num_workers"
     finding_id = "load.input_bound"
     label = "DataLoader num_workers sweep"
@@ -172,6 +186,10 @@ class NumWorkers(Experiment):
     share = 0.5
     KNEE_GAIN = 1.10  # a point must beat the best so far by this much, or the sweep stops
     KNEE_SHARE = 0.95  # the answer: fewest workers within this share of the best throughput
+    SWEEP_REPS = 2  # interleaved pairs per point: the loader's step time is steady
+    TRIAL_STEPS = 8  # timed steps of a trial block (rounded up to whole rounds of workers)
+    START_S = 0.1  # worker start-up per block: a base, and per worker
+    START_PER_WORKER_S = 0.03
 
     def candidates(self, ctx: Context) -> list[int]:
         now = int(getattr(ctx.work.loader, "num_workers", 0) or 0)
@@ -197,8 +215,27 @@ class NumWorkers(Experiment):
             )
         return input_bound_gate(ctx)
 
+    def _base_ms(self, ctx: Context) -> float:
+        ms = ctx.loader_base_ms or ctx.cached_base_ms
+        return statistics.median(ms) if ms else 50.0
+
+    def _trial(self, ctx: Context, w: int, best: float) -> tuple[tuple[int, int], float]:
+        """(baseline steps, variant steps) of a trial at ``w`` workers, and one pair's seconds."""
+        now = int(ctx.work.loader.num_workers or 0)
+        base_ms = self._base_ms(ctx)
+        base_steps = _whole_rounds(min(ctx.steps, self.TRIAL_STEPS), now)
+        var_steps = _whole_rounds(self.TRIAL_STEPS, w)
+        base_s = (base_steps + max(2, now + 1)) * base_ms / 1000 + (
+            self.START_S + self.START_PER_WORKER_S * now if now else 0.0
+        )
+        # The next point is at least as fast as the best so far, most likely.
+        var_ms = base_ms / max(1.0, best)
+        var_s = (var_steps + w + 1) * var_ms / 1000 + self.START_S + self.START_PER_WORKER_S * w
+        return (base_steps, var_steps), base_s + var_s
+
     def cost_s(self, ctx: Context) -> float:
-        return 2 * (ctx.block_s("loader") * 2 + 0.5)  # two repetitions of the first point
+        first = (self.candidates(ctx) or [2])[0]
+        return self.SWEEP_REPS * self._trial(ctx, first, 1.0)[1]
 
     def apply(self, ctx: Context) -> Outcome:
         now = int(ctx.work.loader.num_workers or 0)
@@ -206,19 +243,26 @@ class NumWorkers(Experiment):
         best = 1.0
         stopped = ""
         for w in self.candidates(ctx):
-            if results and not ctx.affordable(self.cost_s(ctx)):
+            steps, pair_s = self._trial(ctx, w, best)
+            if results and not ctx.affordable(self.SWEEP_REPS * pair_s):
                 stopped = f"sweep stopped before {w} workers: budget exhausted"
                 break
             ctx.stage = f"what-if: num_workers={w}"
             ctx.budget.tell(ctx.stage)
             variant = Variant(f"num_workers={w}", source="loader", loader={"num_workers": w})
-            cmp, arm = ctx.measure(variant, against="loader")
+            cmp, arm = ctx.measure(
+                variant, against="loader", reps=self.SWEEP_REPS, steps=steps, pair_s=pair_s
+            )
             ctx.drop(arm)
             if cmp.pairs == 0:
                 stopped = f"sweep stopped before {w} workers: budget exhausted"
                 break
             results.append((w, cmp))
             if cmp.speedup < best * self.KNEE_GAIN:
+                stopped = (
+                    f"sweep stopped at {w} workers: throughput no longer rising "
+                    f"({cmp.speedup:.2f}x, best so far {best:.2f}x)"
+                )
                 break  # past the knee
             best = max(best, cmp.speedup)
         if not results:
@@ -238,6 +282,7 @@ class NumWorkers(Experiment):
                 "num_workers": w,
                 "from_num_workers": now,
                 "cpu_cores": ctx.cpu_count,
+                "largest_tried": results[-1][0],
                 # every point of the sweep, for whoever wants another setting than the knee
                 **{f"speedup_{x}_workers": round(c.speedup, 3) for x, c in results},
             },
@@ -436,49 +481,128 @@ class PrefetchFactor(Experiment):
 # --- compute experiments (cached batches) -------------------------------------------------------
 
 
+def _fixed_state_bytes(ctx: Context) -> int:
+    """Device bytes of a model copy that do not grow with the batch: weights, grads, state."""
+    params = list(ctx.work.model.parameters())
+    n = 2 * tensor_bytes(params)
+    opt = ctx.work.optimizer
+    if opt is not None:
+        n += tensor_bytes(
+            v for st in opt.state.values() for v in st.values() if isinstance(v, torch.Tensor)
+        )
+    return n
+
+
 class BatchSize(Experiment):
+    """Batch size to the knee: doubling (x4 while each doubling gains a lot), short trials.
+
+    A point is two interleaved pairs of short blocks: the baseline's few steps, and as many steps
+    of the larger batch as take about as long (at least ``MIN_STEPS``). The sweep stops when a
+    doubling adds less than ``GAIN`` throughput per sample, at ``MAX_FACTOR``, when the next
+    batch would not fit in free device memory, on OOM, or when the budget is out.
+    """
+
     key = "batch_size"
     finding_id = "load.small_batch"
     label = "batch size doubling"
     group = "compute"
     MAX_FACTOR = 128  # a launch-bound step keeps gaining far beyond 16x; OOM or no gain stop it
-    GAIN = 1.05  # a doubling must add this much throughput, or the sweep stops
+    GAIN = 1.05  # a doubling must add this much throughput per sample, or the sweep stops
+    BIG_GAIN = 1.5  # per doubling: at least this, and the next point is 4x larger, not 2x
+    KNEE_SHARE = 0.95  # the answer: smallest batch within this share of the best throughput
+    SWEEP_REPS = 2
+    TRIAL_STEPS = 10  # timed steps of the baseline's trial block
+    MIN_STEPS = 3  # timed steps of a larger batch's trial block, at least
+    MEMORY_SHARE = 0.8  # of free device memory the next point may be expected to take
+    BUILD_S = 0.1  # copying the model for a point
 
     def applies(self, ctx: Context) -> str | None:
         if not ctx.work.cached or batch_len(ctx.work.cached[0]) is None:
             return "cannot tell the batch dimension of the loader's batches"
         return None
 
+    def _base_ms(self, ctx: Context) -> float:
+        return statistics.median(ctx.cached_base_ms) if ctx.cached_base_ms else 50.0
+
+    def _trial(self, ctx: Context, step_ms: float) -> tuple[tuple[int, int], float]:
+        """Steps (baseline, larger batch) of a trial whose larger step is expected to take
+        ``step_ms``, and the seconds of one pair."""
+        base_ms = self._base_ms(ctx)
+        b = max(1, min(ctx.steps, self.TRIAL_STEPS))
+        v = int(max(self.MIN_STEPS, min(b, round(b * base_ms / max(step_ms, 1e-6)))))
+        warm = 2 if ctx.cached_base is not None and ctx.cached_base.variant.compile else 1
+        pair_s = ((b + warm) * base_ms + (v + 1) * step_ms) / 1000 + self.BUILD_S
+        return (b, v), pair_s
+
+    def cost_s(self, ctx: Context) -> float:
+        return self.SWEEP_REPS * self._trial(ctx, 2 * self._base_ms(ctx))[1]
+
     def apply(self, ctx: Context) -> Outcome:
         bs = batch_len(ctx.work.cached[0]) or 1
         results: list[tuple[int, Comparison]] = []
         stop = ""
-        f = 2
+        f, ratio = 2, 2
         best = 1.0
-        while f <= self.MAX_FACTOR:
-            if results and not ctx.affordable(self.cost_s(ctx) * f / 2):
+        # A larger batch's step time, extrapolated linearly from the last point (an upper
+        # bound while the GPU is not yet busy): what the next trial's length and cost rest on.
+        step_ms = 2 * self._base_ms(ctx)
+        while True:
+            steps, pair_s = self._trial(ctx, step_ms)
+            if results and not ctx.affordable(self.SWEEP_REPS * pair_s):
                 stop = f"stopped before batch {bs * f}: budget exhausted"
                 break
             ctx.stage = f"what-if: batch size {bs * f}"
             ctx.budget.tell(ctx.stage)
             variant = Variant(f"batch_size={bs * f}", batch_factor=f)
+            reserved0 = torch.cuda.memory_reserved(ctx.device) if ctx.cuda else 0
             try:
-                cmp, arm = ctx.measure(variant, against="cached", scale=f)
-                ctx.drop(arm)
+                cmp, arm = ctx.measure(
+                    variant,
+                    against="cached",
+                    scale=f,
+                    reps=self.SWEEP_REPS,
+                    steps=steps,
+                    pair_s=pair_s,
+                )
             except VariantOOM:
                 stop = f"batch {bs * f} ran out of device memory"
                 break
+            grown = torch.cuda.memory_reserved(ctx.device) - reserved0 if ctx.cuda else 0
+            ctx.drop(arm)
             if cmp.pairs == 0:
                 stop = f"stopped before batch {bs * f}: budget exhausted"
                 break
             results.append((f, cmp))
-            if cmp.speedup < best * self.GAIN:
+            per_doubling = (cmp.speedup / best) ** (1 / (ratio.bit_length() - 1))
+            if per_doubling < self.GAIN:
+                stop = (
+                    f"stopped at batch {bs * f}: {per_doubling:.2f}x per doubling, "
+                    f"less than {self.GAIN:.2f}x (the knee)"
+                )
                 break
             best = cmp.speedup
-            f *= 2
+            if f >= self.MAX_FACTOR:
+                stop = f"stopped at batch {bs * f}: {self.MAX_FACTOR}x the batch, the largest tried"
+                break
+            ratio = 4 if per_doubling >= self.BIG_GAIN else 2
+            nxt = min(f * ratio, self.MAX_FACTOR)
+            ratio = nxt // f
+            step_ms = cmp.after_ms * f * ratio
+            if ctx.cuda and grown > 0:
+                fixed = _fixed_state_bytes(ctx)
+                need = fixed + max(0, grown - fixed) * ratio
+                free, _ = torch.cuda.mem_get_info(ctx.device)
+                if need > self.MEMORY_SHARE * free:
+                    stop = (
+                        f"stopped before batch {bs * nxt}: it would need about "
+                        f"{need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"
+                    )
+                    break
+            f = nxt
         if not results:
             raise Skip(stop or "no batch size could be measured")
-        f, cmp = max(results, key=lambda r: r[1].speedup)
+        top = max(c.speedup for _, c in results)
+        f, cmp = next((x, c) for x, c in results if c.speedup >= self.KNEE_SHARE * top)
         series: list[dict[str, Any]] = [{"x": bs, "y": round(cmp.before_ms, 3), "label": "yours"}]
         series += [{"x": bs * x, "y": round(c.after_ms, 3)} for x, c in results]
         if stop.endswith("memory"):
@@ -493,6 +617,7 @@ class BatchSize(Experiment):
                 "batch_size": bs * f,
                 "from_batch_size": bs,
                 "factor": f,
+                "largest_tried": bs * results[-1][0],
                 **{f"speedup_batch_{bs * x}": round(c.speedup, 3) for x, c in results},
             },
             series,

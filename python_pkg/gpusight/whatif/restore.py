@@ -254,6 +254,39 @@ def _write_back(rec: _TensorRecord) -> bool:
     return True
 
 
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise equality (NaN equals NaN, -0.0 differs from 0.0): what restoring must reproduce."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.numel() == 0:
+        return True
+    return torch.equal(
+        a.detach().reshape(-1).contiguous().view(torch.uint8),
+        b.detach().to(a.device).reshape(-1).contiguous().view(torch.uint8),
+    )
+
+
+def _buffer_changed(rec: _TensorRecord) -> bool:
+    """A buffer's version counter is not enough: BatchNorm updates running_mean/var (and
+    num_batches_tracked) in place from C++ without bumping it; buffers are small, so compare
+    the values when a copy was kept."""
+    if _version(rec.tensor) != rec.version:
+        return True
+    return rec.value is not None and not _same_bits(rec.value, rec.tensor)
+
+
+def _write_back_buffer(rec: _TensorRecord) -> bool:
+    """Put a buffer's saved value back if it differs (by value, not by version counter)."""
+    if not _buffer_changed(rec):
+        return False
+    if rec.value is None:
+        raise RuntimeError("buffer changed and no copy of its value was kept")
+    with torch.no_grad():
+        rec.tensor.copy_(rec.value)
+    rec.version = _version(rec.tensor)
+    return True
+
+
 def tensor_bytes(tensors: Iterable[torch.Tensor]) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
@@ -265,7 +298,9 @@ class ModuleState:
     buffers: list[_TensorRecord]
 
     @classmethod
-    def capture(cls, module: torch.nn.Module, keep_values: bool) -> ModuleState:
+    def capture(
+        cls, module: torch.nn.Module, keep_values: bool, keep_buffers: bool | None = None
+    ) -> ModuleState:
         params = []
         for p in module.parameters():
             g = p.grad
@@ -278,7 +313,8 @@ class ModuleState:
                     grad_record=_record(g, keep_values) if g is not None else None,
                 )
             )
-        buffers = [_record(b, keep_values) for b in module.buffers()]
+        keep_b = keep_values if keep_buffers is None else keep_buffers
+        buffers = [_record(b, keep_b) for b in module.buffers()]
         return cls([(m, m.training) for m in module.modules()], params, buffers)
 
     def restore(self) -> list[str]:
@@ -300,7 +336,7 @@ class ModuleState:
             if rec.grad_record is not None and _write_back(rec.grad_record):
                 changed.append("gradients")
         for b in self.buffers:
-            if _write_back(b):
+            if _write_back_buffer(b):
                 changed.append("buffers")
         return sorted(set(changed))
 
@@ -382,9 +418,15 @@ class Snapshot:
                 v for st in optimizer.state.values() for v in st.values() if torch.is_tensor(v)
             ]
         keep = max_copy_bytes is None or tensor_bytes(tensors) <= max_copy_bytes
-        modules = [("model", ModuleState.capture(model, keep))]
+        # Buffers are compared by value (their version counters miss BatchNorm's updates), so
+        # their copies are kept even when the weights are too large to copy.
+        buffers = list(model.buffers())
+        if isinstance(loss_fn, torch.nn.Module):
+            buffers += list(loss_fn.buffers())
+        keep_b = keep or max_copy_bytes is None or tensor_bytes(buffers) <= max_copy_bytes
+        modules = [("model", ModuleState.capture(model, keep, keep_b))]
         if isinstance(loss_fn, torch.nn.Module) and loss_fn is not model:
-            modules.append(("loss_fn", ModuleState.capture(loss_fn, keep)))
+            modules.append(("loss_fn", ModuleState.capture(loss_fn, keep, keep_b)))
         return cls(
             flags=read_flags(),
             rng=RngState.capture(loader_generators(loader) if loader is not None else ()),
@@ -394,11 +436,12 @@ class Snapshot:
         )
 
     def touched(self) -> list[str]:
-        """What of the user's model and optimizer changed so far (version counters, no copies)."""
+        """What of the user's model and optimizer changed so far (version counters; buffers,
+        whose in-place updates by BatchNorm do not bump them, by value)."""
         out: list[str] = []
         for name, st in self.modules:
             if any(_version(r.data.tensor) != r.data.version for r in st.params) or any(
-                _version(b.tensor) != b.version for b in st.buffers
+                _buffer_changed(b) for b in st.buffers
             ):
                 out.append(f"{name} weights")
         if self.optimizer is not None and any(
