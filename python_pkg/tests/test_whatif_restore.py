@@ -283,6 +283,7 @@ def test_batchnorm_running_stats_changed_without_a_version_bump_are_restored() -
     snap = Snapshot.capture(model)
     digest = world(model, None)
     bn = model[1]
+    assert isinstance(bn, nn.BatchNorm1d)
     with torch.no_grad():
         model(torch.randn(16, 4))
         bn.running_var.data.mul_(3.0)  # .data: a write no version counter sees
