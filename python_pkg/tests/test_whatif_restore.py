@@ -286,6 +286,7 @@ def test_batchnorm_running_stats_changed_without_a_version_bump_are_restored() -
     assert isinstance(bn, nn.BatchNorm1d)
     with torch.no_grad():
         model(torch.randn(16, 4))
+        assert bn.running_var is not None
         bn.running_var.data.mul_(3.0)  # .data: a write no version counter sees
     assert world(model, None) != digest
     assert snap.touched() == ["model weights"]
