@@ -113,6 +113,34 @@ def test_issued_work_overrides_a_host_side_split() -> None:
     assert result.verdict.bottleneck != "launch_overhead"
 
 
+def test_device_paced_by_a_pageable_copy_is_memory_transfer() -> None:
+    # H200 run 4, pageable_copy scenario: the GPU-side work each step launched (12.8 ms) is
+    # nearly all a pageable host-to-device copy; the kernels take under 1 ms of a 13.9 ms step.
+    window = GpuWindow(
+        steps=3,
+        gpu=True,
+        split_ms={"compute": 0.97, "copy": 12.78, "launch_overhead": 0.1},
+        busy_pct=5.6,
+        issued_gpu_ms=12.8,
+    )
+    n = 10
+    ev = WorkloadEvidence(
+        step_mode="optimizer",
+        step_times_ms=[13.9] * n,
+        data_wait_ms=[0.0] * n,
+        host_copy_ms=[0.0] * n,
+        framework_ms=[1.0] * n,
+        cuda_available=True,
+        cuda_devices=1,
+        window=window,
+        tf32_matmul=False,
+        gpu_used=True,
+        nvml_util_pct=21.6,
+    )
+    result = analyse(ev)
+    assert result.verdict.bottleneck == "memory_transfer"
+
+
 def _k(name: str, ts: float, dur: float, corr: int) -> dict[str, Any]:
     return {
         "ph": "X",

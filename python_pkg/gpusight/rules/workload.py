@@ -822,7 +822,18 @@ def verdict(ev: WorkloadEvidence, split: dict[str, float], found: list[Finding])
         candidates["precision"] = amp.impact.recoverable_pct
     best, best_share = max(candidates.items(), key=lambda kv: kv[1])
     if share["compute"] >= COMPUTE_BOUND_PCT or kernels_account_for_step(ev, total):
-        category = "precision" if candidates.get("precision", 0.0) >= 15.0 else "compute"
+        # The device sets the pace; name what it spends the step on. Copies and collectives are
+        # device work too: a step that is mostly a pageable H2D copy is a transfer problem.
+        device_side = {
+            "compute": share["compute"],
+            "memory_transfer": share["copy"],
+            "communication": share["communication"],
+        }
+        top = max(device_side, key=lambda k: device_side[k])
+        if top != "compute" and device_side[top] > share["compute"]:
+            category = top
+        else:
+            category = "precision" if candidates.get("precision", 0.0) >= 15.0 else "compute"
     elif best_share >= NAMED_PCT:
         category = best
     else:
