@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -320,11 +320,38 @@ def _fmt_bytes(n: int) -> str:
 # --- the worker: one per GPU ---------------------------------------------------------------------
 
 
+def _time_fixed(
+    torch: Any, call: Callable[[], object], repeats: int, gpu: bool, dev: Any, warmup: int = 3
+) -> list[float]:
+    """Seconds per call for exactly ``warmup`` + ``repeats`` calls: CUDA events on the GPU,
+    the host clock on the CPU (gloo's collectives return when done)."""
+    for _ in range(warmup):
+        call()
+    if gpu:
+        torch.cuda.synchronize(dev)
+        marks = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            for _ in range(repeats)
+        ]
+        for start, end in marks:
+            start.record()
+            call()
+            end.record()
+        torch.cuda.synchronize(dev)
+        return [start.elapsed_time(end) / 1000.0 for start, end in marks]
+    out = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        call()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
 def _worker(out: str, sizes: list[int], budget_s: float, dtype_name: str, backend: str) -> None:
     import torch
     import torch.distributed as dist
 
-    from .timer import summarize, time_fn
+    from .timer import summarize
 
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
@@ -359,19 +386,14 @@ def _worker(out: str, sizes: list[int], budget_s: float, dtype_name: str, backen
             dist.all_reduce(est, op=dist.ReduceOp.MAX)  # one count for every rank
             repeats = int(min(MAX_REPEATS, max(MIN_REPEATS, 0.8 * per_size / est.item())))
 
-            def call(i: int, v: Any = view) -> None:
-                dist.all_reduce(v)
+            # Every rank must issue exactly the same collectives: the shared timer's adaptive
+            # warm-up (chunks sized from each rank's own clock) made ranks disagree on the count
+            # and hung NCCL on the H200 (run 4). Fixed counts, one sample per call.
+            def call(v: Any = view) -> object:
+                return dist.all_reduce(v)
 
-            timing = time_fn(
-                call,
-                clock="cuda_event" if gpu else "perf_counter",
-                warmup=3,
-                repeats=repeats,
-                min_repeats=repeats,
-                budget_s=1e9,  # the count is fixed: no rank may stop on its own clock
-                device=dev if gpu else None,
-            )
-            times = torch.tensor(timing.samples_s, dtype=torch.float64, device=dev)
+            samples = _time_fixed(torch, call, repeats, gpu, dev)
+            times = torch.tensor(samples, dtype=torch.float64, device=dev)
             dist.all_reduce(times, op=dist.ReduceOp.MAX)  # the slowest rank's time of each call
             stats = summarize(times.tolist())
             points.append(
