@@ -11,18 +11,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+# Breakdown categories, in the order the chart draws them: the ones the rules split a step into.
+from .rules.workload import BREAKDOWN_KEYS
+
 FindingStatus = Literal["resolved", "new", "still"]
 
-#: Breakdown categories, in the order the chart draws them.
-BREAKDOWN_KEYS = (
-    "compute",
-    "data_wait",
-    "copy",
-    "sync_stall",
-    "launch_overhead",
-    "other_cpu",
-    "communication",
-)
 BREAKDOWN_LABELS = {
     "compute": "GPU compute",
     "data_wait": "Waiting for data",
