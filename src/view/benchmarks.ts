@@ -7,18 +7,12 @@ import {
   type CeilingRow
 } from '../charts/ceilings';
 import { formatPct, formatValue } from '../charts/format';
-import { renderSweep } from '../charts/sweep';
 import type { Benchmark } from '../report';
 import { ChartElement } from './chart-element';
 import { define } from './define';
 import { baseStyles, sectionStyles } from './styles';
-import {
-  CEILING_MARKER_COLOR,
-  SIZE,
-  SWEEP_COLOR,
-  ceilingColor
-} from './tokens';
-import { benchmarkAxes } from './sweeps';
+import { CEILING_MARKER_COLOR, ceilingColor } from './tokens';
+import { benchmarkAxes, drawSweeps, withSweeps } from './sweeps';
 import { chartStyles } from './chart-styles';
 
 export class GsBenchmarks extends ChartElement {
@@ -38,7 +32,7 @@ export class GsBenchmarks extends ChartElement {
   }
 
   private get _sweeps(): Benchmark[] {
-    return (this.benchmarks ?? []).filter(b => (b.series?.length ?? 0) > 1);
+    return withSweeps(this.benchmarks);
   }
 
   protected override render() {
@@ -122,20 +116,13 @@ export class GsBenchmarks extends ChartElement {
       color: row => ceilingColor(row.pctOfCeiling),
       ceilingColor: CEILING_MARKER_COLOR
     });
-    const hosts = this.renderRoot.querySelectorAll<HTMLElement>(
-      '.jp-GpusightBenchmarks-sweep'
+    drawSweeps(
+      this.renderRoot,
+      'jp-GpusightBenchmarks-sweep',
+      this._sweeps,
+      width,
+      b => ({ title: `${b.label}: sweep`, ...benchmarkAxes(b) })
     );
-    this._sweeps.forEach((b, i) => {
-      const axes = benchmarkAxes(b);
-      renderSweep(hosts[i], b.series ?? [], {
-        width: width,
-        height: SIZE.sweepHeight,
-        title: `${b.label}: sweep`,
-        xLabel: axes.x,
-        yLabel: axes.y,
-        color: SWEEP_COLOR
-      });
-    });
   }
 }
 

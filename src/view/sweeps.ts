@@ -1,5 +1,45 @@
-/** Axis labels for sweep series, which the schema leaves to the benchmark or what-if that ran them. */
+/**
+ * Sweep series of benchmarks and what-ifs: which ones to draw, their axis labels (which the schema
+ * leaves to the benchmark or what-if that ran them), and drawing them into their hosts.
+ */
+import { renderSweep, type SweepPoint } from '../charts/sweep';
 import type { Benchmark, Scalar, WhatIf } from '../report';
+import { SIZE, SWEEP_COLOR } from './tokens';
+
+/** A benchmark or a what-if: anything that may carry a sweep. */
+interface Swept {
+  series?: SweepPoint[];
+}
+
+/** The items whose series is a sweep (two points or more), in their order. */
+export function withSweeps<T extends Swept>(items: T[] | undefined): T[] {
+  return (items ?? []).filter(item => (item.series?.length ?? 0) > 1);
+}
+
+/**
+ * Draw each item's sweep at `width` px into the hosts of class `hostClass` under `root`: the
+ * i-th host holds the i-th item's sweep (render one host per item of `withSweeps`).
+ */
+export function drawSweeps<T extends Swept>(
+  root: ParentNode,
+  hostClass: string,
+  items: T[],
+  width: number,
+  describe: (item: T) => { title: string; x: string; y: string }
+): void {
+  const hosts = root.querySelectorAll<HTMLElement>(`.${hostClass}`);
+  items.forEach((item, i) => {
+    const { title, x, y } = describe(item);
+    renderSweep(hosts[i], item.series ?? [], {
+      width: width,
+      height: SIZE.sweepHeight,
+      title: title,
+      xLabel: x,
+      yLabel: y,
+      color: SWEEP_COLOR
+    });
+  });
+}
 
 function labelParam(
   params: Record<string, Scalar> | undefined,

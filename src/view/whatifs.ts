@@ -7,15 +7,14 @@ import {
   speedupRows,
   type SpeedupRow
 } from '../charts/speedups';
-import { renderSweep } from '../charts/sweep';
 import type { WhatIf } from '../report';
 import { ChartElement } from './chart-element';
 import './fix-card';
 import { chartStyles } from './chart-styles';
 import { define } from './define';
 import { baseStyles, sectionStyles } from './styles';
-import { whatIfAxes } from './sweeps';
-import { SIZE, SWEEP_COLOR, speedupColor } from './tokens';
+import { drawSweeps, whatIfAxes, withSweeps } from './sweeps';
+import { speedupColor } from './tokens';
 
 export class GsWhatIfs extends ChartElement {
   static override styles = [baseStyles, sectionStyles, chartStyles];
@@ -36,7 +35,7 @@ export class GsWhatIfs extends ChartElement {
   }
 
   private get _sweeps(): WhatIf[] {
-    return (this.whatIfs ?? []).filter(w => (w.series?.length ?? 0) > 1);
+    return withSweeps(this.whatIfs);
   }
 
   protected override render() {
@@ -104,20 +103,13 @@ export class GsWhatIfs extends ChartElement {
       width: width,
       color: row => speedupColor(row.speedup, row.noisePct)
     });
-    const hosts = this.renderRoot.querySelectorAll<HTMLElement>(
-      '.jp-GpusightWhatIfs-sweep'
+    drawSweeps(
+      this.renderRoot,
+      'jp-GpusightWhatIfs-sweep',
+      this._sweeps,
+      width,
+      w => ({ title: w.change, ...whatIfAxes(w) })
     );
-    this._sweeps.forEach((w, i) => {
-      const axes = whatIfAxes(w);
-      renderSweep(hosts[i], w.series ?? [], {
-        width: width,
-        height: SIZE.sweepHeight,
-        title: w.change,
-        xLabel: axes.x,
-        yLabel: axes.y,
-        color: SWEEP_COLOR
-      });
-    });
   }
 }
 
