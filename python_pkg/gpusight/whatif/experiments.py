@@ -20,6 +20,7 @@ from torch import nn
 from torch.utils.data import IterableDataset
 
 from ..report import Scalar, WhatIf
+from .arms import Arm
 from .context import MIN_GAIN, Context, Skip, VariantOOM
 from .loaders import batch_len, batch_nbytes, clone_loader, shutdown, tensors_of
 from .restore import read_flags, tensor_bytes
@@ -117,8 +118,10 @@ class Experiment:
         against: str = "cached",
         params: dict[str, Scalar] | None = None,
         scale: float = 1.0,
+        base: Arm | None = None,
     ) -> Outcome:
-        cmp, arm = ctx.measure(variant, against=against, scale=scale)
+        """Measure ``variant`` against ``against`` (or against ``base``, which the caller drops)."""
+        cmp, arm = ctx.measure(variant, against=against, base=base, scale=scale)
         try:
             if cmp.pairs == 0:
                 raise Skip("budget exhausted before the first repetition")
@@ -461,21 +464,16 @@ class PrefetchFactor(Experiment):
             loader={"num_workers": w, "prefetch_factor": self.FACTOR},
         )
         try:
-            cmp, arm = ctx.measure(variant, against="loader", base=base)
-            ctx.drop(arm)
+            return self.measure_one(
+                ctx,
+                variant,
+                f"DataLoader(prefetch_factor={self.FACTOR}) with num_workers={w}",
+                "loader",
+                params={"num_workers": w, "prefetch_factor": self.FACTOR},
+                base=base,
+            )
         finally:
             ctx.drop(base)
-        if cmp.pairs == 0:
-            raise Skip("budget exhausted before the first repetition")
-        out = outcome_of(
-            self.key,
-            f"DataLoader(prefetch_factor={self.FACTOR}) with num_workers={w}",
-            self.finding_id,
-            cmp,
-            variant,
-            {"num_workers": w, "prefetch_factor": self.FACTOR},
-        )
-        return out
 
 
 # --- compute experiments (cached batches) -------------------------------------------------------
