@@ -3,9 +3,9 @@
 Never use this configuration outside tests: it turns off the server's protections.
 """
 
+import os
 from pathlib import Path
 
-from jupyter_core.paths import jupyter_path
 from jupyterlab.galata import configure_jupyter_server
 
 c = get_config()  # type: ignore[name-defined]  # noqa: F821
@@ -18,8 +18,9 @@ c.LabApp.extension_manager = "readonly"
 # CI containers run as root; the server refuses that unless told.
 c.ServerApp.allow_root = True
 
-# sidebar.spec.ts needs a kernel without gpusight: setup-nogs-kernel.sh puts its spec here.
-c.KernelSpecManager.kernel_dirs = [
-    *jupyter_path("kernels"),
-    str(Path(__file__).resolve().parent / ".nogs" / "kernels"),
-]
+# sidebar.spec.ts needs a kernel without gpusight: setup-nogs-kernel.sh puts its spec in
+# .nogs/kernels. KernelSpecManager.kernel_dirs is not configurable; JUPYTER_PATH is read when
+# the server looks for kernels, after this file.
+os.environ["JUPYTER_PATH"] = os.pathsep.join(
+    p for p in (str(Path(__file__).resolve().parent / ".nogs"), os.environ.get("JUPYTER_PATH")) if p
+)

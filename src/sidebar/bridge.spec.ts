@@ -57,6 +57,12 @@ class FakeKernel {
     user_expressions: {}
   });
   executable = "'/opt/env/bin/python'";
+  status = 'idle';
+  connectionStatus = 'connected';
+  reconnects = 0;
+  async reconnect() {
+    this.reconnects++;
+  }
   constructor(language = 'python') {
     this.info = Promise.resolve({ language_info: { name: language } });
   }
@@ -98,13 +104,14 @@ const HELLO = {
   armed: false
 };
 
-function setup(since: number | null = null) {
+function setup(since: number | null = null, restartNudgeMs = 5000) {
   const states: BridgeState['kind'][] = [];
   const messages: KernelMessage[] = [];
   const bridge = new KernelBridge({
     onState: s => states.push(s.kind),
     onMessage: m => messages.push(m),
-    since: () => since
+    since: () => since,
+    restartNudgeMs
   });
   return { bridge, states, messages };
 }
@@ -239,6 +246,41 @@ describe('KernelBridge', () => {
     expect(k.comms).toHaveLength(2);
     k.comm.deliver({ ...HELLO, pid: 9 });
     expect(bridge.state.kind).toBe('ready');
+  });
+
+  it('reconnects the websocket once when a restarted kernel never answers', async () => {
+    const { bridge } = setup(null, 20);
+    const k = new FakeKernel();
+    bridge.setKernel(asKernel(k));
+    await flush();
+    k.comm.deliver(HELLO);
+    // JupyterLab 4.6 can keep requests sent during a restart queued: the import never returns.
+    k.importReply = () => new Promise(() => undefined);
+    bridge.kernelStatus('restarting');
+    bridge.kernelStatus('starting');
+    await new Promise(resolve => setTimeout(resolve, 60));
+    expect(k.reconnects).toBe(1);
+    expect(bridge.nudges).toBe(1);
+    await new Promise(resolve => setTimeout(resolve, 60));
+    expect(k.reconnects).toBe(1); // once per restart
+  });
+
+  it('does not nudge a restarted kernel that answers, or one that is busy', async () => {
+    const { bridge } = setup(null, 20);
+    const k = new FakeKernel();
+    bridge.setKernel(asKernel(k));
+    await flush();
+    k.comm.deliver(HELLO);
+    bridge.kernelStatus('restarting');
+    bridge.kernelStatus('starting'); // answers at once
+    await new Promise(resolve => setTimeout(resolve, 60));
+    expect(k.reconnects).toBe(0);
+    k.importReply = () => new Promise(() => undefined);
+    k.status = 'busy'; // "restart and run all": the import waits behind the user's cells
+    bridge.kernelStatus('restarting');
+    bridge.kernelStatus('busy');
+    await new Promise(resolve => setTimeout(resolve, 60));
+    expect(k.reconnects).toBe(0);
   });
 
   it('drops a result that arrives after the kernel changed', async () => {

@@ -55,8 +55,23 @@ export interface MonitorWish {
 /** The part of a kernel connection the bridge uses (tests pass a fake). */
 export type BridgeKernel = Pick<
   Kernel.IKernelConnection,
-  'id' | 'name' | 'info' | 'requestExecute' | 'createComm'
+  | 'id'
+  | 'name'
+  | 'info'
+  | 'status'
+  | 'connectionStatus'
+  | 'requestExecute'
+  | 'createComm'
+  | 'reconnect'
 >;
+
+/**
+ * How long a connection after a restart may wait for its first reply before the bridge asks
+ * JupyterLab to reconnect. JupyterLab 4.6 can leave every request sent during a restart in its
+ * queue (its own cells too) until the websocket reconnects; "Kernel > Reconnect to Kernel"
+ * flushes them, and so does this, once per restart.
+ */
+export const RESTART_NUDGE_MS = 5000;
 
 export interface BridgeOptions {
   onState?: (state: BridgeState) => void;
@@ -64,6 +79,8 @@ export interface BridgeOptions {
   onMessage?: (message: KernelMessage) => void;
   /** The newest sample time the panel holds (so the kernel sends only what is missing). */
   since?: () => number | null;
+  /** Tests shorten it; see RESTART_NUDGE_MS. */
+  restartNudgeMs?: number;
 }
 
 /** Python's repr of a str -> the str ('/usr/bin/python3' or "C:\\Python\\python.exe"). */
@@ -114,6 +131,10 @@ export class KernelBridge {
   private _wish: MonitorWish = { on: false, hz: 5, capacity: 3000 };
   private _sentWish: string | null = null;
   private _disposed = false;
+  /** Set by a restart, cleared by the first reply: the next connect may need a nudge. */
+  private _afterRestart = false;
+  /** Times the bridge asked JupyterLab to reconnect a stuck restart (tests read it). */
+  nudges = 0;
   /** Successful connections (hello received), across restarts. */
   connects = 0;
   /** Kernel messages that failed their guard. */
@@ -161,10 +182,12 @@ export class KernelBridge {
 
   /** Feed the kernel's status (sessionContext.statusChanged): restarts drop and reopen the comm. */
   kernelStatus(status: Kernel.Status): void {
+    console.debug(`gpusight bridge: kernel ${status} (${this._state.kind})`);
     if (this._disposed || !this._kernel) {
       return;
     }
     if (status === 'restarting' || status === 'autorestarting') {
+      this._afterRestart = true;
       this._gen++;
       this._closeComm(false);
       this._setState({ kind: 'restarting' });
@@ -241,6 +264,7 @@ export class KernelBridge {
   // --- internals ------------------------------------------------------------------------
 
   private _setState(state: BridgeState): void {
+    console.debug(`gpusight bridge: ${this._state.kind} -> ${state.kind}`);
     this._state = state;
     this._opts.onState?.(state);
   }
@@ -280,10 +304,15 @@ export class KernelBridge {
         this._setState({ kind: 'unsupported', language });
         return;
       }
+      const nudge = this._afterRestart ? this._nudgeLater(kernel, gen) : null;
       const reply = await this._execute(kernel, IMPORT_CODE);
+      if (nudge !== null) {
+        clearTimeout(nudge);
+      }
       if (stale()) {
         return;
       }
+      this._afterRestart = false;
       if (reply.status === 'error') {
         const err = reply as KM.IReplyErrorContent;
         const reason = classifyImportError(err.ename, err.evalue);
@@ -309,6 +338,30 @@ export class KernelBridge {
         this._setState({ kind: 'failed', error: String(reason) });
       }
     }
+  }
+
+  /** After a restart: if the import has no answer in time, reconnect the websocket once. */
+  private _nudgeLater(
+    kernel: BridgeKernel,
+    gen: number
+  ): ReturnType<typeof setTimeout> {
+    return setTimeout(() => {
+      const stuck =
+        gen === this._gen &&
+        !this._disposed &&
+        this._afterRestart &&
+        this._state.kind === 'connecting' &&
+        kernel.connectionStatus === 'connected' &&
+        kernel.status !== 'busy';
+      if (stuck) {
+        this._afterRestart = false;
+        this.nudges++;
+        console.info(
+          'gpusight: no reply from the restarted kernel; reconnecting (JupyterLab kept the requests queued).'
+        );
+        kernel.reconnect().catch(() => undefined);
+      }
+    }, this._opts.restartNudgeMs ?? RESTART_NUDGE_MS);
   }
 
   private async _execute(

@@ -13,6 +13,8 @@ export interface FollowTarget {
   kind: 'notebook' | 'console';
   widget: Widget;
   sessionContext: ISessionContext;
+  /** The document's path now (it follows renames; the session's path can lag). */
+  path: () => string;
 }
 
 export interface FollowerOptions {
@@ -62,7 +64,8 @@ export class ActiveKernelFollower {
       return {
         kind: 'notebook',
         widget: nb,
-        sessionContext: nb.sessionContext
+        sessionContext: nb.sessionContext,
+        path: () => nb.context.path
       };
     }
     const console_ = consoles?.find(w => w === widget);
@@ -70,7 +73,8 @@ export class ActiveKernelFollower {
       return {
         kind: 'console',
         widget: console_,
-        sessionContext: console_.sessionContext
+        sessionContext: console_.sessionContext,
+        path: () => console_.sessionContext.path
       };
     }
     return null;

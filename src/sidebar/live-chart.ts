@@ -102,7 +102,11 @@ export function renderLiveChart(
   const top =
     opts.yMax ??
     Math.max(opts.yMin ?? 1, Number.isFinite(dataMax) ? dataMax * 1.1 : 1);
-  const x = scaleLinear().domain([t0, t1]).range([0, innerW]);
+  // The axis counts back from now (0 at the right edge), so its ticks fall on round seconds.
+  const xs = scaleLinear()
+    .domain([t0 - t1, 0])
+    .range([0, innerW]);
+  const x = (t: number): number => xs(t - t1);
   const y = scaleLinear().domain([0, top]).range([innerH, 0]);
 
   const svg = chartFrame(container, {
@@ -150,11 +154,9 @@ export function renderLiveChart(
     .attr('class', 'jp-GpusightChart-axis jp-mod-x')
     .attr('transform', `translate(0,${innerH})`)
     .call(
-      axisBottom(x)
-        .ticks(Math.max(2, Math.floor(innerW / 70)))
-        .tickFormat(d =>
-          +d >= t1 - 1e-9 ? 'now' : `-${formatSeconds(t1 - +d)}`
-        )
+      axisBottom(xs)
+        .ticks(Math.max(2, Math.floor(innerW / 60)))
+        .tickFormat(d => (+d >= -1e-9 ? 'now' : `-${formatSeconds(-d)}`))
     );
   root
     .append('g')

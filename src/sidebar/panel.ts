@@ -5,7 +5,7 @@
  * A Lumino widget so JupyterLab can dock it; its content is a lit template rendered into the
  * light DOM (JupyterLab's button styles apply). Data attributes on the node say what it shows,
  * for the UI tests and for anyone debugging: data-state, data-kernel-name/-id, data-session-path,
- * data-samples (ticks received), data-connects, data-monitor.
+ * data-samples (ticks received), data-cells (cell marks held), data-connects, data-monitor.
  */
 import type { ISessionContext } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
@@ -53,6 +53,8 @@ export class GpusightSidebar extends Widget {
   private _settings: SidebarSettings = { ...DEFAULT_SETTINGS };
   private _windowS = 60;
   private _paused = false;
+  /** Shown at least once: from then on, followed kernels get a bridge. */
+  private _engaged = false;
   private _timer: number | null = null;
   private _lastDraw = 0;
   /** Called when what the commands can do changes (their enabled state). */
@@ -77,22 +79,39 @@ export class GpusightSidebar extends Widget {
 
   /** Follow a notebook or console (null: none). Other kernels' monitors pause. */
   follow(target: FollowTarget | null): void {
+    this._target?.widget.title.changed.disconnect(this._update, this);
     this._target = target;
-    if (target && !this._sessions.has(target.sessionContext)) {
-      const ctx = target.sessionContext;
-      const session = new KernelSession(
-        ctx,
-        this._sessionSettings(),
-        (s, ticksOnly) => this._onSessionChanged(s, ticksOnly)
-      );
-      this._sessions.set(ctx, session);
-      ctx.disposed.connect(() => {
-        this._sessions.delete(ctx);
-        this._update();
-      });
-    }
+    // A rename changes the tab's label: show the new name.
+    target?.widget.title.changed.connect(this._update, this);
+    this._ensureSession();
     this._applyMonitor();
     this._update();
+  }
+
+  /**
+   * The session (bridge, history) of the followed kernel, created once the panel has been
+   * shown: a user who never opens the GPU panel gets nothing imported into their kernels.
+   */
+  private _ensureSession(): void {
+    const target = this._target;
+    if (
+      !this._engaged ||
+      !target ||
+      this._sessions.has(target.sessionContext)
+    ) {
+      return;
+    }
+    const ctx = target.sessionContext;
+    const session = new KernelSession(
+      ctx,
+      this._sessionSettings(),
+      (s, ticksOnly) => this._onSessionChanged(s, ticksOnly)
+    );
+    this._sessions.set(ctx, session);
+    ctx.disposed.connect(() => {
+      this._sessions.delete(ctx);
+      this._update();
+    });
   }
 
   setSettings(settings: SidebarSettings): void {
@@ -168,6 +187,8 @@ export class GpusightSidebar extends Widget {
 
   protected override onAfterShow(msg: Message): void {
     super.onAfterShow(msg);
+    this._engaged = true;
+    this._ensureSession();
     this._applyMonitor();
     this._update();
   }
@@ -234,12 +255,13 @@ export class GpusightSidebar extends Widget {
     set('data-state', s ? s.state.kind : 'no-notebook');
     set('data-kernel-name', s?.sessionContext.session?.kernel?.name ?? null);
     set('data-kernel-id', s?.sessionContext.session?.kernel?.id ?? null);
-    set('data-session-path', s?.sessionContext.path ?? null);
+    set('data-session-path', s && this._target ? this._target.path() : null);
     set('data-samples', s ? s.store.received : 0);
     set('data-connects', s ? s.bridge.connects : 0);
     set('data-monitor', s?.monitorOn ? 'on' : 'off');
     set('data-armed', s?.armed ? 'true' : 'false');
     set('data-reports', s ? s.entries.length : 0);
+    set('data-cells', s ? s.store.cells.length : 0);
   }
 
   private _draw(): void {
@@ -266,15 +288,17 @@ export class GpusightSidebar extends Widget {
   }
 
   private _targetLine(s: KernelSession | null) {
-    if (!s || !this._target) {
+    const target = this._target;
+    if (!s || !target) {
       return nothing;
     }
-    const ctx = s.sessionContext;
-    const name =
-      this._target.kind === 'notebook' ? ctx.path.split('/').pop() : ctx.name;
     return html`<div class="jp-GpusightSidebar-target">
-      <span class="jp-GpusightSidebar-doc" title=${ctx.path}>${name}</span>
-      <span class="jp-GpusightSidebar-kernel">${ctx.kernelDisplayName}</span>
+      <span class="jp-GpusightSidebar-doc" title=${target.path()}
+        >${target.widget.title.label}</span
+      >
+      <span class="jp-GpusightSidebar-kernel"
+        >${s.sessionContext.kernelDisplayName}</span
+      >
     </div>`;
   }
 
