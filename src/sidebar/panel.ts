@@ -19,23 +19,12 @@ import type { FollowTarget } from './follower';
 import { gpuIcon } from './icon';
 import './monitor-view';
 import { KernelSession } from './session';
+import { DEFAULT_SETTINGS, type SidebarSettings } from './settings';
 
 export const SIDEBAR_ID = 'gpusight-sidebar';
 
 /** Export needs gpusight's HTML export (python_pkg/gpusight/html_export.py). */
 export const EXPORT_MIN_VERSION = '0.2.0';
-
-export interface SidebarSettings {
-  sampleRateHz: number;
-  benchmarkBudgetS: number;
-  historyLength: number;
-}
-
-export const DEFAULT_SETTINGS: SidebarSettings = {
-  sampleRateHz: 5,
-  benchmarkBudgetS: 10,
-  historyLength: 3000
-};
 
 /** Redraws for new samples at most this often (ms); other changes draw at once. */
 const TICK_REDRAW_MS = 250;
@@ -307,8 +296,9 @@ export class GpusightSidebar extends Widget {
     if (state.kind !== 'ready') {
       return this._stateBox(s, state);
     }
-    return html`${this._connectedLine(state)} ${this._monitor(s)}
-    ${this._actions(s, state)} ${this._reports(s)}`;
+    // The buttons first: they stay put while the charts below appear and grow.
+    return html`${this._connectedLine(state)} ${this._actions(s, state)}
+    ${this._monitor(s)} ${this._reports(s)}`;
   }
 
   private _stateBox(s: KernelSession, state: BridgeState): TemplateResult {

@@ -13,13 +13,8 @@ import { INotebookTracker } from '@jupyterlab/notebook';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { ActiveKernelFollower } from './follower';
 import { gpuIcon } from './icon';
-import {
-  DEFAULT_SETTINGS,
-  GpusightSidebar,
-  type SidebarSettings
-} from './panel';
-
-export const SETTINGS_ID = 'gpusight:plugin';
+import { GpusightSidebar } from './panel';
+import { readSettings, SETTINGS_ID } from './settings';
 
 export const CommandIDs = {
   open: 'gpusight:open-sidebar',
@@ -28,23 +23,6 @@ export const CommandIDs = {
   watch: 'gpusight:watch-next-cell',
   export: 'gpusight:export'
 } as const;
-
-/** Settings as the schema bounds them; anything else falls back to the default. */
-export function readSettings(
-  composite: Record<string, unknown>
-): SidebarSettings {
-  const num = (key: keyof SidebarSettings, lo: number, hi: number): number => {
-    const v = composite[key];
-    return typeof v === 'number' && Number.isFinite(v)
-      ? Math.min(hi, Math.max(lo, v))
-      : DEFAULT_SETTINGS[key];
-  };
-  return {
-    sampleRateHz: num('sampleRateHz', 2, 10),
-    benchmarkBudgetS: num('benchmarkBudgetS', 1, 600),
-    historyLength: Math.round(num('historyLength', 60, 36000))
-  };
-}
 
 export const sidebarPlugin: JupyterFrontEndPlugin<void> = {
   id: 'gpusight:sidebar',

@@ -208,6 +208,29 @@ test.describe('GPU sidebar', () => {
     await expect(panel.locator('gs-live-monitor')).toHaveCount(0);
   });
 
+  test('applies a new sampling rate from the settings live', async ({
+    page,
+    tmpPath
+  }) => {
+    await newNotebook(page, tmpPath, 'rate.ipynb');
+    const panel = await openSidebar(page);
+    await expect(panel).toHaveAttribute('data-state', 'ready', READY);
+    const live = panel.locator('.jp-GpusightSidebar-live');
+    await expect(live).toContainText('5 Hz', { timeout: 30_000 });
+    // Galata keeps settings in the page (mockSettings): nothing reaches the user's files.
+    await page.evaluate(async () => {
+      const registry = await window.galata.getPlugin(
+        '@jupyterlab/apputils-extension:settings'
+      );
+      await registry!.set('gpusight:plugin', 'sampleRateHz', 10);
+    });
+    // The kernel confirms the new rate, and the samples come about twice as fast.
+    await expect(live).toContainText('10 Hz', { timeout: 30_000 });
+    const before = await samples(panel);
+    await page.waitForTimeout(4_000);
+    expect((await samples(panel)) - before).toBeGreaterThanOrEqual(25);
+  });
+
   test('checks the environment and shows the report in the panel', async ({
     page,
     tmpPath
@@ -215,6 +238,7 @@ test.describe('GPU sidebar', () => {
     await newNotebook(page, tmpPath, 'check.ipynb');
     const panel = await openSidebar(page);
     await expect(panel).toHaveAttribute('data-state', 'ready', READY);
+    await samplesAbove(panel, 2);
     await panel.locator('.jp-GpusightSidebar-check').click();
     const report = panel.locator('gs-report');
     await expect(report.locator('gs-checklist')).toBeAttached({
