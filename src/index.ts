@@ -6,6 +6,7 @@ import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
 import { downloadReportHtml } from './export/download';
 import { setReportExporter } from './export/exporter';
+import { mimePlugin } from './mime/plugin';
 import { sidebarPlugin } from './sidebar/plugin';
 import { widgetPlugin } from './widget/plugin';
 
@@ -49,4 +50,5 @@ const plugin: JupyterFrontEndPlugin<void> = {
 };
 
 // The report widget is a plugin of its own: it uses ipywidgets and the notebook only if present.
-export default [plugin, widgetPlugin, sidebarPlugin];
+// Reports shown as cell results draw through the MIME renderer plugin.
+export default [plugin, widgetPlugin, mimePlugin, sidebarPlugin];

@@ -39,14 +39,13 @@ def main(out: Path) -> None:
     )
 
     nb = nbformat.read(TESTS / "data" / "report_display.ipynb", as_version=4)
-    # Without the widget's saved state: with it, nbconvert renders the widget-view output instead
-    # (see test_html_export.py, test_nbconvert_shows_the_report_after_a_default_nbclient_run).
+    # As nbclient runs by default (widget state stored): the report is no widget, so nbconvert
+    # shows its text/html.
     nbclient.NotebookClient(
         nb,
         timeout=120,
         kernel_name="python3",
         resources={"metadata": {"path": str(TESTS / "data")}},
-        store_widget_state=False,
     ).execute()
     html, _ = nbconvert.HTMLExporter().from_notebook_node(nb)
     (out / "nbconvert.html").write_text(html, "utf-8")

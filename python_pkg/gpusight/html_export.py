@@ -8,9 +8,10 @@ elements as the JupyterLab extension (src/standalone.ts), built by ``npm run bui
   written at build time with a Content-Security-Policy that allows only the bundle (by its
   sha256); this module and the Export button (src/export/page.ts) fill the same slots by the same
   rules.
-- ``notebook_html``: ``Report._repr_html_``, for frontends without the extension (nbconvert,
-  VS Code, Colab). The bundle travels gzip-compressed (about a third of its size) and a small
-  loader unpacks it once per page.
+- ``notebook_html``: ``Report._repr_html_`` and the ``text/html`` of a report's display bundle
+  (``jupyter/display.py``), for frontends without the extension (nbconvert, VS Code, Colab).
+  The bundle travels gzip-compressed (about a third of its size) and a small loader unpacks it
+  once per page.
 
 Report strings never become markup: the report is embedded as JSON in a
 ``<script type="application/json">`` element with ``<``, ``>``, ``&``, U+2028 and U+2029 written as

@@ -212,9 +212,6 @@ class Report:
 
         return save_html(self, path)
 
-    def _repr_json_(self) -> dict[str, Any]:
-        return self.to_dict()
-
     def _repr_html_(self) -> str | None:
         """Frontends without the extension (nbconvert, VS Code, Colab): the same elements, from
         the standalone bundle (``html_export.notebook_html``). None if the bundle was not built."""
@@ -232,10 +229,14 @@ class Report:
         p.text("Report(...)" if cycle else render(self).rstrip("\n"))
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any] | None:
-        """In a Jupyter kernel: the report widget. Elsewhere None, leaving the text above."""
-        from .jupyter.widget import widget_mimebundle
+        """In a Jupyter kernel: the report as ``application/vnd.gpusight.report+json`` (drawn by
+        the extension), the self-contained HTML fallback and one line of text, one copy each
+        (``jupyter.display``). Elsewhere None, leaving the text report above."""
+        from .jupyter.display import in_kernel, report_mimebundle
 
-        return widget_mimebundle(self)
+        if not in_kernel():
+            return None
+        return report_mimebundle(self, include, exclude)
 
 
 def load_report(source: str | Path | dict[str, Any]) -> dict[str, Any]:

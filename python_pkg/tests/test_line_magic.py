@@ -20,6 +20,7 @@ import nbformat
 import torch
 from gpusight.bench.flags import snapshot
 from gpusight.jupyter import line_magic
+from gpusight.jupyter.display import REPORT_MIMETYPE
 from gpusight.jupyter.widget import WIDGET_MIMETYPE
 from gpusight.report import Report
 from gpusight.report_schema import validate
@@ -194,12 +195,13 @@ def test_in_a_kernel_the_progress_widget_gives_way_to_the_report(tmp_path: Path)
     client.execute()
     outputs = nb.cells[1].outputs
     results = [o for o in outputs if o["output_type"] == "execute_result"]
-    assert len(results) == 1 and WIDGET_MIMETYPE in results[0]["data"]
+    # The report shows once, as its self-contained bundle (no widget: gpusight/jupyter/display.py).
+    assert len(results) == 1 and results[0]["data"][REPORT_MIMETYPE]["kind"] == "bench"
     assert not [o for o in outputs if o["output_type"] == "stream"]  # no text bar in a kernel
     shown = [o for o in outputs if o["output_type"] == "display_data"]
-    assert len(shown) == 1  # the progress widget...
-    progress_id = shown[0]["data"][WIDGET_MIMETYPE]["model_id"]
-    state = client.widget_state[progress_id]
-    assert state["progress"] is None and state["report"] == {}  # ...left with no bar
-    report_id = results[0]["data"][WIDGET_MIMETYPE]["model_id"]
-    assert client.widget_state[report_id]["report"]["kind"] == "bench"
+    assert len(shown) == 1  # the progress widget, its output emptied when the work was done
+    assert shown[0]["data"] == {}
+    assert not [o for o in outputs if WIDGET_MIMETYPE in o.get("data", {})]
+    # The closed widget was left with no bar.
+    reports = [s for s in client.widget_state.values() if s.get("_model_name") == "ReportModel"]
+    assert [s["progress"] for s in reports] == [None]

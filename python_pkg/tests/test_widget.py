@@ -1,4 +1,5 @@
-"""The report widget (gpusight.jupyter.widget / progress): traits, display, and a real kernel."""
+"""How reports show in a notebook: the MIME bundle of a Report (gpusight.jupyter.display), the
+report widget and its progress (gpusight.jupyter.widget / progress), and both in a real kernel."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ pytest.importorskip("ipywidgets")
 pytest.importorskip("nbclient")
 import nbformat
 from gpusight import __version__, load_report
+from gpusight.html_export import notebook_html
 from gpusight.jupyter import progress as progress_mod
+from gpusight.jupyter.display import REPORT_MIMETYPE, report_mimebundle
 from gpusight.jupyter.progress import NoProgress, WidgetProgress, progress_for_shell
 from gpusight.jupyter.widget import (
     WIDGET_MIMETYPE,
@@ -23,10 +26,9 @@ from gpusight.jupyter.widget import (
     as_report_dict,
     in_kernel,
     show,
-    widget_mimebundle,
 )
 from gpusight.report import Report, Verdict
-from gpusight.report_schema import ReportValidationError
+from gpusight.report_schema import ReportValidationError, validate
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,13 +77,65 @@ def test_a_bad_file_fails_naming_the_field(tmp_path: Path) -> None:
 
 def test_outside_a_kernel_reports_stay_text(capsys: pytest.CaptureFixture[str]) -> None:
     assert not in_kernel()
-    assert widget_mimebundle(small_report()) is None
     assert small_report()._repr_mimebundle_() is None
     assert isinstance(progress_for_shell(), NoProgress)
     show(FULL)
     out = capsys.readouterr().out
     assert "resnet50 training step, batch 64" in out
     assert "non_blocking copies from pageable memory block the host" in out
+
+
+def test_report_bundle_is_the_report_the_html_fallback_and_one_line() -> None:
+    report = small_report()
+    report.title = "resnet </script> run"
+    bundle = report_mimebundle(report)
+    # One copy of each: no widget view, no application/json duplicate.
+    assert set(bundle) == {REPORT_MIMETYPE, "text/html", "text/plain"}
+    data = bundle[REPORT_MIMETYPE]
+    assert data == report.to_dict()
+    validate(data)  # what the frontend renderer gets passes the schema it validates with
+    assert json.loads(json.dumps(data, allow_nan=False)) == data
+    assert bundle["text/html"] == notebook_html(report)
+    text = bundle["text/plain"]
+    assert "\n" not in text and len(text) < 200
+    assert text.startswith("gpusight report: resnet </script> run (") and text.endswith("No GPU.")
+    # A loaded report (a dict) gives the same bundle.
+    assert report_mimebundle(data) == bundle
+
+
+def test_report_bundle_builds_only_what_the_frontend_asks_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import gpusight.html_export as html_export
+
+    def not_wanted(report: Any) -> str:
+        raise AssertionError("the HTML fallback was built though it was excluded")
+
+    monkeypatch.setattr(html_export, "notebook_html", not_wanted)
+    r = small_report()
+    assert set(report_mimebundle(r, include={"text/plain"})) == {"text/plain"}
+    assert set(report_mimebundle(r, exclude={"text/html"})) == {REPORT_MIMETYPE, "text/plain"}
+
+
+def test_report_bundle_without_the_built_html_keeps_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import gpusight.html_export as html_export
+
+    def missing(report: Any) -> str:
+        raise html_export.HtmlExportError("not built")
+
+    monkeypatch.setattr(html_export, "notebook_html", missing)
+    assert set(report_mimebundle(small_report())) == {REPORT_MIMETYPE, "text/plain"}
+
+
+def test_in_a_kernel_a_report_displays_as_its_bundle(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gpusight.jupyter.display as display_mod
+
+    monkeypatch.setattr(display_mod, "in_kernel", lambda: True)
+    r = small_report()
+    assert r._repr_mimebundle_() == report_mimebundle(r)
+    assert not hasattr(r, "_repr_json_")
 
 
 def test_widget_progress_throttles_and_hands_over_to_the_report(
@@ -120,33 +174,116 @@ def test_progress_bar_is_dropped_on_error() -> None:
     assert p.widget.progress is None
 
 
-def _run_notebook(cells: list[str], tmp_path: Path) -> list[dict[str, Any]]:
+class _Handle:
+    """Records what IPython's DisplayHandle would send."""
+
+    def __init__(self) -> None:
+        self.updates: list[tuple[Any, dict[str, Any]]] = []
+
+    def update(self, obj: Any, **kwargs: Any) -> None:
+        self.updates.append((obj, kwargs))
+
+
+def test_closing_progress_empties_its_output_and_closes_the_widget() -> None:
+    p = WidgetProgress(display=False)
+    handle = p._handle = _Handle()
+    with p:
+        p("copies", 0.5)
+    assert handle.updates == [({}, {"raw": True})]
+    assert p.widget.comm is None  # closed: gone from the frontend and the kernel's widgets
+    p.close()  # again (a caller's own close after the block): nothing more is sent
+    assert len(handle.updates) == 1
+
+
+def test_a_report_handed_to_the_progress_widget_stays() -> None:
+    p = WidgetProgress(display=False)
+    handle = p._handle = _Handle()
+    r = small_report()
+    with p:
+        p.done(r)
+    assert handle.updates == []
+    assert p.widget.comm is not None and p.widget.report == r.to_dict()
+    assert p.widget.progress is None
+    p.widget.close()
+
+
+def _run_notebook(
+    cells: list[str], tmp_path: Path, allow_errors: bool = False
+) -> nbformat.NotebookNode:
+    """Execute ``cells`` as nbclient does by default (widget state stored), as papermill would."""
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
     NotebookClient(
-        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+        nb,
+        timeout=120,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}},
+        allow_errors=allow_errors,
     ).execute()
-    return [o for cell in nb.cells for o in cell.outputs]
+    return nb
+
+
+SMALL_REPORT_CODE = (
+    "from gpusight.report import Report, Verdict\n"
+    "r = Report(kind='check', machine={'platform': 'linux', 'python': '3', 'cpu_count': 1,"
+    " 'gpus': []}, verdict=Verdict(summary='nothing'))\n"
+)
 
 
 @pytest.mark.slow
-def test_in_a_kernel_a_report_displays_as_the_widget_with_a_text_fallback(tmp_path: Path) -> None:
-    outputs = _run_notebook(
+def test_in_a_kernel_a_report_displays_as_its_bundle_and_show_as_the_widget(
+    tmp_path: Path,
+) -> None:
+    nb = _run_notebook(
         [
             "from gpusight import load_report\n"
             "from gpusight.jupyter.widget import show\n"
             f"show(load_report({str(FULL)!r}))",
-            "from gpusight.report import Report, Verdict\n"
-            "Report(kind='check', machine={'platform': 'linux', 'python': '3', 'cpu_count': 1,"
-            " 'gpus': []}, verdict=Verdict(summary='nothing'))",
+            SMALL_REPORT_CODE + "r",
         ],
         tmp_path,
     )
-    shown = [o for o in outputs if o["output_type"] == "display_data"]
-    assert len(shown) == 1 and WIDGET_MIMETYPE in shown[0]["data"]
-    result = [o for o in outputs if o["output_type"] == "execute_result"]
-    assert len(result) == 1
-    data = result[0]["data"]
-    assert WIDGET_MIMETYPE in data
-    # Frontends without ipywidgets still have the text report.
-    assert "text/plain" in data and not re.match(r"^Report\(kind=", data["text/plain"])
+    shown = nb.cells[0].outputs
+    assert len(shown) == 1 and shown[0]["output_type"] == "display_data"
+    assert WIDGET_MIMETYPE in shown[0]["data"]
+    (result,) = nb.cells[1].outputs
+    assert result["output_type"] == "execute_result"
+    data = result["data"]
+    assert set(data) == {REPORT_MIMETYPE, "text/html", "text/plain"}
+    validate(data[REPORT_MIMETYPE])
+    assert data[REPORT_MIMETYPE]["verdict"]["summary"] == "nothing"
+    assert 'data-gpusight="report"' in data["text/html"]
+    assert data["text/plain"].startswith("gpusight report: gpusight check report (")
+    assert not re.match(r"^Report\(kind=", data["text/plain"])
+
+
+@pytest.mark.slow
+def test_progress_widget_leaves_the_output_to_the_returned_report(tmp_path: Path) -> None:
+    """As the magics run: a progress widget while working, then the report they return. The
+    report must show once, as its bundle, with no widget output left in the notebook."""
+    nb = _run_notebook(
+        [
+            SMALL_REPORT_CODE + "from gpusight.jupyter.progress import progress_for_shell\n"
+            "with progress_for_shell('working') as bar:\n"
+            "    bar('halfway', 0.5)\n"
+            "r",
+            "with progress_for_shell('working') as bar:\n"
+            "    bar('halfway', 0.5)\n"
+            "    raise ValueError('the loader raised')",
+        ],
+        tmp_path,
+        allow_errors=True,
+    )
+    emptied, result = nb.cells[0].outputs
+    # The widget's output was emptied in place (update_display_data), not left behind.
+    assert emptied["output_type"] == "display_data" and emptied["data"] == {}
+    assert result["output_type"] == "execute_result"
+    assert set(result["data"]) == {REPORT_MIMETYPE, "text/html", "text/plain"}
+    # On an error the bar goes too, and the traceback says what happened.
+    emptied, error = nb.cells[1].outputs
+    assert emptied["data"] == {}
+    assert error["output_type"] == "error" and error["ename"] == "ValueError"
+    # Nothing in the saved notebook refers to a widget: it needs no widget state to show.
+    for cell in nb.cells:
+        for output in cell.outputs:
+            assert WIDGET_MIMETYPE not in output.get("data", {})

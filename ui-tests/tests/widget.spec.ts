@@ -2,9 +2,11 @@ import { expect, test } from '@jupyterlab/galata';
 import * as path from 'node:path';
 
 /**
- * The report widget in a real notebook: a recorded report shown with
- * `gpusight.jupyter.widget.show(load_report(...))` draws every chart, Copy puts the fix on the
- * clipboard, and "Insert cell below" adds the fix as a new (unrun) cell under the output's cell.
+ * The report in a real notebook: a recorded report shown as a cell's last expression draws
+ * through gpusight's MIME renderer (`application/vnd.gpusight.report+json`, not a widget and not
+ * the HTML fallback beside it) with every chart, Copy puts the fix on the clipboard, "Insert cell
+ * below" adds the fix as a new (unrun) cell under the output's cell, and the saved notebook shows
+ * the report again after a reload, without a kernel.
  */
 
 const FIXTURE = path.resolve(
@@ -19,8 +21,11 @@ const FIXTURE = path.resolve(
 
 // The recorded report, with its 3-sample timeline stretched to 20,000 samples of a GPU starved by
 // its input pipeline (busy 31.8 ms of every 84.2 ms step), so the timeline has real work to do.
+// It is the cell's result as a Report, displayed through Report._repr_mimebundle_ like any other;
+// the subclass only hands out the recorded dict (the dataclasses are not rebuilt from JSON). No
+// indented block: the editor is typed into, and it indents by itself.
 const SHOW_REPORT = `from gpusight import load_report
-from gpusight.jupyter.widget import show
+from gpusight.report import Report
 report = load_report(${JSON.stringify(FIXTURE)})
 step, busy, dt = 0.0842, 0.0318, 0.005
 report["run"]["timeline"] = [
@@ -28,7 +33,10 @@ report["run"]["timeline"] = [
     for i in range(20_000)
 ]
 report["run"]["step_starts_s"] = [round(i * step, 4) for i in range(int(20_000 * dt / step))]
-show(report)`;
+Recorded = type("Recorded", (Report,), {"to_dict": lambda self: report})
+Recorded(kind=report["kind"], machine=report["machine"])`;
+
+const REPORT_MIME_TYPE = 'application/vnd.gpusight.report+json';
 
 const PIN_MEMORY_FIX =
   'loader = DataLoader(dataset, batch_size=64, num_workers=8, pin_memory=True)';
@@ -38,15 +46,32 @@ test.use({
   viewport: { width: 1280, height: 2000 }
 });
 
-test.describe('report widget', () => {
+test.describe('report output', () => {
   test.beforeEach(async ({ page }) => {
-    await page.notebook.createNew('widget.ipynb');
+    // The kernel with gpusight (the test server also has one without: sidebar.spec.ts).
+    await page.notebook.createNew('widget.ipynb', { kernel: 'python3' });
     await page.notebook.setCell(0, 'code', SHOW_REPORT);
     await page.notebook.addCell('code', '# the next cell');
     await page.notebook.run();
     await expect(
       page.locator('gs-report .jp-GpusightVerdict-bottleneck')
     ).toHaveText('Host-device copies', { timeout: 60_000 });
+  });
+
+  test('is drawn by the MIME renderer, once', async ({ page }) => {
+    const output = page.locator('.jp-OutputArea-output');
+    await expect(output).toHaveCount(1);
+    await expect(output).toHaveAttribute('data-mime-type', REPORT_MIME_TYPE);
+    await expect(output).toHaveClass(/\bjp-GpusightRenderedReport\b/);
+    await expect(output.locator(':scope > gs-report')).toHaveCount(1);
+    // Neither a widget nor the HTML fallback that travels beside it for nbconvert.
+    await expect(page.locator('.jp-GpusightWidget')).toHaveCount(0);
+    await expect(page.locator('[data-gpusight-fallback]')).toHaveCount(0);
+    expect(
+      await page.evaluate(() =>
+        window.jupyterapp.isPluginActivated('gpusight:mime')
+      )
+    ).toBe(true);
   });
 
   test('draws every chart from the report', async ({ page }) => {
@@ -169,6 +194,54 @@ test.describe('report widget', () => {
     expect(cell.execution_count).toBeNull();
     expect(cell.outputs).toEqual([]);
     expect(await page.notebook.getCellTextInput(2)).toBe('# the next cell');
+  });
+
+  test('a saved notebook shows the report after a reload, with no kernel', async ({
+    page,
+    tmpPath
+  }) => {
+    expect(await page.notebook.save()).toBe(true);
+    // What was saved: the report once as data and once as the HTML fallback, one line of text,
+    // and nothing that needs a kernel or saved widget state.
+    const response = await page.request.get(
+      `/api/contents/${tmpPath}/widget.ipynb?content=1`
+    );
+    expect(response.ok()).toBe(true);
+    const saved = (await response.json()) as {
+      content: { cells: { outputs?: { data?: Record<string, unknown> }[] }[] };
+    };
+    const outputs = saved.content.cells[0].outputs ?? [];
+    expect(outputs).toHaveLength(1);
+    expect(Object.keys(outputs[0].data ?? {}).sort()).toEqual([
+      REPORT_MIME_TYPE,
+      'text/html',
+      'text/plain'
+    ]);
+
+    // Saved above: nothing to revert (the default) or to ask about.
+    expect(await page.notebook.close(false)).toBe(true);
+    await page.kernel.shutdownAll();
+    // A fresh page with a reset workspace: the layout must not bring the notebook back (with a
+    // kernel) before it is opened below.
+    await page.goto(`tree/${tmpPath}?reset`);
+    await page.filebrowser.openDirectory(tmpPath);
+    // open() says whether the tab is there at once; a 3 MB notebook can take longer to appear.
+    await page.notebook.open('widget.ipynb', { noKernel: true });
+    await expect(page.activity.getTabLocator('widget.ipynb')).toBeVisible();
+    const report = page.locator('.jp-GpusightRenderedReport gs-report');
+    await expect(report.locator('.jp-GpusightVerdict-bottleneck')).toHaveText(
+      'Host-device copies',
+      { timeout: 30_000 }
+    );
+    await expect(report.locator('gs-error')).toHaveCount(0);
+    await expect(
+      report.locator('rect.jp-GpusightBreakdownChart-rect')
+    ).toHaveCount(6);
+    await expect(
+      report.locator('path.jp-GpusightTimelineChart-line[data-series="gpu0"]')
+    ).toHaveCount(1);
+    await expect(report.locator('li.jp-GpusightFindings-item')).toHaveCount(3);
+    expect(await page.kernel.isAnyRunning()).toBe(false);
   });
 
   test('looks right in the light and dark themes', async ({ page }) => {

@@ -1,9 +1,14 @@
 """Progress for long commands in a notebook: a ReportWidget that shows the stage and a bar while
-work runs, then turns into the report.
+work runs.
 
     with WidgetProgress() as progress:        # displays the widget
         report = diagnose(..., progress=progress)   # progress(stage, fraction) as it goes
-        progress.done(report)                 # the bar gives way to the report
+    report                                    # the bar is gone; the cell shows the report
+
+On leaving the block (done, error or Ctrl-C) the widget is closed and its output emptied, so the
+returned report, displayed as its self-contained MIME bundle, is the only copy in the notebook and
+no widget is left that needs a kernel or saved widget state. A caller that returns nothing can
+hand the report to the widget instead (``done``), which then stays.
 
 ``progress_for_shell()`` picks the widget in a kernel and a silent stand-in elsewhere, so callers
 need no branch of their own.
@@ -16,7 +21,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .widget import ReportWidget, as_report_dict, in_kernel
+from .display import in_kernel
+from .widget import ReportWidget, as_report_dict
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -33,11 +39,14 @@ class WidgetProgress:
         self._stage = ""
         self._fraction: float | None = None
         self._sent_at = 0.0
+        self._shows_report = False
+        #: The output the widget is shown in, emptied on close (IPython's DisplayHandle).
+        self._handle: Any = None
         self(first_stage, None)
         if display:
             from IPython.display import display as ipy_display
 
-            ipy_display(self.widget)  # type: ignore[no-untyped-call]
+            self._handle = ipy_display(self.widget, display_id=True)  # type: ignore[no-untyped-call]
 
     def __call__(self, stage: str, fraction: float | None = None) -> None:
         """Report the stage and how far the whole run is (0-1, or None when unknown)."""
@@ -56,13 +65,28 @@ class WidgetProgress:
         self.widget.progress = {"stage": stage, "fraction": fraction}
 
     def done(self, report: Report | dict[str, Any] | str | Path) -> None:
-        """Show the report and drop the progress bar."""
+        """Show the report in the widget and drop the progress bar; the widget then stays.
+
+        For callers that do not return the report; one that does leaves this out, or the cell
+        would show the report twice."""
         self.widget.report = as_report_dict(report)
         self.widget.progress = None  # type: ignore[assignment]
+        self._shows_report = True
 
     def close(self) -> None:
-        """Drop the progress bar, leaving any report shown."""
+        """Drop the progress bar. Without a report handed over (``done``), the widget goes too:
+        its output is emptied first (so the frontend swaps the view for nothing, and a saved
+        notebook keeps no widget output), then the widget is closed."""
         self.widget.progress = None  # type: ignore[assignment]
+        if self._shows_report:
+            return
+        if self._handle is not None:
+            handle, self._handle = self._handle, None
+            try:
+                handle.update({}, raw=True)
+            except Exception:  # the kernel's output may be gone; closing still matters
+                pass
+        self.widget.close()
 
     def __enter__(self) -> WidgetProgress:
         return self

@@ -1,7 +1,8 @@
 """The report widget: the same ``<gs-report>`` as the sidebar and the HTML export, in a notebook.
 
-``show(report)`` displays one; ``Report`` objects display as one on their own in a kernel whose
-frontend has ipywidgets (see ``widget_mimebundle``), and as text everywhere else.
+It carries live progress (``progress.WidgetProgress``, used by the magics) and ``show(report)``
+displays one. A ``Report`` shown as a cell's result is not a widget but a self-contained MIME
+bundle (``display.report_mimebundle``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import ipywidgets
 from traitlets import Dict, Unicode
 
 from .._version import __version__
+from .display import in_kernel as in_kernel  # also imported from here (magics, tests)
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -65,38 +67,6 @@ class ReportWidget(ipywidgets.DOMWidget):  # type: ignore[misc]
     def __repr__(self) -> str:
         title = self.report.get("title") or self.report.get("kind") or "no report yet"
         return f"ReportWidget({title})"
-
-
-def in_kernel() -> bool:
-    """Whether we run in a Jupyter kernel, where a frontend may render widgets.
-
-    A terminal IPython or a plain script has no frontend to draw a widget: there the report shows
-    as text instead.
-    """
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
-    return shell is not None and getattr(shell, "kernel", None) is not None
-
-
-def widget_mimebundle(report: Report | dict[str, Any]) -> dict[str, Any] | None:
-    """The widget's display data for ``Report._repr_mimebundle_``, or None outside a kernel.
-
-    Only the widget mimetype is returned: IPython adds the report's text (``_repr_pretty_``) and
-    JSON beside it, which frontends without ipywidgets (nbconvert, GitHub) show instead.
-    """
-    if not in_kernel():
-        return None
-    try:
-        widget = ReportWidget(report)
-    except Exception:  # a display hook must never break showing the result
-        return None
-    bundle = widget._repr_mimebundle_()
-    if not isinstance(bundle, dict) or WIDGET_MIMETYPE not in bundle:
-        return None
-    return {WIDGET_MIMETYPE: bundle[WIDGET_MIMETYPE]}
 
 
 def show(report: Report | dict[str, Any] | str | Path) -> None:

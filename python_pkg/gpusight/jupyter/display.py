@@ -1,0 +1,78 @@
+"""A report as a notebook output: one self-contained MIME bundle (``Report._repr_mimebundle_``).
+
+- ``application/vnd.gpusight.report+json``: the report itself. JupyterLab with the gpusight
+  extension draws it with ``<gs-report>`` (src/mime/), also in a saved notebook reopened without
+  a kernel: the output holds everything it needs.
+- ``text/html``: the standalone fallback (``html_export.notebook_html``) for frontends that do
+  not know the type above: nbconvert, VS Code, Colab.
+- ``text/plain``: one line, for consoles.
+
+No ipywidgets view: a widget output draws nothing without a live kernel or saved widget state,
+and where nbclient saved that state nbconvert prefers the widget (which needs the widgets CDN
+and an npm module) over the HTML. The widget is kept for live progress only (``progress.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..report import Report
+
+#: The report's own MIME type; src/mime/renderer.ts registers the same.
+REPORT_MIMETYPE = "application/vnd.gpusight.report+json"
+
+
+def in_kernel() -> bool:
+    """Whether we run in a Jupyter kernel, where a frontend may render rich output.
+
+    A terminal IPython or a plain script has no such frontend: there the report shows as text.
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def plain_text(report: Mapping[str, Any]) -> str:
+    """The one line a console shows: title, time, verdict, and how many findings."""
+    from ..html_export import fallback_text
+
+    findings = report.get("findings") or []
+    count = f" [{len(findings)} finding{'s' if len(findings) != 1 else ''}]" if findings else ""
+    return f"gpusight report: {fallback_text(report)}{count}"
+
+
+def report_mimebundle(
+    report: Report | Mapping[str, Any],
+    include: Collection[str] | None = None,
+    exclude: Collection[str] | None = None,
+) -> dict[str, Any]:
+    """The report's display data. ``include`` / ``exclude`` (IPython's) skip the types not wanted,
+    so that nothing builds the ~100 KB HTML fallback for a frontend that asked for text alone.
+
+    The report is not validated here: a display hook must show something, and every renderer
+    (the extension, the HTML fallback) validates before drawing and names a malformed field.
+    """
+    from ..html_export import HtmlExportError, notebook_html
+    from ..report import Report
+
+    data = report.to_dict() if isinstance(report, Report) else dict(report)
+
+    def wanted(mimetype: str) -> bool:
+        return (not include or mimetype in include) and not (exclude and mimetype in exclude)
+
+    bundle: dict[str, Any] = {}
+    if wanted(REPORT_MIMETYPE):
+        bundle[REPORT_MIMETYPE] = data
+    if wanted("text/html"):
+        try:
+            bundle["text/html"] = notebook_html(data)
+        except HtmlExportError:
+            pass  # a source checkout without the built bundle: the text still shows
+    if wanted("text/plain"):
+        bundle["text/plain"] = plain_text(data)
+    return bundle
