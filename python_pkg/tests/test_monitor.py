@@ -476,13 +476,51 @@ def test_disarm_leaves_the_next_cell_alone(shell_hub: tuple[Hub, Any]) -> None:
     assert hub.watching == "w-2" and hub.armed is None
 
 
-# --- a real kernel: the comm keeps streaming while a cell runs --------------------------------
+# --- a real kernel: the comm keeps streaming while a cell runs; "watch next cell" -------------
 
 
-@pytest.mark.slow
-def test_a_real_kernel_streams_samples_during_a_busy_cell() -> None:
+class RealKernel:
+    """An ipykernel with gpusight's comm open, as the sidebar opens it."""
+
+    def __init__(self, km: Any, kc: Any) -> None:
+        self.km, self.kc = km, kc
+        self.comm_id = uuid.uuid4().hex
+
+    def to_kernel(self, kind: str, content: Msg) -> None:
+        self.kc.shell_channel.send(self.kc.session.msg(kind, {"comm_id": self.comm_id, **content}))
+
+    def send(self, data: Msg) -> None:
+        self.to_kernel("comm_msg", {"data": data})
+
+    def drain(self, until: Callable[[Msg], bool], timeout: float = 30) -> list[Msg]:
+        """iopub messages until ``until(msg)`` holds (included) or the time runs out."""
+        got: list[Msg] = []
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            try:
+                msg = self.kc.get_iopub_msg(timeout=0.5)
+            except Exception:
+                continue
+            msg["received"] = time.monotonic()
+            got.append(msg)
+            if until(msg):
+                break
+        return got
+
+
+def comm_data(msgs: list[Msg], kind: str) -> list[Msg]:
+    return [
+        m["content"]["data"]
+        for m in msgs
+        if m["msg_type"] == "comm_msg" and m["content"]["data"]["type"] == kind
+    ]
+
+
+@pytest.fixture(scope="module")
+def real_kernel() -> Iterator[RealKernel]:
     jupyter_client = pytest.importorskip("jupyter_client")
     km, kc = jupyter_client.manager.start_new_kernel(kernel_name="python3")
+    k = RealKernel(km, kc)
     try:
         reply = kc.execute_interactive(
             '__import__("gpusight.jupyter.comm", fromlist=["x"]).register_target()',
@@ -491,35 +529,66 @@ def test_a_real_kernel_streams_samples_during_a_busy_cell() -> None:
             timeout=60,
         )
         assert reply["content"]["status"] == "ok"
-        comm_id = uuid.uuid4().hex
-
-        def to_kernel(kind: str, content: Msg) -> None:
-            kc.shell_channel.send(kc.session.msg(kind, {"comm_id": comm_id, **content}))
-
-        to_kernel("comm_open", {"target_name": "gpusight", "data": {"type": "hello"}})
-        to_kernel("comm_msg", {"data": {"type": "monitor.start", "hz": 10, "capacity": 600}})
-        cell = kc.execute("import time\nfor _ in range(20):\n    time.sleep(0.1)\n")
-        busy: list[float] = []
-        ticks: list[float] = []
-        kinds: set[str] = set()
-        end = time.monotonic() + 30
-        while time.monotonic() < end and len(busy) < 2:
-            try:
-                msg = kc.get_iopub_msg(timeout=1)
-            except Exception:
-                continue
-            if msg["msg_type"] == "status" and msg["parent_header"].get("msg_id") == cell:
-                busy.append(time.monotonic())  # busy, then idle
-            elif msg["msg_type"] == "comm_msg":
-                data = msg["content"]["data"]
-                kinds.add(data["type"])
-                if data["type"] == "tick":
-                    ticks.append(time.monotonic())
-        assert len(busy) == 2, "the cell never finished"
-        during = [t for t in ticks if busy[0] <= t <= busy[1]]
-        # ~2 s busy at 10 Hz: ~20 ticks; at least half must arrive while the cell runs.
-        assert len(during) >= 10, (len(during), busy[1] - busy[0])
-        assert {"hello", "monitor.status", "cell"} <= kinds
+        k.to_kernel("comm_open", {"target_name": "gpusight", "data": {"type": "hello"}})
+        yield k
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def idle_after(msg_id: str) -> Callable[[Msg], bool]:
+    def done(msg: Msg) -> bool:
+        return (
+            msg["msg_type"] == "status"
+            and msg["parent_header"].get("msg_id") == msg_id
+            and msg["content"]["execution_state"] == "idle"
+        )
+
+    return done
+
+
+@pytest.mark.slow
+def test_a_real_kernel_streams_samples_during_a_busy_cell(real_kernel: RealKernel) -> None:
+    k = real_kernel
+    k.send({"type": "monitor.start", "hz": 10, "capacity": 600})
+    cell = k.kc.execute("import time\nfor _ in range(20):\n    time.sleep(0.1)\n")
+    msgs = k.drain(idle_after(cell))
+    busy = [
+        m["received"]
+        for m in msgs
+        if m["msg_type"] == "status" and m["parent_header"].get("msg_id") == cell
+    ]
+    assert len(busy) == 2, "the cell never finished"
+    ticks = [
+        m["received"]
+        for m in msgs
+        if m["msg_type"] == "comm_msg" and m["content"]["data"]["type"] == "tick"
+    ]
+    during = [t for t in ticks if busy[0] <= t <= busy[1]]
+    # ~2 s busy at 10 Hz: ~20 ticks; at least half must arrive while the cell runs.
+    assert len(during) >= 10, (len(during), busy[1] - busy[0])
+    assert [c["event"] for c in comm_data(msgs, "cell")] == ["start", "end"]
+    k.send({"type": "monitor.stop"})
+
+
+@pytest.mark.slow
+def test_a_real_kernel_watches_exactly_the_next_cell(real_kernel: RealKernel) -> None:
+    # ipykernel transforms a cell twice (async check, then run) and %%gpusight transforms its
+    # body once more: the cell must run under the magic exactly once, not zero times or nested.
+    k = real_kernel
+    k.send({"type": "watch.arm", "request": "watch.arm-7"})
+    code = "total = 0\nfor i in range(10_000):\n    total += i\ntotal"
+    cell = k.kc.execute(code)
+    msgs = k.drain(idle_after(cell))
+    assert [e["message"] for e in comm_data(msgs, "error")] == []
+    (report,) = comm_data(msgs, "report")
+    assert report["request"] == "watch.arm-7" and report["entry"]["origin"] == "watch"
+    assert report["report"]["kind"] == "watch"
+    validate(report["report"])
+    assert comm_data(msgs, "watch.status")[-1]["armed"] is False
+    # The cell still did its work, and the next one runs as it is.
+    again = k.kc.execute("total")
+    msgs = k.drain(idle_after(again))
+    assert comm_data(msgs, "report") == []
+    (result,) = [m for m in msgs if m["msg_type"] == "execute_result"]
+    assert result["content"]["data"]["text/plain"] == str(sum(range(10_000)))

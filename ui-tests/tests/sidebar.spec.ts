@@ -258,4 +258,45 @@ test.describe('GPU sidebar', () => {
     await expect(entries.last()).toHaveAttribute('aria-current', 'true');
     await expect(report.locator('gs-checklist')).toBeAttached();
   });
+  test('watches the next cell, then exports its report', async ({
+    page,
+    tmpPath
+  }) => {
+    await newNotebook(
+      page,
+      tmpPath,
+      'watch.ipynb',
+      'total = 0\nfor i in range(100_000):\n    total += i\ntotal'
+    );
+    const panel = await openSidebar(page);
+    await expect(panel).toHaveAttribute('data-state', 'ready', READY);
+    await samplesAbove(panel, 2);
+    const watch = panel.locator('.jp-GpusightSidebar-watch');
+    await watch.click();
+    await expect(panel).toHaveAttribute('data-armed', 'true', {
+      timeout: 30_000
+    });
+    await expect(watch).toHaveAttribute('aria-pressed', 'true');
+
+    // The user runs the cell as usual; it runs under %%gpusight and its report comes to the panel.
+    await page.notebook.runCell(0);
+    await expect(panel).toHaveAttribute('data-reports', '1', {
+      timeout: 60_000
+    });
+    await expect(panel).toHaveAttribute('data-armed', 'false');
+    await expect(panel.locator('gs-report')).toContainText('Training run');
+    // Once only: the next run of the cell is not watched.
+    await page.notebook.runCell(0);
+    await page.waitForTimeout(2_000);
+    await expect(panel).toHaveAttribute('data-reports', '1');
+
+    const exportButton = panel.locator('.jp-GpusightSidebar-export');
+    await expect(exportButton).toBeEnabled();
+    await exportButton.click();
+    const notice = panel.locator('.jp-GpusightSidebar-notice');
+    const saved = /Saved (gpusight-watch-\d{8}-\d{6}\.html)/;
+    await expect(notice).toHaveText(saved, { timeout: 60_000 });
+    const name = saved.exec((await notice.textContent()) ?? '')![1];
+    expect(await page.contents.fileExists(`${tmpPath}/${name}`)).toBe(true);
+  });
 });

@@ -92,26 +92,43 @@ def save_html(report: Any, path: Path) -> Path:
     return Path(saved) if isinstance(saved, (str, os.PathLike)) else path
 
 
-def is_user_cell() -> bool:
-    """Whether the code being transformed is a cell the user ran (not a silent execute).
+def user_cell() -> tuple[bool, str | None]:
+    """(whether the code being transformed is a cell the user ran, its execute_request's id).
 
     IPython transforms a cell before it triggers ``pre_run_cell``, so an input transformer cannot
-    see ``silent``; the kernel's parent message (the execute_request) can.
+    see ``silent``; the kernel's parent message (the execute_request) can. Outside a kernel
+    (plain IPython) every cell is the user's, and has no id.
     """
     try:
         from ipykernel.kernelbase import Kernel
     except ImportError:
-        return True
+        return True, None
     if not Kernel.initialized():
-        return True
+        return True, None
     parent = Kernel.instance().get_parent("shell") or {}  # type: ignore[no-untyped-call]
     header = parent.get("header") or {}
     content = parent.get("content") or {}
-    return (
+    ok = (
         header.get("msg_type") == "execute_request"
         and not content.get("silent", False)
         and bool(content.get("store_history", True))
     )
+    msg_id = header.get("msg_id")
+    return ok, msg_id if isinstance(msg_id, str) else None
+
+
+def _inside_cell_magic() -> bool:
+    """Whether ``%%gpusight`` (gpusight.jupyter.cell_magic.run_cell) is on the call stack."""
+    module = sys.modules.get("gpusight.jupyter.cell_magic")
+    code = getattr(getattr(module, "run_cell", None), "__code__", None)
+    if code is None:
+        return False
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
 
 
 class Hub:
@@ -132,6 +149,7 @@ class Hub:
         """Request id of a pending "watch next cell" (None when not armed)."""
         self.watching: str | None = None
         """Request id of the cell being watched now."""
+        self._watch_msg: str | None = None
         self._handlers: dict[str, Callable[[Client, Message], None]] = {
             "hello": self._hello,
             "monitor.start": self._monitor_start,
@@ -305,7 +323,7 @@ class Hub:
                 "success": bool(getattr(result, "success", True)),
             }
         )
-        request, self.watching = self.watching, None
+        request, self.watching, self._watch_msg = self.watching, None, None
         if request is None:
             return
         value = getattr(result, "result", None)
@@ -419,10 +437,22 @@ class Hub:
         self._broadcast_all(self._watch_status())
 
     def transform(self, lines: list[str]) -> list[str]:
-        """IPython input transformer: once armed, run the next user cell under ``%%gpusight``."""
-        if self.armed is None or not is_user_cell():
+        """IPython input transformer: once armed, run the next user cell under ``%%gpusight``.
+
+        ipykernel may transform one cell twice (once to decide whether it is async, once to run
+        it): the execute_request's id makes the second call wrap the same cell again.
+        """
+        if self.armed is None and self.watching is None:
             return lines
-        self.watching, self.armed = self.armed, None
+        ok, msg_id = user_cell()
+        if not ok or _inside_cell_magic():
+            # %%gpusight transforms its own body: that is the cell itself, not a new one to wrap.
+            return lines
+        if self.armed is not None:
+            self.watching, self.armed = self.armed, None
+            self._watch_msg = msg_id
+        elif msg_id is None or msg_id != self._watch_msg:
+            return lines
         first = next((line for line in lines if line.strip()), "")
         if first.lstrip().startswith("%%gpusight"):
             return lines
