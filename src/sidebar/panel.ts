@@ -23,8 +23,11 @@ import { DEFAULT_SETTINGS, type SidebarSettings } from './settings';
 
 export const SIDEBAR_ID = 'gpusight-sidebar';
 
-/** Export needs gpusight's HTML export (python_pkg/gpusight/html_export.py). */
-export const EXPORT_MIN_VERSION = '0.2.0';
+/**
+ * The first gpusight whose kernel side has HTML export (gpusight.html_export) and %%gpusight:
+ * a kernel with an older one gets those buttons disabled, with this in the tooltip.
+ */
+export const FEATURE_MIN_VERSION = '0.1.0';
 
 /** Redraws for new samples at most this often (ms); other changes draw at once. */
 const TICK_REDRAW_MS = 250;
@@ -466,12 +469,12 @@ ${
     const caps = state.hello.capabilities;
     const busy = !!s.activity;
     const exportTitle = !caps.export
-      ? `Export needs gpusight ≥ ${EXPORT_MIN_VERSION} (HTML export); this kernel has ${state.hello.version}`
+      ? `Export needs gpusight ≥ ${FEATURE_MIN_VERSION} (HTML export); this kernel has ${state.hello.version}`
       : !s.shownId
         ? 'Run a check, a benchmark or watch a cell first'
         : 'Save the report shown as a self-contained HTML file next to the notebook';
     const watchTitle = !caps.watch
-      ? `Watching a cell needs gpusight ≥ ${EXPORT_MIN_VERSION} (%%gpusight); this kernel has ${state.hello.version}`
+      ? `Watching a cell needs gpusight ≥ ${FEATURE_MIN_VERSION} (%%gpusight); this kernel has ${state.hello.version}`
       : s.armed
         ? 'Armed: the next cell you run is watched. Click to cancel'
         : 'Watch the next cell you run with %%gpusight';
