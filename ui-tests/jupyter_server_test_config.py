@@ -24,5 +24,3 @@ c.ServerApp.allow_root = True
 os.environ["JUPYTER_PATH"] = os.pathsep.join(
     p for p in (str(Path(__file__).resolve().parent / ".nogs"), os.environ.get("JUPYTER_PATH")) if p
 )
-# With two kernelspecs, new notebooks must still get the ordinary one (gpusight installed).
-c.MappingKernelManager.default_kernel_name = "python3"

@@ -231,7 +231,7 @@ SMALL_REPORT_CODE = (
 
 
 @pytest.mark.slow
-def test_in_a_kernel_a_report_displays_as_its_bundle_and_show_as_the_widget(
+def test_in_a_kernel_a_report_and_show_display_as_the_bundle(
     tmp_path: Path,
 ) -> None:
     nb = _run_notebook(
@@ -245,7 +245,8 @@ def test_in_a_kernel_a_report_displays_as_its_bundle_and_show_as_the_widget(
     )
     shown = nb.cells[0].outputs
     assert len(shown) == 1 and shown[0]["output_type"] == "display_data"
-    assert WIDGET_MIMETYPE in shown[0]["data"]
+    assert set(shown[0]["data"]) == {REPORT_MIMETYPE, "text/html", "text/plain"}
+    assert WIDGET_MIMETYPE not in shown[0]["data"]
     (result,) = nb.cells[1].outputs
     assert result["output_type"] == "execute_result"
     data = result["data"]

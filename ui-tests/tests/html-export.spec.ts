@@ -381,7 +381,7 @@ labTest.describe('Export HTML in JupyterLab', () => {
   labTest(
     'downloads the same file as gpusight html, which opens offline',
     async ({ page, browser }) => {
-      await page.notebook.createNew('export.ipynb');
+      await page.notebook.createNew('export.ipynb', { kernel: 'python3' });
       await page.notebook.setCell(
         0,
         'code',

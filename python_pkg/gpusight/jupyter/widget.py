@@ -70,15 +70,20 @@ class ReportWidget(ipywidgets.DOMWidget):  # type: ignore[misc]
 
 
 def show(report: Report | dict[str, Any] | str | Path) -> None:
-    """Display a report as the widget (``show(load_report("run.json"))``, a Report or a path).
+    """Display a report (``show(load_report("run.json"))``, a Report or a path).
 
-    Outside a kernel (terminal IPython, a script) the report is printed as text instead.
+    In a kernel it is shown as the report's display data (the extension's renderer, with the
+    self-contained HTML fallback), not as a widget: the output then survives saving, reopening
+    without a kernel and nbconvert. ``ReportWidget`` stays for live progress. Outside a kernel
+    (terminal IPython, a script) the report is printed as text instead.
     """
     data = as_report_dict(report)
     if in_kernel():
         from IPython.display import display
 
-        display(ReportWidget(data))  # type: ignore[no-untyped-call]
+        from .display import report_mimebundle
+
+        display(report_mimebundle(data), raw=True)  # type: ignore[no-untyped-call]
         return
     from ..text_report import render
 
