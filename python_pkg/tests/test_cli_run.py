@@ -138,7 +138,9 @@ def test_run_in_process_error_and_interrupt(
     script.write_text(SCRIPT, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     argv, path0 = list(sys.argv), sys.path[0]
-    assert main(["run", "--json", "raised.json", str(script), "raise"]) == 1
+    assert (
+        main(["run", "--json", "raised.json", "--html", "raised.html", str(script), "raise"]) == 1
+    )
     err = capsys.readouterr().err
     assert (
         "Traceback (most recent call last)" in err and "RuntimeError: boom from the script" in err
@@ -147,6 +149,9 @@ def test_run_in_process_error_and_interrupt(
     assert 'gpusight/commands/run.py"' not in err  # the traceback starts at the script
     rep = load_report(tmp_path / "raised.json")  # written although the script failed
     assert any("raised RuntimeError" in n for n in rep["notes"])
+    page = (tmp_path / "raised.html").read_text("utf-8")  # the same report, self-contained
+    assert page.lower().startswith("<!doctype html>") and 'data-gpusight="report"' in page
+    assert "raised RuntimeError" in page
     assert main(["run", "--quiet", str(script), "interrupt"]) == 130
     assert main(["run", "--quiet", str(script), "exit", "0"]) == 0
     assert (sys.argv, sys.path[0]) == (argv, path0)

@@ -1,4 +1,4 @@
-"""``gpusight run [--steps N] [--warmup K] [--json FILE] script.py args...``.
+"""``gpusight run [--steps N] [--warmup K] [--json FILE] [--html FILE] script.py args...``.
 
 Runs the script as ``python script.py args...`` would (``__name__ == "__main__"``, ``sys.argv``,
 ``sys.path[0]`` = the script's directory) under a watch, prints the verdict on stderr and
@@ -33,6 +33,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--warmup", type=int, default=3, help="steps before measuring (default 3)")
     p.add_argument("--profile-steps", type=int, default=3, help="profiled steps (0: none)")
     p.add_argument("--json", default=None, metavar="FILE", help="write the report here")
+    p.add_argument(
+        "--html", default=None, metavar="FILE", help="also write a self-contained HTML report"
+    )
     p.add_argument("--label", default=None, help="a title for the report")
     p.add_argument("--quiet", action="store_true", help="no summary on stderr")
     p.add_argument(
@@ -111,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
     if report is not None:
         dist.add_idle_gpus(report, w.torch)
         _write(report, args.json)
+        _write_html(report, args.html)
         if not args.quiet:
             print_summary(report, sys.stderr)
     return code
@@ -174,6 +178,15 @@ def _write(report: Report, path: str | None) -> None:
     try:
         report.save(path)
     except Exception as exc:
+        print(f"gpusight run: could not write {path}: {exc}", file=sys.stderr)
+
+
+def _write_html(report: Report, path: str | None) -> None:
+    if not path:
+        return
+    try:
+        report.save_html(path)
+    except Exception as exc:  # the run's exit code is the script's, whatever the export does
         print(f"gpusight run: could not write {path}: {exc}", file=sys.stderr)
 
 
