@@ -124,3 +124,16 @@ def test_json_written(ip: Any, tmp_path: Any) -> None:
     from gpusight.report import load_report
 
     assert load_report(out)["run"]["steps"] == 2 == rep.run["steps"]
+
+
+def test_cell_lines_when_the_magic_line_was_added_for_the_user(ip: Any) -> None:
+    # The sidebar's "watch next cell" prefixes `%%gpusight --first-line 1`: the user's cell has
+    # no magic line, so the sync stands on its 6th line, not the 7th.
+    ip.user_ns["ds"] = SlowDataset()
+    ip.run_cell(SETUP + "loader = DataLoader(ds, batch_size=2)\n").raise_error()
+    rep = ip.run_cell_magic(
+        "gpusight", "--steps 2 --warmup 1 --profile-steps 0 --first-line 1", TRAIN
+    )
+    assert isinstance(rep, Report) and rep.run is not None
+    sync = rep.run["syncs"][0]
+    assert sync["source"]["file"] == "cell" and sync["source"]["line"] == 6

@@ -39,6 +39,9 @@ def _parser() -> _Parser:
     p.add_argument("--profile-steps", type=int, default=3, help="profiled steps (0: none)")
     p.add_argument("--json", default=None, metavar="FILE", help="also save the report here")
     p.add_argument("--label", default=None, help="a title for the report")
+    # The cell line of the body's first line: 2 below a typed %%gpusight line; 1 when the
+    # sidebar's "watch next cell" added the magic line the user never saw.
+    p.add_argument("--first-line", type=int, default=2, help=argparse.SUPPRESS)
     return p
 
 
@@ -72,7 +75,7 @@ def run_cell(line: str, cell: str, shell: Any) -> Report:
         for name, n in getattr(shell.compile, "_filename_map", {}).items()
         if name != filename
     }
-    names[filename] = ("cell", 1)
+    names[filename] = ("cell", args.first_line - 1)
     w = Watch(
         steps=args.steps,
         warmup=args.warmup,

@@ -456,7 +456,7 @@ class Hub:
         first = next((line for line in lines if line.strip()), "")
         if first.lstrip().startswith("%%gpusight"):
             return lines
-        return ["%%gpusight\n", *lines]
+        return ["%%gpusight --first-line 1\n", *lines]
 
     # check_complete() skips transformers with side effects: typing in a console must not fire.
     transform.has_side_effects = True  # type: ignore[attr-defined]
