@@ -1,13 +1,22 @@
 #!/usr/bin/env python3
 """GPU check of gpusight.bench: every benchmark through gpusight's own code, each headline number
-against an independent reference that measures the same defined quantity, in the same run and
-right after it (host-bound numbers drift over seconds), and the %gpusight start-up time.
+against an independent reference that measures the same defined quantity in the same run, and
+the %gpusight start-up time.
+
+Interleaved (ABBA): each row is measured ROUNDS times by gpusight and ROUNDS times by its
+reference, in the order gpusight, reference | reference, gpusight | gpusight, reference, and the
+medians are compared. A power-capped GPU drifts over seconds (the tensor-core rate falls as the
+chip warms; the pageable copy rate moves with the host), so a reference run once, right after
+its row, measures a different GPU state; in ABBA order a linear drift cancels, and the rounds'
+spread is printed with each row so that a remaining difference can be told from noise.
 
 Definitions (gpusight.bench docstrings and each row's params["definition"]) and references:
 
 - matmul.*: sustained rate, 2 n^3 / median time of back-to-back products after 1 s of them.
-  Reference: triton do_bench median with a 1 s warm-up (CUDA events; its L2 flush costs nothing
-  next to a 1-20 ms product).
+  Reference: torch.utils.benchmark.Timer (host clock, CUDA-synchronised at block ends) on the same
+  product after 1 s of products. Not triton's do_bench here: it writes 256 MB before every call
+  to flush the L2, and the first of its products then starts by writing that back, which costs
+  a sub-millisecond fp8/fp16 product several per cent (do_bench stays for the copies).
 - copy.*.pinned, copy.d2d: do_bench median at the largest size (ms-scale copies).
 - copy.*.pageable: steady state, one host buffer faulted in before timing and reused.
   Reference: torch.utils.benchmark.Timer around dst.copy_(src) on its own buffer made the same
@@ -15,9 +24,9 @@ Definitions (gpusight.bench docstrings and each row's params["definition"]) and 
 - launch.eager, sync.synchronize, sync.item: host time per call. Reference: Timer on the same
   statement (``torch.cuda.synchronize()`` without argument on both sides), with torch's thread
   count (Timer defaults to one thread).
-- launch.graph: device time per kernel, replays back to back. Reference: one pair of CUDA events
-  around blocks of 20 back-to-back replays (do_bench puts a 256 MB memset and an L2 flush before
-  each replay: a cold replay, shown as information only).
+- launch.graph: time per kernel, replays back to back (throughput). Reference: Timer (host
+  clock) on ``g.replay()`` back to back, synchronised at block ends. Information rows: do_bench,
+  which puts a 256 MB memset and an L2 flush before each replay (a cold replay).
 - cpu.matmul.fp32: Timer on torch.mm over the same two rotated input sets, same thread count.
 - loader.best: a plain loop over the best configuration, epochs repeated, the first batch of each
   epoch left out as gpusight does (information only: DataLoader rates are noisy).
@@ -106,6 +115,17 @@ class Compare:
     ref: float | None
     method: str
     gated: bool = True  # counts towards the 3 % target
+    ours_all: tuple[float, ...] = ()
+    ref_all: tuple[float, ...] = ()
+
+    def spreads(self) -> str:
+        def one(vals: tuple[float, ...]) -> str:
+            if len(vals) < 2:
+                return "-"
+            mid = statistics.median(vals)
+            return f"{100 * (max(vals) - min(vals)) / mid:.1f}%" if mid else "-"
+
+        return f"{one(self.ours_all)}/{one(self.ref_all)}"
 
     @property
     def diff_pct(self) -> float | None:
@@ -123,6 +143,58 @@ def compare(c: Compare) -> None:
     d = c.diff_pct
     diff = f"{d:+.1f} %" if d is not None else "n/a"
     log(f"{c.name:<30} gpusight {_fmt(c.ours):>10} {c.unit:<8} reference {_fmt(c.ref):>10}  {diff}")
+    if c.ours_all or c.ref_all:
+        ours = ", ".join(_fmt(v) for v in c.ours_all)
+        refs = ", ".join(_fmt(v) for v in c.ref_all)
+        log(f"    rounds (ABBA): gpusight [{ours}]  reference [{refs}]  spread {c.spreads()}")
+
+
+ROUNDS = 3
+
+
+def abba(
+    name: Callable[[Benchmark], str],
+    unit: str,
+    method: str,
+    ours: Callable[[], Benchmark],
+    ref: Callable[[Benchmark], float | None],
+    gated: bool = True,
+) -> Benchmark:
+    """Measure a row ROUNDS times by gpusight and by its reference, in ABBA order, compare the
+    medians, and return gpusight's row whose value is nearest its median (for the report)."""
+    rows: list[Benchmark] = []
+    refs: list[float] = []
+    label = "?"
+    for r in range(ROUNDS):
+        for side in ("ours", "ref") if r % 2 == 0 else ("ref", "ours"):
+            if side == "ours":
+                row = ours()
+                rows.append(row)
+                _log_row(row)
+                continue
+            first = next((x for x in rows if x.value is not None), None)
+            if first is None:
+                continue
+            label = name(first)
+            v = safe(label, partial(ref, first))
+            if v is not None:
+                refs.append(float(v))
+    values = [x.value for x in rows if x.value is not None]
+    mid = statistics.median(values) if values else None
+    pick = min(rows, key=lambda x: abs((x.value or 0) - (mid or 0))) if values else rows[0]
+    compare(
+        Compare(
+            label if values else name(rows[0]),
+            unit,
+            mid,
+            statistics.median(refs) if refs else None,
+            f"{method}, ABBA x{ROUNDS}",
+            gated,
+            tuple(values),
+            tuple(refs),
+        )
+    )
+    return pick
 
 
 def check(name: str, ok: bool | None, detail: str) -> None:
@@ -563,11 +635,20 @@ def fp32_precision(mode: str) -> Iterator[None]:
 
 
 def matmul_reference(precision: str, n: int) -> float:
-    """Sustained TFLOP/s by do_bench: 1 s of back-to-back products first, then the median."""
+    """Sustained TFLOP/s by torch's Timer: 1 s of back-to-back products first (as gpusight's
+    sustained rows), then the median over blocks of products, host clock synchronised at the
+    block ends."""
     dev = "cuda"
+    gen = torch.Generator(device=dev).manual_seed(7)
     if precision == "fp8":
-        a = torch.randn(n, n, device=dev, dtype=torch.bfloat16).to(torch.float8_e4m3fn)
-        b = torch.randn(n, n, device=dev, dtype=torch.bfloat16).to(torch.float8_e4m3fn).t()
+        a = torch.randn(n, n, device=dev, dtype=torch.bfloat16, generator=gen).to(
+            torch.float8_e4m3fn
+        )
+        b = (
+            torch.randn(n, n, device=dev, dtype=torch.bfloat16, generator=gen)
+            .to(torch.float8_e4m3fn)
+            .t()
+        )
         s = torch.tensor(1.0, device=dev)
 
         def fn() -> object:
@@ -575,16 +656,23 @@ def matmul_reference(precision: str, n: int) -> float:
                 a, b, scale_a=s, scale_b=s, out_dtype=torch.bfloat16, use_fast_accum=True
             )
 
-        ms = ref_ms(fn, warmup_ms=1000)
     else:
         dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
-        a = torch.randn(n, n, device=dev, dtype=dtype)
-        b = torch.randn(n, n, device=dev, dtype=dtype)
-        mode = "tf32" if precision == "tf32" else "ieee"
-        with fp32_precision(mode):
-            rep = 500 if precision == "fp32" else 300
-            ms = ref_ms(lambda: torch.mm(a, b), rep_ms=rep, warmup_ms=1000)
-    return 2 * n**3 / (ms * 1e-3) / 1e12
+        a = torch.randn(n, n, device=dev, dtype=dtype, generator=gen)
+        b = torch.randn(n, n, device=dev, dtype=dtype, generator=gen)
+
+        def fn() -> object:
+            return torch.mm(a, b)
+
+    mode = "tf32" if precision == "tf32" else "ieee"
+    with fp32_precision(mode):
+        end = time.perf_counter() + 1.0
+        while time.perf_counter() < end:
+            for _ in range(4):
+                fn()
+            torch.cuda.synchronize()
+        per = ref_timer_s("fn()", {"fn": fn}, min_run_time=0.5 if precision == "fp32" else 0.3)
+    return 2 * n**3 / per / 1e12
 
 
 def copy_reference(direction: str, memory: str, size: int) -> float:
@@ -647,22 +735,39 @@ def launch_reference(key: str, n: int) -> float:
         for _ in range(3):
             g.replay()
         torch.cuda.synchronize()
-        replays, per_replay_ms = 20, []
-        for _ in range(6):
-            start, end = _event(), _event()
-            start.record()
-            for _ in range(replays):
-                g.replay()
-            end.record()
-            end.synchronize()
-            per_replay_ms.append(start.elapsed_time(end) / replays)
-        return float(statistics.median(per_replay_ms[1:])) * 1e3 / n
+        return ref_timer_s("g.replay()", {"g": g}, 0.5) / n * 1e6
     if key == "sync.synchronize":
         return ref_timer_s("torch.cuda.synchronize()", {"torch": torch}, 0.5) * 1e6
     if key == "sync.item":
         y = torch.ones(1, device="cuda")
         return ref_timer_s("y.item()", {"y": y}, 0.5) * 1e6
     raise ValueError(key)
+
+
+# Row makers and references for abba(): named, so that each binds its own arguments.
+def _matmul_ref(precision: str, r: Benchmark) -> float:
+    return matmul_reference(precision, int((r.params or {})["n"]))
+
+
+def _copy_row(one: tuple[tuple[str, str], ...], budget: float) -> Benchmark:
+    return copies.run(budget_s=budget, directions=one, device_copy=False)[0]
+
+
+def _copy_ref(direction: str, memory: str, r: Benchmark) -> float:
+    return copy_reference(direction, memory, int((r.params or {}).get("bytes") or 0))
+
+
+def _same(text: str, _r: Benchmark) -> str:
+    return text
+
+
+def _launch_row(key: str) -> Benchmark:
+    return launch.run(budget_s=1.2, only=(key,))[0]
+
+
+def _launch_ref(key: str, r: Benchmark) -> float:
+    p = r.params or {}
+    return launch_reference(key, int(p.get("kernels") or p.get("calls") or 1000))
 
 
 def value_of(rows: list[Benchmark], bench_id: str) -> float | None:
@@ -736,47 +841,57 @@ def main() -> int:
                 f" {settled:.1f} TFLOP/s: {100 * (after_idle / settled - 1):+.1f} %"
             )
 
-    with section("matmul: gpusight (sustained), then do_bench (1 s warm-up), per precision"):
+    with section("matmul: gpusight (sustained) and Timer (1 s of products first), ABBA"):
         mm: dict[str, Benchmark] = {}
         for p in matmul.RUN_ORDER:
-            row = matmul.run(budget_s=2.5, precisions=(p,))[0]
-            mm[p] = row
-            if row.value is None:
-                log(f"matmul.{p}: skipped: {row.skipped}")
+            first = matmul.run(budget_s=2.5, precisions=(p,))[0]
+            if first.value is None:
+                log(f"matmul.{p}: skipped: {first.skipped}")
+                mm[p] = first
                 continue
-            n = int((row.params or {})["n"])
-            ref = safe(f"matmul.{p}", partial(matmul_reference, p, n))
-            compare(Compare(f"matmul.{p} (n={n})", "TFLOP/s", row.value, ref, "do_bench"))
+            box = {"first": first}
+
+            def ours(p: str = p, box: dict[str, Benchmark] = box) -> Benchmark:
+                # The first round's gpusight row was measured above (it says whether p runs).
+                got = box.pop("first", None)
+                return got if got is not None else matmul.run(budget_s=2.5, precisions=(p,))[0]
+
+            mm[p] = abba(
+                lambda r: f"matmul.{r.id.split('.')[1]} (n={(r.params or {}).get('n')})",
+                "TFLOP/s",
+                "Timer",
+                ours,
+                partial(_matmul_ref, p),
+            )
         mm_rows = [mm[p] for p in matmul.PRECISIONS if p in mm]
         matmul.compare_to_best(mm_rows)
         rows += mm_rows
         for r in mm_rows:
             _log_row(r)
 
-    with section("copies: each direction by gpusight, then its reference at the largest size"):
+    with section("copies: gpusight's sweep and the reference at its largest size, ABBA"):
         cp_rows: list[Benchmark] = []
         for direction, memory in copies.DIRECTIONS:
             budget = 3.0 if memory == "pageable" else 1.2
             one = ((direction, memory),)
-            row = copies.run(budget_s=budget, directions=one, device_copy=False)[0]
-            cp_rows.append(row)
-            _log_row(row)
-            size = int((row.params or {}).get("bytes") or 0)
-            if row.value is None or not size:
-                continue
-            ref = safe(
-                f"copy.{direction}.{memory}",
-                partial(copy_reference, direction, memory, size),
+            cp_rows.append(
+                abba(
+                    lambda r: f"{r.id} ({int((r.params or {}).get('bytes') or 0) >> 20} MiB)",
+                    "GB/s",
+                    "do_bench" if memory == "pinned" else "torch Timer",
+                    partial(_copy_row, one, budget),
+                    partial(_copy_ref, direction, memory),
+                )
             )
-            method = "do_bench" if memory == "pinned" else "torch Timer"
-            compare(Compare(f"{row.id} ({size >> 20} MiB)", "GB/s", row.value, ref, method))
-        d2d = copies.run(budget_s=1.5, directions=(), device_copy=True)[0]
-        cp_rows.append(d2d)
-        _log_row(d2d)
-        d2d_size = int((d2d.params or {}).get("bytes") or 0)
-        if d2d.value is not None and d2d_size:
-            ref = safe("copy.d2d", lambda: d2d_reference(d2d_size))
-            compare(Compare(f"copy.d2d ({d2d_size >> 20} MiB)", "GB/s", d2d.value, ref, "do_bench"))
+        cp_rows.append(
+            abba(
+                lambda r: f"copy.d2d ({int((r.params or {}).get('bytes') or 0) >> 20} MiB)",
+                "GB/s",
+                "do_bench",
+                lambda: copies.run(budget_s=1.5, directions=(), device_copy=True)[0],
+                lambda r: d2d_reference(int((r.params or {}).get("bytes") or 0)),
+            )
+        )
         h2d_small = next(
             (
                 p["y"]
@@ -795,17 +910,18 @@ def main() -> int:
         )
         rows += cp_rows
 
-    with section("launch and sync: each row by gpusight, then its reference right after"):
+    with section("launch and sync: gpusight and its reference, ABBA"):
         ln_rows: list[Benchmark] = []
         for key in launch.LABELS:
-            row = launch.run(budget_s=1.2, only=(key,))[0]
-            ln_rows.append(row)
-            _log_row(row)
-            p = row.params or {}
-            n = int(p.get("kernels") or p.get("calls") or 1000)
-            ref = safe(key, partial(launch_reference, key, n))
-            method = "CUDA events, 20 replays" if key == "launch.graph" else "torch Timer"
-            compare(Compare(key, "µs", row.value, ref, method))
+            ln_rows.append(
+                abba(
+                    partial(_same, key),
+                    "µs",
+                    "torch Timer",
+                    partial(_launch_row, key),
+                    partial(_launch_ref, key),
+                )
+            )
         kernels = int(params_of(ln_rows, "launch.graph").get("kernels") or 1000)
 
         def cold_replay() -> float:
@@ -824,31 +940,29 @@ def main() -> int:
         )
         rows += ln_rows
 
-    with section("CPU matmul: gpusight, then torch Timer (same threads, same two input sets)"):
-        cpu_rows = cpu.run(budget_s=2.0)
-        rows += cpu_rows
-        for r in cpu_rows:
-            _log_row(r)
-        cp = params_of(cpu_rows, "cpu.matmul.fp32")
-        n = int(cp.get("n") or 1024)
-        log(f"  torch threads: gpusight {cp.get('threads')}, reference {torch.get_num_threads()}")
-        g = torch.Generator().manual_seed(3)
-        pairs = itertools.cycle(
-            [(torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)) for _ in range(2)]
+    with section("CPU matmul: gpusight and torch Timer (same threads, same two input sets), ABBA"):
+        cpu_pairs: dict[int, Any] = {}
+
+        def cpu_ref(r: Benchmark) -> float:
+            n = int((r.params or {}).get("n") or 1024)
+            if n not in cpu_pairs:
+                g = torch.Generator().manual_seed(3)
+                cpu_pairs[n] = itertools.cycle(
+                    [(torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)) for _ in "ab"]
+                )
+            env = {"torch": torch, "pairs": cpu_pairs[n]}
+            return 2 * n**3 / ref_timer_s("torch.mm(*next(pairs))", env) / 1e9
+
+        cpu_row = abba(
+            lambda r: f"cpu.matmul.fp32 (n={(r.params or {}).get('n')})",
+            "GFLOP/s",
+            "torch Timer",
+            lambda: cpu.run(budget_s=2.0)[0],
+            cpu_ref,
         )
-        per = safe(
-            "cpu",
-            lambda: ref_timer_s("torch.mm(*next(pairs))", {"torch": torch, "pairs": pairs}),
-        )
-        compare(
-            Compare(
-                f"cpu.matmul.fp32 (n={n})",
-                "GFLOP/s",
-                value_of(cpu_rows, "cpu.matmul.fp32"),
-                2 * n**3 / per / 1e9 if per else None,
-                "torch Timer",
-            )
-        )
+        log(f"  torch threads: gpusight {(cpu_row.params or {}).get('threads')}, reference"
+            f" {torch.get_num_threads()}")  # fmt: skip
+        rows.append(cpu_row)
 
     with section("DataLoader sweep: gpusight, then a plain loop on the best configuration"):
         stages: list[str] = []
@@ -944,14 +1058,16 @@ def main() -> int:
 
     table = [
         "",
-        "=== gpusight.bench vs references (same run, each reference right after its row)",
-        f"{'benchmark':<30} {'gpusight':>10} {'reference':>10} {'diff':>8}  unit       method",
+        "=== gpusight.bench vs references (same run, ABBA rounds, medians;"
+        " spread: (max-min)/median of each side's rounds)",
+        f"{'benchmark':<30} {'gpusight':>10} {'reference':>10} {'diff':>8}  {'spread':>11}"
+        "  unit       method",
     ]
     for c in COMPARES:
         d = c.diff_pct
         diff = f"{d:+.1f}%" if d is not None else "n/a"
         mark = "" if c.gated else " (info)"
-        nums = f"{_fmt(c.ours):>10} {_fmt(c.ref):>10} {diff:>8}"
+        nums = f"{_fmt(c.ours):>10} {_fmt(c.ref):>10} {diff:>8}  {c.spreads():>11}"
         table.append(f"{c.name:<30} {nums}  {c.unit:<10} {c.method}{mark}")
     if diag:
         table.append("")

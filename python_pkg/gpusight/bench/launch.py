@@ -7,10 +7,13 @@ Each row is one defined quantity (also in its params, ``definition``), per call 
 
 - ``launch.eager``: host time per ``x.add_(1)`` (one element) launched from a Python loop of N,
   the device keeping up; host clock around the loop and a final synchronize, divided by N.
-- ``launch.graph``: device time per kernel while replaying a CUDA graph of N such kernels, the
-  replays enqueued back to back (the steady state of a captured training step); CUDA events
-  around each replay, divided by N. A replay that starts cold (after other work, an L2 flush)
-  takes longer: that is a different quantity.
+- ``launch.graph``: time per kernel while a CUDA graph of N such kernels is replayed back to back
+  (the steady state of a loop that replays a captured step): CUDA events around R replays,
+  divided by R x N. It is a throughput, so it includes whatever paces the replays: the device
+  running the kernels, or the host submitting a large graph if that is slower (events around
+  a single replay would show the device's part only, and read lower when the host is the
+  limit). A replay that starts cold (after other work, an L2 flush) takes longer: that is a
+  different quantity.
 - ``sync.synchronize``: host time of one ``torch.cuda.synchronize()``, written as user code
   writes it (no argument, the benchmarked GPU current), on an idle device: torch's Python
   wrapper (which looks up the current device) plus the driver's round trip. Host clock around
@@ -40,6 +43,8 @@ from .progress import Progress, Span
 from .timer import Clock, time_fn
 
 UNIT = "µs"
+# Replays per timed call of launch.graph: enough that the gap between replays counts.
+GRAPH_REPLAYS = 10
 LABELS = {
     "launch.eager": "tiny kernel launched from Python (x.add_(1)), per kernel",
     "launch.graph": "tiny kernel replayed from a CUDA graph, per kernel",
@@ -52,8 +57,9 @@ DEFINITIONS = {
         "host clock around the loop and a final synchronize, / N"
     ),
     "launch.graph": (
-        "device time per kernel replaying a CUDA graph of N x.add_(1) kernels, replays "
-        "enqueued back to back (steady state); CUDA events around each replay, / N"
+        "time per kernel replaying a CUDA graph of N x.add_(1) kernels back to back "
+        "(steady-state throughput, device or host submission, whichever paces it); CUDA "
+        "events around R replays, / (R x N)"
     ),
     "sync.synchronize": (
         "host time of one torch.cuda.synchronize() (no argument, Python wrapper + driver "
@@ -185,15 +191,21 @@ def _graph(
     torch.cuda.synchronize(index)
 
     def replay(i: int) -> object:
-        box["graph"].replay()
+        graph = box["graph"]
+        for _ in range(GRAPH_REPLAYS):
+            graph.replay()
         return None
 
     timing = _time(replay, "cuda_event", index, budget, quick, span.inner("launch graph"))
     return _row(
         "launch.graph",
         timing,
-        n,
-        {"op": "x.add_(1) on 1 element", "kernels": n, "replays": "back to back"},
+        n * GRAPH_REPLAYS,
+        {
+            "op": "x.add_(1) on 1 element",
+            "kernels": n,
+            "replays": f"{GRAPH_REPLAYS} back to back per timed call",
+        },
     )
 
 
