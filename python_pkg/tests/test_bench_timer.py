@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 import pytest
-from gpusight.bench.timer import Rotation, quantile, rate, summarize, time_fn
+from gpusight.bench.timer import Rotation, Timing, quantile, rate, summarize, time_fn
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 10, 101])
@@ -46,6 +46,26 @@ def test_rate_band_is_slow_to_fast() -> None:
     assert lo < value < hi
     assert lo == pytest.approx(8.0 / stats.p90)
     assert hi == pytest.approx(8.0 / stats.p10)
+
+
+def test_throughput_counts_slow_calls_the_median_leaves_out() -> None:
+    # A clock that dips on every fourth call: the median sees only the fast calls.
+    samples = (1.0, 1.0, 1.0, 2.0) * 5
+    timing = Timing(
+        samples_s=samples,
+        stats=summarize(samples),
+        warmup=0,
+        clock="cuda_event",
+        elapsed_s=25.0,
+        budget_s=30.0,
+        hit_budget=False,
+    )
+    at_median, _ = timing.rate(10.0)
+    value, (lo, hi) = timing.throughput(10.0)
+    assert at_median == 10.0
+    assert value == pytest.approx(10.0 * len(samples) / sum(samples))  # 8.0: all the time counted
+    assert value < at_median
+    assert lo <= value <= hi
 
 
 def test_warmup_calls_are_left_out() -> None:

@@ -103,6 +103,18 @@ class Timing:
     def rate(self, work: float) -> tuple[float, tuple[float, float]]:
         return rate(work, self.stats)
 
+    def throughput(self, work: float) -> tuple[float, tuple[float, float]]:
+        """Work per second over all timed calls (``work / mean``), with the median's band.
+
+        For calls run back to back this is the sustained rate: when the device's clock swings
+        (a power-capped GPU), slow calls are as real as fast ones, and the median would leave
+        them out.
+        """
+        if self.stats.mean <= 0:
+            raise ValueError("mean time must be positive")
+        _, band = rate(work, self.stats)
+        return work / self.stats.mean, band
+
 
 class Rotation(Generic[T]):
     """Cycle through input sets by call index: ``Rotation(sets)(i) -> sets[i % len(sets)]``."""
