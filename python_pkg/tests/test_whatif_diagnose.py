@@ -15,7 +15,13 @@ from gpusight.report_schema import validate
 from gpusight.whatif import LoaderError, diagnose
 from torch import nn
 from torch.utils.data import DataLoader
-from whatif_support import FailingDataset, SleepyDataset, trained_setup, world
+from whatif_support import (
+    FailingDataset,
+    SleepyDataset,
+    slow_worker_start,
+    trained_setup,
+    world,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -67,6 +73,116 @@ def test_more_workers_measurably_speed_up_a_loader_that_waits_on_io() -> None:
     assert combo.fix.code is not None
     compile(combo.fix.code, "<combined>", "exec")
     assert world(model, opt) == before
+    assert multiprocessing.active_children() == []
+
+
+def test_the_dataloader_winners_are_measured_together_in_one_loader() -> None:
+    # Items wait 4 ms (a file read) and each worker takes 150 ms to start (its worker_init_fn):
+    # two workers win, and so does keeping them across epochs. Both then run in one loader,
+    # measured against the user's (num_workers=0), as a row of its own with the loader's code.
+    model, opt = _mlp()
+    loader = DataLoader(
+        SleepyDataset(n=256, delay_s=0.004),
+        batch_size=8,
+        shuffle=True,
+        worker_init_fn=slow_worker_start,
+    )
+    before = world(model, opt)
+    report = diagnose(
+        model,
+        loader,
+        loss_fn=nn.CrossEntropyLoss(),
+        optimizer=opt,
+        steps=4,
+        budget_s=20,
+        experiments=["num_workers", "persistent_workers", "loader_combined"],
+    )
+    assert world(model, opt) == before  # taken now: the snippet run below draws from the RNG
+    report.validate()
+    sweep, keep, both = report.what_if[:3]
+    assert sweep.params and sweep.params["won"], (sweep.skipped, sweep.params)
+    assert keep.params and keep.params["won"], (keep.skipped, keep.params)
+    w = sweep.params["num_workers"]
+    assert keep.params["num_workers"] == w  # persistent workers are measured at the winner's
+    assert both.skipped is None, both.skipped
+    assert both.finding_id == "load.input_bound"
+    assert both.change == f"DataLoader(num_workers={w}, persistent_workers=True), together"
+    assert both.params is not None
+    assert both.params["num_workers"] == w and both.params["persistent_workers"] is True
+    assert both.params["loader_settings"] == "num_workers, persistent_workers"
+    assert "pin_memory" not in both.params and both.params["non_blocking"] is False
+    assert both.params["against"] == "your loader"
+    assert both.speedup is not None and both.speedup > 1.3
+    assert both.fix is not None and both.fix.snippet_id == "whatif.loader_combined"
+    code = both.fix.code or ""
+    assert code.startswith("# The DataLoader winners together:")
+    assert "# Keep your other DataLoader arguments as they are: worker_init_fn." in code
+    assert (
+        f"DataLoader(dataset, batch_size=8, shuffle=True, num_workers={w}, "
+        "persistent_workers=True)" in code
+    )
+    # The measured loader's code runs as written (on a small dataset of the same shapes).
+    torch.manual_seed(1)
+    data = torch.utils.data.TensorDataset(torch.randn(32, 16), torch.randint(0, 4, (32,)))
+    fresh, fresh_opt = _mlp()
+    ns: dict[str, Any] = {
+        "dataset": data,
+        "model": fresh,
+        "optimizer": fresh_opt,
+        "loss_fn": nn.CrossEntropyLoss(),
+        "device": torch.device("cpu"),
+    }
+    weight = fresh[0].weight.detach().clone()
+    exec(compile(code, "<loader together>", "exec"), ns)
+    assert ns["loader"].num_workers == w and ns["loader"].persistent_workers is True
+    assert not torch.equal(fresh[0].weight, weight)
+    ns["loader"]._iterator._shutdown_workers()  # persistent workers outlive the loop
+    # A row, not a winner of its own: the finding keeps it as evidence, the final run of every
+    # winner does not count it twice.
+    finding = report.finding("load.input_bound")
+    assert finding is not None
+    assert any(e.label == both.change and e.value == both.speedup for e in finding.evidence)
+    combo = report.what_if[-1]
+    assert combo.change == "all winners together: " + ", ".join(
+        [f"num_workers={w}", "persistent_workers"]
+    )
+    assert multiprocessing.active_children() == []
+
+
+@pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true but no accelerator")
+def test_pin_memory_is_measured_on_top_of_the_num_workers_winner() -> None:
+    # On a CPU pinning does nothing and diagnose skips it; what is tested here is what it is
+    # measured against: the sweep's winner (2 workers), not the user's loader without workers.
+    from gpusight.report import WhatIf
+    from gpusight.whatif.arms import Workload
+    from gpusight.whatif.context import Budget, Context
+    from gpusight.whatif.experiments import Outcome, PinMemory
+    from gpusight.whatif.variant import Variant
+
+    model, opt = _mlp()
+    loader = DataLoader(SleepyDataset(n=256, delay_s=0.002), batch_size=8)
+    work = Workload(model, loader, nn.CrossEntropyLoss(), opt, None, torch.device("cpu"))
+    ctx = Context(work, Budget(20, None), steps=4, reps=2, cpu_count=2)
+    try:
+        ctx.loader_base = ctx.build(Variant("your step with your loader", source="loader"))
+        yours_ms = ctx.baseline_block("loader")  # 16 ms of item reads per batch, one process
+        won = Variant("num_workers=2", source="loader", loader={"num_workers": 2})
+        sweep = WhatIf("DataLoader(num_workers=2) instead of 0", 16.0, 8.0, 2.0, "load.input_bound")
+        ctx.results["num_workers"] = Outcome("num_workers", sweep, won, "load.input_bound")
+        out = PinMemory().apply(ctx)
+        assert ctx.arms == [ctx.loader_base]  # the 2-worker base arm was dropped
+    finally:
+        ctx.close()
+    w = out.what_if
+    assert w.change == (
+        "DataLoader(pin_memory=True) and .to(device, non_blocking=True) with num_workers=2"
+    )
+    assert w.params is not None and w.params["num_workers"] == 2 and w.params["repeats"] == 2
+    assert w.params["against"] == "num_workers=2 (the sweep's winner)"
+    # Its baseline read batches with two workers: about half the user's loader's step time.
+    assert w.before_ms is not None and w.before_ms < 0.8 * yours_ms
+    if out.winner is not None:
+        assert out.winner.loader == {"num_workers": 2, "pin_memory": True}
     assert multiprocessing.active_children() == []
 
 

@@ -151,6 +151,15 @@ def test_findings_for_every_experiment_fill_their_snippet_and_validate() -> None
             {},
         ),
         "prefetch_factor": (Variant("pf", source="loader", loader={"prefetch_factor": 4}), {}),
+        "loader_combined": (
+            Variant(
+                "together",
+                source="loader",
+                loader={"num_workers": 4, "pin_memory": True, "prefetch_factor": 4},
+                non_blocking=True,
+            ),
+            {},
+        ),
         "autocast": (Variant("bf16", autocast="bfloat16"), {"dtype": "bfloat16"}),
         "channels_last": (Variant("cl", channels_last=True), {}),
         "tf32": (Variant("tf32", tf32=True), {}),
@@ -168,6 +177,10 @@ def test_findings_for_every_experiment_fill_their_snippet_and_validate() -> None
         outcomes.append(Outcome(cls.key, w, variant, cls.finding_id, dict(params)))
     findings = findings_of(ctx, outcomes)
     assert {f.id for f in findings} == {cls.finding_id for cls in ALL}
+    # The loader winners measured together are evidence of the loader finding, not its fix.
+    loader_finding = next(f for f in findings if f.id == "load.input_bound")
+    assert loader_finding.fix.snippet_id != "whatif.loader_combined"
+    assert any(e.label == "DataLoader winners together" for e in loader_finding.evidence)
     for f in findings:
         assert f.impact.basis == "measured" and f.fix.code and f.fix.snippet_id
         compile(f.fix.code, f.id, "exec")
@@ -187,3 +200,82 @@ def test_findings_for_every_experiment_fill_their_snippet_and_validate() -> None
     )
     report.validate()
     assert report.verdict.bottleneck != "none"
+
+
+@pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true but no accelerator")
+def test_pinning_on_top_of_the_worker_count_combines_and_fills_its_snippets() -> None:
+    # pin_memory measured on the num_workers winner carries that worker count: the winners
+    # together, the final combination and the pin_memory fix all keep workers, pinning and
+    # non_blocking copies together; losers and the GPU-resident dataset stay out of the loader.
+    from gpusight.report import WhatIf
+    from gpusight.whatif.arms import Workload
+    from gpusight.whatif.context import Budget, Context
+    from gpusight.whatif.experiments import Outcome, loader_together, together_change
+    from gpusight.whatif.findings import combination, combined_code, findings_of
+    from gpusight.whatif.variant import Variant
+
+    data = TensorDataset(torch.randn(32, 3, 8, 8), torch.randint(0, 10, (32,)))
+    loader = DataLoader(data, batch_size=8, shuffle=True)
+
+    def outcome(key: str, fid: str, v: Variant, won: bool = True) -> Outcome:
+        return Outcome(key, WhatIf(v.label, 10.0, 5.0, 2.0, fid), v if won else None, fid)
+
+    workers = outcome(
+        "num_workers",
+        "load.input_bound",
+        Variant("num_workers=2", source="loader", loader={"num_workers": 2}),
+    )
+    pinned = outcome(
+        "pin_memory",
+        "code.pageable_copy",
+        Variant(
+            "pin",
+            source="loader",
+            loader={"num_workers": 2, "pin_memory": True},
+            non_blocking=True,
+        ),
+    )
+    lost = outcome(
+        "prefetch_factor",
+        "load.input_bound",
+        Variant("pf", source="loader", loader={"num_workers": 2, "prefetch_factor": 4}),
+        won=False,
+    )
+    kept = outcome(
+        "persistent_workers",
+        "load.input_bound",
+        Variant("pw", source="loader", loader={"persistent_workers": True}),
+    )
+    on_gpu = outcome("dataset_on_gpu", "load.memory_headroom", Variant("dev", source="device"))
+
+    found = loader_together(loader, [workers, pinned, lost, kept, on_gpu])
+    assert found is not None
+    v, changes = found
+    assert list(changes.items()) == [
+        ("num_workers", 2),
+        ("pin_memory", True),
+        ("persistent_workers", True),
+    ]
+    assert v.source == "loader" and v.non_blocking and v.loader == changes
+    assert together_change(changes, v.non_blocking) == (
+        "DataLoader(num_workers=2, pin_memory=True, persistent_workers=True) and "
+        ".to(device, non_blocking=True), together"
+    )
+    # Settings the user's loader already has are no change: nothing to put together.
+    assert loader_together(DataLoader(data, batch_size=8, num_workers=2), [workers]) is None
+    assert loader_together(loader, [lost, on_gpu]) is None
+
+    combo = combination([workers, pinned])
+    assert combo is not None and combo.source == "loader" and combo.non_blocking
+    assert combo.loader == {"num_workers": 2, "pin_memory": True}
+    work = Workload(SmallConvNet(), loader, nn.CrossEntropyLoss(), None, None, torch.device("cpu"))
+    work.cached = [next(iter(DataLoader(data, batch_size=8)))]
+    ctx = Context(work, Budget(10, None), steps=3, reps=2, cpu_count=4)
+    code = combined_code(ctx, combo, "2.00x end to end")
+    assert "DataLoader(dataset, batch_size=8, shuffle=True, num_workers=2, pin_memory=True)" in code
+    assert "inputs = inputs.to(device, non_blocking=True)" in code
+    pin_fix = next(f for f in findings_of(ctx, [workers, pinned]) if f.id == "code.pageable_copy")
+    assert pin_fix.fix.code is not None
+    assert "num_workers=2, pin_memory=True" in pin_fix.fix.code
+    assert "non_blocking=True" in pin_fix.fix.code
+    compile(pin_fix.fix.code, "<pin fix>", "exec")

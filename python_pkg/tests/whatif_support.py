@@ -135,6 +135,11 @@ class SleepyDataset(Dataset[tuple[torch.Tensor, int]]):
         return torch.full((16,), float(i % 7)), i % 4
 
 
+def slow_worker_start(worker_id: int) -> None:
+    """A worker_init_fn that takes as long as opening a dataset's files or connections would."""
+    time.sleep(0.15)
+
+
 class FailingDataset(Dataset[tuple[torch.Tensor, int]]):
     def __init__(self, n: int = 256, bad: int = 37) -> None:
         self.n = n

@@ -7,7 +7,9 @@ Order of work, all inside one wall-clock budget:
    over: with the loader (what the user runs) and from the cached batches (compute alone);
 3. each experiment that applies, interleaved with its baseline on copies, in the order the
    baseline suggests (loader experiments first when loading costs time), skipping what the
-   budget cannot pay for;
+   budget cannot pay for; pin_memory and prefetch_factor build on the num_workers winner, and
+   after the loader experiments the DataLoader settings that won (two or more) are measured
+   together in one loader against the user's (``loader_combined``: a row, not a finding);
 4. every winner together, end to end, against the unchanged step with the loader;
 5. restore (also after an exception, an OOM or Ctrl-C) and release every copy.
 """
@@ -26,7 +28,16 @@ from ..report import Fix, Report, WhatIf
 from .arms import Arm, StepFn, Workload, model_device
 from .context import MIN_GAIN, Budget, Context, Progress, Skip, VariantOOM
 from .errors import DiagnoseError, OutOfMemoryDuringDiagnosis
-from .experiments import ALL, Compile, Experiment, Outcome, cpu_cores, outcome_of, plan
+from .experiments import (
+    ALL,
+    TOGETHER_KEYS,
+    Compile,
+    Experiment,
+    Outcome,
+    cpu_cores,
+    outcome_of,
+    plan,
+)
 from .findings import combination, combined_code, findings_of, verdict
 from .loaders import can_resize_batches, is_dataloader, is_reiterable
 from .machine import machine_facts
@@ -94,8 +105,8 @@ def diagnose(
     ``steps`` timed steps per measurement block, ``budget_s`` seconds for everything;
     ``progress(stage, fraction)`` is called as it goes. ``experiments`` picks a subset by key
     (``num_workers``, ``pin_memory``, ``persistent_workers``, ``prefetch_factor``,
-    ``batch_size``, ``autocast``, ``channels_last``, ``tf32``, ``cudnn_benchmark``,
-    ``dataset_on_gpu``, ``compile``).
+    ``loader_combined``: the DataLoader winners together, ``batch_size``, ``autocast``,
+    ``channels_last``, ``tf32``, ``cudnn_benchmark``, ``dataset_on_gpu``, ``compile``).
 
     Your model, optimizer, RNG states and torch flags are bit-identical afterwards, also when
     this raises (:class:`~gpusight.whatif.errors.LoaderError`, ``StepError``, ...) or is
@@ -333,7 +344,8 @@ def _diagnose(ctx: Context, snap: Snapshot, only: list[str] | None) -> Report:
         )
     _baselines(ctx, snap)
     rows, outcomes = _experiments(ctx, only)
-    winners = [o for o in outcomes if o.winner is not None]
+    # A measurement of winners together (the DataLoader's) is no winner of its own: its parts are.
+    winners = [o for o in outcomes if o.winner is not None and o.key not in TOGETHER_KEYS]
     combo, combo_notes = _combine(ctx, winners)
     if combo is not None:
         rows.append(combo)

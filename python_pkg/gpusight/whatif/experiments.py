@@ -4,6 +4,9 @@
 :class:`Outcome`; it raises :class:`~gpusight.whatif.context.Skip` with a reason when it cannot.
 Compute experiments run on a fixed set of cached batches (the loader is not what they measure);
 loader experiments run a clone of the user's DataLoader (the loader is what they measure).
+pin_memory, persistent_workers and prefetch_factor build on the num_workers sweep's winner, and
+``LoaderTogether`` (key ``loader_combined``) measures the DataLoader settings that won together,
+in one loader, against the user's.
 """
 
 from __future__ import annotations
@@ -19,12 +22,13 @@ import torch
 from torch import nn
 from torch.utils.data import IterableDataset
 
-from ..report import Scalar, WhatIf
+from ..report import Fix, Scalar, WhatIf
 from .arms import Arm
 from .context import MIN_GAIN, Context, Skip, VariantOOM
 from .loaders import batch_len, batch_nbytes, clone_loader, shutdown, tensors_of
 from .restore import read_flags, tensor_bytes
 from .runner import Comparison
+from .snippets import combined
 from .variant import Variant
 
 CONV_TYPES = (
@@ -164,6 +168,18 @@ def loader_workers(ctx: Context) -> int:
     return int(getattr(ctx.work.loader, "num_workers", 0) or 0)
 
 
+def winner_block_s(ctx: Context, variant: Variant) -> float:
+    """Seconds one block of a loader ``variant`` takes, worker start-up included: at the sweep
+    winner's measured step time when it runs the winner's workers, else at the user's loader's."""
+    won = ctx.results.get("num_workers")
+    w = ctx.workers(variant)
+    if won is None or won.winner is None or not won.what_if.after_ms or w != loader_workers(ctx):
+        return ctx.block_s("loader")
+    steps = ctx.steps_for(variant) + ctx.warmup(variant)
+    start = NumWorkers.START_S + NumWorkers.START_PER_WORKER_S * w
+    return steps * float(won.what_if.after_ms) / 1000 + start
+
+
 # --- loader experiments -------------------------------------------------------------------------
 
 
@@ -300,6 +316,15 @@ class NumWorkers(Experiment):
 
 
 class PinMemory(Experiment):
+    """Pinned batches copied with ``non_blocking=True``.
+
+    With a DataLoader it stacks on the num_workers sweep's winner, as ``PrefetchFactor`` does:
+    with ``w`` winning workers it measures ``num_workers=w, pin_memory=True`` against
+    ``num_workers=w``. Pinning pays off there (the loader's pin thread does it, off the main
+    thread, whose step the workers now limit); in the main process of a loader without workers
+    it only adds a copy, so measuring it against the user's ``num_workers=0`` would miss it.
+    """
+
     key = "pin_memory"
     finding_id = "code.pageable_copy"
     label = "pin_memory=True + non_blocking copies"
@@ -317,25 +342,48 @@ class PinMemory(Experiment):
         return None
 
     def cost_s(self, ctx: Context) -> float:
-        src = "loader" if ctx.dataloader else "cached"
-        return ctx.reps * (2 * ctx.block_s(src) + 0.3)
+        if not ctx.dataloader:
+            return ctx.reps * (2 * ctx.block_s("cached") + 0.3)
+        on_winner = Variant("", source="loader", loader={"num_workers": loader_workers(ctx)})
+        return ctx.reps * (2 * winner_block_s(ctx, on_winner) + 0.3)
 
     def apply(self, ctx: Context) -> Outcome:
-        if ctx.dataloader:
-            variant = Variant(
-                "pin_memory=True, non_blocking=True",
-                source="loader",
-                loader={"pin_memory": True},
-                non_blocking=True,
-            )
-            return self.measure_one(
+        if not ctx.dataloader:
+            variant = Variant("pinned batches, non_blocking=True", non_blocking=True)
+            return self.measure_one(ctx, variant, "pinned batches copied with non_blocking=True")
+        w = loader_workers(ctx)
+        stacked = w != int(ctx.work.loader.num_workers or 0)
+        base = (
+            ctx.build(Variant(f"num_workers={w}", source="loader", loader={"num_workers": w}))
+            if stacked
+            else None
+        )
+        variant = Variant(
+            f"num_workers={w}, pin_memory=True, non_blocking=True"
+            if stacked
+            else "pin_memory=True, non_blocking=True",
+            source="loader",
+            loader={"num_workers": w, "pin_memory": True} if stacked else {"pin_memory": True},
+            non_blocking=True,
+        )
+        change = "DataLoader(pin_memory=True) and .to(device, non_blocking=True)"
+        against = f"num_workers={w} (the sweep's winner)" if stacked else "your loader"
+        try:
+            out = self.measure_one(
                 ctx,
                 variant,
-                "DataLoader(pin_memory=True) and .to(device, non_blocking=True)",
+                f"{change} with num_workers={w}" if stacked else change,
                 "loader",
+                params={
+                    "num_workers": w,
+                    "against": against,
+                },
+                base=base,
             )
-        variant = Variant("pinned batches, non_blocking=True", non_blocking=True)
-        return self.measure_one(ctx, variant, "pinned batches copied with non_blocking=True")
+        finally:
+            ctx.drop(base)
+        out.params.update(num_workers=w)
+        return out
 
 
 class PersistentWorkers(Experiment):
@@ -474,6 +522,109 @@ class PrefetchFactor(Experiment):
             )
         finally:
             ctx.drop(base)
+
+
+# The DataLoader settings whose winners LoaderTogether measures together, in the order they are
+# named (pin_memory brings its non_blocking copies along).
+LOADER_SETTINGS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
+
+
+def loader_together(loader: Any, winners: list[Outcome]) -> tuple[Variant, dict[str, Any]] | None:
+    """The variant with every winning DataLoader setting, and the settings it changes.
+
+    ``winners`` are the loader experiments' outcomes; only their DataLoader settings count (the
+    dataset kept on the GPU is no DataLoader setting). The changes are the settings that differ
+    from ``loader``'s own; None when no winner changes any.
+    """
+    v = Variant("the DataLoader winners together", source="loader")
+    for o in winners:
+        if o.key in LOADER_SETTINGS and o.winner is not None and o.winner.source == "loader":
+            v = v.combine(o.winner, v.label)
+    changes = {
+        k: v.loader[k]
+        for k in LOADER_SETTINGS
+        if k in v.loader and v.loader[k] != getattr(loader, k, None)
+    }
+    return (v, changes) if changes else None
+
+
+def together_change(changes: dict[str, Any], non_blocking: bool) -> str:
+    args = ", ".join(f"{k}={v}" for k, v in changes.items())
+    copies = " and .to(device, non_blocking=True)" if non_blocking else ""
+    return f"DataLoader({args}){copies}, together"
+
+
+class LoaderTogether(Experiment):
+    """Every DataLoader setting that won, in one loader, against the user's loader.
+
+    Runs after the other loader experiments, each of which measured one setting (pin_memory and
+    prefetch_factor on top of the num_workers winner): whether the settings add up is measured
+    here, in one arm, not multiplied. It needs two settings or more that won; with one, that
+    setting's own row is already the measurement. (persistent_workers pays at epoch starts,
+    which these blocks cross only when an epoch is a few blocks long: its own row measures that.)
+    """
+
+    key = "loader_combined"
+    finding_id = "load.input_bound"
+    label = "DataLoader winners together"
+    group = "loader"
+
+    def together(self, ctx: Context) -> tuple[Variant, dict[str, Any]] | None:
+        won = [ctx.results[k] for k in LOADER_SETTINGS if k in ctx.results]
+        return loader_together(ctx.work.loader, won)
+
+    def applies(self, ctx: Context) -> str | None:
+        gate = _loader_gate(ctx)
+        if gate:
+            return gate
+        found = self.together(ctx)
+        if found is None:
+            return "no DataLoader setting won: there is nothing to put together"
+        _, changes = found
+        if len(changes) < 2:
+            (name, value), *_ = changes.items()
+            return f"only one DataLoader setting won ({name}={value}): its own row measures it"
+        return None
+
+    def cost_s(self, ctx: Context) -> float:
+        found = self.together(ctx)
+        together = found[0] if found else Variant("", source="loader")
+        return ctx.reps * (ctx.block_s("loader") + winner_block_s(ctx, together) + 0.3)
+
+    def apply(self, ctx: Context) -> Outcome:
+        found = self.together(ctx)
+        if found is None:
+            raise Skip("no DataLoader setting won: there is nothing to put together")
+        v, changes = found
+        change = together_change(changes, v.non_blocking)
+        params: dict[str, Scalar] = {
+            **changes,
+            "non_blocking": v.non_blocking,
+            "loader_settings": ", ".join(changes),
+            "against": "your loader",
+        }
+        out = self.measure_one(ctx, v.with_(label=change), change, "loader", params=params)
+        out.params.update(changes)
+        loader = ctx.work.loader
+        out.what_if.fix = Fix(
+            text="The DataLoader settings that won, together: the loader that was measured.",
+            snippet_id="whatif.loader_combined",
+            code=combined(
+                loader,
+                loader_changes=changes,
+                non_blocking=v.non_blocking,
+                device_type=ctx.device.type,
+                speedup=f"{out.speedup:.2f}x per step",
+                title="The DataLoader winners together",
+            ),
+            language="python",
+        )
+        return out
+
+
+# Experiments that measure other experiments' winners together: report rows, not one more
+# winner (their parts make the findings and go into the final run of every winner).
+TOGETHER_KEYS = frozenset({LoaderTogether.key})
 
 
 # --- compute experiments (cached batches) -------------------------------------------------------
@@ -855,14 +1006,16 @@ class Compile(Experiment):
         return out
 
 
-# In the order they run within their group: the usual large, cheap wins first; the batch size
-# sweep (several points, each larger) and compile (minutes) last.
+# In the order they run within their group: the usual large, cheap wins first; the DataLoader
+# winners together after every loader experiment; the batch size sweep (several points, each
+# larger) and compile (minutes) last.
 ALL: tuple[type[Experiment], ...] = (
     NumWorkers,
     PinMemory,
     DatasetOnDevice,
     PersistentWorkers,
     PrefetchFactor,
+    LoaderTogether,
     Autocast,
     ChannelsLast,
     TF32,

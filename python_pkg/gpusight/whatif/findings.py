@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..report import Evidence, Finding, Fix, Impact, Severity, Verdict, WhatIf
 from .context import Context
-from .experiments import Outcome
+from .experiments import TOGETHER_KEYS, Outcome
 from .snippets import CATALOGUE, combined, loader_args, render
 from .variant import Variant
 
@@ -98,8 +98,14 @@ def snippet_for(ctx: Context, o: Outcome, winners: list[Outcome]) -> tuple[str, 
     return sid, render(sid, loader=loader, **params)
 
 
-def finding_for(ctx: Context, group: list[Outcome], winners: list[Outcome]) -> Finding:
-    """One finding per catalogue id: the best of its experiments, the others as evidence."""
+def finding_for(
+    ctx: Context, group: list[Outcome], winners: list[Outcome], together: Sequence[Outcome] = ()
+) -> Finding:
+    """One finding per catalogue id: the best of its experiments, the others as evidence.
+
+    ``together``: measurements of several winners in one arm (the DataLoader winners
+    together), evidence of the finding that shares their id.
+    """
     best = max(group, key=lambda o: o.speedup)
     w: WhatIf = best.what_if
     fid = best.finding_id
@@ -111,7 +117,7 @@ def finding_for(ctx: Context, group: list[Outcome], winners: list[Outcome]) -> F
     ]
     if w.noise_pct is not None:
         evidence.append(Evidence("noise band of the unchanged runs", w.noise_pct, "%"))
-    for o in group:
+    for o in [*group, *together]:
         if o is not best:
             evidence.append(Evidence(o.what_if.change, o.what_if.speedup, "x"))
     for k, v in (w.params or {}).items():
@@ -140,16 +146,30 @@ def finding_for(ctx: Context, group: list[Outcome], winners: list[Outcome]) -> F
 
 
 def findings_of(ctx: Context, outcomes: list[Outcome]) -> list[Finding]:
-    winners = [o for o in outcomes if o.winner is not None and o.finding_id]
+    """One finding per catalogue id of the winners; a measurement of winners together (key in
+    ``TOGETHER_KEYS``) is evidence for its id's finding, not a finding or a winner of its own."""
+    winners = [
+        o for o in outcomes if o.winner is not None and o.finding_id and o.key not in TOGETHER_KEYS
+    ]
+    together = [o for o in outcomes if o.key in TOGETHER_KEYS and o.what_if.speedup is not None]
     groups: dict[str, list[Outcome]] = {}
     for o in winners:
         assert o.finding_id is not None
         groups.setdefault(o.finding_id, []).append(o)
-    return [finding_for(ctx, g, winners) for g in groups.values()]
+    return [
+        finding_for(ctx, g, winners, [t for t in together if t.finding_id == fid])
+        for fid, g in groups.items()
+    ]
 
 
 def combination(winners: list[Outcome]) -> Variant | None:
-    """The variant with every winner's change (the GPU-resident dataset replaces loader changes)."""
+    """The variant with every winner's change (the GPU-resident dataset replaces loader changes).
+
+    A winner measured on top of another (pin_memory on the num_workers winner) carries that
+    one's setting too; both agree on it. Measurements of winners together are left out: their
+    parts are here already.
+    """
+    winners = [o for o in winners if o.key not in TOGETHER_KEYS]
     if not winners:
         return None
     v = Variant("all winners")

@@ -265,10 +265,15 @@ def combined(
     lr_factor: int = 1,
     device_type: str = "cuda",
     speedup: str = "",
+    title: str = "All measured winners together",
 ) -> str:
-    """One training loop with every winning change, in the order they must be applied."""
+    """One training loop with every winning change, in the order they must be applied.
+
+    ``title`` heads it: the DataLoader winners alone (``whatif.loader_combined``) are this same
+    loop with only ``loader_changes`` and ``non_blocking`` set.
+    """
     lines = [
-        f"# All measured winners together{': ' + speedup if speedup else ''}.",
+        f"# {title}{': ' + speedup if speedup else ''}.",
         "import torch",
         "",
     ]
