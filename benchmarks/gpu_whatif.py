@@ -8,7 +8,13 @@
 2. Planted-bottleneck scenarios, each with a known fix: ``diagnose`` on the slow version, then the
    fix applied in a plain training loop written here (not gpusight's runner), timed interleaved
    with the slow version. Compared: the what-if measured for the fix's own setting (and the top
-   what-if) against the fix's measured speedup. Target: within 15 %.
+   what-if) against the fix's measured speedup, both throughputs (time of many steps over their
+   count, not the median gap between steps: a loader with workers delivers in bursts). Where the
+   --fix changes several DataLoader settings (slow_loader), the what-if compared is the
+   "DataLoader winners together" row when diagnose measured one. Target: within 15 %.
+   A cross-check runs each captured scenario script as it is, bare and with --fix, and takes the
+   speedup from its own SCENARIO_RESULT lines (``mean_step_ms``; ``median_step_ms`` for a script
+   that prints no mean), per sample.
    Scenarios come from ``benchmarks/scenarios/`` when a module there offers
    ``whatif_scenario() -> dict`` (see ``Scenario`` below for the keys); otherwise the three
    built in here: a CPU-bound loader, a float32 conv net (autocast), a tiny batch.
@@ -29,6 +35,7 @@ import json
 import os
 import random
 import statistics
+import subprocess
 import sys
 import time
 import traceback
@@ -275,6 +282,9 @@ class Scenario:
     # The what-if that applies the fix's own change (its experiment's row, by finding id), at
     # the fix's setting (``param``): the comparison is apples to apples.
     compared: str = ""
+    # The --fix changes several DataLoader settings, with this many workers: compare with the
+    # "DataLoader winners together" row (its params name ``loader_settings``) when there is one.
+    together_workers: int | None = None
 
 
 # --- scenarios of benchmarks/scenarios (the watch engineer's planted bottlenecks) ---------------
@@ -368,10 +378,62 @@ def objects_loop_ms(obj: dict[str, Any], dev: torch.device) -> float:
     return 1000 * elapsed / samples
 
 
+# Run each captured scenario script as it is, bare and with --fix (``--no-script-runs``: not).
+SCRIPT_RUNS = {"on": True}
+
+
+def script_result(path: Path, dev: torch.device, args: list[str]) -> dict[str, Any]:
+    """The ``SCENARIO_RESULT`` of a scenario script run as it is: its own loop, its own timing."""
+    cmd = [sys.executable, str(path), "--device", dev.type, *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("SCENARIO_RESULT ")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(
+            f"{path.name} {' '.join(args)} exited {proc.returncode} without a SCENARIO_RESULT: "
+            f"{proc.stderr.strip()[-400:]}"
+        )
+    result: dict[str, Any] = json.loads(lines[-1].split(" ", 1)[1])
+    return result
+
+
+def ms_per_sample(result: dict[str, Any]) -> tuple[float, str]:
+    """(ms per sample, the number it comes from): the throughput (``mean_step_ms``), or the
+    median gap between steps from a script that prints no mean."""
+    basis = "mean_step_ms" if result.get("mean_step_ms") else "median_step_ms"
+    ms = result.get(basis)
+    if not ms:
+        raise ValueError(f"no step time in {result}")
+    samples = result.get("samples_per_step") or (
+        result["samples_per_s"] * result["median_step_ms"] / 1000
+    )
+    return float(ms) / float(samples), basis
+
+
+def script_speedup(path: Path, dev: torch.device, extra: list[str]) -> dict[str, Any]:
+    """The scenario script's own speedup from --fix: one bare run, one with --fix, per sample."""
+    try:
+        bare = script_result(path, dev, extra)
+        fixed = script_result(path, dev, [*extra, "--fix"])
+        bare_ms, bare_basis = ms_per_sample(bare)
+        fixed_ms, fixed_basis = ms_per_sample(fixed)
+    except (RuntimeError, ValueError, KeyError, subprocess.TimeoutExpired) as exc:
+        return {"speedup": None, "error": f"{type(exc).__name__}: {exc}"}
+    return {
+        "speedup": bare_ms / fixed_ms,
+        "basis": bare_basis if bare_basis == fixed_basis else f"{bare_basis}/{fixed_basis}",
+        "bare_ms_per_sample": bare_ms,
+        "fixed_ms_per_sample": fixed_ms,
+        "bare": bare,
+        "fixed": fixed,
+        "how": f"{path.name} run as it is, bare and with --fix, once each (its SCENARIO_RESULT)",
+    }
+
+
 def captured_fix_speedup(
     path: Path, to_objects: Callable[[dict[str, Any]], dict[str, Any]], extra: list[str]
 ) -> Callable[[torch.device], dict[str, Any]]:
-    """The scenario built as it is and with ``--fix``, each step timed in a plain loop."""
+    """The scenario built as it is and with ``--fix``, each step timed in a plain loop (a
+    throughput: many steps over their count), and the script's own runs as a cross-check."""
 
     def measure(dev: torch.device) -> dict[str, Any]:
         slow = to_objects(capture_locals(path, dev, extra))
@@ -387,13 +449,16 @@ def captured_fix_speedup(
         shutdown = getattr(getattr(loader, "_iterator", None), "_shutdown_workers", None)
         if shutdown:  # persistent workers of the fixed loader
             shutdown()
-        return {
+        out = {
             "speedup": statistics.median(ratios),
             "slow_ms_per_sample": statistics.median(slow_ms),
             "fixed_ms_per_sample": statistics.median(fixed_ms),
             "ratios": ratios,
             "how": f"{path.name} built with and without --fix, its step timed here (median of 5)",
         }
+        if SCRIPT_RUNS["on"]:
+            out["script"] = script_speedup(path, dev, extra)
+        return out
 
     return measure
 
@@ -429,6 +494,7 @@ def external_scenarios() -> list[Scenario]:
         param: str | None = None,
         budget_s: float = 20.0,
         compared: str = "",
+        together_workers: int | None = None,
     ) -> None:
         path = SCENARIO_DIR / f"{name}.py"
         if path.exists():
@@ -442,6 +508,7 @@ def external_scenarios() -> list[Scenario]:
                     param=param,
                     budget_s=budget_s,
                     compared=compared,
+                    together_workers=together_workers,
                 )
             )
 
@@ -457,8 +524,11 @@ def external_scenarios() -> list[Scenario]:
         },
         ["--iters", "400"],  # a dataset long enough for the sweep's epochs
         param=f"speedup_{workers}_workers",
-        budget_s=35.0,
+        # the sweep, pin_memory on its winner, persistent workers, prefetch, and all of the
+        # DataLoader's winners together
+        budget_s=45.0,
         compared=f"num_workers sweep at {workers} workers",
+        together_workers=workers,
     )
     add(
         "conv_nchw_amp",
@@ -648,10 +718,41 @@ BUILT_IN = [
 ]
 
 
-def predicted(report: Any, sc: Scenario) -> tuple[float | None, str, bool]:
+def together_label(params: dict[str, Any]) -> str:
+    """The DataLoader winners together, in few words: "together: 16 workers, pin_memory, ..."."""
+    parts = []
+    if "num_workers" in params:
+        parts.append(f"{params['num_workers']} workers")
+    if params.get("pin_memory"):
+        parts.append("pin_memory")
+    if params.get("persistent_workers"):
+        parts.append("persistent")
+    if params.get("prefetch_factor"):
+        parts.append(f"prefetch {params['prefetch_factor']}")
+    return "together: " + ", ".join(parts)
+
+
+def predicted(report: Any, sc: Scenario) -> tuple[float | None, str, bool, str]:
     """The speedup of the what-if that applies the fix's own change, at the fix's own setting
-    (matched), else at the best setting its sweep reached (not matched)."""
+    (matched), else at the best setting its sweep reached (not matched); how it was found; and
+    the what-if's name for the table.
+
+    A --fix of several DataLoader settings (``together_workers``) is compared with the
+    "DataLoader winners together" row when diagnose measured one: matched when it ran the fix's
+    worker count."""
+    if sc.together_workers is not None:
+        for w in report.what_if:
+            p = w.params or {}
+            if "loader_settings" in p and w.skipped is None and w.speedup is not None:
+                matched = p.get("num_workers") == sc.together_workers
+                off = "" if matched else f"; NOT at the fix's {sc.together_workers} workers"
+                return float(w.speedup), f"{w.change}{off}", matched, together_label(p)
     what = sc.compared or sc.finding
+    speed, basis, matched = _predicted_row(report, sc, what)
+    return speed, basis, matched, what
+
+
+def _predicted_row(report: Any, sc: Scenario, what: str) -> tuple[float | None, str, bool]:
     for w in report.what_if:
         if w.finding_id == sc.finding and w.skipped is None and w.speedup is not None:
             if sc.param and w.params and sc.param in w.params:
@@ -775,7 +876,7 @@ def _run_scenario(sc: Scenario, out: Path, dev: torch.device, scale: float) -> d
     del objects
     if dev.type == "cuda":
         torch.cuda.empty_cache()
-    pred, basis, matched = predicted(report, sc)
+    pred, basis, matched, compared = predicted(report, sc)
     top_change, top_speed = top_what_if(report)
     other = bigger_win(report, sc, pred)
     fix = sc.fix_speedup(dev)
@@ -784,6 +885,14 @@ def _run_scenario(sc: Scenario, out: Path, dev: torch.device, scale: float) -> d
         f"  fix ({sc.fix}) measured {fix['speedup']:.2f}x ({fix['how']}); "
         f"what-if {pred}x from {basis}; error {err if err is None else round(err, 1)} %"
     )
+    script = fix.get("script") or {}
+    if script:
+        own = script.get("speedup")
+        log(
+            f"  script's own runs: {own:.2f}x from {script['basis']}"
+            if own is not None
+            else f"  script's own runs: {script.get('error')}"
+        )
     return {
         "scenario": sc.name,
         "fix": sc.fix,
@@ -791,7 +900,7 @@ def _run_scenario(sc: Scenario, out: Path, dev: torch.device, scale: float) -> d
         "diagnose_budget_s": budget,
         "top_what_if": top_change,
         "top_speedup": top_speed,
-        "compared_what_if": sc.compared or sc.finding,
+        "compared_what_if": compared,
         "bigger_win_not_in_fix": None
         if other is None
         else {"change": other[0], "speedup": round(other[1], 3)},
@@ -799,6 +908,9 @@ def _run_scenario(sc: Scenario, out: Path, dev: torch.device, scale: float) -> d
         "predicted_from": basis,
         "matched_setting": matched,
         "fix_speedup": round(fix["speedup"], 3),
+        "fix_basis": "throughput: ms per sample over many steps (a mean), median of 5 pairs",
+        "script_speedup": None if script.get("speedup") is None else round(script["speedup"], 3),
+        "script_basis": script.get("basis"),
         "fix_detail": fix,
         "error_pct": None if err is None else round(err, 1),
         "within_target": matched and err is not None and abs(err) <= TARGET_ERROR_PCT,
@@ -819,8 +931,8 @@ def table(resnet: dict[str, Any] | None, rows: list[dict[str, Any]]) -> str:
             lines.append(f"  {f['id']:24s} {f['speedup']:6.2f}x  {f['title'][:80]}")
         lines.append("")
     head = (
-        f"{'scenario':16s} {'what-if compared (the --fix change, at its setting)':52s} "
-        f"{'what-if':>8s} {'--fix':>8s} {'error':>7s}"
+        f"{'scenario':16s} {'what-if compared (the --fix change, at its setting)':56s} "
+        f"{'what-if':>8s} {'--fix mean':>10s} {'error':>7s} {'script mean':>11s}"
     )
     lines += [head, "-" * len(head)]
     for r in rows:
@@ -828,10 +940,14 @@ def table(resnet: dict[str, Any] | None, rows: list[dict[str, Any]]) -> str:
         if r["predicted_speedup"] and not r["matched_setting"]:
             pred += "*"
         err = f"{r['error_pct']:+.1f}%" if r["error_pct"] is not None else "-"
+        own = r.get("script_speedup")
+        script = "-" if own is None else f"{own:.2f}x"
+        if own is not None and r.get("script_basis") != "mean_step_ms":
+            script += "^"
         mark = "" if r["within_target"] else "  <-- outside ±15%"
         lines.append(
-            f"{r['scenario']:16s} {r['compared_what_if'][:52]:52s} {pred:>8s} "
-            f"{r['fix_speedup']:7.2f}x {err:>7s}{mark}"
+            f"{r['scenario']:16s} {r['compared_what_if'][:56]:56s} {pred:>8s} "
+            f"{r['fix_speedup']:9.2f}x {err:>7s} {script:>11s}{mark}"
         )
         other = r.get("bigger_win_not_in_fix")
         if other:
@@ -840,10 +956,20 @@ def table(resnet: dict[str, Any] | None, rows: list[dict[str, Any]]) -> str:
                 f"{other['speedup']:.2f}x"
             )
     lines.append(
-        "what-if: the what-if of the fix's own change, at the fix's own setting; "
-        "error: what-if vs --fix"
+        "what-if: the what-if of the fix's own change, at the fix's own setting (several "
+        "DataLoader settings: the row of the loader's winners together); error: what-if vs --fix"
     )
-    lines.append("*: the sweep did not reach the fix's setting; its best setting is shown instead")
+    lines.append(
+        "--fix mean: the scenario built with --fix vs bare, throughput (many steps over their "
+        "count), median of 5 interleaved pairs"
+    )
+    lines.append(
+        "script mean: the scripts' own runs, bare vs --fix, from SCENARIO_RESULT mean_step_ms "
+        "(^: median_step_ms, the script printed no mean); a cross-check, not compared"
+    )
+    lines.append(
+        "*: the what-if did not reach the fix's setting; its best setting is shown instead"
+    )
     return "\n".join(lines)
 
 
@@ -857,7 +983,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-resnet", action="store_true")
     ap.add_argument("--only", nargs="*", help="scenario names")
     ap.add_argument("--device", default="cuda", help="'cpu' for a dry run of this script's code")
+    ap.add_argument(
+        "--no-script-runs",
+        action="store_true",
+        help="skip the cross-check that runs each scenario script as it is, bare and --fix",
+    )
     args = ap.parse_args(argv)
+    SCRIPT_RUNS["on"] = not args.no_script_runs
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     dev = torch.device(args.device)

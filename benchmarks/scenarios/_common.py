@@ -5,9 +5,12 @@ module-level ``LABEL`` says what, ``EXPECTED`` what gpusight should report, and 
 the fix. Synthetic data only, nothing downloaded. On a machine without CUDA they run on the
 CPU at toy sizes (the GPU-specific bottlenecks then do not exist; ``REQUIRES_CUDA`` says so).
 
-The scenario times itself (host time between step ends, median after ``--warmup`` steps) and
-prints one line ``SCENARIO_RESULT {json}`` when it ends, also when ``gpusight run --steps``
-ends it early: ``benchmarks/accuracy.py`` compares that number with and without gpusight.
+The scenario times itself (host time between step ends, after ``--warmup`` steps) and prints
+one line ``SCENARIO_RESULT {json}`` when it ends, also when ``gpusight run --steps`` ends it
+early: ``median_step_ms`` (the typical gap between steps: ``benchmarks/accuracy.py`` compares it
+with and without gpusight) and ``mean_step_ms`` (the timed steps' total time over their count:
+the throughput, what ``benchmarks/gpu_whatif.py`` compares; a loader with workers delivers
+batches in bursts, so the median gap is not its throughput).
 """
 
 from __future__ import annotations
@@ -65,12 +68,15 @@ class Steps:
         times = [(b - a) * 1000 for a, b in zip(self.ends, self.ends[1:], strict=False)]
         timed = times[self.args.warmup :] or times
         median = statistics.median(timed) if timed else None
+        mean = sum(timed) / len(timed) if timed else None
         result = {
             "scenario": self.name,
             "fix": bool(self.args.fix),
             "device": str(self.device),
             "steps": len(times),
             "median_step_ms": round(median, 4) if median else None,
+            "mean_step_ms": round(mean, 4) if mean else None,
+            "samples_per_step": self.samples,
             "samples_per_s": round(self.samples / median * 1000, 1) if median else None,
         }
         print("SCENARIO_RESULT " + json.dumps(result), flush=True)

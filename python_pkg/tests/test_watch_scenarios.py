@@ -79,3 +79,7 @@ def test_scenario_runs(
     result = json.loads(line.split(" ", 1)[1])
     assert result["scenario"] == name and result["fix"] is fix and result["steps"] == 3
     assert result["median_step_ms"] > 0
+    # The throughput: the timed steps' total over their count. Two timed steps (3 less the one
+    # warm-up): their mean is their median.
+    assert result["mean_step_ms"] == pytest.approx(result["median_step_ms"], abs=1e-3)
+    assert result["samples_per_step"] > 0
