@@ -359,9 +359,7 @@ class PinMemory(Experiment):
             else None
         )
         variant = Variant(
-            f"num_workers={w}, pin_memory=True, non_blocking=True"
-            if stacked
-            else "pin_memory=True, non_blocking=True",
+            "pin_memory=True, non_blocking=True",  # its change; the workers are the winner's
             source="loader",
             loader={"num_workers": w, "pin_memory": True} if stacked else {"pin_memory": True},
             non_blocking=True,
