@@ -15,7 +15,10 @@ What is installed for the duration of the watch (and removed again, also on erro
 * a ``torch.profiler`` window of a few steps right after warm-up; an NVML sampler thread.
 
 The hooks cost a few microseconds each; the watch measures its own time in them and reports
-it as ``run.overhead_pct`` over the clean (unprofiled) steps.
+it as ``run.overhead_pct`` over the clean (unprofiled) steps (``benchmarks/overhead.py`` checks
+it from outside). They run on every step, so their common path is kept short: one thread check,
+then cached answers (the user's line per calling instruction, the step's phase), and none of the
+between-steps work (profiler window, hook switch, sync-debug mode) once that is all settled.
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from threading import get_ident
 from time import perf_counter_ns
+from types import FrameType
 from typing import Any
 
 from ..report import Report
@@ -70,6 +75,8 @@ class SyncAgg:
     measured: int = 0
     """Of ``count``, those in clean (measured) steps."""
     host_ns: int = 0
+    key: str = "?"
+    """``file:line`` of the site (``?`` when none): its key in ``Collected.syncs``."""
 
 
 @dataclass
@@ -202,6 +209,7 @@ class Watch:
         self._fwd_depth = 0
         self._fwd_t0 = 0
         self._fwd_top: Any = None
+        self._fwd_top_info: ModuleInfo | None = None
         self._bwd_depth = 0
         self._switched = False
         self._global_handles: list[Any] = []
@@ -215,9 +223,16 @@ class Watch:
         self.window_start_ms = 0.0
         self.window_stop_ms = 0.0
         self._extra_warmup = 0
-        # (code, line) of a copy's calling frame, when that frame is the user's own -> its
-        # site and key: a hot loop copies from the same line every step.
-        self._copy_sites: dict[tuple[Any, int], tuple[Site | None, str]] = {}
+        # Nothing left to do between steps but the bookkeeping (see ``_between_steps``).
+        self._settled = False
+        # (id(code), instruction offset) of a copy's or a sync's calling frame, when that frame
+        # is the user's own -> what it resolved to: a hot loop copies and syncs from the same
+        # lines every step. The code object is held so that its id stays its own.
+        self._copy_sites: dict[tuple[int, int], tuple[Any, Site | None, str]] = {}
+        self._sync_sites: dict[tuple[int, int], tuple[Any, SyncAgg]] = {}
+        # Frames between a sync warning and the line that caused it that are always ours or
+        # the warnings module's: skipped before looking for the user's frame.
+        self._relay_codes: set[int] = set()
 
     # -- context manager ----------------------------------------------------------------------
     def __enter__(self) -> Watch:
@@ -304,6 +319,9 @@ class Watch:
     def _restore(self) -> None:
         """Undo everything; each part on its own, so one failure leaves no other in place."""
         global _ACTIVE
+        # From here on every hook passes through: stopping the profiler syncs the device, and
+        # that sync is ours, not the user's.
+        self._tid = None
         parts: list[tuple[str, Callable[[], object]]] = [
             ("profiler window", lambda: self._window.stop() if self._window is not None else None),
             ("hooks and wrappers", self._patches.restore),
@@ -321,6 +339,7 @@ class Watch:
             # Hold no reference to the user's modules once the watch is over.
             self._top_modules = {}
             self._fwd_top = None
+            self._fwd_top_info = None
             if _ACTIVE is self:
                 _ACTIVE = None
         self.notes.extend(self._patches.errors)
@@ -338,8 +357,9 @@ class Watch:
 
     # -- installation -------------------------------------------------------------------------
     def _mine(self) -> bool:
-        # Once the requested steps are in, every hook passes straight through.
-        return not self._done and threading.get_ident() == self._tid
+        # Once the requested steps are in (``_tid`` is then None), every hook passes straight
+        # through. The hooks inline this test: it runs several times a step.
+        return get_ident() == self._tid
 
     def _install(self, torch: Any) -> None:
         from torch.nn.modules import module as nn_module
@@ -414,9 +434,13 @@ class Watch:
     # -- the profiler window ------------------------------------------------------------------
     def _start_window(self) -> None:
         t0 = perf_counter_ns()
+        # The profiler's own work (a device sync when it starts or stops) is not the user's:
+        # every hook passes it through.
+        tid, self._tid = self._tid, None
         try:
             self._start_window_now()
         finally:
+            self._tid = tid
             self.window_start_ms += (perf_counter_ns() - t0) / 1e6
 
     def _start_window_now(self) -> None:
@@ -443,21 +467,45 @@ class Watch:
     def _stop_window(self) -> None:
         assert self._rec is not None and self._window is not None
         t0 = perf_counter_ns()
-        self._window.stop()
+        tid, self._tid = self._tid, None  # as in _start_window: not the user's syncs
+        try:
+            self._window.stop()
+        finally:
+            self._tid = tid
         self.window_stop_ms += (perf_counter_ns() - t0) / 1e6
         self._rec.recording_window = False
 
     # -- step boundaries ----------------------------------------------------------------------
-    def _boundary(self, kind: str, t: int) -> None:
+    def _boundary(self, kind: str, t: int) -> bool:
+        """A step of ``kind`` may have ended at ``t``; True when it did.
+
+        Then the hook's own work from ``t`` on counts as the next step's overhead (the step just
+        ended at ``t``), so the hook need not read the clock again.
+        """
         rec = self._rec
-        assert rec is not None
-        if not rec.boundary(kind, t):
-            return
+        if rec is None or not rec.boundary(kind, t):
+            return False
         if kind == "optimizer":
             self._fwd_depth = 0
-        n = rec.completed
         # Profiler start/stop and the hook switch happen between steps, outside both of them;
         # only the ordinary bookkeeping counts as the next step's overhead.
+        transition = False if self._settled else self._between_steps(rec)
+        nxt = rec.begin_next(perf_counter_ns())
+        if not transition:
+            nxt.overhead_ns += nxt.start_ns - t
+        if rec.steps is not None and rec.done():
+            self._done = True
+            self._tid = None  # every hook passes straight through from here on
+            if self.stop_after_steps:
+                raise StopWatch(f"gpusight: {rec.measured} steps measured")
+        return True
+
+    def _between_steps(self, rec: StepRecorder) -> bool:
+        """Warm-up extension, profiler window, hook switch, sync-debug mode; True on a switch.
+
+        Once all of that is behind us (``_settled``), steps skip this altogether.
+        """
+        n = rec.completed
         transition = False
         if (
             rec.profiling
@@ -485,17 +533,17 @@ class Watch:
             self._switch_hooks()
             transition = True
         self._maybe_enable_sync_mode()
-        nxt = rec.begin_next(perf_counter_ns())
-        if not transition:
-            nxt.overhead_ns += nxt.start_ns - t
-        if rec.done():
-            self._done = True
-            if self.stop_after_steps:
-                raise StopWatch(f"gpusight: {rec.measured} steps measured")
+        self._settled = (
+            self._switched
+            and (self._sync_mode_set or not self._cuda)
+            and (not rec.profiling or (self._window is not None and not rec.recording_window))
+        )
+        return transition
 
     # -- hooks --------------------------------------------------------------------------------
+    # Each starts with the same test as ``_mine()``, inlined: it runs several times a step.
     def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
-        if not self._mine():
+        if get_ident() != self._tid:
             return
         if self._opt_clock is None:
             self._opt_clock = id(opt)
@@ -504,61 +552,72 @@ class Watch:
 
     def _opt_post(self, opt: Any, args: Any, kwargs: Any) -> None:
         t = perf_counter_ns()
-        if not self._mine() or id(opt) != self._opt_clock or self._rec is None:
-            return
         rec = self._rec
+        if get_ident() != self._tid or id(opt) != self._opt_clock or rec is None:
+            return
+        cur = rec.current
         if self._opt_t0:
-            rec.current.framework_ns += t - self._opt_t0
+            cur.framework_ns += t - self._opt_t0
             if rec.recording_window:
                 rec.window.framework.append((self._opt_t0, t))
             self._opt_t0 = 0
-        rec.current.overhead_ns += perf_counter_ns() - t
-        self._boundary("optimizer", t)
+        if not self._boundary("optimizer", t):
+            cur.overhead_ns += perf_counter_ns() - t
 
     def _fwd_pre(self, module: Any, args: Any) -> None:
-        if self._bwd_depth or not self._mine():
+        if self._bwd_depth or get_ident() != self._tid:
             return None
-        t = perf_counter_ns()
         depth = self._fwd_depth
         self._fwd_depth = depth + 1
         if depth == 0:
+            t = perf_counter_ns()
             self._fwd_top = module
             info = self.collected.modules.get(id(module))
             if info is None:
-                try:
-                    info = inspect_module(module)
-                except Exception:
-                    info = None
-                if info is not None:
-                    self.collected.modules[id(module)] = info
-                    if len(self._top_modules) < MAX_TOP_MODULES:
-                        self._top_modules[id(module)] = module
+                info = self._first_call(module)
             if info is not None and info.calls < INSPECT_CALLS:
                 try:
                     observe_call(info, args if isinstance(args, tuple) else (args,), None)
                 except Exception:
                     info.calls = INSPECT_CALLS
+            self._fwd_top_info = info
             now = perf_counter_ns()
-            if self._rec is not None:
-                self._rec.current.overhead_ns += now - t
+            rec = self._rec
+            if rec is not None:
+                rec.current.overhead_ns += now - t
             self._fwd_t0 = now
         return None
 
+    def _first_call(self, module: Any) -> ModuleInfo | None:
+        try:
+            info = inspect_module(module)
+        except Exception:
+            return None
+        self.collected.modules[id(module)] = info
+        if len(self._top_modules) < MAX_TOP_MODULES:
+            self._top_modules[id(module)] = module
+        return info
+
     def _fwd_post(self, module: Any, args: Any, output: Any) -> None:
-        if self._bwd_depth or not self._mine():
+        if self._bwd_depth or get_ident() != self._tid:
             return None
         t = perf_counter_ns()
-        self._fwd_depth = max(0, self._fwd_depth - 1)
-        if self._fwd_depth == 0 and module is self._fwd_top and self._rec is not None:
-            self._fwd_top = None
-            rec = self._rec
-            rec.current.framework_ns += t - self._fwd_t0
-            if rec.recording_window:
-                rec.window.framework.append((self._fwd_t0, t))
-            info = self.collected.modules.get(id(module))
-            rec.current.overhead_ns += perf_counter_ns() - t
-            if info is not None and info.n_params > 0:
-                self._boundary("forward", t)
+        depth = self._fwd_depth - 1
+        if depth > 0:
+            self._fwd_depth = depth
+            return None
+        self._fwd_depth = 0
+        rec = self._rec
+        if module is not self._fwd_top or rec is None:
+            return None
+        self._fwd_top = None
+        cur = rec.current
+        cur.framework_ns += t - self._fwd_t0
+        if rec.recording_window:
+            rec.window.framework.append((self._fwd_t0, t))
+        info = self._fwd_top_info
+        if info is None or info.n_params == 0 or not self._boundary("forward", t):
+            cur.overhead_ns += perf_counter_ns() - t
         return None
 
     def _wrap_backward(self, orig: Callable[..., Any]) -> Callable[..., Any]:
@@ -566,7 +625,8 @@ class Watch:
 
         @functools.wraps(orig)
         def backward(*args: Any, **kwargs: Any) -> Any:
-            if w._bwd_depth or not w._mine() or w._rec is None:
+            rec = w._rec
+            if w._bwd_depth or get_ident() != w._tid or rec is None:
                 return orig(*args, **kwargs)
             w._bwd_depth += 1
             t0 = perf_counter_ns()
@@ -575,12 +635,12 @@ class Watch:
             finally:
                 w._bwd_depth -= 1
             t1 = perf_counter_ns()
-            rec = w._rec
-            rec.current.framework_ns += t1 - t0
+            cur = rec.current
+            cur.framework_ns += t1 - t0
             if rec.recording_window:
                 rec.window.framework.append((t0, t1))
-            rec.current.overhead_ns += perf_counter_ns() - t1
-            w._boundary("backward", t1)
+            if not w._boundary("backward", t1):
+                cur.overhead_ns += perf_counter_ns() - t1
             return out
 
         return backward
@@ -590,22 +650,23 @@ class Watch:
 
         @functools.wraps(orig)
         def __next__(it: Any) -> Any:
-            if not w._mine() or w._rec is None:
+            rec = w._rec
+            if get_ident() != w._tid or rec is None:
                 return orig(it)
             t0 = perf_counter_ns()
             try:
                 return orig(it)
             finally:
                 t1 = perf_counter_ns()
-                rec = w._rec
-                rec.current.data_ns += t1 - t0
+                cur = rec.current
+                cur.data_ns += t1 - t0
                 if rec.recording_window:
                     rec.window.data_wait.append((t0, t1))
                 seen = w.collected.loaders.get(id(it))
                 if seen is None:
                     w.collected.loaders[id(it)] = seen = _loader_seen(it)
                 seen.calls += 1
-                rec.current.overhead_ns += perf_counter_ns() - t1
+                cur.overhead_ns += perf_counter_ns() - t1
 
         return __next__
 
@@ -614,27 +675,38 @@ class Watch:
         torch = self._torch
         is_compiling = torch.compiler.is_compiling
         parameter = torch.nn.Parameter
+        plain = torch.Tensor
+        device_types = self.device_types
+        cuda_counts = "cuda" in device_types
+        getframe = sys._getframe
 
-        @functools.wraps(orig)
         def copy(self_t: Any, *args: Any, **kwargs: Any) -> Any:
-            if is_compiling() or not w._mine() or w._rec is None:
+            # is_compiling first: under torch.compile this wrapper is traced, not run.
+            if is_compiling() or get_ident() != w._tid:
+                return orig(self_t, *args, **kwargs)
+            rec = w._rec
+            if rec is None:
                 return orig(self_t, *args, **kwargs)
             t0 = perf_counter_ns()
             out = orig(self_t, *args, **kwargs)
             t1 = perf_counter_ns()
             try:
+                # ``is_cpu``/``is_cuda`` are plain flags; ``.device`` builds an object, and
+                # Parameter's isinstance runs Python: a plain Tensor is never a Parameter.
                 if (
                     out is not self_t
-                    and self_t.device.type == "cpu"
-                    and out.device.type in w.device_types
-                    and not isinstance(self_t, parameter)
+                    and self_t.is_cpu
+                    and not out.is_cpu
+                    and (cuda_counts if out.is_cuda else out.device.type in device_types)
+                    and (type(self_t) is plain or not isinstance(self_t, parameter))
                 ):
-                    w.record_copy(self_t, non_blocking_arg(args, kwargs), t0, t1, sys._getframe(1))
+                    w.record_copy(self_t, non_blocking_arg(args, kwargs), t0, t1, getframe(1))
             finally:
-                w._rec.current.overhead_ns += perf_counter_ns() - t1
+                rec.current.overhead_ns += perf_counter_ns() - t1
             return out
 
-        return copy
+        self._relay_codes.add(id(copy.__code__))
+        return functools.wraps(orig)(copy)
 
     def record_copy(self, src: Any, non_blocking: bool, t0: int, t1: int, frame: Any) -> CopyAgg:
         """Account one host-to-device copy of ``src`` issued from ``frame`` (or its callers)."""
@@ -643,52 +715,63 @@ class Watch:
         except Exception:
             pinned = False
         kind = classify_copy(pinned, non_blocking)
-        loc = (frame.f_code, frame.f_lineno) if frame is not None else None
+        loc = (id(frame.f_code), frame.f_lasti) if frame is not None else None
         known = self._copy_sites.get(loc) if loc is not None else None
         if known is None:
             user = self.sources.user_frame(frame)
             site = self.sources.site(user) if user is not None else None
-            known = (site, f"{site.file}:{site.line}" if site else "?")
+            code = frame.f_code if frame is not None else None
+            known = (code, site, f"{site.file}:{site.line}" if site else "?")
             if loc is not None and user is frame:
                 self._copy_sites[loc] = known
-        site = known[0]
-        key = (kind, known[1])
+        site = known[1]
+        key = (kind, known[2])
         agg = self.collected.copies.get(key)
         if agg is None:
             agg = self.collected.copies[key] = CopyAgg(kind=kind, site=site)
-        size = int(src.numel()) * int(src.element_size())
+        size = int(src.nbytes)
+        took = t1 - t0
         agg.count += 1
         agg.bytes += size
-        agg.host_ns += t1 - t0
+        agg.host_ns += took
         rec = self._rec
         if rec is not None:
-            if rec.current.phase == "measure":
+            cur = rec.current
+            if cur.phase == "measure":
                 agg.measured += 1
                 agg.measured_bytes += size
-                agg.measured_host_ns += t1 - t0
-            rec.current.copy_ns += t1 - t0
+                agg.measured_host_ns += took
+            cur.copy_ns += took
             if rec.recording_window:
                 rec.window.host_copies.append((t0, t1))
         return agg
 
     def _wrap_synchronize(self, orig: Callable[..., Any]) -> Callable[..., Any]:
         w = self
+        getframe = sys._getframe
 
-        @functools.wraps(orig)
         def synchronize(*args: Any, **kwargs: Any) -> Any:
-            if not w._mine() or w._rec is None:
+            rec = w._rec
+            if get_ident() != w._tid or rec is None:
                 return orig(*args, **kwargs)
             t0 = perf_counter_ns()
             out = orig(*args, **kwargs)
             t1 = perf_counter_ns()
-            w.record_sync(sys._getframe(1), t1, kind="synchronize", host_ns=t1 - t0)
-            w._rec.current.overhead_ns += perf_counter_ns() - t1
+            w.record_sync(getframe(1), t1, kind="synchronize", host_ns=t1 - t0)
+            rec.current.overhead_ns += perf_counter_ns() - t1
             return out
 
-        return synchronize
+        self._relay_codes.add(id(synchronize.__code__))
+        return functools.wraps(orig)(synchronize)
 
     def _wrap_showwarning(self, orig: Callable[..., Any]) -> Callable[..., Any]:
         w = self
+        getframe = sys._getframe
+        relay = self._relay_codes
+        # The warnings module calls showwarning from its own ``_showwarnmsg``.
+        relay_fn = getattr(warnings, "_showwarnmsg", None)
+        if relay_fn is not None and hasattr(relay_fn, "__code__"):
+            relay.add(id(relay_fn.__code__))
 
         def showwarning(
             message: Any,
@@ -699,10 +782,15 @@ class Watch:
             line: str | None = None,
         ) -> None:
             if str(message).startswith(SYNC_MESSAGE):
-                if w._mine() and w._rec is not None:
+                rec = w._rec
+                if get_ident() == w._tid and rec is not None:
                     t = perf_counter_ns()
-                    w.record_sync(sys._getframe(1), t)
-                    w._rec.current.overhead_ns += perf_counter_ns() - t
+                    # From the frame that raised it, past the relays (warnings, our wrappers).
+                    frame: FrameType | None = getframe(1)
+                    while frame is not None and id(frame.f_code) in relay:
+                        frame = frame.f_back
+                    w.record_sync(frame, t)
+                    rec.current.overhead_ns += perf_counter_ns() - t
                 # The user only sees these if they had asked for them before we did.
                 if not w._sync_mode_before:
                     return
@@ -712,23 +800,33 @@ class Watch:
 
     def record_sync(self, frame: Any, t: int, kind: str | None = None, host_ns: int = 0) -> SyncAgg:
         """Count one host sync at the user's line above ``frame``."""
-        user = self.sources.user_frame(frame)
-        site = self.sources.site(user) if user is not None else None
-        key = f"{site.file}:{site.line}" if site else "?"
-        agg = self.collected.syncs.get(key)
-        if agg is None:
-            agg = self.collected.syncs[key] = SyncAgg(
-                kind=kind or sync_kind(site.code if site else None), site=site
-            )
+        loc = (id(frame.f_code), frame.f_lasti) if frame is not None else None
+        known = self._sync_sites.get(loc) if loc is not None else None
+        if known is not None:
+            agg = known[1]
+        else:
+            user = self.sources.user_frame(frame)
+            site = self.sources.site(user) if user is not None else None
+            key = f"{site.file}:{site.line}" if site else "?"
+            agg_or_none = self.collected.syncs.get(key)
+            if agg_or_none is None:
+                agg = self.collected.syncs[key] = SyncAgg(
+                    kind=kind or sync_kind(site.code if site else None), site=site, key=key
+                )
+            else:
+                agg = agg_or_none
+            if loc is not None and user is not None and user is frame:
+                self._sync_sites[loc] = (user.f_code, agg)
         agg.count += 1
         agg.host_ns += host_ns
         rec = self._rec
         if rec is not None:
-            if rec.current.phase == "measure":
+            cur = rec.current
+            if cur.phase == "measure":
                 agg.measured += 1
-            rec.current.syncs += 1
+            cur.syncs += 1
             if rec.recording_window:
-                rec.window.syncs.append((t, key))
+                rec.window.syncs.append((t, agg.key))
         return agg
 
     # -- results for the report builder -------------------------------------------------------

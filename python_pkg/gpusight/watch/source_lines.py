@@ -33,12 +33,20 @@ class Site:
 
 @dataclass
 class SourceMap:
-    """Maps code objects to the user's frames; remembers answers per code object."""
+    """Maps code objects to the user's frames; remembers answers per code object.
+
+    The caches are keyed by ``id(code)`` and hold the code object itself, which keeps it alive
+    (so its id cannot be reused while cached): hashing a code object walks all of its
+    instructions, and a sync in a hot loop asks for the same few frames every step. A site is
+    also remembered per instruction offset (``f_lasti``, read in constant time), since
+    ``f_lineno`` scans the code's line table.
+    """
 
     # Filenames to show differently (a cell's compiled name -> "cell") and a line offset each.
     names: dict[str, tuple[str, int]] = field(default_factory=dict)
-    _internal: dict[CodeType, bool] = field(default_factory=dict)
-    _sites: dict[tuple[CodeType, int], Site] = field(default_factory=dict)
+    _internal: dict[int, tuple[CodeType, bool]] = field(default_factory=dict)
+    _sites: dict[tuple[int, int], tuple[CodeType, Site]] = field(default_factory=dict)
+    _at: dict[tuple[int, int], tuple[CodeType, Site]] = field(default_factory=dict)
     _skip_dirs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -46,37 +54,49 @@ class SourceMap:
         self._skip_dirs = tuple(d for d in dirs if d)
 
     def is_internal(self, code: CodeType) -> bool:
-        known = self._internal.get(code)
+        known = self._internal.get(id(code))
         if known is not None:
-            return known
+            return known[1]
         fn = code.co_filename
         internal = (
             fn.startswith(self._skip_dirs)
             or fn.endswith(_STDLIB_SKIP)
             or (fn.startswith("<frozen ") and "importlib" in fn)
         )
-        self._internal[code] = internal
+        self._internal[id(code)] = (code, internal)
         return internal
 
     def user_frame(self, frame: FrameType | None) -> FrameType | None:
-        while frame is not None and self.is_internal(frame.f_code):
+        internal = self._internal
+        while frame is not None:
+            known = internal.get(id(frame.f_code))
+            if known is None:
+                if not self.is_internal(frame.f_code):
+                    return frame
+            elif not known[1]:
+                return frame
             frame = frame.f_back
-        return frame
+        return None
 
     def site(self, frame: FrameType) -> Site:
         """The frame's line as shown to the user; cached, as a hot loop hits the same lines."""
+        code = frame.f_code
+        at = (id(code), frame.f_lasti)
+        hit = self._at.get(at)
+        if hit is not None:
+            return hit[1]
         lineno = frame.f_lineno or 0
-        key = (frame.f_code, lineno)
+        key = (id(code), lineno)
         known = self._sites.get(key)
-        if known is not None:
-            return known
-        filename = frame.f_code.co_filename
-        code = linecache.getline(filename, lineno).strip() or None
-        shown, offset = self.names.get(filename, (None, 0))
-        if shown is None:
-            shown = display_path(filename)
-        site = self._sites[key] = Site(shown, lineno + offset, code)
-        return site
+        if known is None:
+            filename = code.co_filename
+            text = linecache.getline(filename, lineno).strip() or None
+            shown, offset = self.names.get(filename, (None, 0))
+            if shown is None:
+                shown = display_path(filename)
+            known = self._sites[key] = (code, Site(shown, lineno + offset, text))
+        self._at[at] = known
+        return known[1]
 
     def caller_site(self, depth: int = 1) -> Site | None:
         """The user's line that called into the current torch/gpusight code."""
