@@ -12,9 +12,10 @@ For each ``benchmarks/scenarios/*.py`` (its ``LABEL`` and ``EXPECTED`` read with
 Prints a table (expected vs reported bottleneck, whether the expected finding is there, GPU
 busy %, gpusight's self-measured overhead, and the external one: the report's median step over
 its clean steps against the bare run's median step) and writes ``OUT/accuracy.json`` plus each
-report. Needs only the
-standard library here; the scenarios need torch. Exit code 0 when every scenario ran (a wrong
-verdict is a result, not an error), 1 when one failed to run.
+report. The external figures compare two processes, whose noise exceeds a few %;
+``benchmarks/overhead.py`` measures the overhead in one process, bare and watched interleaved.
+Needs only the standard library here; the scenarios need torch. Exit code 0 when every scenario
+ran (a wrong verdict is a result, not an error), 1 when one failed to run.
 """
 
 from __future__ import annotations
