@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Every GPU check, in sequence, through gpusight's own code; results under $OUT.
-#   bash benchmarks/run_gpu.sh        (from anywhere; OUT defaults to benchmarks/results/gpu-local)
+#   bash benchmarks/run_gpu.sh [STEP...]   (from anywhere; OUT defaults to benchmarks/results/gpu-local)
+# STEPs (default: all, in this order): tests bench whatif accuracy overhead multi.
+# One device command may run 10 minutes: split the steps over two, e.g.
+#   bash benchmarks/run_gpu.sh tests bench whatif      (~8 min)
+#   bash benchmarks/run_gpu.sh accuracy overhead       (~6 min)
+#   bash benchmarks/run_gpu.sh multi                   (2 GPUs, ~3 min)
 # Each step's output goes to the terminal and to $OUT/run_gpu.log. A step may write
 # $OUT/<name>-table.txt: the step summary and those tables are printed last.
-# To add a check: one more `step NAME TIMEOUT_S COMMAND...` line below.
-# Device time is scarce: the whole run takes about 4 minutes (gpu-tests ~15 s, bench ~190 s with ABBA rounds);
-# the limits below only stop a hang. gpu_bench.py writes its log as it goes, so a step that
-# is stopped still leaves $OUT/bench-reference.txt up to where it was.
+# To add a check: one more `want NAME && step NAME TIMEOUT_S COMMAND...` line below.
+# The limits only stop a hang. gpu_bench.py writes its log as it goes, so a step that is
+# stopped still leaves $OUT/bench-reference.txt up to where it was.
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-benchmarks/results/gpu-local}"
@@ -29,17 +33,27 @@ step() { # step NAME TIMEOUT_S COMMAND...
   SUMMARY+=("$(printf '%-10s %-16s %4ss' "$name" "$([ "$rc" = 0 ] && echo ok || echo "FAILED (rc $rc)")" "$((SECONDS - t0))")")
 }
 
+STEPS=("$@")
+[ ${#STEPS[@]} -gt 0 ] || STEPS=(tests bench whatif accuracy overhead multi)
+want() { [[ " ${STEPS[*]} " == *" $1 "* ]]; }
+
 T0=$SECONDS
-step gpu-tests 90 "$PY" -m pytest -q -m gpu --noconftest -p no:cacheprovider python_pkg/tests/test_bench_gpu.py
-step bench 330 "$PY" benchmarks/gpu_bench.py --out "$OUT"
-step multi 240 "$PY" benchmarks/gpu_multi.py --out "$OUT"
+# Every test marked `gpu` (bench, watch, what-if), skipped elsewhere.
+want tests && step gpu-tests 150 "$PY" -m pytest -q -m gpu --noconftest -p no:cacheprovider python_pkg/tests/test_bench_gpu.py python_pkg/tests/test_watch_hot_path.py python_pkg/tests/test_whatif_gpu.py python_pkg/tests/test_inference.py
+want bench && step bench 330 "$PY" benchmarks/gpu_bench.py --out "$OUT"
+want whatif && step whatif 300 "$PY" benchmarks/gpu_whatif.py --out "$OUT/whatif"
+# --no-bare: the external overhead is overhead.py's job (same process, ABBA rounds).
+want accuracy && step accuracy 240 "$PY" benchmarks/accuracy.py --no-bare --out "$OUT/acc"
+want overhead && step overhead 240 "$PY" benchmarks/overhead.py --out "$OUT/ov"
+want overhead && step micro 60 "$PY" benchmarks/overhead.py --micro --out "$OUT/ov"
+want multi && step multi 240 "$PY" benchmarks/gpu_multi.py --out "$OUT"
 
 {
   echo
   echo "=== summary"
   printf '%s\n' "${SUMMARY[@]}"
   echo "total $((SECONDS - T0))s"
-  for table in "$OUT"/*-table.txt; do
+  for table in "$OUT"/*-table.txt "$OUT"/*/*-table.txt; do
     [ -f "$table" ] && { echo; cat "$table"; }
   done
 } | tee -a "$LOG"
