@@ -82,6 +82,8 @@ test.describe('GPU sidebar', () => {
       }
     });
   });
+  // Playwright reads fixtures from the first parameter's destructuring: it must be a pattern.
+  // eslint-disable-next-line no-empty-pattern
   test.afterEach(({}, testInfo) => {
     if (testInfo.status !== testInfo.expectedStatus) {
       console.log(
@@ -124,6 +126,110 @@ test.describe('GPU sidebar', () => {
     await page.activity.activateTab('second.ipynb');
     await expect(panel).toHaveAttribute('data-kernel-id', secondKernel!);
     expect(await samples(panel)).toBeGreaterThanOrEqual(secondSamples);
+    await samplesAbove(panel, (await samples(panel)) + 2);
+  });
+
+  test('follows a console and its kernel, then the notebook again', async ({
+    page,
+    tmpPath
+  }) => {
+    await newNotebook(page, tmpPath, 'beside-console.ipynb');
+    const panel = await openSidebar(page);
+    await expect(panel).toHaveAttribute('data-state', 'ready', READY);
+    await expect(panel).toHaveAttribute(
+      'data-session-path',
+      /beside-console\.ipynb$/
+    );
+    const notebookKernel = await panel.getAttribute('data-kernel-id');
+    expect(notebookKernel).toBeTruthy();
+    await samplesAbove(panel, 0);
+
+    // A console on python3 by name: no kernel dialog (which would offer "gpusight-nogs" too).
+    await page.evaluate(async basePath => {
+      await window.jupyterapp.commands.execute('console:create', {
+        basePath,
+        kernelPreference: { name: 'python3' },
+        activate: true
+      });
+    }, tmpPath);
+    // The console's label and, once its kernel has started, the kernel's id: from the console
+    // widget itself (the shell's current widget right after console:create).
+    const consoleWidget = () =>
+      page.evaluate(() => {
+        const widget = window.jupyterapp.shell.currentWidget as unknown as {
+          node: HTMLElement;
+          title: { label: string };
+          sessionContext?: {
+            path: string;
+            session?: { kernel?: { id: string } | null } | null;
+          };
+        } | null;
+        return {
+          isConsole: !!widget?.node.classList.contains('jp-ConsolePanel'),
+          label: widget?.title.label ?? '',
+          path: widget?.sessionContext?.path ?? '',
+          kernel: widget?.sessionContext?.session?.kernel?.id ?? null
+        };
+      });
+    await expect
+      .poll(async () => (await consoleWidget()).kernel, READY)
+      .toBeTruthy();
+    const {
+      isConsole,
+      label: consoleLabel,
+      path: consolePath,
+      kernel
+    } = await consoleWidget();
+    expect(isConsole).toBe(true);
+    expect(consolePath.startsWith(`${tmpPath}/console-`)).toBe(true);
+    const consoleKernel = kernel!;
+    expect(consoleKernel).not.toBe(notebookKernel);
+
+    const consoleFollowed = async () => {
+      await expect(panel).toHaveAttribute('data-kernel-id', consoleKernel);
+      await expect(panel).toHaveAttribute('data-session-path', consolePath);
+      await expect(panel).toHaveAttribute('data-kernel-name', 'python3');
+      await expect(panel.locator('.jp-GpusightSidebar-doc')).toHaveText(
+        consoleLabel
+      );
+      await expect(panel).toHaveAttribute('data-state', 'ready', READY);
+      await expect(panel).toHaveAttribute('data-monitor', 'on');
+    };
+    const notebookFollowed = async () => {
+      await expect(panel).toHaveAttribute('data-kernel-id', notebookKernel!);
+      await expect(panel).toHaveAttribute(
+        'data-session-path',
+        /beside-console\.ipynb$/
+      );
+      await expect(panel.locator('.jp-GpusightSidebar-doc')).toHaveText(
+        'beside-console.ipynb'
+      );
+      await expect(panel).toHaveAttribute('data-state', 'ready');
+      await expect(panel).toHaveAttribute('data-monitor', 'on');
+    };
+
+    // The new console is the active widget: the panel shows its kernel, with a history of its
+    // own that fills from that kernel.
+    await consoleFollowed();
+    const consoleSamples = await samplesAbove(panel, 2);
+    // The import ran silently: nothing of gpusight's shows in the console.
+    await expect(page.locator('.jp-CodeConsole-content .jp-Cell')).toHaveCount(
+      0
+    );
+
+    // Back to the notebook by its tab: its kernel, its history, growing again.
+    await page.activity.activateTab('beside-console.ipynb');
+    await notebookFollowed();
+    await samplesAbove(panel, (await samples(panel)) + 2);
+
+    // The console by its tab: its kernel again, its history kept and growing.
+    await page.activity.activateTab(consoleLabel);
+    await consoleFollowed();
+    expect(await samples(panel)).toBeGreaterThanOrEqual(consoleSamples);
+    await samplesAbove(panel, (await samples(panel)) + 2);
+
+    await page.activity.activateTab('beside-console.ipynb');
+    await notebookFollowed();
     await samplesAbove(panel, (await samples(panel)) + 2);
   });
 
@@ -258,6 +364,76 @@ test.describe('GPU sidebar', () => {
     await expect(entries.last()).toHaveAttribute('aria-current', 'true');
     await expect(report.locator('gs-checklist')).toBeAttached();
   });
+  test('benchmarks the hardware: the CPU row measured, the GPU rows skipped without CUDA', async ({
+    page,
+    tmpPath
+  }) => {
+    await newNotebook(page, tmpPath, 'bench.ipynb');
+    const panel = await openSidebar(page);
+    await expect(panel).toHaveAttribute('data-state', 'ready', READY);
+    await samplesAbove(panel, 2);
+    const bench = panel.locator('.jp-GpusightSidebar-bench');
+    // The button runs the suite within the settings' budget (10 s by default); without CUDA the
+    // GPU stages return at once and the CPU matmul gets at most 2 s of it.
+    await expect(bench).toHaveAttribute('title', /about 10 s/);
+    await bench.click();
+    // Running (the CPU matmul alone takes up to 2 s): no second job can start meanwhile.
+    await expect(bench).toBeDisabled();
+    await expect(panel).toHaveAttribute('data-reports', '1', {
+      timeout: 60_000
+    });
+    await expect(panel.locator('.jp-GpusightSidebar-notice')).toHaveCount(0);
+    const report = panel.locator('gs-report');
+    await expect(report.locator('gs-error')).toHaveCount(0);
+    await expect(report.locator('.jp-GpusightReport-header h2')).toHaveText(
+      'gpusight: Hardware benchmarks'
+    );
+    await expect(bench).toBeEnabled();
+
+    // The chart: one row per benchmark, labelled with its value or why it was skipped.
+    const rows = report.locator('gs-benchmarks .jp-GpusightCeilingsChart-row');
+    const cpu = report.locator(
+      'gs-benchmarks .jp-GpusightCeilingsChart-row[data-id="cpu.matmul.fp32"]'
+    );
+    await expect(cpu).toHaveCount(1);
+    await expect(cpu).not.toHaveClass(/jp-mod-skipped/);
+    const cpuLabel = cpu.locator('.jp-GpusightCeilingsChart-label');
+    await expect(cpuLabel).toHaveText(/^CPU matmul fp32: [\d,.]+ GFLOP\/s$/);
+    const gflops = Number(
+      /([\d,.]+) GFLOP/
+        .exec((await cpuLabel.textContent()) ?? '')![1]
+        .replace(/,/g, '')
+    );
+    expect(gflops).toBeGreaterThan(0);
+    await expect(cpu.locator('.jp-GpusightCeilingsChart-bar')).toHaveCount(1);
+
+    // Every other row is a GPU benchmark: skipped on this CPU-only torch, saying why, no bar.
+    const total = await rows.count();
+    expect(total).toBeGreaterThan(1);
+    const skipped = report.locator(
+      'gs-benchmarks .jp-GpusightCeilingsChart-row.jp-mod-skipped'
+    );
+    await expect(skipped).toHaveCount(total - 1);
+    for (const label of await skipped
+      .locator('.jp-GpusightCeilingsChart-label')
+      .allTextContents()) {
+      expect(label).toMatch(/: skipped: no CUDA device/);
+    }
+    await expect(
+      report.locator(
+        'gs-benchmarks .jp-GpusightCeilingsChart-row[data-id="matmul.bf16"] .jp-GpusightCeilingsChart-label'
+      )
+    ).toHaveText(/^matmul bf16: skipped: no CUDA device: /);
+    await expect(
+      report.locator('gs-benchmarks .jp-GpusightCeilingsChart-bar')
+    ).toHaveCount(1);
+
+    // The verdict says the same in one sentence, with the CPU's number.
+    await expect(report.locator('.jp-GpusightVerdict-summary')).toHaveText(
+      /^GPU benchmarks skipped: no CUDA device.*; CPU fp32 matmul [\d,]+ GFLOP\/s$/
+    );
+  });
+
   test('watches the next cell, then exports its report', async ({
     page,
     tmpPath
