@@ -1,10 +1,11 @@
 import { expect, test, type IJupyterLabPageFixture } from '@jupyterlab/galata';
 
 /**
- * The GPU sidebar in a real JupyterLab with real kernels: it follows the active notebook's
- * kernel, keeps receiving monitor samples while a cell keeps the kernel busy, reconnects after
- * a restart, says how to install gpusight in a kernel that lacks it (the "gpusight-nogs" kernel
- * from setup-nogs-kernel.sh), and renders a check report with the report's lit elements.
+ * The GPU sidebar in a real JupyterLab with real kernels: it follows the active notebook's or
+ * console's kernel, keeps receiving monitor samples while a cell keeps the kernel busy,
+ * reconnects after a restart, says how to install gpusight in a kernel that lacks it (the
+ * "gpusight-nogs" kernel from setup-nogs-kernel.sh), and renders check and benchmark reports
+ * with the report's lit elements.
  *
  * The panel's node carries what it shows as data attributes (data-state, data-session-path,
  * data-kernel-id, data-samples, data-connects), so these tests read numbers rather than pixels.
