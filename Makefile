@@ -61,6 +61,8 @@ $(CHROMIUM):
 
 test-ui: dev ui-tests/node_modules/.installed $(CHROMIUM)
 	bash ui-tests/setup-nogs-kernel.sh
+	cd ui-tests && npx tsc -p tsconfig.json  # the specs, strict
+	npx eslint ui-tests/tests
 	cd ui-tests && npx playwright test --workers=1
 
 lint: venv node_modules/.installed
