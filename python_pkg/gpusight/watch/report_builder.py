@@ -271,6 +271,9 @@ def build_report(w: Watch) -> Report:
         )
     if reserved is not None:
         kernels["peak_reserved_bytes"] = reserved
+    # The per-event costs that overhead_pct adds to the hooks' own time (watch/calibration.py).
+    for name, ns in w.calibration.as_dict().items():
+        kernels[f"overhead_calibration_{name}"] = ns
     step_ms = [round(_ms(r.duration_ns), 3) for r in clean]
     run: dict[str, Any] = {
         "steps": len(clean),

@@ -1,0 +1,107 @@
+"""What being watched costs outside the hooks' own clocks, measured once when a watch starts.
+
+A hook reads the clock when it starts running; what comes before is invisible to it: torch
+dispatching a module call through its hooks instead of its fast path, the Python layer of a
+wrapped function (``Tensor.to``, ``DataLoader.__next__``, ...), and Python's warning machinery
+that carries a sync warning to ``showwarning``. Each is timed here on stand-ins of the same shape
+(a do-nothing module with a pre- and a post-hook, a pass-through wrapper, a warning under an
+"always" filter), and the watch adds the figure per event to the step's overhead, so that
+``run.overhead_pct`` is closer to what the user's loop pays. Not included: torch's C++ side of
+a sync warning (CUDA only; ``benchmarks/overhead.py --micro`` measures the whole).
+
+Each figure is the smallest per-call difference over a few short repeats (the least disturbed
+repeat), never below zero; the whole calibration takes a few milliseconds.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from time import perf_counter_ns
+from typing import Any
+
+CALLS = 200
+REPEATS = 3
+
+
+@dataclass(frozen=True)
+class Calibration:
+    module_hooks_ns: int = 0
+    """Extra cost of a module call with one pre- and one post-hook (do-nothing) over none."""
+    wrapper_ns: int = 0
+    """Extra cost of calling through a Python pass-through wrapper."""
+    warning_ns: int = 0
+    """Python's path from ``warnings.warn`` to a ``showwarning`` replacement that returns."""
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "module_hooks_ns": self.module_hooks_ns,
+            "wrapper_ns": self.wrapper_ns,
+            "warning_ns": self.warning_ns,
+        }
+
+
+def _per_call_ns(fn: Callable[[], object], calls: int = CALLS, repeats: int = REPEATS) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = perf_counter_ns()
+        for _ in range(calls):
+            fn()
+        best = min(best, (perf_counter_ns() - t0) / calls)
+    return best
+
+
+def _extra_ns(base: Callable[[], object], hooked: Callable[[], object]) -> int:
+    # Interleaved, so that a burst of noise hits both sides: the smallest difference wins.
+    diffs = [
+        _per_call_ns(hooked, repeats=1) - _per_call_ns(base, repeats=1) for _ in range(REPEATS)
+    ]
+    return max(0, round(min(diffs)))
+
+
+def module_hooks_ns(torch: Any) -> int:
+    class Stand(torch.nn.Module):  # type: ignore[misc]
+        def forward(self, x: object) -> object:
+            return x
+
+    plain, hooked = Stand(), Stand()
+    hooked.register_forward_pre_hook(lambda m, a: None)
+    hooked.register_forward_hook(lambda m, a, o: None, always_call=True)
+    return _extra_ns(lambda: plain(0), lambda: hooked(0))
+
+
+def wrapper_ns() -> int:
+    def orig(*args: Any, **kwargs: Any) -> object:
+        return None
+
+    def wrapped(*args: Any, **kwargs: Any) -> object:
+        return orig(*args, **kwargs)
+
+    return _extra_ns(lambda: orig(1, flag=True), lambda: wrapped(1, flag=True))
+
+
+def warning_ns() -> int:
+    message = "gpusight calibration: a warning carried to showwarning"
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = lambda *a, **k: None
+        per = _per_call_ns(lambda: warnings.warn(message, UserWarning, stacklevel=1), calls=100)
+    return max(0, round(per))
+
+
+def calibrate(torch: Any) -> Calibration:
+    """All three figures; a part that fails counts as zero (the watch must still start)."""
+    parts: dict[str, int] = {}
+    steps: tuple[tuple[str, Callable[[], int]], ...] = (
+        ("module_hooks_ns", partial(module_hooks_ns, torch)),
+        ("wrapper_ns", wrapper_ns),
+        ("warning_ns", warning_ns),
+    )
+    for name, fn in steps:
+        try:
+            parts[name] = int(fn())
+        except Exception:
+            parts[name] = 0
+    return Calibration(**parts)
