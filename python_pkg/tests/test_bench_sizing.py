@@ -6,6 +6,12 @@ import itertools
 
 import pytest
 from gpusight.bench.copies import HEADLINE_SHARE, cell_budget, judge_link
+from gpusight.bench.matmul import (
+    SUSTAINED_MAX_REPEATS,
+    SUSTAINED_MIN_REPEATS,
+    SUSTAINED_TIMED_S,
+    sustained_repeats,
+)
 from gpusight.bench.peaks import known_names, lookup, normalise_name, pcie_gbps
 from gpusight.bench.sizing import (
     DeviceLimits,
@@ -172,3 +178,15 @@ def test_the_largest_copy_keeps_its_share_of_the_budget() -> None:
     # The next-to-largest never eats into the headline's share.
     assert cell_budget(1.0, sizes_left=2, direction_budget=budget) == 0.0
     assert cell_budget(-1.0, sizes_left=1, direction_budget=budget) == 0.0
+
+
+def test_sustained_matmul_times_a_window_not_a_count() -> None:
+    # sub-ms tensor-core products get enough repeats to span the window (an fp8 8192^3 on an
+    # H200 takes ~0.8 ms: 50 of them would cover 40 ms, one swing of the power controller)
+    n = sustained_repeats(0.8e-3)
+    assert n * 0.8e-3 >= SUSTAINED_TIMED_S
+    assert n < SUSTAINED_MAX_REPEATS
+    # a slow fp32 product keeps the minimum count, a tiny one the cap, a bad clock the cap
+    assert sustained_repeats(0.02) == SUSTAINED_MIN_REPEATS
+    assert sustained_repeats(1e-7) == SUSTAINED_MAX_REPEATS
+    assert sustained_repeats(0.0) == SUSTAINED_MAX_REPEATS

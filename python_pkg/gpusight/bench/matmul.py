@@ -5,7 +5,8 @@ What is measured: ``2 n^3 / t`` for an n x n x n product (n = 8192 on large GPUs
 CUDA-event times of products enqueued back to back (the throughput; ``median_rate`` in the params
 is the rate at the median time, higher when the clock swings). In the full run that is the
 **sustained** rate: the products run for ``SUSTAINED_WARMUP_S`` before timing starts, so that the
-GPU's power controller has settled. A big GPU at its power limit runs tensor-core products at a
+GPU's power controller has settled, and ``SUSTAINED_TIMED_S`` of them are timed.
+A big GPU at its power limit runs tensor-core products at a
 lower clock after a fraction of a second than in the first milliseconds (an H200 at 700 W: boost
 1,980 MHz at first, less once power-capped). A training job runs its products for hours, so its
 ceiling is the sustained rate; a burst of a few products from an idle GPU overstates it. The quick
@@ -24,6 +25,8 @@ a GPU heated by a second of fp32 products; the rows keep the order of ``precisio
 from __future__ import annotations
 
 import contextlib
+import math
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -51,6 +54,12 @@ RUN_ORDER = ("bf16", "fp16", "fp8", "tf32", "fp32")
 # controller of a GPU at its limit to settle (it reacts within tens to hundreds of ms).
 SUSTAINED_WARMUP_S = 1.0
 QUICK_WARMUP_S = 0.05
+# Seconds of timed products in the full run (at least SUSTAINED_MIN_REPEATS of them): the power
+# controller swings the clock over tens of ms, so a window of 50 sub-ms fp8 products (40 ms)
+# lands on one swing, and two runs of it differ by several per cent.
+SUSTAINED_TIMED_S = 0.25
+SUSTAINED_MIN_REPEATS = 50
+SUSTAINED_MAX_REPEATS = 2000
 REGIME_LABELS = {"sustained": "sustained", "burst": "short burst"}
 LABELS = {
     "fp32": "matmul fp32 (TF32 off)",
@@ -190,6 +199,7 @@ def _measure(
             # new precision), which must not count as time under load.
             fn(0)
             torch.cuda.synchronize(index)
+            repeats = 10 if quick else _sustained_repeats(torch, fn, index)
         if nvml is not None:
             nvml.reset()
         with _precision_flags(precision):
@@ -198,7 +208,7 @@ def _measure(
                 clock="cuda_event",
                 warmup=2 if quick else 3,
                 warmup_s=QUICK_WARMUP_S if quick else SUSTAINED_WARMUP_S,
-                repeats=10 if quick else 50,
+                repeats=repeats,
                 min_repeats=3,
                 budget_s=budget_s,
                 device=index,
@@ -247,6 +257,22 @@ def _measure(
         repeats=timing.stats.n,
         params=params,
     )
+
+
+def sustained_repeats(per_call_s: float) -> int:
+    """Timed products for the full run: ``SUSTAINED_TIMED_S`` of them, within the bounds."""
+    if per_call_s <= 0:
+        return SUSTAINED_MAX_REPEATS
+    wanted = math.ceil(SUSTAINED_TIMED_S / per_call_s)
+    return max(SUSTAINED_MIN_REPEATS, min(SUSTAINED_MAX_REPEATS, wanted))
+
+
+def _sustained_repeats(torch: Any, fn: Any, index: int) -> int:
+    # One more product, host-timed (the first one above paid for cuBLAS's kernel choice).
+    t0 = time.perf_counter()
+    fn(1)
+    torch.cuda.synchronize(index)
+    return sustained_repeats(time.perf_counter() - t0)
 
 
 def _inputs(torch: Any, precision: str, n: int, index: int, gen: Any) -> tuple[Any, Any]:
