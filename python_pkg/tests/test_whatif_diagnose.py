@@ -186,6 +186,39 @@ def test_pin_memory_is_measured_on_top_of_the_num_workers_winner() -> None:
     assert multiprocessing.active_children() == []
 
 
+def test_a_fast_many_worker_loader_gets_more_whole_rounds_per_block() -> None:
+    # Workers deliver in bursts of `w` batches: a block starts anywhere in a round, so a block of
+    # two rounds carries up to half a round's error. While rounds are cheap (the sweep measured
+    # the step), a block takes more of them; a slow step keeps two.
+    from gpusight.report import WhatIf
+    from gpusight.whatif.arms import Workload
+    from gpusight.whatif.context import MAX_ROUNDS, MIN_ROUNDS, ROUNDS_BLOCK_S, Budget, Context
+    from gpusight.whatif.experiments import Outcome
+    from gpusight.whatif.variant import Variant
+
+    model, opt = _mlp()
+    loader = DataLoader(SleepyDataset(n=64, delay_s=0.0), batch_size=8)
+    work = Workload(model, loader, nn.CrossEntropyLoss(), opt, None, torch.device("cpu"))
+    ctx = Context(work, Budget(20, None), steps=20, reps=2, cpu_count=16)
+    sixteen = Variant("num_workers=16", source="loader", loader={"num_workers": 16})
+    assert ctx.steps_for(Variant("yours", source="loader")) == 20  # no workers: the steps
+    assert ctx.steps_for(sixteen) == MIN_ROUNDS * 16  # nothing measured yet
+
+    def won(after_ms: float) -> None:
+        sweep = WhatIf("DataLoader(num_workers=16) instead of 0", 34.0, after_ms, 15.0, None)
+        ctx.results["num_workers"] = Outcome("num_workers", sweep, sixteen, "load.input_bound")
+
+    won(2.2)  # slow_loader on the H200: a round is 35 ms
+    steps = ctx.steps_for(sixteen)
+    assert steps == MAX_ROUNDS * 16 and steps * 2.2e-3 <= ROUNDS_BLOCK_S
+    won(50.0)  # a model-bound step: a round is 0.8 s, two rounds stay
+    assert ctx.steps_for(sixteen) == MIN_ROUNDS * 16
+    # another worker count than the sweep's winner: its step time is unknown
+    eight = Variant("num_workers=8", source="loader", loader={"num_workers": 8})
+    won(2.2)
+    assert ctx.steps_for(eight) == 3 * 8  # ceil(20 / 8) rounds
+
+
 def test_report_is_schema_valid_and_says_why_each_gpu_experiment_was_skipped() -> None:
     model, opt, loader, loss_fn = trained_setup()
     report = diagnose(

@@ -171,13 +171,13 @@ def loader_workers(ctx: Context) -> int:
 def winner_block_s(ctx: Context, variant: Variant) -> float:
     """Seconds one block of a loader ``variant`` takes, worker start-up included: at the sweep
     winner's measured step time when it runs the winner's workers, else at the user's loader's."""
-    won = ctx.results.get("num_workers")
     w = ctx.workers(variant)
-    if won is None or won.winner is None or not won.what_if.after_ms or w != loader_workers(ctx):
+    ms = ctx.loader_step_ms(w)
+    if ms is None:
         return ctx.block_s("loader")
     steps = ctx.steps_for(variant) + ctx.warmup(variant)
     start = NumWorkers.START_S + NumWorkers.START_PER_WORKER_S * w
-    return steps * float(won.what_if.after_ms) / 1000 + start
+    return steps * ms / 1000 + start
 
 
 # --- loader experiments -------------------------------------------------------------------------
