@@ -3,7 +3,8 @@
 #   bash benchmarks/run_gpu.sh [STEP...]   (from anywhere; OUT defaults to benchmarks/results/gpu-local)
 # STEPs (default: all, in this order): tests bench whatif accuracy overhead multi.
 # One device command may run 10 minutes: split the steps over two, e.g.
-#   bash benchmarks/run_gpu.sh tests bench whatif      (~8 min)
+#   bash benchmarks/run_gpu.sh tests bench             (~4 min)
+#   bash benchmarks/run_gpu.sh whatif                  (~5 min)
 #   bash benchmarks/run_gpu.sh accuracy overhead       (~6 min)
 #   bash benchmarks/run_gpu.sh multi                   (2 GPUs, ~3 min)
 # Each step's output goes to the terminal and to $OUT/run_gpu.log. A step may write
