@@ -119,3 +119,28 @@ def test_event_clock_agrees_with_host_clock_on_long_kernels() -> None:
     events = time_fn(mm, clock="cuda_event", repeats=20, budget_s=2.0)
     host = time_fn(mm, clock="host_sync", repeats=20, budget_s=2.0)
     assert events.stats.median == pytest.approx(host.stats.median, rel=0.2)
+
+
+def test_timed_batches_keep_the_device_busy() -> None:
+    # The host reads NVML between polls while a batch runs; the next batch must already be
+    # queued, or the device idles until the host notices (a power-capped GPU turns that idle
+    # time into clock, and the "sustained" rate comes out too high).
+    a = torch.randn(2048, 2048, device="cuda")  # ~0.3 ms: a batch of 64 lasts ~2 polls
+    polls: list[float] = []
+
+    def mm(i: int) -> object:
+        return a @ a
+
+    t = time_fn(
+        mm,
+        clock="cuda_event",
+        repeats=1000,
+        budget_s=30.0,
+        monitor=lambda: polls.append(0.0),
+        monitor_interval_s=0.01,
+    )
+    assert t.stats.n == 1000 and polls
+    busy = sum(t.samples_s)
+    timed_wall = t.elapsed_s - t.warmup_s
+    # The first call runs alone (its length sizes the batches); the rest back to back.
+    assert busy >= 0.97 * (timed_wall - 2 * t.samples_s[0]), (busy, timed_wall)
