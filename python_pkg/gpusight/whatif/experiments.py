@@ -688,6 +688,7 @@ class BatchSize(Experiment):
         bs = batch_len(ctx.work.cached[0]) or 1
         results: list[tuple[int, Comparison]] = []
         stop = ""
+        oom_batch = 0  # the batch size that ran out of memory, if one did
         f, ratio = 2, 2
         best = 1.0
         # A larger batch's step time, extrapolated linearly from the last point (an upper
@@ -713,6 +714,7 @@ class BatchSize(Experiment):
                 )
             except VariantOOM:
                 stop = f"batch {bs * f} ran out of device memory"
+                oom_batch = bs * f
                 break
             grown = torch.cuda.memory_reserved(ctx.device) - reserved0 if ctx.cuda else 0
             ctx.drop(arm)
@@ -752,8 +754,8 @@ class BatchSize(Experiment):
         f, cmp = next((x, c) for x, c in results if c.speedup >= self.KNEE_SHARE * top)
         series: list[dict[str, Any]] = [{"x": bs, "y": round(cmp.before_ms, 3), "label": "yours"}]
         series += [{"x": bs * x, "y": round(c.after_ms, 3)} for x, c in results]
-        if stop.endswith("memory"):
-            series.append({"x": bs * results[-1][0] * 2, "y": None, "label": "out of memory"})
+        if oom_batch:
+            series.append({"x": oom_batch, "y": None, "label": "out of memory"})
         out = outcome_of(
             self.key,
             f"batch_size={bs * f} instead of {bs} (ms per {bs} samples)",
