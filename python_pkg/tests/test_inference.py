@@ -210,6 +210,11 @@ def test_gpu_what_ifs_are_measured_and_memory_comes_back() -> None:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(256, 1024), nn.GELU(), nn.Linear(1024, 256)).cuda().eval()
     x = torch.randn(1, 256, device="cuda")
+    # torch keeps a cuBLAS workspace per stream that ran a product (the graph's capture stream
+    # gets one): diagnose_inference releases them all at its end, so start from none.
+    clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+    if clear is not None:
+        clear()
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
     report = diagnose_inference(model, x, budget_s=6.0, batch_sizes=[1, 8, 64])

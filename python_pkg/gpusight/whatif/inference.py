@@ -248,7 +248,8 @@ def _eager(s: _Setup, inputs: Any, *, inference: bool, autocast: bool) -> Callab
 
 
 def _graph(s: _Setup, inputs: Any, autocast: bool) -> tuple[Callable[[], object], Any]:
-    """The forward captured as a CUDA graph over static copies of ``inputs``: (replay, graph)."""
+    """The forward captured as a CUDA graph over static copies of ``inputs``: (replay, what
+    the replay needs alive: the graph and those copies)."""
     static = _map(inputs, lambda t: t.clone())
     model = s.model
     stream = torch.cuda.Stream(s.device)  # type: ignore[no-untyped-call]
@@ -258,9 +259,15 @@ def _graph(s: _Setup, inputs: Any, autocast: bool) -> tuple[Callable[[], object]
             _call(model, static)
     torch.cuda.current_stream(s.device).wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
-    with torch.no_grad(), _autocast(s.device, autocast, cache=False), torch.cuda.graph(graph):
+    # Captured on the warm-up's stream: each new stream gets its own cuBLAS workspace.
+    with (
+        torch.no_grad(),
+        _autocast(s.device, autocast, cache=False),
+        torch.cuda.graph(graph, stream=stream),
+    ):
         _call(model, static)
-    return graph.replay, graph
+    # The graph reads `static` at its captured addresses: whoever holds the graph holds them.
+    return graph.replay, (graph, static)
 
 
 def _restore_buffers(saved: list[tuple[torch.Tensor, torch.Tensor]]) -> bool:
@@ -278,10 +285,20 @@ def _oom(exc: BaseException) -> bool:
     return isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower()
 
 
-def _free(device: torch.device) -> None:
+def _free(device: torch.device, workspaces: bool = False) -> None:
+    """Release what the diagnosis held; with ``workspaces``, also torch's cuBLAS workspaces.
+
+    torch keeps one cuBLAS workspace (32 MiB on Hopper) per stream that ran a product, for the
+    process's life; the graph's capture stream gets one, and a stream comes from a pool of 32,
+    so repeated diagnoses would pile them up. All are released (torch has no per-stream call):
+    the user's own stream gets its workspace back at its next product.
+    """
     gc.collect()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+        clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+        if workspaces and clear is not None:
+            clear()
         torch.cuda.empty_cache()
 
 
@@ -425,7 +442,7 @@ def diagnose_inference(
         report = _diagnose(s, sizes, budget_s)
     finally:
         s.inputs = None
-        _free(device)
+        _free(device, workspaces=True)
         changed = snap.restore()
         if _restore_buffers(buffers) and "model buffers" not in changed:
             changed.append("model buffers")
