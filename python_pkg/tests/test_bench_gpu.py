@@ -142,5 +142,8 @@ def test_timed_batches_keep_the_device_busy() -> None:
     assert t.stats.n == 1000 and polls
     busy = sum(t.samples_s)
     timed_wall = t.elapsed_s - t.warmup_s
-    # The first call runs alone (its length sizes the batches); the rest back to back.
-    assert busy >= 0.97 * (timed_wall - 2 * t.samples_s[0]), (busy, timed_wall)
+    # The first call runs alone (its length sizes the batches); the rest back to back, apart
+    # from the few µs between one call's end event and the next one's begin (H200: 95.9 %
+    # busy). Waiting for each batch before enqueuing the next left the device idle for half a
+    # 10 ms poll per 22 ms batch on average: about 80 % busy.
+    assert busy >= 0.9 * (timed_wall - 2 * t.samples_s[0]), (busy, timed_wall)
