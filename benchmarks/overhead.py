@@ -529,6 +529,125 @@ def run_scenarios(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+# -- ablation: which part of the watch costs the time ------------------------------------------
+ABLATIONS = ("bare", "watched", "no_sampler", "no_pcie", "no_sync_mode", "no_copy_hook", "minimal")
+
+
+@contextlib.contextmanager
+def ablated(part: str) -> Iterator[None]:
+    """The watch with one part switched off, for this benchmark only: ``no_sampler`` (no NVML
+    thread), ``no_pcie`` (the thread without PCIe readings, NVML's 20 ms window each), or
+    ``no_sync_mode`` (torch's sync-debug mode left off), ``no_copy_hook`` (``Tensor.to`` and
+    ``Tensor.cuda`` left unwrapped), or ``minimal`` (all of these off: the step and module hooks
+    alone)."""
+    from gpusight.watch import session
+    from gpusight.watch.nvml_sampler import NvmlSampler
+
+    attr = "NvmlSampler"  # the name session.py looks up when a watch starts
+    saved_sampler = getattr(session, attr)
+    saved_sync = session.Watch._maybe_enable_sync_mode
+    saved_copy = session.Watch._wrap_copy
+
+    class Idle(NvmlSampler):
+        def start(self) -> Idle:
+            return self
+
+    class NoPcie(NvmlSampler):
+        def __init__(self, *a: Any, **k: Any) -> None:
+            super().__init__(*a, **k)
+            self.pcie_every = 10**9
+
+        def sample_once(self, n: int = 0) -> list[dict[str, Any]]:
+            return super().sample_once(1)  # n == 0 would read PCIe once
+
+    try:
+        if part in ("no_sampler", "minimal"):
+            setattr(session, attr, Idle)
+        if part == "no_pcie":
+            setattr(session, attr, NoPcie)
+        if part in ("no_sync_mode", "minimal"):
+            session.Watch._maybe_enable_sync_mode = lambda self: None  # type: ignore[method-assign]
+        if part in ("no_copy_hook", "minimal"):
+            session.Watch._wrap_copy = lambda self, orig: orig  # type: ignore[method-assign]
+        yield
+    finally:
+        setattr(session, attr, saved_sampler)
+        session.Watch._maybe_enable_sync_mode = saved_sync  # type: ignore[method-assign]
+        session.Watch._wrap_copy = saved_copy  # type: ignore[method-assign]
+
+
+def paired_ratio(runs: list[float], base: list[float]) -> float:
+    """Median over rounds of each round's run over that round's bare run."""
+    return statistics.median(x / b for x, b in zip(runs, base, strict=True))
+
+
+def ablate(args: argparse.Namespace) -> int:
+    """Each of ``ABLATIONS`` per round, the order rotated from round to round; the median step
+    of each, and its difference from bare."""
+    import torch
+
+    cuda = bool(torch.cuda.is_available())
+    for folder in (SCENARIOS, HERE):
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
+    names = args.only or ["pageable_copy", "unbatched_inference"]
+    parts = tuple(args.parts or ABLATIONS)
+    runner = Runner(torch, cuda, args.gpusight_warmup, args.scenario_warmup)
+    lines = [
+        f"ablation: {args.rounds} rounds, order rotated; median over rounds of the scenario's "
+        "median step (ms), and vs bare",
+        f"{'scenario':<20} " + " ".join(f"{a:>14}" for a in parts),
+    ]
+    result: dict[str, Any] = {}
+    for name in names:
+        path = SCENARIOS / f"{name}.py"
+        mod = importlib.import_module(name)
+        sizing = runner.bare(mod, path, args.scenario_warmup + SIZING_STEPS)
+        ms = step_ms(sizing) or 1.0
+        iters = args.scenario_warmup + timed_steps(ms, args.target_s)
+        per: dict[str, list[float]] = {a: [] for a in parts}
+        for r in range(-1, args.rounds):  # round -1: warm-up, discarded
+            k = max(r, 0) % len(parts)
+            for part in parts[k:] + parts[:k]:
+                if part == "bare":
+                    run = runner.bare(mod, path, iters)
+                else:
+                    with ablated(part if part != "watched" else ""):
+                        run = runner.watched(mod, path, iters)
+                v = step_ms(run)
+                print(f"  {name} round {r:>2} {part:<12} {fmt(v, 4)} ms", file=sys.stderr)
+                if r >= 0 and v is not None:
+                    per[part].append(v)
+        med = {a: statistics.median(v) for a, v in per.items() if v}
+        base = med.get("bare")
+        cells = []
+        for a in parts:
+            m = med.get(a)
+            d = f"{100 * (m / base - 1):+.1f}%" if m and base and a != "bare" else ""
+            cells.append(f"{fmt(m, 3)} {d}".strip().rjust(14))
+        lines.append(f"{name:<20} " + " ".join(cells))
+        # Each round's runs side by side (a drift between rounds cancels): median of the ratios.
+        base_runs = per.get("bare") or []
+        paired = {
+            a: round(100 * (paired_ratio(v, base_runs) - 1), 2)
+            for a, v in per.items()
+            if a != "bare" and v and len(v) == len(base_runs)
+        }
+        lines.append(
+            f"{'  paired':<20} "
+            + " ".join(f"{f'{paired[a]:+.1f}%' if a in paired else '':>14}" for a in parts)
+        )
+        result[name] = {"iters": iters, "runs_ms": per, "median_ms": med, "paired_pct": paired}
+    text = "\n".join(lines)
+    print("\n" + text, flush=True)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "overhead-ablation.json").write_text(json.dumps(result, indent=2) + "\n", "utf-8")
+        (out / "overhead-ablation-table.txt").write_text(text + "\n", "utf-8")
+    return 0
+
+
 # -- the micro-benchmark: hook cost per step ---------------------------------------------------
 def micro(args: argparse.Namespace) -> int:
     import torch
@@ -649,6 +768,13 @@ def main(argv: list[str] | None = None) -> int:
         help="torch CPU threads for every run (on a small shared CPU machine: 1)",
     )
     ap.add_argument("--micro", action="store_true", help="only the hook micro-benchmark")
+    ap.add_argument(
+        "--ablate",
+        action="store_true",
+        help="which part of the watch costs the time: each part switched off in turn "
+        "(--only scenarios; default pageable_copy unbatched_inference)",
+    )
+    ap.add_argument("--parts", nargs="*", choices=ABLATIONS, help="--ablate: these variants only")
     ap.add_argument("--micro-steps", type=int, default=20000)
     ap.add_argument("--micro-repeats", type=int, default=5)
     ap.add_argument("--cpu", action="store_true", help="micro: the CPU variant even with CUDA")
@@ -664,6 +790,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     if args.micro:
         return micro(args)
+    if args.ablate:
+        return ablate(args)
     if args.out is None:
         args.out = str(HERE / "results" / "overhead-local")
     return run_scenarios(args)
