@@ -147,3 +147,36 @@ def test_a_scenario_runs_bare_and_watched_in_process_and_nothing_stays_patched(
     assert all(r["outcome"] == "completed" and r["measured_steps"] >= 5 for r in watched)
     assert all(r["self_pct"] is not None for r in watched)
     assert row["bare_ms"] is not None and row["watched_ms"] is not None
+
+
+@pytest.mark.parametrize(
+    "part", ["no_sampler", "no_pcie", "no_sync_mode", "no_copy_hook", "minimal"]
+)
+def test_each_ablation_switches_its_part_off_and_puts_it_back(ov: ModuleType, part: str) -> None:
+    import torch
+    from gpusight.watch import session
+
+    sampler, sync, wrap = (
+        session.NvmlSampler,
+        session.Watch._maybe_enable_sync_mode,
+        session.Watch._wrap_copy,
+    )
+    to = torch.Tensor.to
+    with ov.ablated(part):
+        with session.Watch(warmup=0, profile_steps=0) as w:
+            torch.ones(2).to("cpu")
+            thread = w._sampler is not None and w._sampler._thread is not None
+            wrapped = torch.Tensor.to is not to
+        if part in ("no_sampler", "minimal"):
+            assert not thread
+        else:
+            assert thread
+        assert wrapped == (part not in ("no_copy_hook", "minimal"))
+    assert (session.NvmlSampler, session.Watch._maybe_enable_sync_mode) == (sampler, sync)
+    assert session.Watch._wrap_copy == wrap and torch.Tensor.to is to
+
+
+def test_paired_ratio_is_the_median_of_each_rounds_ratio(ov: ModuleType) -> None:
+    assert ov.paired_ratio([2.0, 3.3, 1.0], [2.0, 3.0, 0.5]) == pytest.approx(1.1)
+    with pytest.raises(ValueError):
+        ov.paired_ratio([1.0], [1.0, 2.0])
