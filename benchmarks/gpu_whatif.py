@@ -21,6 +21,11 @@
    Scenarios come from ``benchmarks/scenarios/`` when a module there offers
    ``whatif_scenario() -> dict`` (see ``Scenario`` below for the keys); otherwise the three
    built in here: a CPU-bound loader, a float32 conv net (autocast), a tiny batch.
+   The public scenarios compared (``external_scenarios``): slow_loader, conv_nchw_amp,
+   tiny_batch and fp32_transformer, the ones whose --fix is a change diagnose measures. The
+   others' fixes are code changes no what-if makes (move the model to the GPU, drop a per-step
+   ``.item()``, DDP for DataParallel, pin a raw host tensor, move augmentation off the loop);
+   unbatched_inference is ``diagnose_inference``'s (``gpu_multi.py``).
 
 Writes OUT/whatif.json (everything), OUT/whatif-resnet18.json and OUT/whatif-<scenario>.json
 (the reports), OUT/whatif-table.txt (the table, also printed last). Needs torch + torchvision;
@@ -340,7 +345,21 @@ def capture_locals(path: Path, dev: torch.device, extra: list[str]) -> dict[str,
 
 def objects_loop_ms(obj: dict[str, Any], dev: torch.device) -> float:
     """ms per *sample* of the scenario's step on its own objects, timed apart from gpusight:
-    synchronised at both ends, a mean over whole rounds of the loader's workers."""
+    synchronised at both ends, a mean over whole rounds of the loader's workers. A scenario that
+    sets torch's float32 matmul precision itself names it (``_matmul_precision``): the loop runs
+    with it, since the last scenario built (the slow or the fixed one) left its own set."""
+    precision = obj.get("_matmul_precision")
+    if precision is None:
+        return _objects_loop_ms(obj, dev)
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(precision)
+    try:
+        return _objects_loop_ms(obj, dev)
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+def _objects_loop_ms(obj: dict[str, Any], dev: torch.device) -> float:
     model, opt, loader = obj["model"], obj["optimizer"], obj["loader"]
     step_fn = obj.get("step_fn")
     loss_fn: Any = obj.get("loss_fn")
@@ -569,6 +588,28 @@ def external_scenarios() -> list[Scenario]:
         [],
         param="speedup_batch_1024",
         compared="batch size sweep at batch 1024",
+    )
+    add(
+        "fp32_transformer",
+        "bf16 autocast + TF32",
+        "load.amp_unused",
+        lambda v: {
+            "model": v["model"],
+            "loader": [(v["x"], v["y"])],
+            "optimizer": v["opt"],
+            # as the script steps: autocast only in the --fix version
+            "step_fn": _train_step(
+                lambda m, b: nn.functional.cross_entropy(m(b[0]).flatten(0, 1), b[1]),
+                amp=bool(v["args"].fix),
+            ),
+            "_matmul_precision": "high" if v["args"].fix else "highest",
+        },
+        [],
+        budget_s=30.0,
+        compared="bf16 autocast",
+        # Its step is GPU-bound and long (~60 ms in fp32): the script's own mean step is its
+        # throughput, and its runs set the matmul precision in their own processes.
+        fix_from_script=True,
     )
     return out
 
@@ -877,7 +918,8 @@ def run_scenario(sc: Scenario, out: Path, dev: torch.device, scale: float) -> di
 
 
 def _run_scenario(sc: Scenario, out: Path, dev: torch.device, scale: float) -> dict[str, Any]:
-    objects = sc.objects(dev)
+    # Keys with "_" are for this script's own loop, not diagnose's arguments.
+    objects = {k: v for k, v in sc.objects(dev).items() if not k.startswith("_")}
     budget = sc.budget_s * scale
     t0 = time.perf_counter()
     report = diagnose(**objects, steps=sc.steps, budget_s=budget, progress=progress_printer(t0))

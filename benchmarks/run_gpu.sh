@@ -4,7 +4,7 @@
 # STEPs (default: all, in this order): tests bench whatif accuracy overhead multi.
 # One device command may run 10 minutes: split the steps over two, e.g.
 #   bash benchmarks/run_gpu.sh tests bench             (~4 min)
-#   bash benchmarks/run_gpu.sh whatif                  (~5 min)
+#   bash benchmarks/run_gpu.sh whatif                  (~4-6 min)
 #   bash benchmarks/run_gpu.sh accuracy overhead       (~6 min)
 #   bash benchmarks/run_gpu.sh multi                   (2 GPUs, ~3 min)
 # Each step's output goes to the terminal and to $OUT/run_gpu.log. A step may write
@@ -42,7 +42,7 @@ T0=$SECONDS
 # Every test marked `gpu` (bench, watch, what-if), skipped elsewhere.
 want tests && step gpu-tests 150 "$PY" -m pytest -q -m gpu --noconftest -p no:cacheprovider python_pkg/tests/test_bench_gpu.py python_pkg/tests/test_watch_hot_path.py python_pkg/tests/test_whatif_gpu.py python_pkg/tests/test_inference.py
 want bench && step bench 330 "$PY" benchmarks/gpu_bench.py --out "$OUT"
-want whatif && step whatif 300 "$PY" benchmarks/gpu_whatif.py --out "$OUT/whatif"
+want whatif && step whatif 420 "$PY" benchmarks/gpu_whatif.py --out "$OUT/whatif"
 # --no-bare: the external overhead is overhead.py's job (same process, ABBA rounds).
 want accuracy && step accuracy 240 "$PY" benchmarks/accuracy.py --no-bare --out "$OUT/acc"
 want overhead && step overhead 240 "$PY" benchmarks/overhead.py --out "$OUT/ov"
