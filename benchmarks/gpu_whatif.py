@@ -24,7 +24,7 @@
    The public scenarios compared (``external_scenarios``): slow_loader, conv_nchw_amp,
    tiny_batch and fp32_transformer, the ones whose --fix is a change diagnose measures. The
    others' fixes are code changes no what-if makes (move the model to the GPU, drop a per-step
-   ``.item()``, DDP for DataParallel, pin a raw host tensor, move augmentation off the loop);
+   ``.item()``, DDP for DataParallel, pin a raw host tensor, run the augmentation on the GPU);
    unbatched_inference is ``diagnose_inference``'s (``gpu_multi.py``).
 
 Writes OUT/whatif.json (everything), OUT/whatif-resnet18.json and OUT/whatif-<scenario>.json
