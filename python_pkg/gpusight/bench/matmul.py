@@ -5,12 +5,12 @@ What is measured: ``2 n^3 / t`` for an n x n x n product (n = 8192 on large GPUs
 CUDA-event times of products enqueued back to back (the throughput; ``median_rate`` in the params
 is the rate at the median time, higher when the clock swings). In the full run that is the
 **sustained** rate: the products run for ``SUSTAINED_WARMUP_S`` before timing starts, so that the
-GPU's power controller has settled, and ``SUSTAINED_TIMED_S`` of them are timed.
-A big GPU at its power limit runs tensor-core products at a
-lower clock after a fraction of a second than in the first milliseconds (an H200 at 700 W: boost
-1,980 MHz at first, less once power-capped). A training job runs its products for hours, so its
-ceiling is the sustained rate; a burst of a few products from an idle GPU overstates it. The quick
-run (``quick=True``) cannot afford the warm-up and says so: its rows are labelled "short burst".
+GPU's power controller has settled, and ``SUSTAINED_TIMED_S`` of them are timed. A big GPU at its
+power limit runs tensor-core products at a lower clock after a fraction of a second than in the
+first milliseconds (an H200 at 700 W: boost 1,980 MHz at first, less once power-capped). A
+training job runs its products for hours, so its ceiling is the sustained rate; a burst of a few
+products from an idle GPU overstates it. The quick run (``quick=True``) cannot afford the warm-up
+and says so: its rows are labelled "short burst".
 While the timed products run, NVML is read (SM clock, power, clock-event reasons, temperature) and
 the row's params keep what it said, so that a rate below the datasheet comes with the GPU's own
 account ("power-capped at 700 W: SM clock 1,755 of 1,980 MHz").
