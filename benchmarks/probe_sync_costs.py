@@ -37,8 +37,8 @@ def main() -> None:
     torch.cuda.set_sync_debug_mode(0)
     import gpusight
 
+    # The watch turns sync-debug mode on itself (CUDA is up) and puts it back.
     with gpusight.watch(warmup=0, profile_steps=0, stop_after_steps=False):
-        torch.cuda.set_sync_debug_mode(1)
         print(f".cpu() in a watch:     {per_call_us(dev.cpu, 5000):.2f} us")
         print(f"to(cuda) in a watch:   {per_call_us(lambda: host.to('cuda'), 5000):.2f} us")
 
