@@ -13,6 +13,9 @@ import pytest
 import torch
 from gpusight.report_schema import validate
 from gpusight.whatif import LoaderError, diagnose
+from gpusight.whatif.arms import Arm, Workload
+from gpusight.whatif.runner import run_block
+from gpusight.whatif.variant import Variant
 from torch import nn
 from torch.utils.data import DataLoader
 from whatif_support import (
@@ -362,3 +365,32 @@ def test_the_line_magic_resolves_names_and_options() -> None:
         run_diagnose("net train.dl --only warp_drive", shell, progress=lambda s, f: None)
     with pytest.raises(UsageError, match="usage"):
         run_diagnose("net", shell)
+
+
+@pytest.mark.parametrize("amp_in_step", [False, True])
+def test_autocast_arm_turns_autocast_back_on_where_the_step_fn_turned_it_off(
+    amp_in_step: bool,
+) -> None:
+    """A step written ``with torch.autocast(..., enabled=use_amp)`` turns the what-if's autocast
+    off around the forward; the arm turns it back on there (on its copy), and counts it."""
+    model, opt, loader, loss_fn = trained_setup()
+    dtypes: list[torch.dtype] = []
+
+    def step(m: nn.Module, batch: Any, o: Any) -> None:
+        x, y = batch
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp_in_step):
+            out = m(x)
+        dtypes.append(out.dtype)
+        loss = loss_fn(out.float(), y)
+        o.zero_grad(set_to_none=True)
+        loss.backward()
+        o.step()
+
+    work = Workload(model, loader, loss_fn, opt, step, torch.device("cpu"), [next(iter(loader))])
+    arm = Arm(work, Variant("bf16", autocast="bfloat16"))
+    run_block(arm, steps=2, warmup=0)
+    arm.close()
+    assert dtypes == [torch.bfloat16, torch.bfloat16]
+    assert arm.recast_forwards == (0 if amp_in_step else 2)
+    assert not torch.is_autocast_enabled("cpu")  # every forward's autocast ended
+    assert not model._forward_pre_hooks and not model._forward_hooks  # the user's model: none

@@ -145,9 +145,42 @@ class Arm:
             self.forward_model = torch.compile(self.model)  # type: ignore[assignment]
         if variant.autocast == "float16" and self.optimizer is not None:
             self.scaler = torch.amp.GradScaler(self.device.type)
+        self.recast_forwards = 0
+        """Forwards the user's ``step_fn`` ran with autocast off that this arm turned back on."""
+        self._recast: list[Any] = []
+        if variant.autocast is not None and self.step_fn is not None and not variant.compile:
+            self._hook_forward_autocast(variant.autocast)
         self._prepare_batches(work)
         self._pos = 0
         self.batch_index = 0
+
+    def _hook_forward_autocast(self, dtype_name: str) -> None:
+        """Autocast for the model's forward even where the user's ``step_fn`` turns it off.
+
+        A step written ``with torch.autocast(..., enabled=cfg.amp)`` disables, inside, the
+        autocast this arm wraps the step in: the what-if would time float32 forwards. The copy
+        (never the user's model) gets a forward pre-hook that turns autocast back on when it
+        finds it off, and a post-hook that ends it, also when the forward raises.
+        """
+        dev = self.device.type
+
+        def pre(_module: nn.Module, _args: Any) -> None:
+            if torch.is_autocast_enabled(dev):
+                self._recast.append(None)
+                return
+            cast = torch.autocast(device_type=dev, dtype=getattr(torch, dtype_name))
+            cast.__enter__()
+            self._recast.append(cast)
+            self.recast_forwards += 1
+
+        def post(_module: nn.Module, _args: Any, _out: Any) -> None:
+            if self._recast:
+                cast = self._recast.pop()
+                if cast is not None:
+                    cast.__exit__(None, None, None)
+
+        self.model.register_forward_pre_hook(pre)
+        self.model.register_forward_hook(post, always_call=True)
 
     # batches -------------------------------------------------------------------------------------
 

@@ -319,6 +319,7 @@ def _combine(ctx: Context, winners: list[Outcome]) -> tuple[WhatIf | None, list[
     w.params = {
         **(w.params or {}),
         "against": "your loader" if against == "loader" else "replayed batches",
+        "winners": ",".join(o.key for o in winners if o.winner is not None),
     }
     w.fix = Fix(
         text="Every measured winner in one training loop.",
@@ -354,6 +355,7 @@ def _diagnose(ctx: Context, snap: Snapshot, only: list[str] | None) -> Report:
     notes = list(ctx.notes) + combo_notes
     notes += [n for o in outcomes if o.winner is None for n in o.notes if "sweep" in n]
     notes += [n for o in outcomes if o.winner is not None for n in o.notes if "learning rate" in n]
+    notes += [n for o in outcomes for n in o.notes if "step_fn" in n]  # the user's code to change
     if ctx.work.device.type != "cuda":
         notes.append(
             "The model is on the CPU: GPU-only experiments (pinned memory, autocast, TF32, "

@@ -132,7 +132,14 @@ class Experiment:
             extra = dict(params or {})
             if variant.compile and arm.first_step_s is not None:
                 extra["compile_s"] = round(arm.first_step_s, 1)
-            return outcome_of(self.key, change, self.finding_id, cmp, variant, extra)
+            out = outcome_of(self.key, change, self.finding_id, cmp, variant, extra)
+            if arm.recast_forwards:
+                out.notes.append(
+                    "Your step_fn runs the model's forward with autocast turned off "
+                    "(torch.autocast(..., enabled=False) or a disabled amp flag): the autocast "
+                    "what-if turned it back on for the forward. In your code, enable it there."
+                )
+            return out
         finally:
             ctx.drop(arm)
 
