@@ -15,15 +15,21 @@ EXPECTED = {"bottleneck": "launch_overhead", "finding": "infer.unbatched"}
 REQUIRES_CUDA = True
 
 
-def main() -> None:
-    args = parse_args(__doc__, iters=60)
-    dev = pick_device(args.device)
+def build(dev: torch.device) -> tuple[nn.Module, list[torch.Tensor]]:
+    """The model (eval) and the requests as they arrive on the host; also ``watch_parts.py``'s."""
     gpu = dev.type == "cuda"
     d, layers, seq = (512, 4, 64) if gpu else (32, 2, 8)
     enc = nn.TransformerEncoderLayer(d, 8 if gpu else 4, 4 * d, dropout=0.0, batch_first=True)
     model = nn.Sequential(nn.TransformerEncoder(enc, layers), nn.Linear(d, 2)).to(dev).eval()
+    return model, [torch.randn(seq, d) for _ in range(256)]
+
+
+def main() -> None:
+    args = parse_args(__doc__, iters=60)
+    dev = pick_device(args.device)
+    gpu = dev.type == "cuda"
+    model, requests = build(dev)
     group = 64 if args.fix else 1
-    requests = [torch.randn(seq, d) for _ in range(256)]  # arrive on the host
     answers: list[torch.Tensor] = []
     with Steps("unbatched_inference", args, dev, group) as steps, torch.inference_mode():
         for i in range(args.iters):

@@ -1,0 +1,343 @@
+"""Which part of the watch costs the time: one model, one loop, the watch's parts one at a time.
+
+    PYTHONPATH=python_pkg python3 benchmarks/watch_parts.py --out "$OUT/parts"
+
+``overhead.py --ablate`` runs each variant as a whole scenario ``main()``, which builds its model
+anew, and whole runs of the shortest step differ by more than the effect looked for. Here one
+model (``unbatched_inference``'s: the shortest, most launch-bound step of the suite) serves
+blocks of steps, each block under one variant, the order rotated from round to round. A
+variant's figure is the median over rounds of its block's median step over that round's bare
+block. Variants:
+
+* ``bare``;
+* ``mode_ignored``: torch's sync-debug mode on, its warnings filtered out (torch's own cost);
+* ``mode_relay``: the mode on, its warnings shown to a ``showwarning`` that does nothing
+  (adds Python's warnings machinery);
+* ``sampler``: the NVML sampler thread alone, no watch;
+* the watch: ``minimal`` (step and module hooks only), ``no_sync_mode``, ``no_copy_hook``,
+  ``no_sampler``, ``watched`` (everything), as ``overhead.py --ablate`` switches them off.
+
+Each block also records the garbage collections it saw and, for the watch, the syncs and copies
+it recorded per step and its self-measured overhead. Last, a bare and a watched block under
+``cProfile``: the Python functions whose calls or time per step differ. Writes
+``OUT/watch-parts.json`` and ``OUT/watch-parts.txt`` (printed last).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import gc
+import json
+import pstats
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Iterator
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+for _folder in (HERE / "scenarios", HERE, HERE.parent / "python_pkg"):
+    if str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
+
+PARTS = (
+    "bare",
+    "mode_ignored",
+    "mode_relay",
+    "sampler",
+    "minimal",
+    "no_sync_mode",
+    "no_copy_hook",
+    "no_sampler",
+    "watched",
+)
+WATCH_PARTS = ("minimal", "no_sync_mode", "no_copy_hook", "no_sampler", "watched")
+WARM_STEPS = 8  # the watch's 3 warm-up steps and its hook switch happen before the timed ones
+
+
+class Workload:
+    """``unbatched_inference``: one request per forward, its answer copied back."""
+
+    def __init__(self, torch: Any) -> None:
+        import unbatched_inference
+
+        self.torch = torch
+        self.dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.gpu = self.dev.type == "cuda"
+        self.model, self.requests = unbatched_inference.build(self.dev)
+        self.answers: list[Any] = []
+        self.i = 0
+
+    def step(self) -> None:
+        # The scenario's loop body, here so that the user's line is in this file.
+        torch = self.torch
+        start = self.i % len(self.requests)
+        self.i += 1
+        batch = torch.stack(self.requests[start : start + 1]).to(self.dev)
+        with torch.autocast(self.dev.type, dtype=torch.bfloat16, enabled=self.gpu):
+            out = self.model(batch)
+        self.answers.append(out[:, 0].argmax(-1).cpu())
+        if len(self.answers) > 1024:
+            self.answers.clear()
+
+    def sync(self) -> None:
+        if self.gpu:
+            self.torch.cuda.synchronize()
+
+
+@contextlib.contextmanager
+def sync_mode(torch: Any, relay: bool) -> Iterator[dict[str, Any]]:
+    from gpusight.watch.session import SYNC_MESSAGE
+
+    info: dict[str, Any] = {"warnings": 0}
+    with warnings.catch_warnings():
+        if relay:
+            warnings.filterwarnings("always", message=SYNC_MESSAGE)
+
+            def showwarning(*a: Any, **k: Any) -> None:
+                info["warnings"] += 1
+
+            warnings.showwarning = showwarning
+        else:
+            warnings.filterwarnings("ignore", message=SYNC_MESSAGE)
+        before = torch.cuda.get_sync_debug_mode() if torch.cuda.is_available() else None
+        if before is not None:
+            torch.cuda.set_sync_debug_mode(1)
+        try:
+            yield info
+        finally:
+            if before is not None:
+                torch.cuda.set_sync_debug_mode(before)
+
+
+@contextlib.contextmanager
+def sampler_only() -> Iterator[dict[str, Any]]:
+    from gpusight.watch.nvml_sampler import NvmlSampler
+
+    sampler = NvmlSampler((0,), t0=time.perf_counter_ns())
+    sampler.start()
+    try:
+        yield {"nvml": sampler.available}
+    finally:
+        sampler.stop()
+
+
+@contextlib.contextmanager
+def watch_part(part: str) -> Iterator[dict[str, Any]]:
+    import gpusight
+    from overhead import ablated
+
+    info: dict[str, Any] = {}
+    with ablated(part):
+        w = gpusight.watch(warmup=3, profile_steps=0, stop_after_steps=False)
+        with w:
+            info["watch"] = w
+            yield info
+
+
+def variant(torch: Any, part: str) -> contextlib.AbstractContextManager[dict[str, Any]]:
+    if part == "bare":
+        return contextlib.nullcontext({})
+    if part in ("mode_ignored", "mode_relay"):
+        return sync_mode(torch, relay=part == "mode_relay")
+    if part == "sampler":
+        return sampler_only()
+    return watch_part(part)
+
+
+def block(work: Workload, part: str, n: int) -> dict[str, Any]:
+    """``WARM_STEPS`` steps, then ``n`` timed ones, under ``part``."""
+    gc.collect()
+    work.sync()
+    with variant(work.torch, part) as info:
+        for _ in range(WARM_STEPS):
+            work.step()
+        work.sync()
+        gc_before = sum(s["collections"] for s in gc.get_stats())
+        ends = [time.perf_counter_ns()]
+        for _ in range(n):
+            work.step()  # ends in .cpu(): a sync
+            ends.append(time.perf_counter_ns())
+        gcs = sum(s["collections"] for s in gc.get_stats()) - gc_before
+    steps = [(b - a) / 1e6 for a, b in pairwise(ends)]
+    out: dict[str, Any] = {
+        "median_ms": statistics.median(steps),
+        "mean_ms": (ends[-1] - ends[0]) / n / 1e6,
+        "gc_per_1000_steps": round(1000 * gcs / n, 2),
+    }
+    w = info.get("watch")
+    if w is not None:
+        rec = w.recorder
+        measured = [r for r in rec.records if r.phase == "measure"] if rec is not None else []
+        k = max(1, len(measured))
+        out["self_us"] = sum(r.overhead_ns for r in measured) / k / 1e3
+        out["syncs_per_step"] = sum(a.measured for a in w.collected.syncs.values()) / k
+        out["copies_per_step"] = sum(a.measured for a in w.collected.copies.values()) / k
+    if "warnings" in info:
+        out["warnings_per_step"] = info["warnings"] / (n + WARM_STEPS)
+    return out
+
+
+def profile(work: Workload, part: str, n: int) -> dict[str, tuple[float, float]]:
+    """Per step: calls and own time (us) of each Python function, under ``cProfile``."""
+    prof = cProfile.Profile()
+    with variant(work.torch, part):
+        for _ in range(WARM_STEPS):
+            work.step()
+        work.sync()
+        prof.enable()
+        for _ in range(n):
+            work.step()
+        prof.disable()
+    stats: dict[Any, Any] = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+    table: dict[str, tuple[float, float]] = {}
+    for (file, line, name), (_cc, ncalls, tottime, _ct, _callers) in stats.items():
+        key = f"{Path(file).name}:{line}:{name}" if line else name
+        calls, own = table.get(key, (0.0, 0.0))
+        table[key] = (calls + ncalls / n, own + tottime / n * 1e6)
+    return table
+
+
+def profile_diff(
+    bare: dict[str, tuple[float, float]], watched: dict[str, tuple[float, float]], top: int
+) -> list[str]:
+    keys = set(bare) | set(watched)
+    rows = []
+    for k in keys:
+        cb, tb = bare.get(k, (0.0, 0.0))
+        cw, tw = watched.get(k, (0.0, 0.0))
+        rows.append((tw - tb, cw - cb, cb, cw, k))
+    rows.sort(key=lambda r: -abs(r[0]))
+    lines = [f"{'own us/step +':>14} {'calls/step':>18}  function"]
+    for dt, _dc, cb, cw, k in rows[:top]:
+        lines.append(f"{dt:>+14.2f} {cb:>8.2f} -> {cw:<8.2f}  {k}")
+    extra = [r for r in rows[top:] if abs(r[1]) >= 0.5]
+    if extra:
+        lines.append("functions called more or less often (not above):")
+        for dt, _dc, cb, cw, k in sorted(extra, key=lambda r: -abs(r[1]))[:top]:
+            lines.append(f"{dt:>+14.2f} {cb:>8.2f} -> {cw:<8.2f}  {k}")
+    return lines
+
+
+def lower_quartile(xs: list[float]) -> float:
+    return statistics.quantiles(xs, n=4, method="inclusive")[0] if len(xs) > 1 else xs[0]
+
+
+def summary(
+    per: dict[str, list[dict[str, Any]]], n: int, rounds: int, dev: str, version: str
+) -> tuple[list[str], dict[str, Any]]:
+    """Per variant: the lower quartile of its blocks' median steps vs bare's (the machine has
+    slow phases of a second or more that take whole blocks, of any variant: the lower quartile
+    is its fast state), and the median over rounds of block / bare block of the same round."""
+    bare = per.get("bare") or []
+    base_q = lower_quartile([b["median_ms"] for b in bare]) if bare else None
+    lines = [
+        f"watch parts on {dev} ({version}): unbatched_inference's model, blocks of {n} steps, "
+        f"{rounds} rounds, order rotated",
+        "q1: lower quartile of the blocks' median steps, vs bare's; paired: median over rounds "
+        "of block / that round's bare block",
+        f"{'variant':<14} {'q1 ms':>8} {'q1 vs bare':>10} {'paired':>8} {'gc/1k':>6} "
+        f"{'syncs':>6} {'copies':>6} {'self us':>8}",
+    ]
+    result: dict[str, Any] = {
+        "device": dev,
+        "torch": version,
+        "steps_per_block": n,
+        "rounds": rounds,
+        "variants": {},
+    }
+    keys = ("gc_per_1000_steps", "syncs_per_step", "warnings_per_step", "copies_per_step")
+    for part, bs in per.items():
+        q = lower_quartile([b["median_ms"] for b in bs])
+        row: dict[str, Any] = {"q1_ms": round(q, 4), "blocks": bs}
+        if part != "bare" and base_q and len(bs) == len(bare):
+            row["q1_pct"] = round(100 * (q / base_q - 1), 2)
+            ratios = [b["median_ms"] / a["median_ms"] for a, b in zip(bare, bs, strict=True)]
+            row["paired_pct"] = round(100 * (statistics.median(ratios) - 1), 2)
+        mid = {}
+        for key in (*keys, "self_us"):
+            vals = [b[key] for b in bs if key in b]
+            mid[key] = f"{statistics.median(vals):.2f}" if vals else ""
+        qp = f"{row['q1_pct']:+.1f}%" if "q1_pct" in row else ""
+        pp = f"{row['paired_pct']:+.1f}%" if "paired_pct" in row else ""
+        syncs = mid["syncs_per_step"] or mid["warnings_per_step"]
+        lines.append(
+            f"{part:<14} {q:>8.4f} {qp:>10} {pp:>8} {mid['gc_per_1000_steps']:>6} {syncs:>6} "
+            f"{mid['copies_per_step']:>6} {mid['self_us']:>8}"
+        )
+        result["variants"][part] = row
+    return lines, result
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+    from overhead import changed, restorable
+
+    work = Workload(torch)
+    parts = tuple(args.parts or PARTS)
+    with torch.inference_mode():
+        for _ in range(30):
+            work.step()
+        sizing = block(work, "bare", 50)
+        n = max(20, int(args.block_s * 1000 / sizing["median_ms"]))
+        print(
+            f"{work.dev}: bare step {sizing['median_ms']:.3f} ms; {n} steps a block",
+            file=sys.stderr,
+            flush=True,
+        )
+        per: dict[str, list[dict[str, Any]]] = {p: [] for p in parts}
+        problems: list[str] = []
+        for r in range(-1, args.rounds):  # round -1: warm-up, discarded
+            k = max(r, 0) % len(parts)
+            for part in parts[k:] + parts[:k]:
+                before = restorable(torch)
+                b = block(work, part, n)
+                problems += [f"{part}: {c}" for c in changed(before, restorable(torch))]
+                print(
+                    f"  round {r:>2} {part:<13} {b['median_ms']:.4f} ms",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                if r >= 0:
+                    per[part].append(b)
+        prof_bare = profile(work, "bare", args.profile_steps)
+        prof_watched = profile(work, "watched", args.profile_steps)
+
+    lines, result = summary(per, n, args.rounds, str(work.dev), torch.__version__)
+    lines.append("")
+    lines.append(
+        f"cProfile, {args.profile_steps} steps each, watched vs bare (own time is "
+        "cProfile's, inflated; the calls are exact):"
+    )
+    lines += profile_diff(prof_bare, prof_watched, args.top)
+    if problems:
+        lines.append("LEFT CHANGED: " + "; ".join(problems))
+    result["restore_problems"] = problems
+    text = "\n".join(lines)
+    print("\n" + text, flush=True)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "watch-parts.json").write_text(json.dumps(result, indent=2) + "\n", "utf-8")
+        (out / "watch-parts.txt").write_text(text + "\n", "utf-8")
+    return 1 if problems else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--rounds", type=int, default=16)
+    ap.add_argument("--block-s", type=float, default=0.4, help="seconds of timed steps a block")
+    ap.add_argument("--parts", nargs="*", choices=PARTS)
+    ap.add_argument("--profile-steps", type=int, default=300)
+    ap.add_argument("--top", type=int, default=25)
+    return run(ap.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
