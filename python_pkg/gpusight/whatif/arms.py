@@ -169,7 +169,7 @@ class Arm:
                 self._recast.append(None)
                 return
             cast = torch.autocast(device_type=dev, dtype=getattr(torch, dtype_name))
-            cast.__enter__()
+            cast.__enter__()  # type: ignore[no-untyped-call]
             self._recast.append(cast)
             self.recast_forwards += 1
 
