@@ -205,6 +205,51 @@ def test_copy_classification() -> None:
     assert sync_kind("if (x > 0).any():") == "bool"
 
 
+class _Source:
+    """A host tensor's stand-in as ``record_copy`` sees it: CPU torch cannot pin memory."""
+
+    asked = 0
+
+    def __init__(self, pinned: bool) -> None:
+        self.pinned = pinned
+        self.nbytes = 1024
+
+    def is_pinned(self) -> bool:
+        _Source.asked += 1
+        return self.pinned
+
+
+def test_a_copy_line_asks_is_pinned_rarely_once_its_sources_are_known_and_a_mixed_line_always() -> (
+    None
+):
+    def copy_line(w: Watch, src: _Source) -> None:
+        w.record_copy(src, False, 0, 10, sys._getframe())  # one line, as in a to_device helper
+
+    def helper_line(w: Watch, src: _Source) -> None:
+        w.record_copy(src, False, 0, 10, sys._getframe())
+
+    with Watch(warmup=0, profile_steps=0, stop_after_steps=False) as w:
+        _Source.asked = 0
+        for _ in range(200):
+            copy_line(w, _Source(pinned=False))
+        steady = _Source.asked
+        _Source.asked = 0
+        for i in range(200):  # a helper that copies a pinned batch and a pageable extra
+            helper_line(w, _Source(pinned=i % 2 == 0))
+        mixed = _Source.asked
+        counts = sorted((k[0], a.count) for k, a in w.collected.copies.items())
+        # The first line's sources turn pinned: seen at its next check, within 17 copies.
+        for _ in range(40):
+            copy_line(w, _Source(pinned=True))
+        late = sum(a.count for k, a in w.collected.copies.items() if k[0] == "pinned_sync") - 100
+    # 32 learning copies, then every 17th; and every copy of a line that showed both kinds.
+    assert steady == 32 + len(range(34, 200, 17))
+    assert mixed == 200
+    # Each line's copies by kind: 200 pageable; 100 pageable and 100 pinned.
+    assert counts == [("pageable_sync", 100), ("pageable_sync", 200), ("pinned_sync", 100)]
+    assert 40 - 17 < late <= 40
+
+
 def _step_then(fail_at: int, exc: BaseException) -> Iterator[int]:
     model = small_model()
     x = torch.randn(4, 32)

@@ -99,6 +99,27 @@ class CopyAgg:
     measured_host_ns: int = 0
 
 
+PINNED_LEARN = 32
+PINNED_RECHECK = 17
+"""A copy line whose first 32 sources were all pinned, or all pageable, then asks
+``is_pinned()`` (a CUDA driver query, microseconds in a busy loop) on every 17th copy only; a
+line seen with both kinds asks every time. A helper that copies several tensors a step shows
+both kinds within the first 32, and a prime stride does not fall in step with its period."""
+
+
+@dataclass(slots=True)
+class CopySiteSeen:
+    """One line that copies to the device: where it is, and what its sources were so far."""
+
+    code: Any
+    site: Site | None
+    key: str
+    pinned: bool
+    calls: int = 0
+    mixed: bool = False
+    """Its sources were pinned at one copy and pageable at another."""
+
+
 @dataclass
 class LoaderSeen:
     num_workers: int | None = None
@@ -236,7 +257,7 @@ class Watch:
         # (id(code), instruction offset) of a copy's or a sync's calling frame, when that frame
         # is the user's own -> what it resolved to: a hot loop copies and syncs from the same
         # lines every step. The code object is held so that its id stays its own.
-        self._copy_sites: dict[tuple[int, int], tuple[Any, Site | None, str]] = {}
+        self._copy_sites: dict[tuple[int, int], CopySiteSeen] = {}
         self._sync_sites: dict[tuple[int, int], tuple[Any, SyncAgg]] = {}
         # Frames between a sync warning and the line that caused it that are always ours or
         # the warnings module's: skipped before looking for the user's frame.
@@ -729,22 +750,34 @@ class Watch:
 
     def record_copy(self, src: Any, non_blocking: bool, t0: int, t1: int, frame: Any) -> CopyAgg:
         """Account one host-to-device copy of ``src`` issued from ``frame`` (or its callers)."""
-        try:
-            pinned = bool(src.is_pinned())
-        except Exception:
-            pinned = False
-        kind = classify_copy(pinned, non_blocking)
         loc = (id(frame.f_code), frame.f_lasti) if frame is not None else None
-        known = self._copy_sites.get(loc) if loc is not None else None
-        if known is None:
+        seen = self._copy_sites.get(loc) if loc is not None else None
+        if (
+            seen is None
+            or seen.mixed
+            or seen.calls < PINNED_LEARN
+            or seen.calls % PINNED_RECHECK == 0
+        ):
+            try:
+                pinned = bool(src.is_pinned())
+            except Exception:
+                pinned = False
+            if seen is not None and pinned != seen.pinned:
+                seen.mixed = True  # this line copies from both kinds: ask every time
+        else:
+            pinned = seen.pinned
+        if seen is None:
             user = self.sources.user_frame(frame)
             site = self.sources.site(user) if user is not None else None
             code = frame.f_code if frame is not None else None
-            known = (code, site, f"{site.file}:{site.line}" if site else "?")
+            seen = CopySiteSeen(code, site, f"{site.file}:{site.line}" if site else "?", pinned)
             if loc is not None and user is frame:
-                self._copy_sites[loc] = known
-        site = known[1]
-        key = (kind, known[2])
+                self._copy_sites[loc] = seen
+        seen.pinned = pinned
+        seen.calls += 1
+        kind = classify_copy(pinned, non_blocking)
+        site = seen.site
+        key = (kind, seen.key)
         agg = self.collected.copies.get(key)
         if agg is None:
             agg = self.collected.copies[key] = CopyAgg(kind=kind, site=site)
