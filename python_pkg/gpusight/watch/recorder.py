@@ -33,6 +33,10 @@ class StepRecord:
     framework_ns: int = 0
     overhead_ns: int = 0
     syncs: int = 0
+    detail: bool = True
+    """Whether this step recorded copies and syncs (``detail.py``)."""
+    detail_ns: int = 0
+    """Of ``overhead_ns``, what recording them cost."""
 
     @property
     def duration_ns(self) -> int:
@@ -44,6 +48,7 @@ class StepRecord:
         self.framework_ns += other.framework_ns
         self.overhead_ns += other.overhead_ns
         self.syncs += other.syncs
+        self.detail_ns += other.detail_ns
 
 
 @dataclass

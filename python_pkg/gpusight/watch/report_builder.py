@@ -18,6 +18,7 @@ from ..rules.workload import (
     steady_start,
 )
 from .machine import machine_facts
+from .recorder import StepRecord
 from .trace_analysis import HostRecord, WindowStats
 from .trace_analysis import analyse as analyse_trace
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from .session import Watch
 
 
-def _ms(ns: int) -> float:
+def _ms(ns: float) -> float:
     return ns / 1e6
 
 
@@ -120,6 +121,14 @@ def _memory(w: Watch) -> tuple[int | None, int | None, int | None]:
         return None, None, None
 
 
+def _copy_per_step(steps: list[StepRecord]) -> list[float]:
+    """Host copy ms per step; a step that did not record its copies (``detail.py``) gets the
+    mean of those that did."""
+    recorded = [r.copy_ns for r in steps if r.detail]
+    mean = sum(recorded) / len(recorded) if recorded else 0.0
+    return [_ms(r.copy_ns if r.detail else mean) for r in steps]
+
+
 def _per_run(window_ms: float | None, stats: WindowStats | None, steps: int) -> float | None:
     """GPU idle measured over the window's steps, scaled to the reported (measured) steps."""
     if window_ms is None or stats is None or not stats.steps:
@@ -197,6 +206,8 @@ def build_report(w: Watch) -> Report:
     loaders = sorted(w.collected.loaders.values(), key=lambda s: -s.calls)
     ld = loaders[0] if loaders else None
     measured = phase == "measure"
+    # Counts from the steps that recorded copies and syncs, for all measured steps (detail.py).
+    scale = w.detail.scale if measured else (lambda n: n)
     syncs = sorted(w.collected.syncs.items(), key=lambda kv: -kv[1].count)
     sync_idle = stats.sync_idle_ms if stats is not None else {}
     import os
@@ -205,7 +216,7 @@ def build_report(w: Watch) -> Report:
         step_mode=rec.kind or "block",
         step_times_ms=[_ms(r.duration_ns) for r in clean],
         data_wait_ms=[_ms(r.data_ns) for r in clean],
-        host_copy_ms=[_ms(r.copy_ns) for r in clean],
+        host_copy_ms=_copy_per_step(clean),
         framework_ms=[_ms(r.framework_ns) for r in clean],
         cuda_available=cuda,
         cuda_devices=int(torch.cuda.device_count()) if cuda else 0,
@@ -213,7 +224,7 @@ def build_report(w: Watch) -> Report:
         syncs=[
             SyncSite(
                 kind=a.kind,
-                count=a.measured if measured else a.count,
+                count=scale(a.measured) if measured else a.count,
                 file=a.site.file if a.site else None,
                 line=a.site.line if a.site else None,
                 code=a.site.code if a.site else None,
@@ -225,9 +236,9 @@ def build_report(w: Watch) -> Report:
         copies=[
             CopySite(
                 kind=a.kind,
-                count=a.measured if measured else a.count,
-                bytes=a.measured_bytes if measured else a.bytes,
-                host_ms=_ms(a.measured_host_ns if measured else a.host_ns),
+                count=scale(a.measured) if measured else a.count,
+                bytes=scale(a.measured_bytes) if measured else a.bytes,
+                host_ms=_ms(scale(a.measured_host_ns) if measured else a.host_ns),
                 file=a.site.file if a.site else None,
                 line=a.site.line if a.site else None,
                 code=a.site.code if a.site else None,
@@ -271,6 +282,18 @@ def build_report(w: Watch) -> Report:
         )
     if reserved is not None:
         kernels["peak_reserved_bytes"] = reserved
+    plan = w.detail
+    if plan.decided:
+        kernels["detail_every"] = plan.every
+        kernels["detail_steps"] = plan.detailed
+        kernels["detail_cost_pct"] = round(100.0 * (plan.share or 0.0), 3)
+    if measured and plan.every > 1:
+        notes.append(
+            f"host-to-device copies and host syncs were recorded on {plan.detailed} of "
+            f"{plan.measured} measured steps, picked at random (1 in {plan.every}): on every "
+            f"step of a step this short they would cost {100 * (plan.share or 0):.1f} % of it; "
+            "their counts are scaled to all steps"
+        )
     # The per-event costs that overhead_pct adds to the hooks' own time (watch/calibration.py).
     for name, ns in w.calibration.as_dict().items():
         kernels[f"overhead_calibration_{name}"] = ns

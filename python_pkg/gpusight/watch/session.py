@@ -45,6 +45,7 @@ from typing import Any
 
 from ..report import Report
 from .calibration import Calibration, calibrate
+from .detail import DetailPlan
 from .nvml_sampler import NvmlSampler
 from .patches import Patches
 from .placement import INSPECT_CALLS, ModuleInfo, inspect_module, observe_call
@@ -265,6 +266,10 @@ class Watch:
         # What the hooks' own clocks cannot see (torch's hook dispatch, the wrapper layer,
         # Python's warning path), measured at start and added per event: see calibration.py.
         self.calibration = Calibration()
+        # Whether the current step records copies and syncs; every step unless they would
+        # cost a short step more than their budget (detail.py).
+        self.detail = DetailPlan()
+        self._detail = True
 
     # -- context manager ----------------------------------------------------------------------
     def __enter__(self) -> Watch:
@@ -443,6 +448,16 @@ class Watch:
             self.notes.append(f"sync-debug mode unavailable: {exc}")
             self._sync_mode_set = True
 
+    def _set_detail(self, on: bool) -> None:
+        """Copies and syncs recorded in the next step, or not; sync-debug mode with them (unless
+        the user had it on: then their warnings keep coming, and pass through unrecorded)."""
+        self._detail = on
+        if self._sync_mode_set and self._sync_mode_before == 0:
+            try:
+                self._torch.cuda.set_sync_debug_mode(1 if on else 0)
+            except Exception as exc:
+                self.notes.append(f"could not switch sync-debug mode: {exc}")
+
     def _restore_sync_mode(self) -> None:
         if self._sync_mode_set and self._sync_mode_before is not None:
             try:
@@ -522,8 +537,17 @@ class Watch:
             self._fwd_depth = 0
         # Profiler start/stop and the hook switch happen between steps, outside both of them;
         # only the ordinary bookkeeping counts as the next step's overhead.
+        plan = self.detail
+        if rec.measured < plan.measured:
+            # A step kind of higher priority appeared: the steps so far became one.
+            plan = self.detail = DetailPlan()
+        plan.step_ended(rec.records[-1])
         transition = False if self._settled else self._between_steps(rec)
+        detail = plan.next_records() if plan.every > 1 else True
+        if detail is not self._detail:
+            self._set_detail(detail)
         nxt = rec.begin_next(perf_counter_ns())
+        nxt.detail = detail
         if not transition:
             nxt.overhead_ns += nxt.start_ns - t
         if rec.steps is not None and rec.done():
@@ -721,8 +745,8 @@ class Watch:
         getframe = sys._getframe
 
         def copy(self_t: Any, *args: Any, **kwargs: Any) -> Any:
-            # is_compiling first: under torch.compile this wrapper is traced, not run.
-            if is_compiling() or get_ident() != w._tid:
+            # is_compiling before the thread: under torch.compile this wrapper is traced.
+            if not w._detail or is_compiling() or get_ident() != w._tid:
                 return orig(self_t, *args, **kwargs)
             rec = w._rec
             if rec is None:
@@ -742,7 +766,10 @@ class Watch:
                 ):
                     w.record_copy(self_t, non_blocking_arg(args, kwargs), t0, t1, getframe(1))
             finally:
-                rec.current.overhead_ns += perf_counter_ns() - t1 + w.calibration.wrapper_ns
+                cost = perf_counter_ns() - t1 + w.calibration.wrapper_ns
+                cur = rec.current
+                cur.overhead_ns += cost
+                cur.detail_ns += cost
             return out
 
         self._relay_codes.add(id(copy.__code__))
@@ -804,13 +831,16 @@ class Watch:
 
         def synchronize(*args: Any, **kwargs: Any) -> Any:
             rec = w._rec
-            if get_ident() != w._tid or rec is None:
+            if not w._detail or get_ident() != w._tid or rec is None:
                 return orig(*args, **kwargs)
             t0 = perf_counter_ns()
             out = orig(*args, **kwargs)
             t1 = perf_counter_ns()
             w.record_sync(getframe(1), t1, kind="synchronize", host_ns=t1 - t0)
-            rec.current.overhead_ns += perf_counter_ns() - t1 + w.calibration.wrapper_ns
+            cost = perf_counter_ns() - t1 + w.calibration.wrapper_ns
+            cur = rec.current
+            cur.overhead_ns += cost
+            cur.detail_ns += cost
             return out
 
         self._relay_codes.add(id(synchronize.__code__))
@@ -835,14 +865,17 @@ class Watch:
         ) -> None:
             if str(message).startswith(SYNC_MESSAGE):
                 rec = w._rec
-                if get_ident() == w._tid and rec is not None:
+                if w._detail and get_ident() == w._tid and rec is not None:
                     t = perf_counter_ns()
                     # From the frame that raised it, past the relays (warnings, our wrappers).
                     frame: FrameType | None = getframe(1)
                     while frame is not None and id(frame.f_code) in relay:
                         frame = frame.f_back
                     w.record_sync(frame, t)
-                    rec.current.overhead_ns += perf_counter_ns() - t + w.calibration.warning_ns
+                    cost = perf_counter_ns() - t + w.calibration.warning_ns
+                    cur = rec.current
+                    cur.overhead_ns += cost
+                    cur.detail_ns += cost
                 # The user only sees these if they had asked for them before we did.
                 if not w._sync_mode_before:
                     return

@@ -1,0 +1,85 @@
+"""Which measured steps record the detail (host-to-device copies, host syncs), and how the
+counts of the others are scaled. No torch.
+
+Recording one copy or one sync costs the watch microseconds: the ``Tensor.to`` wrapper, the
+``is_pinned`` query, torch's sync warning and Python's warning machinery. Next to a 50 ms
+training step that is nothing; next to a 1.7 ms batch-1 inference step that copies its input
+and reads its answer back, it is several percent (``benchmarks/watch_parts.py`` on the H200:
+the detail cost about three times what the watch's own clocks saw, as it runs cache-cold
+between the step's kernel launches).
+
+So the first ``CENSUS`` measured steps all record the detail, and their own clocks say what it
+cost. When that is more than ``BUDGET`` of the step, from then on each step records it with
+probability 1/k, k the smallest that brings the cost within budget (at most ``MAX_EVERY``).
+Random, not every k-th step: a pattern that repeats every few steps (a log line every 10
+steps) is then neither always nor never seen. Counts are scaled by measured / detailed steps.
+The step boundaries, the data wait and the module hooks run on every step.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Protocol
+
+CENSUS = 16
+BUDGET = 0.002
+"""The detail's share of the step, by the watch's own clocks, that every step may pay."""
+MAX_EVERY = 16
+
+
+class _Step(Protocol):
+    phase: str
+    detail: bool
+    detail_ns: int
+
+    @property
+    def duration_ns(self) -> int: ...
+
+
+def every_for(share: float) -> int:
+    """1 in how many steps records the detail, for a detail that costs ``share`` of a step."""
+    if share <= BUDGET:
+        return 1
+    return min(MAX_EVERY, math.ceil(share / BUDGET))
+
+
+class DetailPlan:
+    def __init__(self, seed: int = 0x5EED) -> None:
+        self.every = 1
+        """1: every step records the detail."""
+        self.measured = 0
+        self.detailed = 0
+        """Measured steps that recorded the detail."""
+        self.share: float | None = None
+        """The detail's share of the step over the census, by the watch's own clocks."""
+        self._rng = random.Random(seed)
+        self._census_detail_ns = 0
+        self._census_ns = 0
+
+    @property
+    def decided(self) -> bool:
+        return self.share is not None
+
+    def step_ended(self, step: _Step) -> None:
+        if step.phase != "measure":
+            return
+        self.measured += 1
+        if step.detail:
+            self.detailed += 1
+        if self.share is None:
+            self._census_detail_ns += step.detail_ns
+            self._census_ns += step.duration_ns
+            if self.measured >= CENSUS and self._census_ns > 0:
+                self.share = self._census_detail_ns / self._census_ns
+                self.every = every_for(self.share)
+
+    def next_records(self) -> bool:
+        """Whether the next step records the detail."""
+        return self.every == 1 or self._rng.random() * self.every < 1.0
+
+    def scale(self, count: int) -> int:
+        """A count from the detailed steps, for all measured steps."""
+        if self.detailed == 0 or self.detailed >= self.measured:
+            return count
+        return round(count * self.measured / self.detailed)
