@@ -530,7 +530,16 @@ def run_scenarios(args: argparse.Namespace) -> int:
 
 
 # -- ablation: which part of the watch costs the time ------------------------------------------
-ABLATIONS = ("bare", "watched", "no_sampler", "no_pcie", "no_sync_mode", "no_copy_hook", "minimal")
+ABLATIONS = (
+    "bare",
+    "watched",
+    "no_sampler",
+    "no_pcie",
+    "no_sync_mode",
+    "no_copy_hook",
+    "minimal",
+    "all_detail",
+)
 
 
 @contextlib.contextmanager
@@ -539,14 +548,16 @@ def ablated(part: str) -> Iterator[None]:
     thread), ``no_pcie`` (the thread without PCIe readings, NVML's 20 ms window each), or
     ``no_sync_mode`` (torch's sync-debug mode left off), ``no_copy_hook`` (``Tensor.to`` and
     ``Tensor.cuda`` left unwrapped), or ``minimal`` (all of these off: the step and module hooks
-    alone)."""
-    from gpusight.watch import session
+    alone), or ``all_detail`` (copies and syncs recorded on every step, however short: no
+    sampling, see ``gpusight/watch/detail.py``)."""
+    from gpusight.watch import detail, session
     from gpusight.watch.nvml_sampler import NvmlSampler
 
     attr = "NvmlSampler"  # the name session.py looks up when a watch starts
     saved_sampler = getattr(session, attr)
     saved_sync = session.Watch._maybe_enable_sync_mode
     saved_copy = session.Watch._wrap_copy
+    saved_budget = detail.BUDGET
 
     class Idle(NvmlSampler):
         def start(self) -> Idle:
@@ -569,8 +580,11 @@ def ablated(part: str) -> Iterator[None]:
             session.Watch._maybe_enable_sync_mode = lambda self: None  # type: ignore[method-assign]
         if part in ("no_copy_hook", "minimal"):
             session.Watch._wrap_copy = lambda self, orig: orig  # type: ignore[method-assign]
+        if part == "all_detail":
+            detail.BUDGET = 1.0
         yield
     finally:
+        detail.BUDGET = saved_budget
         setattr(session, attr, saved_sampler)
         session.Watch._maybe_enable_sync_mode = saved_sync  # type: ignore[method-assign]
         session.Watch._wrap_copy = saved_copy  # type: ignore[method-assign]

@@ -15,7 +15,9 @@ block. Variants:
   (adds Python's warnings machinery);
 * ``sampler``: the NVML sampler thread alone, no watch;
 * the watch: ``minimal`` (step and module hooks only), ``no_sync_mode``, ``no_copy_hook``,
-  ``no_sampler``, ``watched`` (everything), as ``overhead.py --ablate`` switches them off.
+  ``no_sampler``, ``all_detail`` (copies and syncs recorded on every step: no sampling, see
+  ``gpusight/watch/detail.py``), ``watched`` (the watch as it is), as ``overhead.py --ablate``
+  switches them off.
 
 Each block also records the garbage collections it saw and, for the watch, the syncs and copies
 it recorded per step and its self-measured overhead. Last, a bare and a watched block under
@@ -54,9 +56,9 @@ PARTS = (
     "no_sync_mode",
     "no_copy_hook",
     "no_sampler",
+    "all_detail",
     "watched",
 )
-WATCH_PARTS = ("minimal", "no_sync_mode", "no_copy_hook", "no_sampler", "watched")
 WARM_STEPS = 8  # the watch's 3 warm-up steps and its hook switch happen before the timed ones
 
 
@@ -178,6 +180,7 @@ def block(work: Workload, part: str, n: int) -> dict[str, Any]:
         out["self_us"] = sum(r.overhead_ns for r in measured) / k / 1e3
         out["syncs_per_step"] = sum(a.measured for a in w.collected.syncs.values()) / k
         out["copies_per_step"] = sum(a.measured for a in w.collected.copies.values()) / k
+        out["detail_every"] = w.detail.every
     if "warnings" in info:
         out["warnings_per_step"] = info["warnings"] / (n + WARM_STEPS)
     return out
@@ -242,7 +245,7 @@ def summary(
         "q1: lower quartile of the blocks' median steps, vs bare's; paired: median over rounds "
         "of block / that round's bare block",
         f"{'variant':<14} {'q1 ms':>8} {'q1 vs bare':>10} {'paired':>8} {'gc/1k':>6} "
-        f"{'syncs':>6} {'copies':>6} {'self us':>8}",
+        f"{'syncs':>6} {'copies':>6} {'self us':>8} {'1 in':>5}",
     ]
     result: dict[str, Any] = {
         "device": dev,
@@ -251,7 +254,13 @@ def summary(
         "rounds": rounds,
         "variants": {},
     }
-    keys = ("gc_per_1000_steps", "syncs_per_step", "warnings_per_step", "copies_per_step")
+    keys = (
+        "gc_per_1000_steps",
+        "syncs_per_step",
+        "warnings_per_step",
+        "copies_per_step",
+        "detail_every",
+    )
     for part, bs in per.items():
         q = lower_quartile([b["median_ms"] for b in bs])
         row: dict[str, Any] = {"q1_ms": round(q, 4), "blocks": bs}
@@ -268,7 +277,7 @@ def summary(
         syncs = mid["syncs_per_step"] or mid["warnings_per_step"]
         lines.append(
             f"{part:<14} {q:>8.4f} {qp:>10} {pp:>8} {mid['gc_per_1000_steps']:>6} {syncs:>6} "
-            f"{mid['copies_per_step']:>6} {mid['self_us']:>8}"
+            f"{mid['copies_per_step']:>6} {mid['self_us']:>8} {mid['detail_every']:>5}"
         )
         result["variants"][part] = row
     return lines, result
