@@ -59,7 +59,10 @@ PARTS = (
     "all_detail",
     "watched",
 )
-WARM_STEPS = 8  # the watch's 3 warm-up steps and its hook switch happen before the timed ones
+WARM_STEPS = 8
+# The H200 host has phases of a second or more where the same step takes 1.5-2x as long (any
+# variant; DVFS?): a round whose two blocks differ by more than this straddles two of them.
+SAME_STATE = 1.2  # the watch's 3 warm-up steps and its hook switch happen before the timed ones
 
 
 class Workload:
@@ -243,8 +246,10 @@ def summary(
         f"watch parts on {dev} ({version}): unbatched_inference's model, blocks of {n} steps, "
         f"{rounds} rounds, order rotated",
         "q1: lower quartile of the blocks' median steps, vs bare's; paired: median over rounds "
-        "of block / that round's bare block",
-        f"{'variant':<14} {'q1 ms':>8} {'q1 vs bare':>10} {'paired':>8} {'gc/1k':>6} "
+        "of block / that round's bare block; same state: the same over the rounds where the two "
+        f"are within {100 * (SAME_STATE - 1):.0f} % of each other (their count)",
+        f"{'variant':<14} {'q1 ms':>8} {'q1 vs bare':>10} {'paired':>8} {'same state':>12} "
+        f"{'gc/1k':>6} "
         f"{'syncs':>6} {'copies':>6} {'self us':>8} {'1 in':>5}",
     ]
     result: dict[str, Any] = {
@@ -268,16 +273,25 @@ def summary(
             row["q1_pct"] = round(100 * (q / base_q - 1), 2)
             ratios = [b["median_ms"] / a["median_ms"] for a, b in zip(bare, bs, strict=True)]
             row["paired_pct"] = round(100 * (statistics.median(ratios) - 1), 2)
+            same = [x for x in ratios if 1 / SAME_STATE < x < SAME_STATE]
+            if same:
+                row["same_state_pct"] = round(100 * (statistics.median(same) - 1), 2)
+                row["same_state_rounds"] = len(same)
         mid = {}
         for key in (*keys, "self_us"):
             vals = [b[key] for b in bs if key in b]
             mid[key] = f"{statistics.median(vals):.2f}" if vals else ""
         qp = f"{row['q1_pct']:+.1f}%" if "q1_pct" in row else ""
         pp = f"{row['paired_pct']:+.1f}%" if "paired_pct" in row else ""
+        ss = (
+            f"{row['same_state_pct']:+.1f}% ({row['same_state_rounds']})"
+            if "same_state_pct" in row
+            else ""
+        )
         syncs = mid["syncs_per_step"] or mid["warnings_per_step"]
         lines.append(
-            f"{part:<14} {q:>8.4f} {qp:>10} {pp:>8} {mid['gc_per_1000_steps']:>6} {syncs:>6} "
-            f"{mid['copies_per_step']:>6} {mid['self_us']:>8} {mid['detail_every']:>5}"
+            f"{part:<14} {q:>8.4f} {qp:>10} {pp:>8} {ss:>12} {mid['gc_per_1000_steps']:>6} "
+            f"{syncs:>6} {mid['copies_per_step']:>6} {mid['self_us']:>8} {mid['detail_every']:>5}"
         )
         result["variants"][part] = row
     return lines, result

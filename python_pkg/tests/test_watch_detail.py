@@ -56,6 +56,14 @@ def test_the_census_decides_once_and_cheap_detail_stays_on_every_step() -> None:
     assert costly.share == pytest.approx(20e-3 / 1.7)
 
 
+def test_a_one_off_cost_in_the_census_does_not_decide() -> None:
+    plan = DetailPlan()
+    plan.step_ended(_step(1.7, 3000.0))  # a line read from its file the first time it synced
+    for _ in range(detail.CENSUS - 1):
+        plan.step_ended(_step(1.7, 1.0))
+    assert plan.decided and plan.every == 1
+
+
 def test_the_steps_that_record_are_picked_at_random_near_one_in_k_and_counts_scale() -> None:
     plan = DetailPlan(seed=1)
     for _ in range(detail.CENSUS):
