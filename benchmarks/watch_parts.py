@@ -15,7 +15,7 @@ block. Variants:
   (adds Python's warnings machinery);
 * ``sampler``: the NVML sampler thread alone, no watch;
 * the watch: ``minimal`` (step and module hooks only), ``no_sync_mode``, ``no_copy_hook``,
-  ``no_sampler``, ``all_detail`` (copies and syncs recorded on every step: no sampling, see
+  ``no_sampler``, ``no_pcie`` (the sampler without PCIe readings), ``all_detail`` (copies and syncs recorded on every step: no sampling, see
   ``gpusight/watch/detail.py``), ``watched`` (the watch as it is), as ``overhead.py --ablate``
   switches them off.
 
@@ -56,6 +56,7 @@ PARTS = (
     "no_sync_mode",
     "no_copy_hook",
     "no_sampler",
+    "no_pcie",
     "all_detail",
     "watched",
 )
