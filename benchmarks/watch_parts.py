@@ -15,9 +15,9 @@ block. Variants:
   (adds Python's warnings machinery);
 * ``sampler``: the NVML sampler thread alone, no watch;
 * the watch: ``minimal`` (step and module hooks only), ``no_sync_mode``, ``no_copy_hook``,
-  ``no_sampler``, ``no_pcie`` (the sampler without PCIe readings), ``all_detail`` (copies and syncs recorded on every step: no sampling, see
-  ``gpusight/watch/detail.py``), ``watched`` (the watch as it is), as ``overhead.py --ablate``
-  switches them off.
+  ``no_sampler``, ``no_pcie`` (the sampler without PCIe readings), ``all_detail`` (copies and
+  syncs recorded on every step: no sampling, see ``gpusight/watch/detail.py``), ``watched``
+  (the watch as it is), as ``overhead.py --ablate`` switches them off.
 
 Each block also records the garbage collections it saw and, for the watch, the syncs and copies
 it recorded per step and its self-measured overhead. Last, a bare and a watched block under
