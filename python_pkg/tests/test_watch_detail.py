@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Iterator
 from itertools import pairwise
 
 import pytest
@@ -15,14 +14,6 @@ from gpusight.watch.detail import DetailPlan, every_for
 from gpusight.watch.recorder import StepRecord
 from gpusight.watch.session import SYNC_MESSAGE, Watch
 from watch_support import small_model, snapshot
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _step(ms: float, detail_us: float, recorded: bool = True) -> StepRecord:
