@@ -4,8 +4,10 @@
 
 ``overhead.py --ablate`` runs each variant as a whole scenario ``main()``, which builds its model
 anew, and whole runs of the shortest step differ by more than the effect looked for. Here one
-model (``unbatched_inference``'s: the shortest, most launch-bound step of the suite) serves
-blocks of steps, each block under one variant, the order rotated from round to round. A
+model serves blocks of steps, each block under one variant, the order rotated from round to
+round: ``--workload unbatched_inference`` (default; the shortest, most launch-bound step of the
+suite, one copy in and one ``.cpu()`` out) or ``tiny_batch`` (an MLP trained 8 samples a step:
+optimizer and backward hooks, no copy, no sync). A
 variant's figure is the median over rounds of its block's median step over that round's bare
 block. Variants:
 
@@ -95,6 +97,37 @@ class Workload:
         if self.gpu:
             self.torch.cuda.synchronize()
 
+    def mode(self) -> contextlib.AbstractContextManager[Any]:
+        return self.torch.inference_mode()  # type: ignore[no-any-return]
+
+
+class TrainWorkload(Workload):
+    """``tiny_batch``: an MLP trained 8 samples a step, never synchronised (launch-bound)."""
+
+    def __init__(self, torch: Any) -> None:
+        import tiny_batch
+
+        self.torch = torch
+        self.dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.gpu = self.dev.type == "cuda"
+        self.model, self.opt, self.xs, self.ys = tiny_batch.build(self.dev)
+        self.i = 0
+
+    def step(self) -> None:
+        f = self.torch.nn.functional
+        i = self.i % len(self.xs)
+        self.i += 1
+        loss = f.cross_entropy(self.model(self.xs[i]), self.ys[i])
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+
+    def mode(self) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()
+
+
+WORKLOADS = {"unbatched_inference": Workload, "tiny_batch": TrainWorkload}
+
 
 @contextlib.contextmanager
 def sync_mode(torch: Any, relay: bool) -> Iterator[dict[str, Any]]:
@@ -167,7 +200,7 @@ def block(work: Workload, part: str, n: int) -> dict[str, Any]:
         gc_before = sum(s["collections"] for s in gc.get_stats())
         ends = [time.perf_counter_ns()]
         for _ in range(n):
-            work.step()  # ends in .cpu(): a sync
+            work.step()  # inference ends in .cpu(), a sync; training is never synchronised
             ends.append(time.perf_counter_ns())
         gcs = sum(s["collections"] for s in gc.get_stats()) - gc_before
     steps = [(b - a) / 1e6 for a, b in pairwise(ends)]
@@ -236,7 +269,12 @@ def lower_quartile(xs: list[float]) -> float:
 
 
 def summary(
-    per: dict[str, list[dict[str, Any]]], n: int, rounds: int, dev: str, version: str
+    per: dict[str, list[dict[str, Any]]],
+    n: int,
+    rounds: int,
+    dev: str,
+    version: str,
+    workload: str = "unbatched_inference",
 ) -> tuple[list[str], dict[str, Any]]:
     """Per variant: the lower quartile of its blocks' median steps vs bare's (the machine has
     slow phases of a second or more that take whole blocks, of any variant: the lower quartile
@@ -244,7 +282,7 @@ def summary(
     bare = per.get("bare") or []
     base_q = lower_quartile([b["median_ms"] for b in bare]) if bare else None
     lines = [
-        f"watch parts on {dev} ({version}): unbatched_inference's model, blocks of {n} steps, "
+        f"watch parts on {dev} ({version}): {workload}'s model, blocks of {n} steps, "
         f"{rounds} rounds, order rotated",
         "q1: lower quartile of the blocks' median steps, vs bare's; paired: median over rounds "
         "of block / that round's bare block; same state: the same over the rounds where the two "
@@ -256,6 +294,7 @@ def summary(
     result: dict[str, Any] = {
         "device": dev,
         "torch": version,
+        "workload": workload,
         "steps_per_block": n,
         "rounds": rounds,
         "variants": {},
@@ -302,9 +341,9 @@ def run(args: argparse.Namespace) -> int:
     import torch
     from overhead import changed, restorable
 
-    work = Workload(torch)
+    work = WORKLOADS[args.workload](torch)
     parts = tuple(args.parts or PARTS)
-    with torch.inference_mode():
+    with work.mode():
         for _ in range(30):
             work.step()
         sizing = block(work, "bare", 50)
@@ -332,7 +371,9 @@ def run(args: argparse.Namespace) -> int:
         prof_bare = profile(work, "bare", args.profile_steps)
         prof_watched = profile(work, "watched", args.profile_steps)
 
-    lines, result = summary(per, n, args.rounds, str(work.dev), torch.__version__)
+    lines, result = summary(
+        per, n, args.rounds, str(work.dev), torch.__version__, workload=args.workload
+    )
     lines.append("")
     lines.append(
         f"cProfile, {args.profile_steps} steps each, watched vs bare (own time is "
@@ -356,6 +397,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--out", default=None)
     ap.add_argument("--rounds", type=int, default=16)
+    ap.add_argument(
+        "--workload",
+        choices=sorted(WORKLOADS),
+        default="unbatched_inference",
+        help="the scenario whose model and loop body run (both launch-bound, short steps)",
+    )
     ap.add_argument("--block-s", type=float, default=0.4, help="seconds of timed steps a block")
     ap.add_argument("--parts", nargs="*", choices=PARTS)
     ap.add_argument("--profile-steps", type=int, default=300)

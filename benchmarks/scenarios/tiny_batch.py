@@ -16,11 +16,12 @@ EXPECTED = {"bottleneck": "launch_overhead", "finding": "load.small_batch"}
 REQUIRES_CUDA = True
 
 
-def main() -> None:
-    args = parse_args(__doc__, iters=60)
-    dev = pick_device(args.device)
+def build(
+    dev: torch.device, fix: bool = False
+) -> tuple[nn.Module, torch.optim.Optimizer, torch.Tensor, torch.Tensor]:
+    """Model, optimizer and 16 batches on the device; also ``watch_parts.py``'s."""
     width, depth = (1024, 6) if dev.type == "cuda" else (64, 3)
-    batch = 1024 if args.fix else 8
+    batch = 1024 if fix else 8
     layers: list[nn.Module] = []
     for _ in range(depth):
         layers += [nn.Linear(width, width), nn.ReLU()]
@@ -28,7 +29,14 @@ def main() -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     xs = torch.randn(16, batch, width, device=dev)
     ys = torch.randint(0, 10, (16, batch), device=dev)
-    with Steps("tiny_batch", args, dev, batch) as steps:
+    return model, opt, xs, ys
+
+
+def main() -> None:
+    args = parse_args(__doc__, iters=60)
+    dev = pick_device(args.device)
+    model, opt, xs, ys = build(dev, args.fix)
+    with Steps("tiny_batch", args, dev, xs.shape[1]) as steps:
         for i in range(args.iters):
             loss = F.cross_entropy(model(xs[i % 16]), ys[i % 16])
             opt.zero_grad(set_to_none=True)
