@@ -5,7 +5,7 @@
 # One device command may run 10 minutes: split the steps over two, e.g.
 #   bash benchmarks/run_gpu.sh tests bench             (~4 min)
 #   bash benchmarks/run_gpu.sh whatif                  (~4-6 min)
-#   bash benchmarks/run_gpu.sh accuracy overhead       (~7 min)
+#   bash benchmarks/run_gpu.sh accuracy overhead       (~8 min)
 #   bash benchmarks/run_gpu.sh multi                   (2 GPUs, ~3 min)
 # Each step's output goes to the terminal and to $OUT/run_gpu.log. A step may write
 # $OUT/<name>-table.txt: the step summary and those tables are printed last.
@@ -47,8 +47,10 @@ want whatif && step whatif 420 "$PY" benchmarks/gpu_whatif.py --out "$OUT/whatif
 want accuracy && step accuracy 240 "$PY" benchmarks/accuracy.py --no-bare --out "$OUT/acc"
 want overhead && step overhead 240 "$PY" benchmarks/overhead.py --out "$OUT/ov"
 want overhead && step micro 60 "$PY" benchmarks/overhead.py --micro --out "$OUT/ov"
-# The shortest step, resolved to a percent: one model, one loop, 80 rotated rounds.
+# The shortest steps, resolved to a percent: one model, one loop, rotated rounds (inference;
+# then a launch-bound training step).
 want overhead && step parts 150 "$PY" benchmarks/watch_parts.py --parts bare watched --rounds 80 --block-s 0.2 --out "$OUT/parts"
+want overhead && step parts-train 120 "$PY" benchmarks/watch_parts.py --workload tiny_batch --parts bare watched --rounds 40 --block-s 0.2 --out "$OUT/parts-train"
 want multi && step multi 240 "$PY" benchmarks/gpu_multi.py --out "$OUT"
 
 {
