@@ -129,3 +129,32 @@ def test_a_longer_step_records_every_copy_and_sync() -> None:
     assert w.detail.every == 1 and w.detail.detailed == w.detail.measured
     assert rep.run["syncs"][0]["count"] == rep.run["steps"]
     assert not any("recorded on" in n for n in rep.notes)
+
+
+def test_a_higher_step_kind_appearing_starts_the_census_again() -> None:
+    """Forward-only steps first (inference-like, sampled), then training steps: the steps so far
+    merge into one, and the detail plan starts over with them."""
+    model = small_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(2, 32)
+    w = Watch(warmup=2, profile_steps=0, stop_after_steps=False, device_types=("meta",))
+    with w:
+        with torch.no_grad():
+            for _ in range(detail.CENSUS + 40):
+                x.to("meta")
+                warnings.warn(SYNC_MESSAGE, stacklevel=1)
+                model(x)
+        sampled_before = w.detail.every
+        for _ in range(detail.CENSUS + 10):
+            x.to("meta")
+            model(x).sum().backward()
+            opt.step()
+            opt.zero_grad()
+    rec = w.recorder
+    assert rec is not None and rec.kind == "optimizer"
+    assert sampled_before > 1  # the forward-only steps were short enough to be sampled
+    assert w.detail.measured == rec.measured
+    assert w.detail.detailed <= w.detail.measured
+    rep = w.report
+    assert rep is not None
+    rep.validate()
