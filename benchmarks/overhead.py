@@ -214,6 +214,19 @@ def _threads() -> list[Any]:
     return threading.enumerate()
 
 
+def write_results(
+    out: str | Path | None, name: str, result: Any, text: str | None = None, table: str = ""
+) -> None:
+    """``OUT/NAME.json`` and, with ``text``, the printed table as ``OUT/TABLE`` (or NAME.txt)."""
+    if not out:
+        return
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n", "utf-8")
+    if text is not None:
+        (folder / (table or f"{name}.txt")).write_text(text + "\n", "utf-8")
+
+
 def changed(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     return [k for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k)]
 
@@ -522,10 +535,7 @@ def run_scenarios(args: argparse.Namespace) -> int:
     )
     text += f"\n\n{summary['seconds']} s, CUDA {cuda}, torch {summary['torch']}"
     print("\n" + text, flush=True)
-    (out / "overhead.json").write_text(
-        json.dumps({"summary": summary, "rows": rows}, indent=2) + "\n", "utf-8"
-    )
-    (out / "overhead-table.txt").write_text(text + "\n", "utf-8")
+    write_results(out, "overhead", {"summary": summary, "rows": rows}, text, "overhead-table.txt")
     return 1 if failed else 0
 
 
@@ -654,11 +664,7 @@ def ablate(args: argparse.Namespace) -> int:
         result[name] = {"iters": iters, "runs_ms": per, "median_ms": med, "paired_pct": paired}
     text = "\n".join(lines)
     print("\n" + text, flush=True)
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "overhead-ablation.json").write_text(json.dumps(result, indent=2) + "\n", "utf-8")
-        (out / "overhead-ablation-table.txt").write_text(text + "\n", "utf-8")
+    write_results(args.out, "overhead-ablation", result, text, "overhead-ablation-table.txt")
     return 0
 
 
@@ -749,10 +755,7 @@ def micro(args: argparse.Namespace) -> int:
         f"{per_step['syncs_per_step']:.0f} syncs and {per_step['copies_per_step']:.0f} copies "
         "recorded"
     )
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "overhead-micro.json").write_text(json.dumps(result, indent=2) + "\n", "utf-8")
+    write_results(args.out, "overhead-micro", result)
     return 0
 
 

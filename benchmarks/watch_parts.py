@@ -33,7 +33,6 @@ import argparse
 import contextlib
 import cProfile
 import gc
-import json
 import pstats
 import statistics
 import sys
@@ -339,7 +338,7 @@ def summary(
 
 def run(args: argparse.Namespace) -> int:
     import torch
-    from overhead import changed, restorable
+    from overhead import changed, restorable, write_results
 
     work = WORKLOADS[args.workload](torch)
     parts = tuple(args.parts or PARTS)
@@ -385,11 +384,7 @@ def run(args: argparse.Namespace) -> int:
     result["restore_problems"] = problems
     text = "\n".join(lines)
     print("\n" + text, flush=True)
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "watch-parts.json").write_text(json.dumps(result, indent=2) + "\n", "utf-8")
-        (out / "watch-parts.txt").write_text(text + "\n", "utf-8")
+    write_results(args.out, "watch-parts", result, text)
     return 1 if problems else 0
 
 
