@@ -824,12 +824,7 @@ def _together_row(report: Any, keys: tuple[str, ...], what: str) -> tuple[float 
         if got == set(keys):
             return float(w.speedup), f"{what} ({w.change})", True
         return float(w.speedup), f"{what}: NOT the fix's changes ({w.change})", False
-    missing = [
-        w.change
-        for w in report.what_if
-        if w.skipped is None and (w.params or {}).get("won") is False
-    ]
-    return None, f"{what}: no winners together" + (f" (lost: {missing})" if missing else ""), False
+    return None, f"{what}: no winners together", False
 
 
 def _predicted_row(report: Any, sc: Scenario, what: str) -> tuple[float | None, str, bool]:
