@@ -132,12 +132,14 @@ def _drop_none(value: Any) -> Any:
 
 
 def sort_findings(findings: list[Finding]) -> list[Finding]:
-    """Largest recoverable share first, then severity, then catalogue id for a stable order."""
+    """Measured gains first (a measurement outranks any estimate), then the largest recoverable
+    share, then severity, then catalogue id for a stable order."""
 
-    def key(f: Finding) -> tuple[float, int, str]:
+    def key(f: Finding) -> tuple[int, float, int, str]:
         share = f.impact.recoverable_pct or 0.0
         speed = f.impact.speedup or 1.0
         return (
+            0 if f.impact.basis == "measured" and speed > 1 else 1,
             -max(share, (1 - 1 / speed) * 100 if speed > 1 else 0.0),
             SEVERITY_ORDER[f.severity],
             f.id,

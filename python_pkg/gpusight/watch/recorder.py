@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 KINDS = ("optimizer", "backward", "forward")
+MAX_STEPS_FACTOR = 8
 _PRIORITY = {k: i for i, k in enumerate(KINDS)}
 
 
@@ -37,6 +38,8 @@ class StepRecord:
     """Whether this step recorded copies and syncs (``detail.py``)."""
     detail_ns: int = 0
     """Of ``overhead_ns``, what recording them cost."""
+    epoch: bool = False
+    """A new DataLoader iterator (an epoch, with fresh workers unless persistent) began here."""
 
     @property
     def duration_ns(self) -> int:
@@ -49,6 +52,7 @@ class StepRecord:
         self.overhead_ns += other.overhead_ns
         self.syncs += other.syncs
         self.detail_ns += other.detail_ns
+        self.epoch = self.epoch or other.epoch
 
 
 @dataclass
@@ -73,6 +77,10 @@ class StepRecorder:
         self.window = Intervals()
         self.recording_window = False
         self._measured = 0
+        self._measured_ns = 0
+        self.min_window_ns = 0
+        """With ``steps``: go on measuring until the measured steps also take this long (at most
+        ``MAX_STEPS_FACTOR`` times the steps asked for)."""
 
     # -- phases -------------------------------------------------------------------------------
     @property
@@ -99,8 +107,11 @@ class StepRecorder:
         return self._measured
 
     def done(self) -> bool:
-        """All requested measured steps are in."""
-        return self.steps is not None and self.measured >= self.steps
+        """All requested measured steps are in (and, with ``min_window_ns``, enough time)."""
+        steps = self.steps
+        if steps is None or self._measured < steps:
+            return False
+        return self._measured_ns >= self.min_window_ns or self._measured >= steps * MAX_STEPS_FACTOR
 
     # -- events -------------------------------------------------------------------------------
     def boundary(self, kind: str, now_ns: int) -> bool:
@@ -117,6 +128,7 @@ class StepRecorder:
         self.records.append(cur)
         if cur.phase == "measure":
             self._measured += 1
+            self._measured_ns += now_ns - cur.start_ns
         return True
 
     def _merge_into_first(self) -> None:
@@ -132,6 +144,7 @@ class StepRecorder:
         self.current = first
         self.records = []
         self._measured = 0
+        self._measured_ns = 0
 
     def begin_next(self, now_ns: int) -> StepRecord:
         index = len(self.records) + 1

@@ -15,6 +15,7 @@ from ..rules.workload import (
     SyncSite,
     WorkloadEvidence,
     analyse,
+    median_step,
     steady_start,
 )
 from .machine import machine_facts
@@ -163,8 +164,8 @@ def build_report(w: Watch) -> Report:
     torch = w.torch
     notes = list(w.notes)
     clean, phase = rec.clean()
-    if phase == "measure" and w.steps is not None:
-        clean = clean[: w.steps]
+    if phase == "measure" and rec.steps is not None and not rec.min_window_ns:
+        clean = clean[: rec.steps]
     if rec.kind is None:
         notes.append(
             "no optimizer step, backward call or model forward was seen: the whole block is "
@@ -197,6 +198,14 @@ def build_report(w: Watch) -> Report:
     peak, reserved, capacity = _memory(w)
     nvml_util = _nvml_util(clean, timeline, w.t0_ns)
     gpu_used = bool(cuda and torch.cuda.is_initialized() and (peak or 0) > 0)
+    if gpu_used and stats is not None and stats.gpu and not stats.kernels_per_step:
+        # A trace with GPU rows but not one kernel while the run used the GPU: CUPTI lost the
+        # kernels, it did not see an idle GPU. Say so and fall back on NVML.
+        notes.append(
+            "the profiler window recorded no kernels although the run used the GPU: its figures "
+            "are dropped and GPU busy comes from NVML's utilisation"
+        )
+        stats = None
     if gpu_used and (stats is None or not stats.gpu):
         notes.append(
             "the profiler window recorded no GPU activity (CUPTI unavailable?): GPU busy is "
@@ -246,9 +255,16 @@ def build_report(w: Watch) -> Report:
             for a in w.collected.copies.values()
             if not measured or a.measured
         ],
-        loader=LoaderInfo(ld.num_workers, ld.pin_memory, ld.batch_size, ld.persistent_workers)
+        loader=LoaderInfo(
+            ld.num_workers,
+            ld.pin_memory,
+            ld.batch_size,
+            ld.persistent_workers,
+            ld.prefetch_factor,
+        )
         if ld
         else None,
+        epoch_starts=[i for i, r in enumerate(clean) if r.epoch],
         placement=_placement(w),
         tf32_matmul=bool(flags.get("matmul.allow_tf32"))
         or flags.get("float32_matmul_precision") in ("high", "medium"),
@@ -260,6 +276,16 @@ def build_report(w: Watch) -> Report:
         nvml_util_pct=nvml_util,
     )
     result = analyse(ev)
+    if rec.kind is None:
+        # No step was seen: nothing to attribute, and no finding may claim a share of it.
+        result.verdict = Verdict(
+            bottleneck="none",
+            gpu_busy_pct=None,
+            summary="No training or inference step was seen (no optimizer.step(), backward() "
+            "or model forward): nothing to attribute.",
+        )
+        result.findings = []
+        result.stall = None
 
     total_ns = sum(r.duration_ns for r in clean)
     overhead = 100.0 * sum(r.overhead_ns for r in clean) / total_ns if total_ns else None
@@ -273,9 +299,20 @@ def build_report(w: Watch) -> Report:
     cost = window_cost(w, clean[steady:], read_ms)
     if cost:
         kernels.update(cost)
-    check = busy_cross_check(result.gpu_busy_pct, stats.busy_pct if stats else None, nvml_util)
+    window_step = (
+        statistics.fmean(_ms(r.duration_ns) for r in rec.analysed()) if stats is not None else None
+    )
+    check = busy_cross_check(
+        result.gpu_busy_pct,
+        stats.busy_pct if stats else None,
+        nvml_util,
+        window_step_ms=window_step,
+        step_ms=result.step_time_ms,
+        median_kernel_us=stats.median_kernel_us if stats else None,
+    )
     if check:
         notes.append(check)
+        kernels["busy_trusted"] = "trace"
     if sampler is not None and w.end_ns > w.t0_ns:
         kernels["sampler_busy_pct"] = round(
             100.0 * sampler.busy_s / ((w.end_ns - w.t0_ns) / 1e9), 3
@@ -302,6 +339,7 @@ def build_report(w: Watch) -> Report:
         "steps": len(clean),
         "warmup_steps": sum(r.phase == "warmup" for r in rec.records),
         "step_time_ms": round(result.step_time_ms, 3),
+        "step_time_median_ms": round(median_step(ev), 3),
         "step_times_ms": step_ms,
         "step_starts_s": [round((r.start_ns - w.t0_ns) / 1e9, 6) for r in clean],
         "breakdown_ms": {k: round(v, 3) for k, v in result.breakdown_ms.items()},
@@ -334,6 +372,16 @@ def build_report(w: Watch) -> Report:
     spread = _spread(step_ms)
     if spread:
         run["step_time_spread_ms"] = spread
+    if result.stall is not None:
+        run["stall"] = result.stall.as_dict()
+    items = ev.placement.batch_size if ev.placement else None
+    if items is None and ev.loader is not None:
+        items = ev.loader.batch_size
+    if items:
+        run["items_per_step"] = items
+    epochs = ev.epoch_starts
+    if epochs:
+        run["epoch_starts"] = epochs
     if w.label:
         run["label"] = w.label
     if w.outcome == "stopped":
@@ -376,17 +424,55 @@ def window_cost(w: Watch, steady: list[Any], read_ms: float | None) -> dict[str,
 
 
 def busy_cross_check(
-    reported: float | None, window: float | None, nvml: float | None
+    reported: float | None,
+    window: float | None,
+    nvml: float | None,
+    *,
+    window_step_ms: float | None = None,
+    step_ms: float | None = None,
+    median_kernel_us: float | None = None,
 ) -> str | None:
-    """A note when the reported GPU busy and NVML's utilisation over the same steps disagree
-    by over 40 points (NVML averages over its own sample period, so short runs stay rough)."""
+    """When the reported GPU busy and NVML's utilisation over the same steps disagree by over
+    40 points: why, and which figure to trust (the trace's, with the reason).
+
+    The reported figure is the profiler window's kernel time per step over the mean step of
+    the whole run, so a window of untypical steps no longer skews it. What is left:
+    * NVML counts a sample period busy if any kernel ran in it: many short kernels with gaps
+      between them read near 100 % while the GPU mostly idles. The trace's kernel time is exact.
+    * NVML also counts other processes' kernels, and averages over its own sample period.
+    """
     if reported is None or nvml is None or abs(reported - nvml) <= 40.0:
         return None
-    w = f", profiler window {window:.0f}%" if window is not None else ""
-    return (
-        f"GPU busy {reported:.0f}% disagrees with NVML's utilisation {nvml:.0f}% over the "
-        f"measured steps{w}: treat the busy figure as approximate"
+    w = f" (profiler window {window:.0f}%)" if window is not None else ""
+    parts = [f"GPU busy {reported:.0f}%{w} disagrees with NVML's utilisation {nvml:.0f}%"]
+    if (
+        window_step_ms
+        and step_ms
+        and max(window_step_ms, step_ms) > 1.5 * min(window_step_ms, step_ms)
+    ):
+        parts.append(
+            f"the profiled steps took {window_step_ms:.1f} ms against the run's mean "
+            f"{step_ms:.1f} ms, so the figure reported is the window's kernel time over the "
+            "run's mean step"
+        )
+    if nvml > reported and median_kernel_us is not None and median_kernel_us < 50.0:
+        parts.append(
+            f"NVML counts a sample period busy when any kernel ran in it, and this run's "
+            f"kernels are short (median {median_kernel_us:.0f} µs) with gaps between them: "
+            "the trace's kernel time is exact, so trust the reported figure"
+        )
+        return "; ".join(parts) + "."
+    if nvml > reported:
+        parts.append(
+            "NVML also counts other processes' kernels and kernels launched outside the steps; "
+            "the trace times this run's own kernels, so trust the reported figure"
+        )
+        return "; ".join(parts) + "."
+    parts.append(
+        "NVML saw less than the trace over the same steps: NVML averages over its own sample "
+        "period and a short run has few samples, so the reported figure stands, but is rough"
     )
+    return "; ".join(parts) + "."
 
 
 def failed_report(w: Watch, exc: BaseException) -> Report:

@@ -127,6 +127,7 @@ class LoaderSeen:
     pin_memory: bool | None = None
     batch_size: int | None = None
     persistent_workers: bool | None = None
+    prefetch_factor: int | None = None
     calls: int = 0
 
 
@@ -205,12 +206,14 @@ class Watch:
         label: str | None = None,
         source_names: dict[str, tuple[str, int]] | None = None,
         device_types: tuple[str, ...] = DEFAULT_DEVICE_TYPES,
+        min_window_s: float = 0.0,
     ) -> None:
         if steps is not None and steps < 1:
             raise ValueError("steps must be at least 1")
         if warmup < 0 or profile_steps < 0:
             raise ValueError("warmup and profile_steps must not be negative")
         self.steps = steps
+        self.min_window_s = max(0.0, float(min_window_s))
         self.warmup = warmup
         self.profile_steps = profile_steps
         self.stop_after_steps = steps is not None if stop_after_steps is None else stop_after_steps
@@ -310,6 +313,7 @@ class Watch:
         self._t0_ns = perf_counter_ns()
         profile = self.profile_steps if self.profile_steps > 0 else 0
         self._rec = StepRecorder(self.warmup, profile, self.steps, self._t0_ns)
+        self._rec.min_window_ns = int(self.min_window_s * 1e9)
         _ACTIVE = self
         if not _FORK_HOOK and hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -557,6 +561,31 @@ class Watch:
                 raise StopWatch(f"gpusight: {rec.measured} steps measured")
         return True
 
+    def _new_loader(self, seen: LoaderSeen) -> None:
+        """A loader with workers: cover its prefetched batches and two of its rounds.
+
+        Workers fill ``num_workers x prefetch_factor`` batches ahead while the script starts
+        up; steps fed from that store look fast. The warm-up (when it has not ended yet) runs
+        past them, and a window given in steps is stretched to two rounds of the workers, so a
+        stall every ``num_workers`` steps is in it twice at least.
+        """
+        rec = self._rec
+        if rec is None or not seen.num_workers or self._window is not None:
+            return
+        ahead = seen.num_workers * (seen.prefetch_factor or 2)
+        if rec.completed < rec.warmup and ahead > rec.warmup:
+            rec.warmup = min(MAX_LOADER_WARMUP, ahead)
+            rec.current.phase = rec.phase_of(rec.current.index)
+        if rec.steps is not None and rec.steps < 2 * ahead:
+            wanted = min(MAX_LOADER_STEPS, 2 * ahead)
+            if wanted > rec.steps:
+                self.notes.append(
+                    f"measured {wanted} steps instead of {rec.steps}: two rounds of the "
+                    f"DataLoader's {seen.num_workers} workers x prefetch "
+                    f"{seen.prefetch_factor or 2}"
+                )
+                rec.steps = wanted
+
     def _between_steps(self, rec: StepRecorder) -> bool:
         """Warm-up extension, profiler window, hook switch, sync-debug mode; True on a switch.
 
@@ -729,6 +758,9 @@ class Watch:
                 seen = w.collected.loaders.get(id(it))
                 if seen is None:
                     w.collected.loaders[id(it)] = seen = _loader_seen(it)
+                    w._new_loader(seen)
+                if seen.calls == 0 or getattr(it, "_num_yielded", 2) == 1:
+                    cur.epoch = True  # a first batch: a new epoch (persistent iterators too)
                 seen.calls += 1
                 cur.overhead_ns += perf_counter_ns() - t1 + w.calibration.wrapper_ns
 
@@ -954,6 +986,9 @@ class Watch:
 
 
 SETTLED_RATIO = 1.25
+# Bounds on how far a loader's prefetch stretches the warm-up and a window given in steps.
+MAX_LOADER_WARMUP = 32
+MAX_LOADER_STEPS = 128
 
 
 def warmup_settled(durations_ns: list[int]) -> bool:
@@ -980,6 +1015,7 @@ def _loader_seen(it: Any) -> LoaderSeen:
         pin_memory=_bool_or_none(getattr(it, "_pin_memory", None)),
         batch_size=_int_or_none(batch),
         persistent_workers=_bool_or_none(getattr(it, "_persistent_workers", None)),
+        prefetch_factor=_int_or_none(getattr(it, "_prefetch_factor", None)),
     )
 
 
