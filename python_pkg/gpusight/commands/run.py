@@ -1,10 +1,14 @@
-"""``gpusight run [--steps N] [--warmup K] [--json FILE] [--html FILE] script.py args...``.
+"""``gpusight run [--steps N] [--warmup K] [--json FILE] [--html FILE] [--what-if [--budget S]]
+script.py args...``.
 
 Runs the script as ``python script.py args...`` would (``__name__ == "__main__"``, ``sys.argv``,
 ``sys.path[0]`` = the script's directory) under a watch, prints the verdict on stderr and
 writes the report. The script's exit code is passed through: ``sys.exit(n)`` -> n, an uncaught
 exception -> its traceback and 1, Ctrl-C -> 130. With ``--steps`` the run ends cleanly after
 that many measured steps (exit 0). The report is written in every case.
+
+With ``--what-if`` the script is re-run, unmodified, once per candidate change injected from
+outside (``rerun/``), and the report carries each change's measured gain in items per second.
 
 Imports nothing of IPython or ipywidgets: it runs where only torch is installed.
 """
@@ -14,9 +18,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
+import json
 import os
 import runpy
 import sys
+import time
 import traceback
 from typing import Any
 
@@ -37,6 +43,24 @@ def register(subparsers: Any) -> None:
         "--html", default=None, metavar="FILE", help="also write a self-contained HTML report"
     )
     p.add_argument("--label", default=None, help="a title for the report")
+    p.add_argument(
+        "--what-if",
+        action="store_true",
+        help="re-run the unmodified script once per candidate change (DataLoader workers, "
+        "batch, autocast, TF32, channels_last, ...) and measure each one's gain",
+    )
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=180.0,
+        metavar="S",
+        help="with --what-if: seconds for all the re-runs together (default 180)",
+    )
+    # Used by --what-if for its re-runs: what to change, where to write what the run saw.
+    p.add_argument("--inject", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--facts", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--min-window", type=float, default=0.0, help=argparse.SUPPRESS)
+    p.add_argument("--max-window", type=float, default=0.0, help=argparse.SUPPRESS)
     p.add_argument("--quiet", action="store_true", help="no summary on stderr")
     p.add_argument(
         "--merge-timeout",
@@ -80,24 +104,40 @@ def run(args: argparse.Namespace) -> int:
         print(f"gpusight run: no such script: {script}", file=sys.stderr)
         return 2
     label = args.label or os.path.basename(script)
+    if args.what_if:
+        return _what_if(args, label)
     if importlib.util.find_spec("torch") is None:
         # Nothing to watch; still run the script, and say so in the report.
         print("gpusight run: torch is not installed: running the script unwatched", file=sys.stderr)
         code = _execute(script, args.args, contextlib.nullcontext())
         _write(_no_torch_report(label), args.json)
         return code
+    injected = None
+    if args.inject:
+        from ..rerun.inject import InjectError, install
+
+        try:
+            injected = install(json.loads(args.inject))
+        except (InjectError, ValueError) as exc:
+            print(f"gpusight run: --inject: {exc}", file=sys.stderr)
+            return 2
     w = Watch(
         steps=args.steps,
         warmup=args.warmup,
         profile_steps=args.profile_steps,
         label=label,
+        min_window_s=args.min_window,
+        max_window_s=args.max_window,
     )
+    t_start = time.monotonic()
     from ..watch import ranks as dist
 
     rank = dist.rank_env()  # under torchrun: every rank writes its report, rank 0 merges them
     started = dist.begin(rank, args.json) if rank is not None else 0.0
     code = _execute(script, args.args, w)
     report = w.report
+    if args.facts:
+        _write_facts(w, injected, args.facts, time.monotonic() - t_start)
     if report is not None and rank is not None:
         dist.finish(
             report,
@@ -145,6 +185,83 @@ def _execute(script: str, script_args: list[str], context: Any) -> int:
         if saved_path0 is not None and sys.path:
             sys.path[0] = saved_path0
     return code
+
+
+def _write_facts(w: Any, injected: Any, path: str, wall_s: float) -> None:
+    from ..rerun.facts import from_watch
+
+    facts = from_watch(w, wall_s)
+    if injected is not None:
+        facts["injected"] = injected.applied
+        facts["inject_notes"] = injected.notes
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(facts, f)
+    except OSError as exc:
+        print(f"gpusight run: could not write {path}: {exc}", file=sys.stderr)
+
+
+def _what_if(args: argparse.Namespace, label: str) -> int:
+    """Re-run the script once per change; the baseline's report with the measured rows."""
+    from ..report_parse import report_from_dict
+    from ..rerun.driver import Driver, ScriptRunner
+    from ..rerun.results import apply
+
+    if importlib.util.find_spec("torch") is None:
+        print("gpusight run --what-if: torch is not installed", file=sys.stderr)
+        return 2
+    if not args.budget > 0:
+        print("gpusight run: --budget must be a positive number of seconds", file=sys.stderr)
+        return 2
+    if args.inject or args.facts:
+        print("gpusight run: --what-if takes no --inject/--facts", file=sys.stderr)
+        return 2
+
+    def say(text: str) -> None:
+        if not args.quiet:
+            print(f"gpusight: {text}", file=sys.stderr, flush=True)
+
+    env = dict(os.environ)
+    pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (pkg_root, env.get("PYTHONPATH", "")) if p
+    )  # the re-runs import this very gpusight
+    runner = ScriptRunner(
+        args.script, args.args, steps=args.steps or 20, warmup=args.warmup, env=env
+    )
+    driver = Driver(runner, budget_s=args.budget, warmup=args.warmup, progress=say)
+    say(f"what-if: re-running {args.script} once per change, budget {args.budget:.0f} s")
+    out = driver.what_if()
+    base = out.baseline
+    if base.report is None:
+        print(f"gpusight run --what-if: the baseline run failed: {base.error}", file=sys.stderr)
+        return 1
+    report = report_from_dict(base.report)
+    report.title = label
+    if not base.ok:
+        report.notes.append(f"what-if: not run, the baseline run failed: {base.error}")
+    else:
+        apply(report, out)
+    _write(report, args.json)
+    _write_html(report, args.html)
+    if not args.quiet:
+        print_summary(report, sys.stderr)
+        print_what_if(report, sys.stderr)
+    return 130 if out.interrupted else 0
+
+
+def print_what_if(report: Report, out: Any) -> None:
+    rows = report.what_if
+    if not rows:
+        return
+    print("  what-if (the script re-run with one change, items per second):", file=out)
+    for r in rows:
+        if r.skipped:
+            print(f"    {r.change}: not run ({r.skipped})", file=out)
+        elif r.speedup is not None:
+            noise = r.noise_pct or 0.0
+            sig = "" if r.speedup >= 1.0 + noise / 100.0 else " (within the noise)"
+            print(f"    {r.change}: {r.speedup:.2f}x ±{noise:.0f}%{sig}", file=out)
 
 
 def _no_torch_report(label: str) -> Report:

@@ -1,4 +1,5 @@
-"""``%%gpusight [--steps N] [--warmup K] [--profile-steps P] [--json FILE] [--label TEXT]``.
+"""``%%gpusight [--steps N] [--warmup K] [--profile-steps P] [--json FILE] [--label TEXT]
+[--what-if [--budget S]]``.
 
 Runs the cell in the user's namespace under a watch and returns the report. The cell body is
 compiled under its own cached name, so tracebacks show it and detected syncs and copies are
@@ -39,6 +40,12 @@ def _parser() -> _Parser:
     p.add_argument("--profile-steps", type=int, default=3, help="profiled steps (0: none)")
     p.add_argument("--json", default=None, metavar="FILE", help="also save the report here")
     p.add_argument("--label", default=None, help="a title for the report")
+    p.add_argument(
+        "--what-if",
+        action="store_true",
+        help="re-run the cell once per candidate change and measure each one's gain",
+    )
+    p.add_argument("--budget", type=float, default=120.0, help="--what-if: seconds in all")
     # The cell line of the body's first line: 2 below a typed %%gpusight line; 1 when the
     # sidebar's "watch next cell" added the magic line the user never saw.
     p.add_argument("--first-line", type=int, default=2, help=argparse.SUPPRESS)
@@ -76,6 +83,13 @@ def run_cell(line: str, cell: str, shell: Any) -> Report:
         if name != filename
     }
     names[filename] = ("cell", args.first_line - 1)
+    if args.what_if:
+        from .cell_whatif import run as what_if
+
+        report = what_if(args, cell, code, shell, names)
+        _LAST = report
+        _save(report, args.json)
+        return report
     w = Watch(
         steps=args.steps,
         warmup=args.warmup,

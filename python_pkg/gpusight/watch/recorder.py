@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 KINDS = ("optimizer", "backward", "forward")
 MAX_STEPS_FACTOR = 8
+MIN_STEPS = 5
 _PRIORITY = {k: i for i, k in enumerate(KINDS)}
 
 
@@ -81,6 +82,9 @@ class StepRecorder:
         self.min_window_ns = 0
         """With ``steps``: go on measuring until the measured steps also take this long (at most
         ``MAX_STEPS_FACTOR`` times the steps asked for)."""
+        self.max_window_ns = 0
+        """With ``steps``: stop once the measured steps take this long (and ``MIN_STEPS`` are
+        in), even short of ``steps``: slow steps do not stretch a what-if run without end."""
 
     # -- phases -------------------------------------------------------------------------------
     @property
@@ -109,7 +113,12 @@ class StepRecorder:
     def done(self) -> bool:
         """All requested measured steps are in (and, with ``min_window_ns``, enough time)."""
         steps = self.steps
-        if steps is None or self._measured < steps:
+        if steps is None:
+            return False
+        if self.max_window_ns and self._measured >= MIN_STEPS:
+            if self._measured_ns >= self.max_window_ns:
+                return True
+        if self._measured < steps:
             return False
         return self._measured_ns >= self.min_window_ns or self._measured >= steps * MAX_STEPS_FACTOR
 

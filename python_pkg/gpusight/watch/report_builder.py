@@ -164,7 +164,11 @@ def build_report(w: Watch) -> Report:
     torch = w.torch
     notes = list(w.notes)
     clean, phase = rec.clean()
-    if phase == "measure" and rec.steps is not None and not rec.min_window_ns:
+    if (
+        phase == "measure"
+        and rec.steps is not None
+        and not (rec.min_window_ns or rec.max_window_ns)
+    ):
         clean = clean[: rec.steps]
     if rec.kind is None:
         notes.append(

@@ -207,6 +207,7 @@ class Watch:
         source_names: dict[str, tuple[str, int]] | None = None,
         device_types: tuple[str, ...] = DEFAULT_DEVICE_TYPES,
         min_window_s: float = 0.0,
+        max_window_s: float = 0.0,
     ) -> None:
         if steps is not None and steps < 1:
             raise ValueError("steps must be at least 1")
@@ -214,6 +215,7 @@ class Watch:
             raise ValueError("warmup and profile_steps must not be negative")
         self.steps = steps
         self.min_window_s = max(0.0, float(min_window_s))
+        self.max_window_s = max(0.0, float(max_window_s))
         self.warmup = warmup
         self.profile_steps = profile_steps
         self.stop_after_steps = steps is not None if stop_after_steps is None else stop_after_steps
@@ -314,6 +316,7 @@ class Watch:
         profile = self.profile_steps if self.profile_steps > 0 else 0
         self._rec = StepRecorder(self.warmup, profile, self.steps, self._t0_ns)
         self._rec.min_window_ns = int(self.min_window_s * 1e9)
+        self._rec.max_window_ns = int(self.max_window_s * 1e9)
         _ACTIVE = self
         if not _FORK_HOOK and hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,0 +1,161 @@
+"""``%%gpusight --what-if [--budget S]``: the training cell re-run once per change, measured.
+
+The same plan, budget and comparison as ``gpusight run --what-if`` (``rerun/``), with the cell
+run in the kernel instead of a script in a new process: before each run everything the cell can
+change is put back (``cell_state.py``), the change is injected (``rerun/inject.py``; a DataLoader
+the notebook built in an earlier cell is rebuilt with the change for that run), the watch stops
+the cell after its measured steps, and the change is undone. At the end the kernel is as it was
+before the cell: the model untrained by the what-ifs, the optimizer, RNG, flags and the cell's
+names as found.
+"""
+
+from __future__ import annotations
+
+import ast
+import time
+from typing import Any
+
+from ..report import Report
+from ..rerun.driver import MAX_WINDOW_S, MIN_WINDOW_S, STEPS, RunResult, judge
+from ..rerun.inject import LOADER_KEYS
+from .cell_state import CellState
+
+
+class CellRunner:
+    def __init__(
+        self,
+        code: Any,
+        shell: Any,
+        state: CellState,
+        *,
+        steps: int,
+        warmup: int,
+        label: str | None,
+        source_names: dict[str, tuple[str, int]],
+    ) -> None:
+        self.code = code
+        self.shell = shell
+        self.state = state
+        self.steps = steps
+        self.warmup = warmup
+        self.label = label
+        self.names = source_names
+
+    def __call__(
+        self, label: str, changes: dict[str, Any], profile: bool, timeout_s: float
+    ) -> RunResult:
+        from ..rerun.facts import from_watch
+        from ..rerun.inject import install
+        from ..watch.session import Watch
+        from ..whatif.loaders import clone_loader, shutdown
+
+        self.state.restore()
+        ns = self.shell.user_ns
+        inj = None
+        clones: list[Any] = []
+        error: str | None = None
+        w = Watch(
+            steps=self.steps,
+            warmup=self.warmup,
+            profile_steps=3 if profile else 0,
+            label=self.label,
+            source_names=self.names,
+            min_window_s=MIN_WINDOW_S,
+            max_window_s=MAX_WINDOW_S,
+        )
+        t = time.monotonic()
+        try:
+            if changes:
+                inj = install(changes)
+                if any(k in changes for k in LOADER_KEYS):
+                    # Built before the cell: rebuilt for this run (the patch sets the change).
+                    for name, dl in self.state.loaders.items():
+                        ns[name] = clone = clone_loader(dl)
+                        clones.append(clone)
+            with w:
+                exec(self.code, self.shell.user_global_ns, ns)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            error = f"the cell raised {type(exc).__name__}: {exc}"[:300]
+        finally:
+            if inj is not None:
+                inj.undo()
+            for clone in clones:
+                shutdown(getattr(clone, "_iterator", None))
+            self.state.restore()
+        wall = time.monotonic() - t
+        report = w.report.to_dict() if w.report is not None else None
+        facts = from_watch(w, wall) if w.report is not None else None
+        if facts is not None and inj is not None:
+            facts["injected"] = inj.applied
+        stopped = w.outcome == "stopped"
+        res = RunResult(label, changes, False, wall, report, facts, None if stopped else error)
+        if report is None and res.error is None:
+            res.error = "no report"
+        return judge(res)
+
+
+def run(args: Any, cell: str, code: Any, shell: Any, names: dict[str, tuple[str, int]]) -> Report:
+    """The what-if of one cell; raises ``UsageError`` for a cell that cannot be re-run."""
+    from IPython.core.error import UsageError
+
+    from ..report_parse import report_from_dict
+    from ..rerun.driver import Driver
+    from ..rerun.results import apply
+    from .progress import progress_for_shell
+
+    try:
+        tree = ast.parse(shell.transform_cell(cell))
+    except SyntaxError as exc:
+        raise UsageError(f"%%gpusight --what-if: the cell does not parse: {exc}") from None
+    from .cell_state import refusal
+
+    why = refusal(tree)
+    if why is not None:
+        raise UsageError(
+            f"%%gpusight --what-if: not re-running this cell: {why}. Run it under plain "
+            "%%gpusight, or move that line to another cell."
+        )
+    if not args.budget > 0:
+        raise UsageError("%%gpusight: --budget must be a positive number of seconds")
+    state = CellState.capture(shell.user_ns, tree)
+    runner = CellRunner(
+        code,
+        shell,
+        state,
+        steps=args.steps or STEPS,
+        warmup=args.warmup,
+        label=args.label,
+        source_names=names,
+    )
+    driver = Driver(runner, budget_s=args.budget, warmup=args.warmup)
+    try:
+        with progress_for_shell("What-if: the cell's first run") as progress:
+
+            def say(text: str) -> None:
+                spent = time.monotonic() - driver.t0 if driver.t0 else 0.0
+                progress(text.removeprefix("what-if "), min(0.99, spent / args.budget))
+
+            driver.progress = say
+            out = driver.what_if()
+    finally:
+        changed = state.restore()
+    base = out.baseline
+    if base.report is None:
+        raise UsageError(f"%%gpusight --what-if: the cell's first run failed: {base.error}")
+    report = report_from_dict(base.report)
+    if not base.ok:
+        report.notes.append(f"what-if: not run, the cell's first run failed: {base.error}")
+    else:
+        apply(report, out)
+    report.notes.append(
+        f"the cell ran {out.runs} times; the kernel is as before it: "
+        + (
+            "models, optimizers, RNG, torch flags and the names the cell sets put back"
+            + (f" ({', '.join(sorted(set(changed))[:4])} had changed)" if changed else "")
+        )
+    )
+    if out.interrupted:
+        raise KeyboardInterrupt
+    return report

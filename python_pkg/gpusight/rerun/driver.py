@@ -1,0 +1,396 @@
+"""``gpusight run --what-if``: re-run the unmodified script once per change, within a budget.
+
+Each run is a fresh process (``gpusight run --inject CHANGES --facts F --json R script ...``)
+that stops after its measured steps, so every change meets the script as it starts for real:
+its imports, its data, its DataLoader's first workers. In order:
+
+1. the baseline: watched, profiled, the diagnosis itself (its report is the answer's base);
+2. a control: the same script, unprofiled, as every change runs; the pair gives the noise;
+3. the planned changes (``plan.py``), highest share of the step first; the two sweeps go on
+   while they gain; a change whose forecast cost does not fit what is left is skipped;
+4. the winners together.
+
+Each comparison is items per second over the measured steps (throughput: every stall
+counted), so a change of batch size compares fairly. The timer is the watch's step clock, the
+same in every run, outside the script's own code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .plan import Arm, Group, combine, plan, sweep_goes_on
+
+# Measured steps per run (at least), seconds of measured steps (at least / at most).
+STEPS = 20
+MIN_WINDOW_S = 2.0
+MAX_WINDOW_S = 8.0
+# A change wins when it gains more than the noise, and at least this much.
+MIN_GAIN = 1.05
+# What a run may take beyond its forecast before it is stopped.
+TIMEOUT_FACTOR = 3.0
+TIMEOUT_PAD_S = 30.0
+
+
+@dataclass
+class RunResult:
+    label: str
+    changes: dict[str, Any]
+    ok: bool
+    wall_s: float
+    report: dict[str, Any] | None = None
+    facts: dict[str, Any] | None = None
+    error: str | None = None
+
+    @property
+    def run(self) -> dict[str, Any]:
+        return (self.report or {}).get("run") or {}
+
+    @property
+    def step_ms(self) -> float | None:
+        v = self.run.get("step_time_ms")
+        return float(v) if v else None
+
+    @property
+    def items(self) -> int | None:
+        v = self.run.get("items_per_step")
+        return int(v) if v else None
+
+    @property
+    def steps(self) -> int:
+        return int(self.run.get("steps") or 0)
+
+    def items_per_s(self, fallback_items: int | None) -> float | None:
+        items = self.items or fallback_items
+        if not self.step_ms or not items:
+            return None
+        return items / self.step_ms * 1000.0
+
+    def sem_pct(self) -> float:
+        """The mean step's standard error, in % of it (0 with fewer than 3 steps)."""
+        xs = self.run.get("step_times_ms") or []
+        if len(xs) < 3:
+            return 0.0
+        m = statistics.fmean(xs)
+        return 100.0 * statistics.stdev(xs) / (len(xs) ** 0.5) / m if m > 0 else 0.0
+
+
+@dataclass
+class Outcome:
+    baseline: RunResult
+    control: RunResult | None
+    arms: list[tuple[Arm, RunResult | None]] = field(default_factory=list)
+    together: tuple[list[Arm], RunResult | None] | None = None
+    noise_pct: float = 0.0
+    budget_s: float = 0.0
+    spent_s: float = 0.0
+    interrupted: bool = False
+    noise_note: str = "within-run"
+    runs: int = 0
+    """Re-runs made (the baseline and the controls included)."""
+
+
+def _tail(path: Path, n: int = 2) -> str:
+    try:
+        lines = [ln for ln in path.read_text("utf-8", "replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return " | ".join(lines[-n:])[-300:]
+
+
+def _reason(rc: int, log: Path) -> str:
+    tail = _tail(log)
+    if "out of memory" in tail.lower() or "OutOfMemoryError" in tail:
+        return "out of memory"
+    if rc < 0:
+        return f"stopped by signal {-rc}"
+    return f"the script exited with {rc}" + (f": {tail}" if tail else "")
+
+
+Runner = Callable[[str, dict[str, Any], bool, float], RunResult]
+"""(label, changes, profile, timeout_s) -> the run's result; never raises but KeyboardInterrupt."""
+
+
+class ScriptRunner:
+    """Each run a fresh ``gpusight run --inject ...`` process that stops after its steps."""
+
+    def __init__(
+        self,
+        script: str,
+        script_args: list[str],
+        *,
+        steps: int = STEPS,
+        warmup: int = 3,
+        python: str = sys.executable,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.script = script
+        self.args = list(script_args)
+        self.steps = steps
+        self.warmup = warmup
+        self.python = python
+        self.env = env
+        self.tmp = Path(tempfile.mkdtemp(prefix="gpusight-whatif-"))
+        self.count = 0
+
+    def __call__(
+        self, label: str, changes: dict[str, Any], profile: bool, timeout_s: float
+    ) -> RunResult:
+        self.count += 1
+        n = self.count
+        rp, fp, log = self.tmp / f"r{n}.json", self.tmp / f"f{n}.json", self.tmp / f"log{n}.txt"
+        cmd = [
+            self.python, "-m", "gpusight", "run", "--quiet",
+            "--json", str(rp), "--facts", str(fp),
+            "--steps", str(self.steps), "--warmup", str(self.warmup),
+            "--profile-steps", "3" if profile else "0",
+            "--min-window", str(MIN_WINDOW_S), "--max-window", str(MAX_WINDOW_S),
+        ]  # fmt: skip
+        if changes:
+            cmd += ["--inject", json.dumps(changes)]
+        cmd += [self.script, *self.args]
+        t = time.monotonic()
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, env=self.env,
+            )  # fmt: skip
+            try:
+                rc = proc.wait(timeout=max(1.0, timeout_s))
+            except subprocess.TimeoutExpired:
+                _kill(proc)
+                wall = time.monotonic() - t
+                return RunResult(label, changes, False, wall, error=f"stopped after {wall:.0f} s")
+            except BaseException:
+                _kill(proc)
+                raise
+            finally:
+                # DataLoader workers of a script that ended abnormally.
+                _kill_group(proc.pid)
+        wall = time.monotonic() - t
+        report = _read(rp)
+        facts = _read(fp)
+        res = RunResult(label, changes, False, wall, report, facts)
+        outcome = (facts or {}).get("outcome", "")
+        if report is None:
+            res.error = _reason(rc, log)
+        elif rc != 0 and outcome != "stopped":
+            res.error = _reason(rc, log)
+        return judge(res)
+
+
+def judge(res: RunResult) -> RunResult:
+    """Mark a run that wrote its report ok, or say why it does not count."""
+    if res.error is not None:
+        return res
+    if not res.step_ms or res.steps < 3:
+        res.error = "the code ended before enough measured steps"
+    elif res.changes and not _applied(res.facts, res.changes):
+        res.error = "the change did not take effect (" + _unapplied(res.changes) + ")"
+    else:
+        res.ok = True
+    return res
+
+
+class Driver:
+    """Runs the re-runs within the budget; ``progress(text)`` hears of each."""
+
+    def __init__(
+        self,
+        runner: Runner,
+        *,
+        budget_s: float = 180.0,
+        warmup: int = 3,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        self.runner = runner
+        self.budget_s = budget_s
+        self.warmup = warmup
+        self.progress = progress or (lambda _t: None)
+        self.t0 = 0.0
+        self.count = 0
+
+    # -- one run ----------------------------------------------------------------------------
+    def left_s(self) -> float:
+        return self.budget_s - (time.monotonic() - self.t0)
+
+    def run_one(
+        self, label: str, changes: dict[str, Any], *, profile: bool, timeout_s: float
+    ) -> RunResult:
+        self.count += 1
+        n = self.count
+        self.progress(f"what-if {n}: {label} ...")
+        res = self.runner(label, changes, profile, timeout_s)
+        what = (
+            f"{res.step_ms:.2f} ms/step, {res.items or '?'} items" if res.ok else res.error or "?"
+        )
+        self.progress(f"what-if {n}: {label}: {what} ({res.wall_s:.1f} s)")
+        return res
+
+    def forecast_s(self, control: RunResult, arm: Arm) -> float:
+        """A run's wall time: the control's, with its steps ``arm.slowdown`` times longer."""
+        step_s = (control.step_ms or 0.0) / 1000.0
+        stepping = min(control.wall_s, step_s * (control.steps + self.warmup + 3))
+        return control.wall_s + stepping * (max(1.0, arm.slowdown) - 1.0)
+
+    # -- the whole what-if ------------------------------------------------------------------
+    def what_if(self) -> Outcome:
+        self.t0 = time.monotonic()
+        base = self.run_one("baseline (watched, profiled)", {}, profile=True,
+                            timeout_s=max(60.0, self.budget_s))  # fmt: skip
+        out = Outcome(baseline=base, control=None, budget_s=self.budget_s)
+        try:
+            self._arms(out)
+        except KeyboardInterrupt:
+            out.interrupted = True
+        out.spent_s = time.monotonic() - self.t0
+        out.runs = self.count
+        return out
+
+    def _arms(self, out: Outcome) -> None:
+        base = out.baseline
+        if not base.ok or base.facts is None:
+            return
+        control = self.run_one("control (no change)", {}, profile=False,
+                               timeout_s=TIMEOUT_FACTOR * base.wall_s + TIMEOUT_PAD_S)  # fmt: skip
+        out.control = control
+        ref = control if control.ok else base
+        items0 = ref.items
+        ips0 = ref.items_per_s(items0)
+        # Within a run: twice the mean step's standard error. Between runs: a second control
+        # at the end, where the budget allows (the profiled baseline is no control: the
+        # profiler's after-effects slow its first measured steps).
+        out.noise_pct = 2.0 * ref.sem_pct()
+        if ips0 is None:
+            return
+        groups: list[Group] = plan(base.facts)
+        winners: list[Arm] = []
+        for g in groups:
+            gains: list[float | None] = []
+            best: tuple[float, Arm] | None = None
+            for arm in g.arms:
+                if arm.skipped:
+                    out.arms.append((arm, None))
+                    continue
+                if g.sweep and not sweep_goes_on(gains):
+                    arm.skipped = "the sweep stopped at its knee (no gain past the point before)"
+                    out.arms.append((arm, None))
+                    continue
+                need = self.forecast_s(ref, arm)
+                if need > self.left_s():
+                    arm.skipped = (
+                        f"over the budget: needs ~{need:.0f} s, {max(0.0, self.left_s()):.0f} s "
+                        "left (raise --budget)"
+                    )
+                    out.arms.append((arm, None))
+                    continue
+                res = self.run_one(
+                    arm.label, arm.changes, profile=False,
+                    timeout_s=min(TIMEOUT_FACTOR * need + TIMEOUT_PAD_S, self.left_s() + 10.0),
+                )  # fmt: skip
+                out.arms.append((arm, res))
+                ips = res.items_per_s(items0) if res.ok else None
+                gain = ips / ips0 if ips else None
+                gains.append(gain)
+                if gain is not None and (best is None or gain > best[0]):
+                    best = (gain, arm)
+            if best is not None and best[0] >= max(MIN_GAIN, 1.0 + out.noise_pct / 100.0):
+                winners.append(best[1])
+            for _arm, got in out.arms[-len(g.arms) :] if g.arms else []:
+                if got is not None and got.ok:
+                    out.noise_pct = max(out.noise_pct, 2.0 * got.sem_pct())
+        if len(winners) >= 2:
+            fake = Arm("together", "all winners together", combine(winners),
+                       slowdown=max(a.slowdown for a in winners))  # fmt: skip
+            need = self.forecast_s(ref, fake)
+            if need <= self.left_s():
+                res = self.run_one(
+                    "all winners together: " + ", ".join(a.label for a in winners),
+                    fake.changes, profile=False,
+                    timeout_s=min(TIMEOUT_FACTOR * need + TIMEOUT_PAD_S, self.left_s() + 10.0),
+                )  # fmt: skip
+                out.together = (winners, res)
+            else:
+                out.together = (winners, None)
+        self._second_control(out, ref, items0)
+
+    def _second_control(self, out: Outcome, ref: RunResult, items0: int | None) -> None:
+        """Run-to-run noise: the control again, when the budget allows."""
+        plain = Arm("control", "control again (no change)", {})
+        need = self.forecast_s(ref, plain)
+        if need > self.left_s() or ref is out.baseline:
+            out.noise_note = "within-run only (no budget left for a second control run)"
+            return
+        again = self.run_one("control again (no change)", {}, profile=False,
+                             timeout_s=TIMEOUT_FACTOR * need + TIMEOUT_PAD_S)  # fmt: skip
+        a, b = ref.items_per_s(items0), again.items_per_s(items0) if again.ok else None
+        if a and b:
+            pair = 100.0 * abs(a - b) / ((a + b) / 2.0)
+            out.noise_pct = max(out.noise_pct, pair)
+            out.noise_note = "run to run: two control runs"
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+# A change took effect when the run's injection says so under one of these names.
+_APPLIED_AS = {
+    "num_workers": "loader",
+    "pin_memory": "loader",
+    "persistent_workers": "loader",
+    "prefetch_factor": "loader",
+    "batch_size": "loader",
+    "autocast": "autocast",
+    "channels_last": "channels_last",
+    "to_device": "to_device",
+    "replicate": "replicate",
+    "tf32": "tf32",
+    "cudnn_benchmark": "cudnn_benchmark",
+}
+
+
+def _applied(facts: dict[str, Any] | None, changes: dict[str, Any]) -> bool:
+    applied = (facts or {}).get("injected") or {}
+    return all(applied.get(_APPLIED_AS.get(k, k)) for k in changes)
+
+
+def _unapplied(changes: dict[str, Any]) -> str:
+    kinds = sorted({_APPLIED_AS.get(k, k) for k in changes})
+    hints = {
+        "loader": "no DataLoader took the setting: a batch sampler, or no DataLoader at all",
+        "replicate": "the model's inputs have no batch dimension to grow",
+        "to_device": "the model was already there",
+    }
+    return "; ".join(hints.get(k, k) for k in kinds)
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    _kill_group(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass

@@ -1,0 +1,69 @@
+"""What a watched run saw that the what-if planner needs, as plain JSON: the DataLoader's
+settings, the model's placement and layout, the torch flags in force, the step's items and time.
+
+Written by the run (``gpusight run --facts FILE``) next to its report; read by the planner
+(``plan.py``) and the driver, never by the report's renderers.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..watch.session import Watch
+
+
+def from_watch(w: Watch, wall_s: float | None = None) -> dict[str, Any]:
+    rep = w.report
+    run = (rep.run or {}) if rep is not None else {}
+    loaders = sorted(w.collected.loaders.values(), key=lambda s: -s.calls)
+    ld = loaders[0] if loaders else None
+    mods = [m for m in w.collected.modules.values() if m.calls > 0]
+    main = max(mods, key=lambda m: (m.n_params, m.calls)) if mods else None
+    flags = w.flags()
+    rec = w.recorder
+    steps = run.get("steps") or 0
+    return {
+        "step_mode": rec.kind if rec is not None else None,
+        "steps": steps,
+        "step_time_ms": run.get("step_time_ms"),
+        "items_per_step": run.get("items_per_step"),
+        "breakdown_ms": run.get("breakdown_ms") or {},
+        "gpu_busy_pct": run.get("gpu_busy_pct"),
+        "peak_memory_bytes": run.get("peak_memory_bytes"),
+        "memory_capacity_bytes": run.get("memory_capacity_bytes"),
+        "cuda": bool(w.cuda_available),
+        "cpu_count": len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else os.cpu_count(),
+        "loader": None
+        if ld is None
+        else {
+            "num_workers": ld.num_workers,
+            "pin_memory": ld.pin_memory,
+            "batch_size": ld.batch_size,
+            "persistent_workers": ld.persistent_workers,
+            "prefetch_factor": ld.prefetch_factor,
+            "batches": ld.calls,
+        },
+        "epochs_seen": len(run.get("epoch_starts") or []),
+        "model": None
+        if main is None
+        else {
+            "name": main.name,
+            "param_devices": list(main.param_devices),
+            "input_devices": sorted(main.input_devices),
+            "has_conv": main.has_conv,
+            "channels_last": main.model_channels_last,
+            "autocast": main.autocast,
+            "autocast_dtype": main.autocast_dtype,
+            "batch_size": main.batch_size,
+            "grad_enabled": main.grad_enabled,
+        },
+        "flags": {k: v for k, v in flags.items() if isinstance(v, (bool, str)) or v is None},
+        "finding_ids": [f.id for f in rep.findings] if rep is not None else [],
+        "bottleneck": rep.verdict.bottleneck if rep is not None else None,
+        "outcome": w.outcome,
+        "wall_s": wall_s,
+    }

@@ -1,0 +1,289 @@
+"""Changes applied to an unmodified script from outside, in the process that runs it.
+
+``gpusight run --what-if`` re-runs the user's script once per candidate change; each re-run is
+a fresh ``gpusight run --inject CHANGES`` process in which :func:`install` patches what the
+change touches before the script starts:
+
+* DataLoader settings (``num_workers``, ``pin_memory``, ``persistent_workers``,
+  ``prefetch_factor``, ``batch_size``): the arguments of every DataLoader the script builds;
+* the model (the first top-level module with parameters that the script calls): bf16
+  autocast around its forward, ``channels_last``, a move to the GPU (inputs moved in, outputs
+  moved back where the inputs came from, so the script's own loss and targets still match),
+  or its batch grown by repeating each input along the batch dimension (outputs cut back to
+  the script's batch: the work per step grows, the script sees the shapes it expects);
+* torch flags (TF32, ``cudnn.benchmark``), set at the model's first call, after the script's
+  own settings.
+
+Everything is undone by :func:`Injected.undo` (the process ends anyway; tests run it in-process).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+LOADER_KEYS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "batch_size")
+MODEL_KEYS = ("autocast", "channels_last", "to_device", "replicate", "tf32", "cudnn_benchmark")
+KNOWN_KEYS = frozenset(LOADER_KEYS + MODEL_KEYS)
+
+
+class InjectError(ValueError):
+    """A change that cannot be applied as given."""
+
+
+def check(changes: dict[str, Any]) -> dict[str, Any]:
+    """The changes, validated: known keys and sane values (a one-line error otherwise)."""
+    unknown = sorted(set(changes) - KNOWN_KEYS)
+    if unknown:
+        raise InjectError(f"unknown change(s): {', '.join(unknown)}")
+    for key in ("num_workers", "prefetch_factor", "batch_size", "replicate"):
+        v = changes.get(key)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+            raise InjectError(f"{key} must be a non-negative integer, got {v!r}")
+    for key in ("batch_size", "replicate", "prefetch_factor"):
+        if changes.get(key) == 0:
+            raise InjectError(f"{key} must be at least 1")
+    if changes.get("autocast") not in (None, "bfloat16", "float16"):
+        raise InjectError("autocast must be 'bfloat16' or 'float16'")
+    return changes
+
+
+@dataclass
+class Injected:
+    changes: dict[str, Any]
+    applied: dict[str, int] = field(default_factory=dict)
+    """How often each change took effect (loaders changed, model calls wrapped, ...)."""
+    notes: list[str] = field(default_factory=list)
+    _undo: list[Callable[[], None]] = field(default_factory=list)
+
+    def hit(self, what: str) -> None:
+        self.applied[what] = self.applied.get(what, 0) + 1
+
+    def undo(self) -> None:
+        while self._undo:
+            try:
+                self._undo.pop()()
+            except Exception:  # one failure must leave nothing else in place
+                pass
+
+
+def install(changes: dict[str, Any]) -> Injected:
+    """Patch what ``changes`` touches; the returned object says what took effect."""
+    import torch
+
+    inj = Injected(dict(check(changes)))
+    loader = {k: changes[k] for k in LOADER_KEYS if changes.get(k) is not None}
+    if loader:
+        _patch_loader(torch, loader, inj)
+    if any(changes.get(k) for k in MODEL_KEYS):
+        _ModelHooks(torch, changes, inj).install()
+    return inj
+
+
+# -- DataLoader ------------------------------------------------------------------------------
+def _patch_loader(torch: Any, loader: dict[str, Any], inj: Injected) -> None:
+    cls = torch.utils.data.DataLoader
+    orig = cls.__init__
+    sig = inspect.signature(orig)
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            bound = sig.bind(self, *args, **kwargs)
+        except TypeError:
+            orig(self, *args, **kwargs)
+            return
+        a = bound.arguments
+        changed = False
+        for key, value in loader.items():
+            if key == "batch_size" and (a.get("batch_sampler") is not None or a.get(key) is None):
+                continue  # a batch sampler (or batch_size=None) fixes the batch itself
+            if key == "pin_memory" and not torch.cuda.is_available():
+                continue
+            a[key] = value
+            changed = True
+        if a.get("num_workers", 0) == 0:
+            # These need workers; torch refuses them without.
+            a.pop("persistent_workers", None)
+            a.pop("prefetch_factor", None)
+        if changed:
+            inj.hit("loader")
+        orig(*bound.args, **bound.kwargs)
+
+    __init__.__wrapped__ = orig  # type: ignore[attr-defined]
+    cls.__init__ = __init__
+    inj._undo.append(lambda: setattr(cls, "__init__", orig))
+
+
+# -- the model -------------------------------------------------------------------------------
+def _tensors(x: Any, fn: Callable[[Any], Any], torch: Any) -> Any:
+    """``fn`` applied to every tensor in nested tuples, lists and dicts."""
+    if isinstance(x, torch.Tensor):
+        return fn(x)
+    if isinstance(x, tuple):
+        return (
+            type(x)(*(_tensors(v, fn, torch) for v in x))
+            if hasattr(x, "_fields")
+            else tuple(_tensors(v, fn, torch) for v in x)
+        )
+    if isinstance(x, list):
+        return [_tensors(v, fn, torch) for v in x]
+    if isinstance(x, dict):
+        return type(x)({k: _tensors(v, fn, torch) for k, v in x.items()})
+    return x
+
+
+def _first_batch(x: Any, torch: Any) -> int | None:
+    found: list[int] = []
+
+    def see(t: Any) -> Any:
+        if not found and t.dim() > 0:
+            found.append(int(t.shape[0]))
+        return t
+
+    _tensors(x, see, torch)
+    return found[0] if found else None
+
+
+class _ModelHooks:
+    """Global forward hooks that find the model (the first top-level module with parameters
+    called) and apply the model changes around each of its top-level calls."""
+
+    def __init__(self, torch: Any, changes: dict[str, Any], inj: Injected) -> None:
+        self.torch = torch
+        self.changes = changes
+        self.inj = inj
+        self.depth = 0
+        self.model_id: int | None = None
+        self.prepared = False
+        self.autocast_ctx: list[Any] = []
+        self.restore_to: list[Any] = []
+        self.cut_to: list[int | None] = []
+        self.device: Any = None
+
+    def install(self) -> None:
+        from torch.nn.modules import module as nn_module
+
+        pre = nn_module.register_module_forward_pre_hook(self.pre)
+        post = nn_module.register_module_forward_hook(self.post, always_call=True)
+        self.inj._undo.append(pre.remove)
+        self.inj._undo.append(post.remove)
+
+    def _is_model(self, module: Any) -> bool:
+        if self.model_id is None:
+            try:
+                next(module.parameters())
+            except StopIteration:
+                return False
+            self.model_id = id(module)
+            return True
+        return id(module) == self.model_id
+
+    def _prepare(self, module: Any) -> None:
+        """Once, at the model's first call: flags, layout and device."""
+        torch, ch = self.torch, self.changes
+        self.prepared = True
+        if ch.get("tf32"):
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
+            torch.set_float32_matmul_precision("high")
+            self.inj.hit("tf32")
+        if ch.get("cudnn_benchmark"):
+            torch.backends.cudnn.benchmark = True
+            self.inj.hit("cudnn_benchmark")
+        if ch.get("to_device"):
+            dev = torch.device(ch["to_device"])
+            if next(module.parameters()).device != dev:
+                # In place: the optimizer keeps the same Parameter objects.
+                module.to(dev)
+                self.device = dev
+                self.inj.hit("to_device")
+            else:
+                self.inj.notes.append(f"the model was already on {dev}")
+        if ch.get("channels_last"):
+            module.to(memory_format=torch.channels_last)
+            self.inj.hit("channels_last")
+
+    def pre(self, module: Any, args: Any) -> Any:
+        depth = self.depth
+        self.depth = depth + 1
+        if depth != 0 or not self._is_model(module):
+            return None
+        torch, ch = self.torch, self.changes
+        if not self.prepared:
+            self._prepare(module)
+        new_args = args
+        back: Any = None
+        if self.device is not None:
+            devs: list[Any] = []
+
+            def move(t: Any) -> Any:
+                if t.device != self.device:
+                    devs.append(t.device)
+                    return t.to(self.device, non_blocking=True)
+                return t
+
+            new_args = _tensors(new_args, move, torch)
+            back = devs[0] if devs else None
+        if ch.get("channels_last"):
+            new_args = _tensors(
+                new_args,
+                lambda t: t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t,
+                torch,
+            )
+        cut: int | None = None
+        k = int(ch.get("replicate") or 1)
+        if k > 1:
+            b = _first_batch(new_args, torch)
+            if b:
+                new_args = _tensors(
+                    new_args,
+                    lambda t: (
+                        t.repeat(k, *([1] * (t.dim() - 1)))
+                        if t.dim() > 0 and t.shape[0] == b
+                        else t
+                    ),
+                    torch,
+                )
+                cut = b
+                self.inj.hit("replicate")
+        self.restore_to.append(back)
+        self.cut_to.append(cut)
+        if ch.get("autocast"):
+            dtype = getattr(torch, ch["autocast"])
+            try:
+                dev_type = next(module.parameters()).device.type
+            except StopIteration:
+                dev_type = "cpu"
+            ctx = torch.autocast(dev_type, dtype=dtype)
+            ctx.__enter__()
+            self.autocast_ctx.append(ctx)
+            self.inj.hit("autocast")
+        else:
+            self.autocast_ctx.append(None)
+        return new_args if new_args is not args else None
+
+    def post(self, module: Any, args: Any, output: Any) -> Any:
+        self.depth = max(0, self.depth - 1)
+        if self.depth != 0 or id(module) != self.model_id or not self.autocast_ctx:
+            return None
+        torch = self.torch
+        ctx = self.autocast_ctx.pop()
+        back = self.restore_to.pop()
+        cut = self.cut_to.pop()
+        if ctx is not None:
+            ctx.__exit__(None, None, None)
+        if cut is not None:
+            output = _tensors(
+                output,
+                lambda t: (
+                    t[:cut]
+                    if t.dim() > 0 and t.shape[0] == cut * int(self.changes["replicate"])
+                    else t
+                ),
+                torch,
+            )
+        if back is not None:
+            output = _tensors(output, lambda t: t.to(back), torch)
+        return output if (cut is not None or back is not None) else None

@@ -1,0 +1,198 @@
+"""A ``--what-if`` outcome -> the report: one what-if row per change, measured impacts on the
+findings they answer, the verdict's summary and a note that accounts for the budget.
+
+A row compares items per second. ``before_ms``/``after_ms`` are the time per *baseline batch*
+of items (the arm's step scaled to the baseline's items), so that their ratio is the gain in
+items per second whatever the batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..fixes import fix
+from ..fixes import workload as _workload_snippets  # noqa: F401  (registers the snippets)
+from ..report import Evidence, Finding, Fix, Impact, Report, Severity, WhatIf
+from .driver import MIN_GAIN, Outcome, RunResult
+from .plan import Arm
+
+# Findings that a measured change answers, when the watch did not raise one itself.
+_TITLES = {
+    "load.input_bound": "The input pipeline sets the pace",
+    "load.small_batch": "A larger batch processes more items per second",
+    "infer.unbatched": "Larger batches per forward serve more requests per second",
+    "load.launch_bound": "A larger batch amortises the launches",
+    "load.amp_unused": "bf16 autocast makes the step faster",
+    "cfg.tf32_disabled": "TF32 makes the float32 matmuls faster",
+    "load.channels_last": "channels_last makes the convolutions faster",
+    "cfg.cudnn_benchmark_off": "cudnn.benchmark picks faster convolution algorithms",
+    "code.cpu_model": "The model runs on the CPU although a GPU is available",
+}
+
+
+def _fix_for(arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
+    ch = arm.changes
+    loader = facts.get("loader") or {}
+    if arm.group in ("workers", "loader"):
+        return fix(
+            f"Build the DataLoader with {arm.label.removeprefix('DataLoader ')} (measured).",
+            "loader.workers",
+            batch_size=int(loader.get("batch_size") or items or 64),
+            workers=int(ch.get("num_workers") or loader.get("num_workers") or 4),
+        )
+    if arm.group == "batch":
+        new = int(ch.get("batch_size") or (items or 1) * int(ch.get("replicate") or 1))
+        if arm.finding_id == "infer.unbatched":
+            return fix(f"Group {new} requests per forward.", "infer.batch_requests", batch=new)
+        return fix(
+            f"Grow the batch to {new} (and scale the learning rate).",
+            "batch.larger",
+            batch_size=int(items or 1),
+            suggested=new,
+        )
+    if arm.group == "autocast":
+        return fix("Run the forward under bf16 autocast.", "precision.autocast", dtype="bfloat16")
+    if arm.group == "tf32":
+        return fix("Allow TF32 for float32 matmuls and convolutions.", "torch.enable_tf32")
+    if arm.group == "channels_last":
+        return fix("Use channels_last for the model and its inputs.", "memory.channels_last")
+    if arm.group == "cudnn_benchmark":
+        return fix("Let cuDNN pick the fastest algorithms.", "torch.cudnn_benchmark")
+    if arm.group == "to_device":
+        return fix("Move the model and each batch to the GPU.", "placement.to_device",
+                   device="cuda")  # fmt: skip
+    return Fix(text=arm.label)
+
+
+def _ms_per_base_items(res: RunResult, base_items: int | None) -> float | None:
+    if not res.step_ms:
+        return None
+    if res.items and base_items:
+        return res.step_ms * base_items / res.items
+    return res.step_ms
+
+
+def _row(
+    arm: Arm, res: RunResult | None, before: float | None, base_items: int | None, noise: float
+) -> WhatIf:
+    params: dict[str, Any] = {"group": arm.group, "scope": "end_to_end", "runs": "script"}
+    params.update({f"set_{k}": v for k, v in arm.changes.items() if isinstance(v, (int, str))})
+    if res is None:
+        return WhatIf(arm.label, before, None, None, arm.finding_id, params, None,
+                      arm.skipped or "not run")  # fmt: skip
+    params["wall_s"] = round(res.wall_s, 1)
+    if not res.ok:
+        return WhatIf(arm.label, before, None, None, arm.finding_id, params, None,
+                      res.error or "failed")  # fmt: skip
+    after = _ms_per_base_items(res, base_items)
+    params["steps"] = res.steps
+    if res.items:
+        params["items_per_step"] = res.items
+        params["items_per_s"] = round(res.items / res.step_ms * 1000.0, 1) if res.step_ms else 0
+    speedup = round(before / after, 3) if before and after else None
+    return WhatIf(arm.label, before, round(after, 4) if after else None, speedup,
+                  arm.finding_id, params, round(noise, 2))  # fmt: skip
+
+
+def apply(report: Report, out: Outcome) -> Report:
+    """Fill ``report`` (the baseline's) with the outcome's rows, impacts and notes."""
+    facts = out.baseline.facts or {}
+    ref = out.control if out.control is not None and out.control.ok else out.baseline
+    base_items = ref.items
+    before = ref.step_ms
+    rows: list[WhatIf] = []
+    best: dict[str, tuple[float, Arm, RunResult]] = {}
+    for arm, res in out.arms:
+        row = _row(arm, res, before, base_items, out.noise_pct)
+        rows.append(row)
+        if res is not None and row.speedup and arm.finding_id:
+            cur = best.get(arm.finding_id)
+            if cur is None or row.speedup > cur[0]:
+                best[arm.finding_id] = (row.speedup, arm, res)
+    if out.together is not None:
+        winners, res = out.together
+        tog = Arm("together", "all winners together: " + ", ".join(a.label for a in winners),
+                  {}, None, skipped="over the budget")  # fmt: skip
+        row = _row(tog, res, before, base_items, out.noise_pct)
+        row.params = {**(row.params or {}), "winners": ",".join(a.group for a in winners)}
+        rows.append(row)
+    report.what_if = rows
+    threshold = max(MIN_GAIN, 1.0 + out.noise_pct / 100.0)
+    for fid, (gain, arm, res) in best.items():
+        f = report.finding(fid)
+        measured = fix_text = None
+        ips0 = ref.items_per_s(base_items)
+        ips1 = res.items_per_s(base_items)
+        rate = (
+            f" ({ips0:.0f} -> {ips1:.0f} items/s)" if ips0 is not None and ips1 is not None else ""
+        )
+        if gain >= threshold:
+            measured = Impact(
+                basis="measured",
+                text=f"Measured end to end: the script re-run with {arm.label} was "
+                f"{gain:.2f}x faster in items per second{rate}, noise ±{out.noise_pct:.1f}%.",
+                speedup=round(gain, 2),
+                recoverable_pct=round(100.0 * (1.0 - 1.0 / gain), 1),
+            )
+            fix_text = _fix_for(arm, base_items, facts)
+        elif f is not None:
+            # A measured change that did not beat the noise: the estimate does not stand.
+            f.impact = Impact(
+                basis="measured",
+                text=f"Measured end to end: {arm.label} gave {gain:.2f}x{rate}, within the "
+                f"noise (±{out.noise_pct:.1f}%): not significant.",
+                speedup=round(gain, 2),
+            )
+            f.severity = "info"
+            continue
+        else:
+            continue
+        if f is None:
+            sev: Severity = "critical" if gain >= 3.0 else "warn" if gain >= 1.3 else "info"
+            f = Finding(
+                id=fid,
+                severity=sev,
+                title=_TITLES.get(fid, arm.label),
+                evidence=[],
+                fix=fix_text,
+            )
+            report.findings.append(f)
+        else:
+            f.fix = fix_text
+            if gain >= 1.3 and f.severity == "info":
+                f.severity = "warn"
+        f.impact = measured
+        f.evidence = [
+            *f.evidence,
+            Evidence("measured change", arm.label),
+            Evidence("measured speedup (items/s)", round(gain, 2), "x"),
+        ]
+    _summarise(report, out, rows, threshold)
+    return report
+
+
+def _summarise(report: Report, out: Outcome, rows: list[WhatIf], threshold: float) -> None:
+    ran = [r for r in rows if r.skipped is None]
+    skipped = [r for r in rows if r.skipped is not None]
+    note = (
+        f"what-if: {out.runs} runs of the script in {out.spent_s:.0f} s of the "
+        f"{out.budget_s:.0f} s budget; each compares items per second over the measured steps "
+        f"with the control run's (noise ±{out.noise_pct:.1f}%, {out.noise_note})"
+    )
+    if skipped:
+        note += "; not run: " + "; ".join(f"{r.change}: {r.skipped}" for r in skipped[:6])
+    if out.interrupted:
+        note += "; interrupted (Ctrl-C): the rows cover what ran"
+    report.notes.append(note)
+    wins = [r for r in ran if r.speedup and r.speedup >= threshold]
+    if wins:
+        top = max(wins, key=lambda r: r.speedup or 0.0)
+        report.verdict.summary = (
+            f"{report.verdict.summary} Measured: {top.change} makes the script "
+            f"{top.speedup:.2f}x faster (items per second)."
+        ).strip()
+    elif ran:
+        report.verdict.summary = (
+            f"{report.verdict.summary} Measured: none of the {len(ran)} changes tried beat the "
+            "noise."
+        ).strip()

@@ -1,0 +1,102 @@
+"""``%%gpusight --what-if`` through a real IPython shell: re-runs with changes, everything put
+back, cells that cannot be re-run refused (real CPU torch)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("IPython")
+import torch
+from gpusight.report import Report
+from IPython.core.error import UsageError
+from watch_support import SlowDataset, snapshot
+
+
+@pytest.fixture(scope="module")
+def ip() -> Any:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "gpusight")
+    return shell
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+SETUP = """
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+loss_fn = nn.CrossEntropyLoss()
+losses = []
+loader = DataLoader(ds, batch_size=8)
+"""
+
+TRAIN = """step = 0
+for x, y in loader:
+    optimizer.zero_grad()
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    optimizer.step()
+    losses.append(loss.item())
+    step += 1
+"""
+
+
+@pytest.mark.slow
+def test_cell_what_if_measures_workers_and_puts_everything_back(ip: Any) -> None:
+    ip.user_ns["ds"] = SlowDataset(sleep_s=0.004)
+    ip.run_cell(SETUP).raise_error()
+    ns = ip.user_ns
+    weights = [p.detach().clone() for p in ns["model"].parameters()]
+    loader = ns["loader"]
+    rng = torch.get_rng_state()
+    before = snapshot()
+    rep = ip.run_cell_magic("gpusight", "--what-if --budget 60 --steps 6 --warmup 1", TRAIN)
+    assert isinstance(rep, Report)
+    rep.validate()
+    # Put back: weights, optimizer state, RNG, the cell's names, the list it appended to.
+    assert all(torch.equal(a, b) for a, b in zip(weights, ns["model"].parameters(), strict=True))
+    assert ns["optimizer"].state_dict()["state"] == {}
+    assert torch.equal(torch.get_rng_state(), rng)
+    assert "step" not in ns and "loss" not in ns
+    assert ns["losses"] == [] and ns["loader"] is loader
+    assert snapshot() == before
+    rows = {r.change: r for r in rep.what_if}
+    workers = rows.get("DataLoader num_workers=2")
+    assert workers is not None and workers.skipped is None, [
+        (r.change, r.skipped) for r in rep.what_if
+    ]
+    # The loader built in an earlier cell was rebuilt with two workers for that run.
+    assert workers.params is not None and workers.params["scope"] == "end_to_end"
+    assert workers.speedup is not None and workers.speedup > 1.2
+    assert any(n.startswith("the cell ran") for n in rep.notes)
+
+
+def test_cells_that_cannot_be_re_run_are_refused(ip: Any) -> None:
+    ip.user_ns["ds"] = SlowDataset(sleep_s=0.0)
+    ip.run_cell(SETUP).raise_error()
+    for cell in (
+        TRAIN + "torch.save(model.state_dict(), 'm.pt')\n",
+        TRAIN + "with open('log.txt', 'w') as f: f.write('x')\n",
+    ):
+        with pytest.raises(UsageError, match="not re-running this cell"):
+            ip.run_cell_magic("gpusight", "--what-if", cell)
+    with pytest.raises(UsageError, match="--budget"):
+        ip.run_cell_magic("gpusight", "--what-if --budget 0", TRAIN)
+    # Arithmetic log is not a tracker.
+    ok = "import math\nx = math.log(2.0)\n"
+    rep = ip.run_cell_magic("gpusight", "--what-if --budget 5", ok)
+    assert rep.verdict.bottleneck == "none"

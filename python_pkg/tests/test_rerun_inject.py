@@ -1,0 +1,134 @@
+"""Changes injected into an unmodified script's process (rerun/inject.py), on real CPU torch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from gpusight.cli import main
+from gpusight.rerun.inject import InjectError, check, install
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def _data() -> TensorDataset:
+    return TensorDataset(torch.randn(64, 8), torch.randint(0, 3, (64,)))
+
+
+def test_loader_settings_reach_every_dataloader_and_undo_restores() -> None:
+    orig = DataLoader.__init__
+    inj = install({"num_workers": 2, "batch_size": 16, "prefetch_factor": 4})
+    try:
+        a = DataLoader(_data(), batch_size=4)
+        b = DataLoader(_data(), 8, True)  # positional batch_size and shuffle
+        assert (a.num_workers, a.batch_size, a.prefetch_factor) == (2, 16, 4)
+        assert (b.num_workers, b.batch_size) == (2, 16)
+        # A batch sampler fixes the batch: left alone, the workers still change.
+        sampler = torch.utils.data.BatchSampler(
+            torch.utils.data.SequentialSampler(range(64)), 5, False
+        )
+        c = DataLoader(_data(), batch_sampler=sampler)
+        assert c.batch_sampler is sampler and c.num_workers == 2
+        assert inj.applied["loader"] == 3
+    finally:
+        inj.undo()
+    assert DataLoader.__init__ is orig
+    assert DataLoader(_data(), batch_size=4).num_workers == 0
+
+
+def test_prefetch_without_workers_is_dropped_not_an_error() -> None:
+    inj = install({"num_workers": 0, "prefetch_factor": 4, "persistent_workers": True})
+    try:
+        d = DataLoader(_data(), batch_size=4)
+        assert d.num_workers == 0 and not d.persistent_workers
+    finally:
+        inj.undo()
+
+
+def test_replicate_grows_the_models_batch_and_cuts_outputs_back() -> None:
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+    seen: list[int] = []
+    h = model[0].register_forward_pre_hook(lambda m, a: seen.append(a[0].shape[0]))
+    loss_fn = nn.CrossEntropyLoss()
+    inj = install({"replicate": 4})
+    try:
+        x, y = torch.randn(8, 8), torch.randint(0, 3, (8,))
+        out = model(x)
+        assert out.shape == (8, 3)  # what the script expects
+        loss = loss_fn(out, y)  # the loss module (no parameters) is not the model
+        loss.backward()
+        assert seen == [32]
+        assert model[0].weight.grad is not None
+        assert inj.applied["replicate"] == 1
+    finally:
+        inj.undo()
+    assert model(torch.randn(8, 8)).shape == (8, 3) and seen[-1] == 8
+    h.remove()
+
+
+def test_autocast_covers_only_the_models_forward() -> None:
+    model = nn.Linear(8, 8)
+    inj = install({"autocast": "bfloat16"})
+    try:
+        out = model(torch.randn(4, 8))
+        assert out.dtype == torch.bfloat16
+        assert not torch.is_autocast_enabled("cpu")  # ended with the forward
+        with pytest.raises(RuntimeError):
+
+            class Boom(nn.Module):
+                def __init__(self) -> None:
+                    super().__init__()
+                    self.w = nn.Parameter(torch.ones(1))
+
+                def forward(self, x: torch.Tensor) -> torch.Tensor:
+                    raise RuntimeError("boom")
+
+            # Not the model (another module was called first): runs without autocast.
+            Boom()(torch.ones(1))
+        assert not torch.is_autocast_enabled("cpu")
+    finally:
+        inj.undo()
+
+
+def test_channels_last_and_flags_at_the_first_call() -> None:
+    before = (torch.backends.cudnn.benchmark, torch.get_float32_matmul_precision())
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU())
+    inj = install({"channels_last": True, "cudnn_benchmark": True, "tf32": True})
+    try:
+        model(torch.randn(2, 3, 8, 8))
+        assert model[0].weight.is_contiguous(memory_format=torch.channels_last)
+        assert torch.backends.cudnn.benchmark
+        assert torch.get_float32_matmul_precision() == "high"
+    finally:
+        inj.undo()
+        torch.backends.cudnn.benchmark = before[0]
+        torch.set_float32_matmul_precision(before[1])
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"bogus": 1},
+        {"num_workers": -1},
+        {"batch_size": 0},
+        {"autocast": "int8"},
+        {"replicate": 1.5},
+    ],
+)
+def test_bad_changes_are_refused(changes: dict[str, object]) -> None:
+    with pytest.raises(InjectError):
+        check(changes)
+
+
+def test_run_inject_bad_json_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "s.py"
+    script.write_text("print('ran')\n")
+    assert main(["run", "--inject", json.dumps({"bogus": 1}), str(script)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown change" in err[0]
+    assert main(["run", "--inject", "{not json", str(script)]) == 2
