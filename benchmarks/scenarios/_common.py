@@ -30,6 +30,16 @@ def parse_args(doc: str | None, iters: int = 30) -> argparse.Namespace:
     p.add_argument("--iters", type=int, default=iters, help="steps to run")
     p.add_argument("--warmup", type=int, default=5, help="steps the scenario's own timing skips")
     p.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=None,
+        help="the batch (or requests per forward) to use instead of the scenario's own: the "
+        "fix at another size, as a what-if measured it",
+    )
+    p.add_argument(
+        "--workers", type=int, default=None, help="DataLoader workers instead of the scenario's"
+    )
     return p.parse_args()
 
 

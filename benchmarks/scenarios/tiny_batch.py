@@ -17,11 +17,11 @@ REQUIRES_CUDA = True
 
 
 def build(
-    dev: torch.device, fix: bool = False
+    dev: torch.device, fix: bool = False, batch: int | None = None
 ) -> tuple[nn.Module, torch.optim.Optimizer, torch.Tensor, torch.Tensor]:
     """Model, optimizer and 16 batches on the device; also ``watch_parts.py``'s."""
     width, depth = (1024, 6) if dev.type == "cuda" else (64, 3)
-    batch = 1024 if fix else 8
+    batch = batch or (1024 if fix else 8)
     layers: list[nn.Module] = []
     for _ in range(depth):
         layers += [nn.Linear(width, width), nn.ReLU()]
@@ -35,7 +35,7 @@ def build(
 def main() -> None:
     args = parse_args(__doc__, iters=60)
     dev = pick_device(args.device)
-    model, opt, xs, ys = build(dev, args.fix)
+    model, opt, xs, ys = build(dev, args.fix, args.batch)
     with Steps("tiny_batch", args, dev, xs.shape[1]) as steps:
         for i in range(args.iters):
             loss = F.cross_entropy(model(xs[i % 16]), ys[i % 16])

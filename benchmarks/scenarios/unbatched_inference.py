@@ -29,7 +29,7 @@ def main() -> None:
     dev = pick_device(args.device)
     gpu = dev.type == "cuda"
     model, requests = build(dev)
-    group = 64 if args.fix else 1
+    group = args.batch or (64 if args.fix else 1)
     answers: list[torch.Tensor] = []
     with Steps("unbatched_inference", args, dev, group) as steps, torch.inference_mode():
         for i in range(args.iters):

@@ -41,6 +41,8 @@ class Impact:
     text: str = ""
     speedup: float | None = None
     recoverable_pct: float | None = None
+    speedup_range: tuple[float, float] | None = None
+    """An estimate for a change of the work per step: the range the true gain falls in."""
 
 
 @dataclass

@@ -27,6 +27,11 @@ def _fix(d: dict[str, Any] | None) -> Fix | None:
     return Fix(**d) if d is not None else None
 
 
+def _impact(d: dict[str, Any]) -> Impact:
+    rng = d.get("speedup_range")
+    return Impact(**{**d, "speedup_range": (rng[0], rng[1]) if rng else None})
+
+
 def _finding(d: dict[str, Any]) -> Finding:
     return Finding(
         id=d["id"],
@@ -41,7 +46,7 @@ def _finding(d: dict[str, Any]) -> Finding:
             )
             for e in d.get("evidence", [])
         ],
-        impact=Impact(**d.get("impact", {})),
+        impact=_impact(d.get("impact", {})),
         fix=Fix(**d.get("fix", {"text": ""})),
         detail=d.get("detail"),
         gpu_index=d.get("gpu_index"),

@@ -57,8 +57,10 @@ def _share(facts: dict[str, Any], *keys: str) -> float:
 
 
 def worker_counts(current: int, cores: int) -> list[int]:
-    """Doubling from twice today's workers (at least 2) up to the cores (the cores included)."""
-    top = max(1, cores)
+    """Doubling from twice today's workers (at least 2), then all cores but two (the training
+    process and the pin-memory thread need theirs): the knee lies up there when loading is
+    CPU work."""
+    top = max(1, cores - 2) if cores > 4 else max(1, cores)
     out: list[int] = []
     n = max(2, current * 2)
     while n < top:

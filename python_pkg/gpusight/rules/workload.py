@@ -350,6 +350,42 @@ def _impact(share: float, text: str) -> Impact:
     )
 
 
+# A model's math runs at least this many times faster on a GPU than on the host's cores.
+GPU_MATH_SPEEDUP_MIN = 5.0
+# A range's high end stops here.
+MAX_RANGE = 100.0
+
+
+def _range_impact(lo: float, hi: float, text: str) -> Impact:
+    """An estimate for a change of the work per step: the idle share of today's step does not
+    bound it, so it is a range; ``speedup`` is the low end (what sorting sees)."""
+    lo = max(1.0, min(lo, MAX_RANGE))
+    hi = max(lo, min(hi, MAX_RANGE))
+    return Impact(
+        basis="estimated",
+        text=f"{text} Estimated {lo:.1f}x to {hi:.0f}x.",
+        speedup=round(lo, 2),
+        recoverable_pct=_r(100.0 * (1.0 - 1.0 / lo)),
+        speedup_range=(round(lo, 2), round(hi, 2)),
+    )
+
+
+def _batch_impact(batch: int, suggested: int, busy: float | None, what: str) -> Impact:
+    """Items per second at ``suggested`` instead of ``batch``: at least the GPU's idle share
+    filled (its kernel time grows in proportion), at most the whole factor (the step's time
+    stays the same: small kernels that did not fill the GPU)."""
+    k = suggested / max(1, batch)
+    lo = min(k, 100.0 / max(busy or 0.0, 1.0)) if busy is not None else 1.0
+    return _range_impact(
+        lo,
+        k,
+        f"At batch {suggested} instead of {batch} each {what} does {k:.0f}x the work for the same "
+        "launches and host work: from the GPU's idle share filled (kernel time growing in "
+        f"proportion) to the {what} taking no longer (kernels too small to fill the GPU today). "
+        "gpusight run --what-if measures it.",
+    )
+
+
 def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
     total = step_time(ev)
     out: list[Finding] = []
@@ -364,7 +400,11 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
     # --- placement -----------------------------------------------------------------------------
     if ev.cuda_available and p.param_devices == ["cpu"]:
         host = _mean(ev.framework_ms)
-        rec = min(95.0, _pct(host, total) * 0.9)
+        # The model's math moves to the GPU: 5x faster there at the least, free at the most;
+        # the rest of the step stays where it is.
+        rest = max(total - host, 0.0)
+        lo = total / (rest + host / GPU_MATH_SPEEDUP_MIN) if host > 0 else 1.0
+        hi = total / rest if rest > 0 else MAX_RANGE
         out.append(
             Finding(
                 id="code.cpu_model",
@@ -377,7 +417,14 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                     Evidence("CUDA devices available", ev.cuda_devices),
                     Evidence("host time in forward/backward/optimizer", _r(host, 2), "ms/step"),
                 ],
-                impact=_impact(rec, "The forward/backward/optimizer time would move to the GPU."),
+                impact=_range_impact(
+                    lo,
+                    hi,
+                    f"The forward/backward/optimizer time ({_r(host, 1)} ms of the "
+                    f"{_r(total, 1)} ms step) would move to the GPU: from its math running 5x "
+                    "faster there to it costing nothing, with the rest of the step unchanged. "
+                    "gpusight run --what-if measures it.",
+                ),
                 fix=fix(
                     "Move the model (before building the optimizer) and each batch to the GPU.",
                     "placement.to_device",
@@ -580,7 +627,6 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                 ),
             )
         )
-    host_bound_share = share["launch_overhead"] + share["other_cpu"]
     if (
         gpu_run
         and batch is not None
@@ -600,10 +646,7 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                     Evidence("GPU busy", _r(busy), "%"),
                     Evidence("launch overhead", _r(share["launch_overhead"]), "% of step"),
                 ],
-                impact=_impact(
-                    host_bound_share * 0.8,
-                    "Per-step host and launch costs stay the same while each step does more work.",
-                ),
+                impact=_batch_impact(batch, max(256, batch * 8), busy, "step"),
                 fix=fix(
                     "Grow the batch until the GPU is busy (and scale the learning rate).",
                     "batch.larger",
@@ -623,10 +666,7 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                     Evidence("GPU busy", busy and _r(busy), "%"),
                     Evidence("forward step", _r(total, 3), "ms"),
                 ],
-                impact=_impact(
-                    host_bound_share * 0.8,
-                    "A batched forward costs about as many launches as a single one.",
-                ),
+                impact=_batch_impact(batch, 64, busy, "forward"),
                 fix=fix("Group requests into batches.", "infer.batch_requests", batch=64),
             )
         )

@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""GPU check of ``gpusight run --what-if``: the measured gain of each scenario's fix, from the
+unmodified script, against the fix applied in the script.
+
+For each scenario whose ``--fix`` is a change the what-if injects from outside:
+
+1. ``gpusight run --what-if --budget B`` on the planted script (wall time recorded: target
+   <= 180 s for a script that starts in <= 20 s);
+2. the row for the fix: the change that matches it (``PICK`` below). For a fix whose size the
+   what-if chooses (workers, batch), the row the what-if found best, and the script is then run
+   at that size (``--workers N`` / ``--batch N``) as well as with its own ``--fix``;
+3. the true gain: the script bare and fixed, alternating (2 rounds), items per second from
+   its own clock (``SCENARIO_RESULT``: samples per step over the mean step, every stall counted);
+4. error = what-if gain / true gain - 1; target within 20 %.
+
+Also recorded: the verdict, and for bursty_loader the stall period (target: input_pipeline,
+period 4).
+
+    PYTHONPATH=python_pkg python3 benchmarks/run_whatif.py --out "$OUT" [--only NAME ...]
+
+Writes OUT/<scenario>.json (the what-if report), OUT/run-whatif.json (everything) and
+OUT/run-whatif-table.txt (the table, printed last).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+SCENARIOS = HERE / "scenarios"
+TARGET_PCT = 20.0
+
+# scenario -> (how to pick the what-if row, extra script args, iterations for the truth runs)
+CASES: dict[str, dict[str, Any]] = {
+    "bursty_loader": {"pick": "workers", "iters": 160},
+    "slow_loader": {"pick": "loader_together", "iters": 120},
+    "conv_nchw_amp": {"pick": "channels_last", "iters": 80},
+    "tiny_batch": {"pick": "batch", "iters": 200},
+    "fp32_transformer": {"pick": "precision_together", "iters": 60},
+    "cpu_model": {"pick": "to_device", "iters": 80},
+    "unbatched_inference": {"pick": "batch", "iters": 200},
+    "small_batch_rnn": {"pick": "batch", "iters": 120},
+}
+
+
+def run(cmd: list[str], timeout: float) -> tuple[int, str, float]:
+    t = time.monotonic()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        out, rc = p.stdout + p.stderr, p.returncode
+    except subprocess.TimeoutExpired as exc:
+        out, rc = f"timeout: {exc}", 124
+    return rc, out, time.monotonic() - t
+
+
+def items_per_s(out: str) -> float | None:
+    line = next((ln for ln in out.splitlines() if ln.startswith("SCENARIO_RESULT ")), None)
+    if line is None:
+        return None
+    r = json.loads(line.split(" ", 1)[1])
+    mean = r.get("mean_step_ms") or r.get("median_step_ms")
+    return r["samples_per_step"] / mean * 1000.0 if mean else None
+
+
+def truth(name: str, variant: list[str], iters: int, rounds: int = 2) -> dict[str, Any]:
+    """The script bare and with ``variant``, alternating: gain in items per second."""
+    script = str(SCENARIOS / f"{name}.py")
+    gains, bare_ips, fix_ips = [], [], []
+    for _ in range(rounds):
+        base = [sys.executable, script, "--iters", str(iters), "--warmup", "10"]
+        _, out_b, _ = run(base, 300)
+        _, out_f, _ = run(base + variant, 300)
+        b, f = items_per_s(out_b), items_per_s(out_f)
+        if b and f:
+            gains.append(f / b)
+            bare_ips.append(b)
+            fix_ips.append(f)
+    return {
+        "variant": variant,
+        "gain": statistics.median(gains) if gains else None,
+        "gains": [round(g, 3) for g in gains],
+        "bare_items_per_s": [round(x, 1) for x in bare_ips],
+        "fix_items_per_s": [round(x, 1) for x in fix_ips],
+    }
+
+
+def pick(report: dict[str, Any], how: str) -> dict[str, Any] | None:
+    rows = [r for r in report.get("what_if", []) if r.get("speedup") and not r.get("skipped")]
+    group = lambda r: (r.get("params") or {}).get("group")  # noqa: E731
+    if how in ("workers", "batch", "channels_last", "to_device"):
+        got = [r for r in rows if group(r) == how]
+        return max(got, key=lambda r: r["speedup"]) if got else None
+    if how == "loader_together":
+        tog = [r for r in rows if group(r) == "together"]
+        if tog:
+            return tog[0]
+        got = [r for r in rows if group(r) in ("workers", "loader")]
+        return max(got, key=lambda r: r["speedup"]) if got else None
+    if how == "precision_together":
+        tog = [
+            r
+            for r in rows
+            if group(r) == "together"
+            and set(str((r.get("params") or {}).get("winners", "")).split(","))
+            == {"autocast", "tf32"}
+        ]
+        if tog:
+            return tog[0]
+        got = [r for r in rows if group(r) == "autocast"]
+        return got[0] if got else None
+    return None
+
+
+def sized_variant(row: dict[str, Any], how: str) -> list[str] | None:
+    """Script arguments that apply the what-if row's own size (None: --fix is the match)."""
+    p = row.get("params") or {}
+    if how == "workers" and p.get("set_num_workers"):
+        return ["--workers", str(p["set_num_workers"])]
+    if how == "batch":
+        items = p.get("items_per_step") or p.get("set_batch_size")
+        return ["--batch", str(items)] if items else None
+    return None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument("--budget", type=float, default=120.0)
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    names = args.only or list(CASES)
+    results: dict[str, Any] = {}
+    for name in names:
+        case = CASES[name]
+        print(f"\n=== {name}", flush=True)
+        rp = out / f"{name}.json"
+        cmd = [
+            sys.executable, "-m", "gpusight", "run", "--what-if", "--budget", str(args.budget),
+            "--json", str(rp), str(SCENARIOS / f"{name}.py"), "--iters", "100000",
+        ]  # fmt: skip
+        rc, log, wall = run(cmd, args.budget + 120)
+        (out / f"{name}.log").write_text(log)
+        print(log[-3000:], flush=True)
+        rep = json.loads(rp.read_text()) if rp.exists() else {}
+        row = pick(rep, case["pick"]) if rep else None
+        res: dict[str, Any] = {
+            "rc": rc,
+            "wall_s": round(wall, 1),
+            "verdict": (rep.get("verdict") or {}).get("bottleneck"),
+            "summary": (rep.get("verdict") or {}).get("summary"),
+            "stall": (rep.get("run") or {}).get("stall"),
+            "row": row,
+            "rows": [
+                {k: r.get(k) for k in ("change", "speedup", "noise_pct", "skipped")}
+                for r in rep.get("what_if", [])
+            ],
+        }
+        res["truth_fix"] = truth(name, ["--fix"], case["iters"], args.rounds)
+        variant = sized_variant(row, case["pick"]) if row else None
+        if variant is not None:
+            res["truth_sized"] = truth(name, variant, case["iters"], args.rounds)
+        ref = res.get("truth_sized") or res["truth_fix"]
+        if row and ref.get("gain"):
+            res["error_pct"] = round(100.0 * (row["speedup"] / ref["gain"] - 1.0), 1)
+        results[name] = res
+        (out / "run-whatif.json").write_text(json.dumps(results, indent=2))
+    lines = [
+        f"{'scenario':20} {'verdict':16} {'what-if row':44} {'what-if':>8} {'true':>7} "
+        f"{'error':>7} {'wall s':>7}"
+    ]
+    for name, r in results.items():
+        row = r.get("row") or {}
+        ref = r.get("truth_sized") or r.get("truth_fix") or {}
+        g = ref.get("gain")
+        e = r.get("error_pct")
+        ok = e is not None and abs(e) <= TARGET_PCT
+        lines.append(
+            f"{name:20} {r.get('verdict')!s:16} {str(row.get('change'))[:44]:44} "
+            f"{(row.get('speedup') or 0):8.2f} {(g or 0):7.2f} "
+            f"{(f'{e:+.1f}%' if e is not None else 'n/a'):>7} {r['wall_s']:7.1f} "
+            f"{'ok' if ok else 'MISS'}"
+        )
+        if r.get("stall"):
+            lines.append(f"{'':20} stall: every {r['stall'].get('period_steps')} steps")
+    table = "\n".join(lines)
+    (out / "run-whatif-table.txt").write_text(table + "\n")
+    print("\n" + table, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    raise SystemExit(main())
