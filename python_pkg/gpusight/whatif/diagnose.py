@@ -33,10 +33,12 @@ from .experiments import (
     TOGETHER_KEYS,
     Compile,
     Experiment,
+    NumWorkers,
     Outcome,
     cpu_cores,
     outcome_of,
     plan,
+    whole_rounds,
 )
 from .findings import combination, combined_code, findings_of, verdict
 from .loaders import can_resize_batches, is_dataloader, is_reiterable
@@ -270,7 +272,9 @@ def _experiments(ctx: Context, only: list[str] | None) -> tuple[list[WhatIf], li
             continue
         # One experiment (a sweep, say) may use at most a share of what is left, so that the
         # ones after it still get their turn.
-        share = max(exp.cost_s(ctx), exp.share * (ctx.budget.left() - _combination_cost(ctx)))
+        share = max(
+            exp.cost_s(ctx), exp.share_of(ctx) * (ctx.budget.left() - _combination_cost(ctx))
+        )
         ctx.slice_end = time.perf_counter() + share
         try:
             out = exp.apply(ctx)
@@ -283,6 +287,34 @@ def _experiments(ctx: Context, only: list[str] | None) -> tuple[list[WhatIf], li
         outcomes.append(out)
         rows.append(out.what_if)
     return rows, outcomes
+
+
+def _combination_plan(ctx: Context, v: Variant, against: str) -> tuple[tuple[int, int], float]:
+    """Timed steps (baseline, winners) of the final run, and one pair's forecast seconds.
+
+    The winners' step is forecast at what was measured: the num_workers winner's step with the
+    loader (else the user's loader), times the batch factor, since loading grows with the items
+    of a batch. A larger batch takes fewer steps (at least two, whole rounds of the workers):
+    the comparison is per sample.
+    """
+    base_ms = ctx.loader_base_ms if against == "loader" else ctx.cached_base_ms
+    base_step = statistics.median(base_ms) if base_ms else 50.0
+    per_batch = base_step
+    if v.source == "loader":
+        per_batch = ctx.loader_step_ms(ctx.workers(v)) or base_step
+    elif ctx.cached_base_ms:
+        per_batch = statistics.median(ctx.cached_base_ms)
+    f = max(1, v.batch_factor)
+    w = ctx.workers(v)
+    base_arm = ctx.base_for(against)
+    b = ctx.steps_for(base_arm.variant)
+    n = ctx.steps_for(v)
+    if f > 1:
+        n = whole_rounds(max(MIN_STEPS, -(-n // f)), w)
+    start = NumWorkers.START_S + NumWorkers.START_PER_WORKER_S * w if w else 0.0
+    pair_s = (b + ctx.warmup(base_arm.variant)) * base_step / 1000
+    pair_s += (n + ctx.warmup(v)) * per_batch * f / 1000 + start + 0.1
+    return (b, n), pair_s
 
 
 def _combine(ctx: Context, winners: list[Outcome]) -> tuple[WhatIf | None, list[str]]:
@@ -304,35 +336,70 @@ def _combine(ctx: Context, winners: list[Outcome]) -> tuple[WhatIf | None, list[
     change = f"all winners together: {names}"
     ctx.stage = "what-if: all winners together"
     ctx.budget.tell(ctx.stage)
-    if not ctx.affordable(_combination_cost(ctx) / 2):
-        return WhatIf(change, None, None, None, skipped="budget exhausted"), []
+    steps, pair_s = _combination_plan(ctx, v, against)
+    if not ctx.affordable(pair_s):
+        return WhatIf(
+            change,
+            None,
+            None,
+            None,
+            skipped=(
+                f"budget exhausted: needs about {pair_s:.0f} s a repetition, "
+                f"{max(0.0, ctx.budget.left()):.0f} s left (raise budget_s)"
+            ),
+        ), []
     try:
-        cmp, arm = ctx.measure(v.with_(label=change), against=against, scale=v.batch_factor, reps=2)
+        cmp, arm = ctx.measure(
+            v.with_(label=change),
+            against=against,
+            scale=v.batch_factor,
+            reps=2,
+            steps=steps,
+            pair_s=pair_s,
+        )
         ctx.drop(arm)
     except Skip as why:
         return WhatIf(change, None, None, None, skipped=str(why)), []
     if cmp.pairs == 0:
         return WhatIf(change, None, None, None, skipped="budget exhausted"), []
-    out = outcome_of("combination", change, winners[0].finding_id or "", cmp, v)
+    out = outcome_of(
+        "combination",
+        change,
+        winners[0].finding_id or "",
+        cmp,
+        v,
+        scope="end_to_end" if against == "loader" else "compute_only",
+    )
     w = out.what_if
     w.finding_id = None
     w.params = {
         **(w.params or {}),
-        "against": "your loader" if against == "loader" else "replayed batches",
+        "against": "your loader" if against == "loader" else "batches cached from your loader",
         "winners": ",".join(o.key for o in winners if o.winner is not None),
     }
     w.fix = Fix(
         text="Every measured winner in one training loop.",
         snippet_id="whatif.combined",
-        code=combined_code(ctx, v, f"{cmp.speedup:.2f}x end to end"),
+        code=combined_code(
+            ctx,
+            v,
+            f"{cmp.speedup:.2f}x end to end"
+            if against == "loader"
+            else f"{cmp.speedup:.2f}x compute only",
+        ),
         language="python",
     )
     notes = []
-    best = max(o.speedup for o in winners)
-    if cmp.speedup < best * (1 - MIN_GAIN):
+    best = max(winners, key=lambda o: o.speedup)
+    if cmp.speedup < best.speedup * (1 - MIN_GAIN):
+        how = (
+            "compute only, on batches cached from your loader"
+            if best.what_if.scope == "compute_only"
+            else "with your loader"
+        )
         notes.append(
-            f"Together the winners gave {cmp.speedup:.2f}x, less than the best alone ({best:.2f}x, "
-            "measured on replayed batches): the changes overlap or the loader now limits the step."
+            f"Together the winners gave {cmp.speedup:.2f}x, less than the best alone "
+            f"({best.speedup:.2f}x, {how}): the changes overlap or the loader now limits the step."
         )
     return w, notes
 
@@ -353,7 +420,13 @@ def _diagnose(ctx: Context, snap: Snapshot, only: list[str] | None) -> Report:
     findings = findings_of(ctx, outcomes)
     tried = sum(1 for r in rows if r.skipped is None and r is not combo)
     notes = list(ctx.notes) + combo_notes
-    notes += [n for o in outcomes if o.winner is None for n in o.notes if "sweep" in n]
+    notes += [
+        n
+        for o in outcomes
+        if o.winner is None
+        for n in o.notes
+        if "sweep" in n or "moves the wait" in n
+    ]
     notes += [n for o in outcomes if o.winner is not None for n in o.notes if "learning rate" in n]
     notes += [n for o in outcomes for n in o.notes if "step_fn" in n]  # the user's code to change
     if ctx.work.device.type != "cuda":
@@ -365,7 +438,14 @@ def _diagnose(ctx: Context, snap: Snapshot, only: list[str] | None) -> Report:
         kind="diagnose",
         machine=machine_facts(),
         run=_run_record(ctx),
-        verdict=verdict(findings, tried, noise_pct(ctx.cached_base_ms)),
+        verdict=verdict(
+            findings,
+            tried,
+            noise_pct(ctx.cached_base_ms),
+            (statistics.median(ctx.loader_base_ms), statistics.median(ctx.cached_base_ms))
+            if ctx.loader_bound
+            else None,
+        ),
         findings=findings,
         what_if=rows,
         notes=notes,
