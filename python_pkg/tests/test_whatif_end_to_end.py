@@ -279,3 +279,40 @@ def test_compute_only_gains_become_bounded_estimates_while_the_loader_sets_the_p
     report = Report(kind="diagnose", machine=machine_facts(), findings=list(found.values()))
     report.what_if = [bigger.what_if, workers.what_if]
     report.validate()  # scope is in the schema
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")
+def test_a_loader_bound_sweep_reaches_the_cores_before_the_budget_goes_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Items that wait 4 ms (file reads) scale with workers on any number of cores: on a machine
+    # said to have 8 cores the sweep must try 2, 4 and 8 workers, although the batch size sweep
+    # waits behind it for the same budget.
+    import sys
+
+    # The module, not the function the package re-exports under the same name.
+    monkeypatch.setattr(sys.modules["gpusight.whatif.diagnose"], "cpu_cores", lambda: 8)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model, opt = _mlp()
+        loader = DataLoader(SlowItems(n=1024, delay_s=0.004), batch_size=8, shuffle=True)
+        report = diagnose(
+            model,
+            loader,
+            optimizer=opt,
+            loss_fn=nn.CrossEntropyLoss(),
+            steps=6,
+            budget_s=25,
+            experiments=["num_workers", "batch_size"],
+        )
+    finally:
+        torch.set_num_threads(threads)
+    sweep = _row(report, "from_num_workers")
+    assert sweep.params is not None and sweep.params["cpu_cores"] == 8
+    assert sweep.params["largest_tried"] == 8 or "speedup_8_workers" in sweep.params, (
+        sweep.params,
+        report.notes,
+    )
+    assert multiprocessing.active_children() == []

@@ -10,8 +10,15 @@ Order of work, all inside one wall-clock budget:
    budget cannot pay for; pin_memory and prefetch_factor build on the num_workers winner, and
    after the loader experiments the DataLoader settings that won (two or more) are measured
    together in one loader against the user's (``loader_combined``: a row, not a finding);
-4. every winner together, end to end, against the unchanged step with the loader;
+4. every winner together, end to end, against the unchanged step with the loader (forecast at
+   the measured loader speed times the batch factor, skipped when it does not fit);
 5. restore (also after an exception, an OOM or Ctrl-C) and release every copy.
+
+Each row says what its timing covered (``WhatIf.scope``): ``end_to_end``, the user's whole step
+with their loader, or ``compute_only``, the step on batches cached from the loader. While the
+loader sets the pace (steps with it at least 10 % slower than on cached batches) a compute-only
+gain is no measured finding: it becomes an estimate bounded by the loading time, and the batch
+size sweep's answer is timed again with the loader at the larger batch.
 """
 
 from __future__ import annotations
@@ -104,8 +111,12 @@ def diagnose(
     pass ``step_fn(model, batch, optimizer)``, which must train the ``model`` and ``optimizer``
     it is given (copies), with ``batch`` already on the model's device.
 
-    ``steps`` timed steps per measurement block, ``budget_s`` seconds for everything;
-    ``progress(stage, fraction)`` is called as it goes. ``experiments`` picks a subset by key
+    ``steps`` timed steps per measurement block, ``budget_s`` seconds for everything: each run
+    is forecast (loading at its settings included) before it starts and skipped with the reason
+    when it does not fit, a block that overruns is stopped between two steps, and the call
+    returns within ``budget_s`` plus a margin of max(2 s, 10 %) (one step in flight, releasing
+    the copies, restoring). ``progress(stage, fraction)`` is called as it goes.
+    ``experiments`` picks a subset by key
     (``num_workers``, ``pin_memory``, ``persistent_workers``, ``prefetch_factor``,
     ``loader_combined``: the DataLoader winners together, ``batch_size``, ``autocast``,
     ``channels_last``, ``tf32``, ``cudnn_benchmark``, ``dataset_on_gpu``, ``compile``).
