@@ -316,3 +316,24 @@ def test_a_loader_bound_sweep_reaches_the_cores_before_the_budget_goes_elsewhere
         report.notes,
     )
     assert multiprocessing.active_children() == []
+
+
+@pytest.mark.slow
+def test_a_loader_too_slow_for_the_budget_still_ends_within_it_and_says_what_it_skipped() -> None:
+    # 20 ms an item, 32 items a batch: 0.64 s a batch against budget_s=8. Fewer batches to
+    # replay, fewer baseline blocks, and every run that does not fit is skipped with its forecast.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model, opt = _mlp()
+        loader = DataLoader(SlowItems(n=512, delay_s=0.02), batch_size=32)
+        t0 = time.perf_counter()
+        report = diagnose(model, loader, optimizer=opt, loss_fn=nn.CrossEntropyLoss(), budget_s=8)
+        wall = time.perf_counter() - t0
+    finally:
+        torch.set_num_threads(threads)
+    assert wall <= 8 + 2.0, (wall, [(w.change, w.skipped) for w in report.what_if])
+    report.validate()
+    reasons = [w.skipped for w in report.what_if if w.skipped]
+    assert any("budget exhausted" in r for r in reasons), reasons
+    assert multiprocessing.active_children() == []

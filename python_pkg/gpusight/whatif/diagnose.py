@@ -57,6 +57,7 @@ from .variant import Variant
 DEFAULT_REPS = 3
 CACHE_BATCHES = 8
 BASELINE_SHARE = 0.25  # of the budget, for the four blocks of the unchanged step
+CACHE_SHARE = 0.1  # of the budget, for taking the batches to replay (two at least)
 MIN_STEPS = 2
 EXPERIMENT_KEYS = tuple(cls.key for cls in ALL)
 
@@ -155,6 +156,8 @@ def _cache_batches(ctx: Context, arm: Arm) -> list[Any]:
     arm.start_epoch()
     try:
         for _ in range(n):
+            if len(batches) >= 2 and ctx.budget.elapsed() > CACHE_SHARE * ctx.budget.seconds:
+                break  # a loader this slow: fewer batches to replay, not a broken budget
             try:
                 batches.append(arm.next_batch())
             except StopIteration:
@@ -196,7 +199,9 @@ def _baselines(ctx: Context, snap: Snapshot) -> None:
     probe_ms = ctx.baseline_block("cached", steps=1)  # one warm-up step, one timed
     _check_untouched(snap)
     _fit_steps(ctx, probe_ms / 1000 + load_s)
-    for _ in range(2):
+    for i in range(2):
+        if i and not ctx.affordable(ctx.block_s("loader") + ctx.block_s("cached")):
+            break  # one block each: a slow step, a short budget
         ctx.baseline_block("loader")
         ctx.budget.tell(ctx.stage)
         ctx.baseline_block("cached")

@@ -962,6 +962,7 @@ class BatchSize(Experiment):
             "compute_only_batch_size": bs * f,
             "compute_only_speedup": w.speedup,
             "against": "your loader",
+            "series_scope": "compute_only",  # the sweep's points, timed on cached batches
         }
         e2e = outcome_of(
             self.key,

@@ -277,10 +277,11 @@ def verdict(
     """The bottleneck of the top finding, measured ones first (an estimate never leads).
 
     ``loader_ms``: (step with the user's loader, the same step on cached batches) when the
-    loader sets the pace; with no measured finding the verdict then names the input pipeline.
+    loader sets the pace; when every finding is an estimate the verdict then names the input
+    pipeline (with none at all, nothing was found to beat the noise: it says so).
     """
     measured = [f for f in findings if f.impact.basis == "measured"]
-    if not measured and loader_ms is not None:
+    if findings and not measured and loader_ms is not None:
         lo, ca = loader_ms
         return Verdict(
             bottleneck="input_pipeline",
@@ -292,6 +293,12 @@ def verdict(
         )
     if not findings:
         band = f" (noise ±{noise:.1f}%)" if noise is not None else ""
+        loading = (
+            f" Loading takes {loader_ms[0] - loader_ms[1]:.1f} of the {loader_ms[0]:.1f} ms of a "
+            "step with your loader."
+            if loader_ms is not None
+            else ""
+        )
         return Verdict(
             bottleneck="none",
             summary=(
@@ -299,7 +306,8 @@ def verdict(
                 "tried makes this step faster."
                 if tried
                 else "No experiment could run: see the skipped what-ifs for why."
-            ),
+            )
+            + loading,
         )
     top = max(findings, key=lambda f: (f.impact.basis == "measured", f.impact.speedup or 0.0))
     return Verdict(
