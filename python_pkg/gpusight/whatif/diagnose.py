@@ -420,6 +420,12 @@ def _combine(ctx: Context, winners: list[Outcome]) -> tuple[WhatIf | None, list[
     return w, notes
 
 
+def _helps_the_step(ctx: Context, o: Outcome) -> bool:
+    if not ctx.loader_bound or o.what_if.scope != "compute_only":
+        return True
+    return ctx.end_to_end_bound(o.speedup) - 1 >= MIN_GAIN
+
+
 def _diagnose(ctx: Context, snap: Snapshot, only: list[str] | None) -> Report:
     if not snap.values_kept:
         ctx.notes.append(
@@ -430,6 +436,9 @@ def _diagnose(ctx: Context, snap: Snapshot, only: list[str] | None) -> Report:
     rows, outcomes = _experiments(ctx, only)
     # A measurement of winners together (the DataLoader's) is no winner of its own: its parts are.
     winners = [o for o in outcomes if o.winner is not None and o.key not in TOGETHER_KEYS]
+    # A compute-only win that loading leaves no room for (its bound on the whole step is in the
+    # noise) would only make the final run longer: a larger batch from a slow loader, say.
+    winners = [o for o in winners if _helps_the_step(ctx, o)]
     combo, combo_notes = _combine(ctx, winners)
     if combo is not None:
         rows.append(combo)
