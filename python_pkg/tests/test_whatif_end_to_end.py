@@ -337,3 +337,36 @@ def test_a_loader_too_slow_for_the_budget_still_ends_within_it_and_says_what_it_
     reasons = [w.skipped for w in report.what_if if w.skipped]
     assert any("budget exhausted" in r for r in reasons), reasons
     assert multiprocessing.active_children() == []
+
+
+def test_the_winners_final_run_is_forecast_with_loading_at_the_larger_batch_and_skipped() -> None:
+    # The 105 s run: num_workers=2 with batch 4096 from a loader at 2 ms an item. Its
+    # forecast counts loading at the larger batch (a pair: about 37 s); it does not fit in
+    # budget_s=20: skipped, with the forecast, before a single step.
+    from gpusight.whatif.diagnose import _combination_plan, _combine
+
+    model, opt = _mlp()
+    loader = DataLoader(SlowItems(n=8192), batch_size=32)
+    work = Workload(model, loader, nn.CrossEntropyLoss(), opt, None, torch.device("cpu"))
+    ctx = Context(work, Budget(20, None), steps=8, reps=2, cpu_count=2)
+    try:
+        ctx.loader_base = ctx.build(Variant("your step with your loader", source="loader"))
+        ctx.loader_base_ms, ctx.cached_base_ms = [83.0] * 4, [1.4] * 4
+        workers = Variant("num_workers=2", source="loader", loader={"num_workers": 2})
+        bigger = Variant("batch_size=4096", batch_factor=128)
+        won = [
+            _outcome("num_workers", "load.input_bound", workers, 2.0, "end_to_end"),
+            _outcome("batch_size", "load.small_batch", bigger, 39.0, "compute_only"),
+        ]
+        ctx.results["num_workers"] = won[0]
+        together = workers.combine(bigger, "all winners")
+        (_, n), pair_s = _combination_plan(ctx, together, "loader")
+        per_batch_s = won[0].what_if.after_ms / 1000  # type: ignore[operator]
+        assert n <= 4 and pair_s >= 128 * per_batch_s * n  # loading grows with the batch
+        t0 = time.perf_counter()
+        row, _ = _combine(ctx, won)
+        assert time.perf_counter() - t0 < 1.0
+        assert row is not None and row.skipped is not None
+        assert row.skipped.startswith("budget exhausted: needs about"), row.skipped
+    finally:
+        ctx.close()
