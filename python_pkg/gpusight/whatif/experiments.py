@@ -542,6 +542,7 @@ class PersistentWorkers(Experiment):
         # A win only if every cold start was slower than every warm one, and it adds up.
         wins = min(cold) > max(warm) and speedup - 1 > MIN_GAIN
         what = WhatIf(
+            scope="end_to_end",  # the loader's own epoch start-up, on the step with the loader
             change=f"DataLoader(num_workers={w}, persistent_workers=True): workers kept",
             finding_id=self.finding_id,
             params={
