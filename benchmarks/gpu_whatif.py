@@ -3,8 +3,10 @@
 
 1. ResNet-18 (torchvision), batch 64 of 3x224x224 synthetic images decoded and normalised on the
    host per item, as a first notebook would load them (num_workers=0): ``diagnose(budget_s=60)``.
-   Recorded: wall time (target <= 60 s), every what-if and finding, device memory before/after
-   (target: back within 1 MiB) and the user's model/optimizer/RNG/flags (target: bit-identical).
+   Recorded: wall time (target <= 60 s plus diagnose's margin, max(2 s, 10 %)), every what-if
+   (with its scope: end to end, or compute only on cached batches) and finding, device memory
+   before/after (target: back within 1 MiB) and the user's model/optimizer/RNG/flags (target:
+   bit-identical).
 2. Planted-bottleneck scenarios, each with a known fix: ``diagnose`` on the slow version, then the
    fix applied in a plain training loop written here (not gpusight's runner), timed interleaved
    with the slow version. Compared: the what-if measured for the fix's own setting (and the top
@@ -159,10 +161,20 @@ def what_if_rows(report: Any) -> list[dict[str, Any]]:
             "speedup": w.speedup,
             "noise_pct": w.noise_pct,
             "skipped": w.skipped,
+            "scope": w.scope,
             "params": w.params,
         }
         for w in report.what_if
     ]
+
+
+def budget_margin(budget: float) -> float:
+    """What diagnose may take past budget_s: one step in flight, releasing copies, restoring."""
+    return max(2.0, 0.1 * budget)
+
+
+def scope_tag(w: Any) -> str:
+    return {"end_to_end": "[e2e] ", "compute_only": "[compute only] "}.get(w.scope or "", "")
 
 
 def log_report(report: Any) -> None:
@@ -171,8 +183,9 @@ def log_report(report: Any) -> None:
             log(f"  - {w.change[:70]:70s} skipped: {w.skipped}")
         else:
             won = "WIN " if (w.params or {}).get("won") else "    "
+            change = scope_tag(w) + w.change
             log(
-                f"  {won}{w.change[:68]:68s} {w.before_ms:8.2f} -> {w.after_ms:8.2f} ms "
+                f"  {won}{change[:68]:68s} {w.before_ms:8.2f} -> {w.after_ms:8.2f} ms "
                 f"{w.speedup:5.2f}x (noise {w.noise_pct if w.noise_pct is not None else '-'}%)"
             )
     for f in report.findings:
@@ -855,7 +868,7 @@ def bigger_win(report: Any, sc: Scenario, compared: float | None) -> tuple[str, 
     best = max(rows, key=lambda w: w.speedup)
     if compared is not None and best.speedup <= compared:
         return None
-    return best.change, float(best.speedup)
+    return scope_tag(best) + best.change, float(best.speedup)
 
 
 def top_what_if(report: Any) -> tuple[str, float | None]:
@@ -867,7 +880,7 @@ def top_what_if(report: Any) -> tuple[str, float | None]:
     if not rows:
         return "none", None
     best = max(rows, key=lambda w: w.speedup)
-    return best.change, best.speedup
+    return scope_tag(best) + best.change, best.speedup
 
 
 # --- main ---------------------------------------------------------------------------------------
@@ -915,7 +928,7 @@ def run_resnet(out: Path, dev: torch.device, budget: float) -> dict[str, Any]:
     return {
         "wall_s": round(wall, 2),
         "budget_s": budget,
-        "within_budget": wall <= budget,
+        "within_budget": wall <= budget + budget_margin(budget),
         "memory_before_bytes": mem0,
         "memory_after_bytes": mem1,
         "memory_back": abs(mem1 - mem0) <= 2**20,
@@ -984,6 +997,7 @@ def _run_scenario(sc: Scenario, out: Path, dev: torch.device, scale: float) -> d
         "fix": sc.fix,
         "diagnose_wall_s": round(wall, 2),
         "diagnose_budget_s": budget,
+        "diagnose_within_budget": wall <= budget + budget_margin(budget),
         "top_what_if": top_change,
         "top_speedup": top_speed,
         "compared_what_if": compared,
@@ -1009,7 +1023,7 @@ def table(resnet: dict[str, Any] | None, rows: list[dict[str, Any]]) -> str:
     if resnet:
         lines += [
             "ResNet-18, batch 64, 3x224x224, diagnose(budget_s=60):",
-            f"  wall {resnet['wall_s']} s (target <= {resnet['budget_s']:.0f}): "
+            f"  wall {resnet['wall_s']} s (target <= {resnet['budget_s']:.0f} + margin): "
             f"{'ok' if resnet['within_budget'] else 'OVER'}; memory back: {resnet['memory_back']}; "
             f"bit-identical: {all(resnet['identical'].values())}",
         ]
@@ -1029,6 +1043,11 @@ def table(resnet: dict[str, Any] | None, rows: list[dict[str, Any]]) -> str:
         other_fix = r.get("other_fix_speedup")
         second = "-" if other_fix is None else f"{other_fix:.2f}x {r['other_fix_from']}"
         mark = "" if r["within_target"] else " <-- outside ±15%"
+        if not r.get("diagnose_within_budget", True):
+            mark += (
+                f" <-- diagnose took {r['diagnose_wall_s']:.0f} s for budget_s="
+                f"{r['diagnose_budget_s']:.0f} (+ margin)"
+            )
         lines.append(
             f"{r['scenario']:16s} {r['compared_what_if'][:52]:52s} {pred:>8s} "
             f"{r['fix_speedup']:7.2f}x {err:>7s}  {r['fix_from']:12s} {second:14s}{mark}"

@@ -109,6 +109,9 @@ class WhatIf:
     skipped: str | None = None
     series: list[dict[str, Any]] | None = None
     fix: Fix | None = None  # the code that was measured (e.g. every winner combined)
+    # What the timing covered: the user's whole step with their loader ("end_to_end"), or the
+    # step's compute alone on batches cached from the loader ("compute_only").
+    scope: Literal["end_to_end", "compute_only"] | None = None
 
 
 def _required(f: dataclasses.Field[Any]) -> bool:

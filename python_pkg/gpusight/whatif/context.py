@@ -6,6 +6,7 @@ import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from statistics import median
 from typing import Any
 
 import torch
@@ -13,13 +14,15 @@ import torch
 from .arms import Arm, Workload
 from .errors import LoaderError, OutOfMemoryDuringDiagnosis, StepError
 from .loaders import batch_len, is_dataloader, worker_failure
-from .runner import ArmFailure, Comparison, compare, run_block
+from .runner import ArmFailure, Comparison, Overrun, compare, run_block
 from .variant import Variant
 
 Progress = Callable[[str, float], None]
 
 # A change must beat the baseline's own spread, and at least this much, to count as a win.
 MIN_GAIN = 0.03
+# Loading must add at least this share to a step for the loader to count as setting the pace.
+LOADER_SHARE = 1.10
 
 
 class Skip(Exception):
@@ -31,13 +34,20 @@ class VariantOOM(Skip):
 
 
 class Budget:
-    """Wall-clock budget for a whole diagnosis, and the progress callback's clock."""
+    """Wall-clock budget for a whole diagnosis, and the progress callback's clock.
+
+    Every run is forecast before it starts and skipped when it does not fit; a block that runs
+    past the deadline anyway is stopped between two steps. The call then ends within
+    ``seconds + margin_s``: the margin pays for one step in flight, releasing copies and
+    restoring the user's state.
+    """
 
     def __init__(self, seconds: float, progress: Progress | None) -> None:
         self.seconds = float(seconds)
         self.start = time.perf_counter()
         # Measuring stops a little early: releasing copies, restoring and the report come after.
         self.deadline = self.start + self.seconds - min(2.0, 0.04 * self.seconds)
+        self.margin_s = max(2.0, 0.1 * self.seconds)
         self._progress = progress
         self._fraction = 0.0
 
@@ -109,6 +119,28 @@ class Context:
             return bs
         return batch_len(self.work.cached[0]) if self.work.cached else None
 
+    @property
+    def loader_bound(self) -> bool:
+        """Measured: steps with the user's loader are more than LOADER_SHARE slower than the
+        same steps on cached batches (the loader, not compute, sets the pace)."""
+        if not self.loader_base_ms or not self.cached_base_ms:
+            return False
+        return median(self.loader_base_ms) >= LOADER_SHARE * median(self.cached_base_ms)
+
+    def end_to_end_bound(self, compute_speedup: float) -> float:
+        """The most a compute-only gain can give the whole step while loading stays as it is.
+
+        Per sample: loading (the loader's step minus the cached step) plus compute, which the
+        change makes ``compute_speedup`` times faster (Amdahl, loading and compute in series as
+        in a loader without workers; with workers overlapping them it is lower still).
+        """
+        if not self.loader_base_ms or not self.cached_base_ms or compute_speedup <= 0:
+            return compute_speedup
+        lo = median(self.loader_base_ms)
+        ca = min(median(self.cached_base_ms), lo)
+        after = (lo - ca) + ca / compute_speedup
+        return lo / after if after > 0 else compute_speedup
+
     def has_module(self, *types: type[torch.nn.Module]) -> bool:
         return any(isinstance(m, types) for m in self.work.model.modules())
 
@@ -122,9 +154,19 @@ class Context:
         per_step = min(ms) / 1000.0 if ms else 0.05
         return per_step * (self.steps + 2)
 
+    def stop_at(self, per_pair: float) -> float:
+        """When a block of a run forecast at ``per_pair`` seconds a pair must stop: at the
+        budget's deadline, and within the running experiment's share plus one more pair."""
+        end = self.budget.deadline
+        if self.slice_end is not None:
+            end = min(end, self.slice_end + per_pair)
+        return end
+
     def affordable(self, seconds: float, reserve: float = 0.0) -> bool:
         """Would ``seconds`` more fit in the budget (and in the running experiment's share)?"""
-        fits_slice = self.slice_end is None or time.perf_counter() + seconds <= self.slice_end
+        fits_slice = (
+            self.slice_end is None or time.perf_counter() + seconds + reserve <= self.slice_end
+        )
         return fits_slice and self.budget.left() - reserve >= seconds
 
     # arms ----------------------------------------------------------------------------------------
@@ -262,7 +304,14 @@ class Context:
                 scale=scale,
                 fits=fits,
                 on_block=lambda: self.budget.tell(self.stage),
+                stop_at=self.stop_at(per_pair),
             )
+        except Overrun as exc:
+            self.drop(arm)
+            raise Skip(
+                f"budget exhausted: {variant.label} ran past its forecast of about "
+                f"{per_pair:.1f} s a pair and was stopped ({exc}; raise budget_s)"
+            ) from exc
         except ArmFailure as exc:
             self.drop(arm)
             if not exc.in_variant:

@@ -10,8 +10,15 @@ Order of work, all inside one wall-clock budget:
    budget cannot pay for; pin_memory and prefetch_factor build on the num_workers winner, and
    after the loader experiments the DataLoader settings that won (two or more) are measured
    together in one loader against the user's (``loader_combined``: a row, not a finding);
-4. every winner together, end to end, against the unchanged step with the loader;
+4. every winner together, end to end, against the unchanged step with the loader (forecast at
+   the measured loader speed times the batch factor, skipped when it does not fit);
 5. restore (also after an exception, an OOM or Ctrl-C) and release every copy.
+
+Each row says what its timing covered (``WhatIf.scope``): ``end_to_end``, the user's whole step
+with their loader, or ``compute_only``, the step on batches cached from the loader. While the
+loader sets the pace (steps with it at least 10 % slower than on cached batches) a compute-only
+gain is no measured finding: it becomes an estimate bounded by the loading time, and the batch
+size sweep's answer is timed again with the loader at the larger batch.
 """
 
 from __future__ import annotations
@@ -33,10 +40,12 @@ from .experiments import (
     TOGETHER_KEYS,
     Compile,
     Experiment,
+    NumWorkers,
     Outcome,
     cpu_cores,
     outcome_of,
     plan,
+    whole_rounds,
 )
 from .findings import combination, combined_code, findings_of, verdict
 from .loaders import can_resize_batches, is_dataloader, is_reiterable
@@ -48,6 +57,7 @@ from .variant import Variant
 DEFAULT_REPS = 3
 CACHE_BATCHES = 8
 BASELINE_SHARE = 0.25  # of the budget, for the four blocks of the unchanged step
+CACHE_SHARE = 0.1  # of the budget, for taking the batches to replay (two at least)
 MIN_STEPS = 2
 EXPERIMENT_KEYS = tuple(cls.key for cls in ALL)
 
@@ -102,8 +112,12 @@ def diagnose(
     pass ``step_fn(model, batch, optimizer)``, which must train the ``model`` and ``optimizer``
     it is given (copies), with ``batch`` already on the model's device.
 
-    ``steps`` timed steps per measurement block, ``budget_s`` seconds for everything;
-    ``progress(stage, fraction)`` is called as it goes. ``experiments`` picks a subset by key
+    ``steps`` timed steps per measurement block, ``budget_s`` seconds for everything: each run
+    is forecast (loading at its settings included) before it starts and skipped with the reason
+    when it does not fit, a block that overruns is stopped between two steps, and the call
+    returns within ``budget_s`` plus a margin of max(2 s, 10 %) (one step in flight, releasing
+    the copies, restoring). ``progress(stage, fraction)`` is called as it goes.
+    ``experiments`` picks a subset by key
     (``num_workers``, ``pin_memory``, ``persistent_workers``, ``prefetch_factor``,
     ``loader_combined``: the DataLoader winners together, ``batch_size``, ``autocast``,
     ``channels_last``, ``tf32``, ``cudnn_benchmark``, ``dataset_on_gpu``, ``compile``).
@@ -142,6 +156,8 @@ def _cache_batches(ctx: Context, arm: Arm) -> list[Any]:
     arm.start_epoch()
     try:
         for _ in range(n):
+            if len(batches) >= 2 and ctx.budget.elapsed() > CACHE_SHARE * ctx.budget.seconds:
+                break  # a loader this slow: fewer batches to replay, not a broken budget
             try:
                 batches.append(arm.next_batch())
             except StopIteration:
@@ -183,7 +199,9 @@ def _baselines(ctx: Context, snap: Snapshot) -> None:
     probe_ms = ctx.baseline_block("cached", steps=1)  # one warm-up step, one timed
     _check_untouched(snap)
     _fit_steps(ctx, probe_ms / 1000 + load_s)
-    for _ in range(2):
+    for i in range(2):
+        if i and not ctx.affordable(ctx.block_s("loader") + ctx.block_s("cached")):
+            break  # one block each: a slow step, a short budget
         ctx.baseline_block("loader")
         ctx.budget.tell(ctx.stage)
         ctx.baseline_block("cached")
@@ -270,7 +288,9 @@ def _experiments(ctx: Context, only: list[str] | None) -> tuple[list[WhatIf], li
             continue
         # One experiment (a sweep, say) may use at most a share of what is left, so that the
         # ones after it still get their turn.
-        share = max(exp.cost_s(ctx), exp.share * (ctx.budget.left() - _combination_cost(ctx)))
+        share = max(
+            exp.cost_s(ctx), exp.share_of(ctx) * (ctx.budget.left() - _combination_cost(ctx))
+        )
         ctx.slice_end = time.perf_counter() + share
         try:
             out = exp.apply(ctx)
@@ -283,6 +303,34 @@ def _experiments(ctx: Context, only: list[str] | None) -> tuple[list[WhatIf], li
         outcomes.append(out)
         rows.append(out.what_if)
     return rows, outcomes
+
+
+def _combination_plan(ctx: Context, v: Variant, against: str) -> tuple[tuple[int, int], float]:
+    """Timed steps (baseline, winners) of the final run, and one pair's forecast seconds.
+
+    The winners' step is forecast at what was measured: the num_workers winner's step with the
+    loader (else the user's loader), times the batch factor, since loading grows with the items
+    of a batch. A larger batch takes fewer steps (at least two, whole rounds of the workers):
+    the comparison is per sample.
+    """
+    base_ms = ctx.loader_base_ms if against == "loader" else ctx.cached_base_ms
+    base_step = statistics.median(base_ms) if base_ms else 50.0
+    per_batch = base_step
+    if v.source == "loader":
+        per_batch = ctx.loader_step_ms(ctx.workers(v)) or base_step
+    elif ctx.cached_base_ms:
+        per_batch = statistics.median(ctx.cached_base_ms)
+    f = max(1, v.batch_factor)
+    w = ctx.workers(v)
+    base_arm = ctx.base_for(against)
+    b = ctx.steps_for(base_arm.variant)
+    n = ctx.steps_for(v)
+    if f > 1:
+        n = whole_rounds(max(MIN_STEPS, -(-n // f)), w)
+    start = NumWorkers.START_S + NumWorkers.START_PER_WORKER_S * w if w else 0.0
+    pair_s = (b + ctx.warmup(base_arm.variant)) * base_step / 1000
+    pair_s += (n + ctx.warmup(v)) * per_batch * f / 1000 + start + 0.1
+    return (b, n), pair_s
 
 
 def _combine(ctx: Context, winners: list[Outcome]) -> tuple[WhatIf | None, list[str]]:
@@ -304,37 +352,78 @@ def _combine(ctx: Context, winners: list[Outcome]) -> tuple[WhatIf | None, list[
     change = f"all winners together: {names}"
     ctx.stage = "what-if: all winners together"
     ctx.budget.tell(ctx.stage)
-    if not ctx.affordable(_combination_cost(ctx) / 2):
-        return WhatIf(change, None, None, None, skipped="budget exhausted"), []
+    steps, pair_s = _combination_plan(ctx, v, against)
+    if not ctx.affordable(pair_s):
+        return WhatIf(
+            change,
+            None,
+            None,
+            None,
+            skipped=(
+                f"budget exhausted: needs about {pair_s:.0f} s a repetition, "
+                f"{max(0.0, ctx.budget.left()):.0f} s left (raise budget_s)"
+            ),
+        ), []
     try:
-        cmp, arm = ctx.measure(v.with_(label=change), against=against, scale=v.batch_factor, reps=2)
+        cmp, arm = ctx.measure(
+            v.with_(label=change),
+            against=against,
+            scale=v.batch_factor,
+            reps=2,
+            steps=steps,
+            pair_s=pair_s,
+        )
         ctx.drop(arm)
     except Skip as why:
         return WhatIf(change, None, None, None, skipped=str(why)), []
     if cmp.pairs == 0:
         return WhatIf(change, None, None, None, skipped="budget exhausted"), []
-    out = outcome_of("combination", change, winners[0].finding_id or "", cmp, v)
+    out = outcome_of(
+        "combination",
+        change,
+        winners[0].finding_id or "",
+        cmp,
+        v,
+        scope="end_to_end" if against == "loader" else "compute_only",
+    )
     w = out.what_if
     w.finding_id = None
     w.params = {
         **(w.params or {}),
-        "against": "your loader" if against == "loader" else "replayed batches",
+        "against": "your loader" if against == "loader" else "batches cached from your loader",
         "winners": ",".join(o.key for o in winners if o.winner is not None),
     }
     w.fix = Fix(
         text="Every measured winner in one training loop.",
         snippet_id="whatif.combined",
-        code=combined_code(ctx, v, f"{cmp.speedup:.2f}x end to end"),
+        code=combined_code(
+            ctx,
+            v,
+            f"{cmp.speedup:.2f}x end to end"
+            if against == "loader"
+            else f"{cmp.speedup:.2f}x compute only",
+        ),
         language="python",
     )
     notes = []
-    best = max(o.speedup for o in winners)
-    if cmp.speedup < best * (1 - MIN_GAIN):
+    best = max(winners, key=lambda o: o.speedup)
+    if cmp.speedup < best.speedup * (1 - MIN_GAIN):
+        how = (
+            "compute only, on batches cached from your loader"
+            if best.what_if.scope == "compute_only"
+            else "with your loader"
+        )
         notes.append(
-            f"Together the winners gave {cmp.speedup:.2f}x, less than the best alone ({best:.2f}x, "
-            "measured on replayed batches): the changes overlap or the loader now limits the step."
+            f"Together the winners gave {cmp.speedup:.2f}x, less than the best alone "
+            f"({best.speedup:.2f}x, {how}): the changes overlap or the loader now limits the step."
         )
     return w, notes
+
+
+def _helps_the_step(ctx: Context, o: Outcome) -> bool:
+    if not ctx.loader_bound or o.what_if.scope != "compute_only":
+        return True
+    return ctx.end_to_end_bound(o.speedup) - 1 >= MIN_GAIN
 
 
 def _diagnose(ctx: Context, snap: Snapshot, only: list[str] | None) -> Report:
@@ -347,13 +436,22 @@ def _diagnose(ctx: Context, snap: Snapshot, only: list[str] | None) -> Report:
     rows, outcomes = _experiments(ctx, only)
     # A measurement of winners together (the DataLoader's) is no winner of its own: its parts are.
     winners = [o for o in outcomes if o.winner is not None and o.key not in TOGETHER_KEYS]
+    # A compute-only win that loading leaves no room for (its bound on the whole step is in the
+    # noise) would only make the final run longer: a larger batch from a slow loader, say.
+    winners = [o for o in winners if _helps_the_step(ctx, o)]
     combo, combo_notes = _combine(ctx, winners)
     if combo is not None:
         rows.append(combo)
     findings = findings_of(ctx, outcomes)
     tried = sum(1 for r in rows if r.skipped is None and r is not combo)
     notes = list(ctx.notes) + combo_notes
-    notes += [n for o in outcomes if o.winner is None for n in o.notes if "sweep" in n]
+    notes += [
+        n
+        for o in outcomes
+        if o.winner is None
+        for n in o.notes
+        if "sweep" in n or "moves the wait" in n
+    ]
     notes += [n for o in outcomes if o.winner is not None for n in o.notes if "learning rate" in n]
     notes += [n for o in outcomes for n in o.notes if "step_fn" in n]  # the user's code to change
     if ctx.work.device.type != "cuda":
@@ -365,7 +463,14 @@ def _diagnose(ctx: Context, snap: Snapshot, only: list[str] | None) -> Report:
         kind="diagnose",
         machine=machine_facts(),
         run=_run_record(ctx),
-        verdict=verdict(findings, tried, noise_pct(ctx.cached_base_ms)),
+        verdict=verdict(
+            findings,
+            tried,
+            noise_pct(ctx.cached_base_ms),
+            (statistics.median(ctx.loader_base_ms), statistics.median(ctx.cached_base_ms))
+            if ctx.loader_bound
+            else None,
+        ),
         findings=findings,
         what_if=rows,
         notes=notes,

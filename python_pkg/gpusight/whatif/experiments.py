@@ -16,7 +16,7 @@ import shutil
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import torch
 from torch import nn
@@ -24,8 +24,16 @@ from torch.utils.data import IterableDataset
 
 from ..report import Fix, Scalar, WhatIf
 from .arms import Arm
-from .context import MIN_GAIN, Context, Skip, VariantOOM
-from .loaders import batch_len, batch_nbytes, clone_loader, shutdown, tensors_of
+from .context import LOADER_SHARE, MIN_GAIN, Context, Skip, VariantOOM
+from .loaders import (
+    batch_len,
+    batch_nbytes,
+    can_resize_batches,
+    clone_loader,
+    items_deterministic,
+    shutdown,
+    tensors_of,
+)
 from .restore import read_flags, tensor_bytes
 from .runner import Comparison
 from .snippets import combined
@@ -40,7 +48,6 @@ CONV_TYPES = (
     nn.ConvTranspose3d,
 )
 RNN_TYPES = (nn.RNNBase,)
-LOADER_SHARE = 1.10  # loading must add at least 10% to a step for loader experiments to run
 # torch.compile of a training step rarely finishes in less than this; below it, skip honestly.
 COMPILE_MIN_S = 45.0
 
@@ -73,9 +80,14 @@ def outcome_of(
     variant: Variant,
     params: dict[str, Scalar] | None = None,
     series: list[dict[str, Any]] | None = None,
+    scope: Literal["end_to_end", "compute_only"] | None = None,
 ) -> Outcome:
+    """The row of a comparison; its scope follows where the variant's batches came from: the
+    user's loader (or the dataset kept on the device, which replaces it) is the whole step,
+    cached batches are the step's compute alone."""
     wins = cmp.wins(MIN_GAIN)
     what = WhatIf(
+        scope=scope or ("compute_only" if variant.source == "cached" else "end_to_end"),
         change=change,
         finding_id=finding_id,
         params={**(params or {}), "repeats": cmp.pairs, "won": wins},
@@ -109,6 +121,9 @@ class Experiment:
 
     # At most this share of what is left: a sweep of several points may take more than one change.
     share: ClassVar[float] = 0.4
+
+    def share_of(self, ctx: Context) -> float:
+        return self.share
 
     def cost_s(self, ctx: Context) -> float:
         """A rough price, to skip what the budget cannot pay for."""
@@ -190,11 +205,45 @@ def winner_block_s(ctx: Context, variant: Variant) -> float:
 # --- loader experiments -------------------------------------------------------------------------
 
 
-def _whole_rounds(steps: int, workers: int) -> int:
+def whole_rounds(steps: int, workers: int) -> int:
     """``steps`` rounded up to whole rounds of the loader's workers (at least two rounds)."""
     if workers <= 1:
         return max(1, steps)
     return max(2, -(-steps // workers)) * workers
+
+
+def worker_points(now: int, cores: int) -> list[int]:
+    """Worker counts a sweep tries after ``now``: 2, 4, 8, ... below the cores, and the cores."""
+    points = [w for w in (2, 4, 8, 16, 32, 64, 128) if now < w <= cores]
+    if cores > now and cores not in points:
+        points.append(cores)
+    return sorted(points)
+
+
+def sweep_goes_on(best: float, speedup: float, knee_gain: float = 1.10) -> bool:
+    """A point that still adds ``knee_gain`` throughput over the best so far: not yet the knee."""
+    return speedup >= best * knee_gain
+
+
+def knee_of(results: list[tuple[int, float]], share: float = 0.95) -> int:
+    """The fewest workers within ``share`` of the best throughput measured."""
+    top = max(sp for _, sp in results)
+    return next(w for w, sp in results if sp >= share * top)
+
+
+def walk_sweep(points: list[int], speedup_at: Any) -> tuple[list[tuple[int, float]], int]:
+    """The sweep's decisions on given measurements: (points visited with their speedups, the
+    answer). ``speedup_at(w)`` stands for a measurement; ``NumWorkers.apply`` makes the same
+    decisions on real ones (and stops early when the budget is out)."""
+    results: list[tuple[int, float]] = []
+    best = 1.0
+    for w in points:
+        sp = float(speedup_at(w))
+        results.append((w, sp))
+        if not sweep_goes_on(best, sp, NumWorkers.KNEE_GAIN):
+            break
+        best = max(best, sp)
+    return results, knee_of(results, NumWorkers.KNEE_SHARE)
 
 
 class NumWorkers(Experiment):
@@ -203,6 +252,10 @@ class NumWorkers(Experiment):
     Each point is two interleaved pairs of short blocks (a few steps of the user's loader, whole
     rounds of the variant's workers); the sweep stops when a point no longer adds
     ``KNEE_GAIN`` throughput over the best so far, or at the cores, or when the budget is out.
+    When loading dominates the step the sweep may take most of what is left (``DOMINANT_SHARE``)
+    and its baseline blocks are kept short (about ``BASE_BLOCK_S``): the user's slow loader is
+    re-timed at every point, and it must not use up the budget before the sweep reaches the knee
+    (1 worker decoding images: 2.2x at 2 workers, 21-28x at 12 on 16 cores).
     """
 
     key = "num_workers"
@@ -210,20 +263,26 @@ class NumWorkers(Experiment):
     label = "DataLoader num_workers sweep"
     group = "loader"
     share = 0.5
+    DOMINANT_SHARE = 0.8  # of what is left, when loading is at least half of the step
     KNEE_GAIN = 1.10  # a point must beat the best so far by this much, or the sweep stops
     KNEE_SHARE = 0.95  # the answer: fewest workers within this share of the best throughput
     SWEEP_REPS = 2  # interleaved pairs per point: the loader's step time is steady
     TRIAL_STEPS = 8  # timed steps of a trial block (rounded up to whole rounds of workers)
+    BASE_BLOCK_S = 0.6  # a baseline trial block takes at most about this (2 steps at least)
     START_S = 0.1  # worker start-up per block: a base, and per worker
     START_PER_WORKER_S = 0.03
 
     def candidates(self, ctx: Context) -> list[int]:
         now = int(getattr(ctx.work.loader, "num_workers", 0) or 0)
-        cores = ctx.cpu_count
-        points = [w for w in (2, 4, 8, 16, 32, 64) if now < w <= cores]
-        if cores > now and cores not in points:
-            points.append(cores)
-        return sorted(points)
+        return worker_points(now, ctx.cpu_count)
+
+    def share_of(self, ctx: Context) -> float:
+        if ctx.loader_base_ms and ctx.cached_base_ms:
+            lo = statistics.median(ctx.loader_base_ms)
+            ca = statistics.median(ctx.cached_base_ms)
+            if lo >= 2 * ca:
+                return self.DOMINANT_SHARE
+        return self.share
 
     def applies(self, ctx: Context) -> str | None:
         gate = _loader_gate(ctx)
@@ -249,8 +308,9 @@ class NumWorkers(Experiment):
         """(baseline steps, variant steps) of a trial at ``w`` workers, and one pair's seconds."""
         now = int(ctx.work.loader.num_workers or 0)
         base_ms = self._base_ms(ctx)
-        base_steps = _whole_rounds(min(ctx.steps, self.TRIAL_STEPS), now)
-        var_steps = _whole_rounds(self.TRIAL_STEPS, w)
+        short = max(2, int(self.BASE_BLOCK_S * 1000 / max(base_ms, 1e-6)))
+        base_steps = whole_rounds(min(ctx.steps, self.TRIAL_STEPS, short), now)
+        var_steps = whole_rounds(self.TRIAL_STEPS, w)
         base_s = (base_steps + max(2, now + 1)) * base_ms / 1000 + (
             self.START_S + self.START_PER_WORKER_S * now if now else 0.0
         )
@@ -284,7 +344,7 @@ class NumWorkers(Experiment):
                 stopped = f"sweep stopped before {w} workers: budget exhausted"
                 break
             results.append((w, cmp))
-            if cmp.speedup < best * self.KNEE_GAIN:
+            if not sweep_goes_on(best, cmp.speedup, self.KNEE_GAIN):
                 stopped = (
                     f"sweep stopped at {w} workers: throughput no longer rising "
                     f"({cmp.speedup:.2f}x, best so far {best:.2f}x)"
@@ -293,8 +353,9 @@ class NumWorkers(Experiment):
             best = max(best, cmp.speedup)
         if not results:
             raise Skip("budget exhausted before the first point of the sweep")
-        top = max(c.speedup for _, c in results)
-        w, cmp = next((w, c) for w, c in results if c.speedup >= self.KNEE_SHARE * top)
+        w = knee_of([(x, c.speedup) for x, c in results], self.KNEE_SHARE)
+        cmp = next(c for x, c in results if x == w)
+        self._confirm(ctx, w, cmp)
         series: list[dict[str, Any]] = [
             {"x": now, "y": round(cmp.before_ms, 3), "label": "yours"}
         ] + [{"x": x, "y": round(c.after_ms, 3), "label": f"{x} workers"} for x, c in results]
@@ -320,6 +381,27 @@ class NumWorkers(Experiment):
         if stopped:
             out.notes.append(stopped)
         return out
+
+    def _confirm(self, ctx: Context, w: int, cmp: Comparison) -> None:
+        """More pairs at the answer when two left it inside the noise (a busy machine): the
+        baseline's spread from two blocks is a coarse noise band, four are steadier."""
+        if cmp.wins(MIN_GAIN) or cmp.speedup - 1 <= MIN_GAIN:
+            return
+        steps, pair_s = self._trial(ctx, w, cmp.speedup)
+        if not ctx.affordable(self.SWEEP_REPS * pair_s):
+            return
+        ctx.stage = f"what-if: num_workers={w}, more repetitions"
+        ctx.budget.tell(ctx.stage)
+        variant = Variant(f"num_workers={w}", source="loader", loader={"num_workers": w})
+        try:
+            more, arm = ctx.measure(
+                variant, against="loader", reps=self.SWEEP_REPS, steps=steps, pair_s=pair_s
+            )
+        except Skip:
+            return
+        ctx.drop(arm)
+        cmp.base_ms += more.base_ms[: more.pairs]
+        cmp.variant_ms += more.variant_ms[: more.pairs]
 
 
 class PinMemory(Experiment):
@@ -460,6 +542,7 @@ class PersistentWorkers(Experiment):
         # A win only if every cold start was slower than every warm one, and it adds up.
         wins = min(cold) > max(warm) and speedup - 1 > MIN_GAIN
         what = WhatIf(
+            scope="end_to_end",  # the loader's own epoch start-up, on the step with the loader
             change=f"DataLoader(num_workers={w}, persistent_workers=True): workers kept",
             finding_id=self.finding_id,
             params={
@@ -689,10 +772,71 @@ class BatchSize(Experiment):
         return (b, v), pair_s
 
     def cost_s(self, ctx: Context) -> float:
-        return self.SWEEP_REPS * self._trial(ctx, 2 * self._base_ms(ctx))[1]
+        return self.SWEEP_REPS * self._trial(ctx, 2 * self._base_ms(ctx))[1] + self._reserve(ctx)
+
+    # --- end to end, when the loader sets the pace ---------------------------------------------
+
+    E2E_REPS = 2
+    E2E_STEPS = 2  # timed steps of the larger batch with the loader: a sample of its batches
+
+    def _e2e_possible(self, ctx: Context) -> bool:
+        return ctx.loader_bound and ctx.dataloader and can_resize_batches(ctx.work.loader)
+
+    def _e2e_trial(self, ctx: Context, factor: int) -> tuple[tuple[int, int], float]:
+        """Steps (your loader, the larger batch from your loader) and one pair's seconds.
+
+        The forecast takes loading to grow with the batch's items (it does, item by item) and
+        compute at most as much: ``factor`` times the step with the loader.
+        """
+        lo = statistics.median(ctx.loader_base_ms)
+        w = int(ctx.work.loader.num_workers or 0)
+        b = whole_rounds(min(ctx.steps, 4), w)
+        v = whole_rounds(self.E2E_STEPS, w)
+        warm = ctx.warmup(Variant("", source="loader"))
+        start = NumWorkers.START_S + NumWorkers.START_PER_WORKER_S * w if w else 0.0
+        pair_s = ((b + warm) * lo + (v + warm) * factor * lo) / 1000 + 2 * start + self.BUILD_S
+        return (b, v), pair_s
+
+    def _reserve(self, ctx: Context) -> float:
+        """Seconds kept back from the compute sweep for the end-to-end check of a double batch."""
+        return self.E2E_REPS * self._e2e_trial(ctx, 2)[1] if self._e2e_possible(ctx) else 0.0
+
+    def _end_to_end(
+        self, ctx: Context, bs: int, factors: list[int]
+    ) -> tuple[int, Comparison] | str:
+        """The largest of ``factors`` whose run with the user's loader fits, measured against
+        the user's loader: (factor, comparison), or why none was measured."""
+        why = ""
+        for x in sorted(set(factors), reverse=True):
+            steps, pair_s = self._e2e_trial(ctx, x)
+            if not ctx.affordable(self.E2E_REPS * pair_s):
+                why = why or (
+                    f"not measured with your loader: batch {bs * x} needs about "
+                    f"{self.E2E_REPS * pair_s:.0f} s, {max(0.0, ctx.budget.left()):.0f} s left"
+                )
+                continue
+            ctx.stage = f"what-if: batch size {bs * x} with your loader"
+            ctx.budget.tell(ctx.stage)
+            variant = Variant(f"batch_size={bs * x} with your loader", "loader", batch_factor=x)
+            try:
+                cmp, arm = ctx.measure(
+                    variant,
+                    against="loader",
+                    scale=x,
+                    reps=self.E2E_REPS,
+                    steps=steps,
+                    pair_s=pair_s,
+                )
+            except Skip as exc:
+                return f"not measured with your loader: {exc}"
+            ctx.drop(arm)
+            if cmp.pairs:
+                return x, cmp
+        return why or "not measured with your loader: budget exhausted"
 
     def apply(self, ctx: Context) -> Outcome:
         bs = batch_len(ctx.work.cached[0]) or 1
+        reserve = self._reserve(ctx)
         results: list[tuple[int, Comparison]] = []
         stop = ""
         oom_batch = 0  # the batch size that ran out of memory, if one did
@@ -703,7 +847,7 @@ class BatchSize(Experiment):
         step_ms = 2 * self._base_ms(ctx)
         while True:
             steps, pair_s = self._trial(ctx, step_ms)
-            if results and not ctx.affordable(self.SWEEP_REPS * pair_s):
+            if results and not ctx.affordable(self.SWEEP_REPS * pair_s, reserve=reserve):
                 stop = f"stopped before batch {bs * f}: budget exhausted"
                 break
             ctx.stage = f"what-if: batch size {bs * f}"
@@ -718,6 +862,7 @@ class BatchSize(Experiment):
                     reps=self.SWEEP_REPS,
                     steps=steps,
                     pair_s=pair_s,
+                    reserve=reserve,
                 )
             except VariantOOM:
                 stop = f"batch {bs * f} ran out of device memory"
@@ -779,6 +924,9 @@ class BatchSize(Experiment):
             series,
         )
         out.params.update(batch_size=bs * f, factor=f)
+        if self._e2e_possible(ctx):
+            out = self._with_loader(ctx, out, bs, f, [x for x, c in results if x <= f])
+            f = out.params["factor"]
         out.notes.append(
             f"A batch {f}x larger changes the optimisation, not only the speed: scale the "
             f"learning rate with it (linear scaling rule, lr x {f}, with warm-up) and check that "
@@ -787,6 +935,55 @@ class BatchSize(Experiment):
         if stop:
             out.notes.append(f"batch size sweep {stop}")
         return out
+
+    def _with_loader(
+        self, ctx: Context, out: Outcome, bs: int, f: int, factors: list[int]
+    ) -> Outcome:
+        """The loader sets the pace: the compute-only answer ``out`` checked with the loader.
+
+        A larger batch from the user's loader, timed end to end against the loader as it is:
+        when loading is what the step waits for, a larger batch only moves the wait, and this
+        row says so. When it cannot be measured the row stays compute only, and says why.
+        """
+        found = self._end_to_end(ctx, bs, factors)
+        w = out.what_if
+        assert w.params is not None
+        if isinstance(found, str):
+            w.params["end_to_end"] = found
+            out.notes.append(
+                f"batch_size={bs * f} was measured on cached batches only (compute alone, "
+                f"{out.speedup:.2f}x); {found}."
+            )
+            return out
+        x, cmp = found
+        params: dict[str, Scalar] = {
+            **{k: v for k, v in w.params.items() if k not in ("won", "repeats")},
+            "batch_size": bs * x,
+            "factor": x,
+            "compute_only_batch_size": bs * f,
+            "compute_only_speedup": w.speedup,
+            "against": "your loader",
+            "series_scope": "compute_only",  # the sweep's points, timed on cached batches
+        }
+        e2e = outcome_of(
+            self.key,
+            f"batch_size={bs * x} instead of {bs} with your loader (ms per {bs} samples)",
+            self.finding_id,
+            cmp,
+            Variant(f"batch_size={bs * x}", batch_factor=x),
+            params,
+            w.series,
+            scope="end_to_end",
+        )
+        e2e.params.update(out.params, batch_size=bs * x, factor=x)
+        e2e.notes += out.notes
+        if e2e.winner is None and out.winner is not None:
+            e2e.notes.append(
+                f"On cached batches (compute alone) batch_size={bs * f} ran {out.speedup:.2f}x "
+                f"faster, but with your loader batch_size={bs * x} gave {cmp.speedup:.2f}x: "
+                "loading sets the pace, and a larger batch only moves the wait."
+            )
+        return e2e
 
 
 def _half_model(ctx: Context) -> bool:
@@ -935,6 +1132,9 @@ class DatasetOnDevice(Experiment):
         size = self.dataset_bytes(ctx)
         if size is None:
             return "the dataset has no length: cannot tell whether it fits on the GPU"
+        reason = self.frozen_augmentation(ctx)
+        if reason:
+            return reason
         free, _ = torch.cuda.mem_get_info(ctx.device)
         if size > self.SHARE * free:
             return (
@@ -942,6 +1142,20 @@ class DatasetOnDevice(Experiment):
                 f"({free / 1e9:.1f} GB)"
             )
         return input_bound_gate(ctx)
+
+    @staticmethod
+    def frozen_augmentation(ctx: Context) -> str | None:
+        """Why caching would freeze the dataset's items (None: the same index gives the same
+        item twice, so a copy kept on the device is what the loader would give)."""
+        same = items_deterministic(ctx.work.loader.dataset)
+        if same is False:
+            return (
+                "the dataset gives a different item each time the same index is fetched (random "
+                "augmentation): a copy kept on the GPU would freeze the augmentation"
+            )
+        if same is None:
+            return "cannot tell whether the dataset's items are fixed (fetching an item failed)"
+        return None
 
     def cost_s(self, ctx: Context) -> float:
         return ctx.reps * (ctx.block_s("loader") + ctx.block_s("cached") + 0.3)
@@ -958,8 +1172,9 @@ class DatasetOnDevice(Experiment):
         )
         out.params.update(dataset_gb=round(size / 1e9, 2), free_gb=round(free / 1e9, 1))
         out.notes.append(
-            "Keeping the dataset on the GPU assumes its transforms are fixed: random augmentations "
-            "done per item on the CPU must move to the GPU too."
+            "Keeping the dataset on the GPU keeps its items as they are now: the same index gave "
+            "the same item twice (no random augmentation was seen); any added later must run on "
+            "the GPU."
         )
         return out
 

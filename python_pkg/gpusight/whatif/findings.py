@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..report import Evidence, Finding, Fix, Impact, Severity, Verdict, WhatIf
-from .context import Context
+from .context import MIN_GAIN, Context
 from .experiments import TOGETHER_KEYS, Outcome
 from .snippets import CATALOGUE, combined, loader_args, render
 from .variant import Variant
+
+SCOPE_TEXT = {
+    "end_to_end": "your whole step, with your loader",
+    "compute_only": "compute only, on batches cached from your loader",
+}
 
 SNIPPET_OF = {
     "num_workers": "whatif.num_workers",
@@ -35,6 +41,17 @@ TITLE_OF = {
     "load.launch_bound": "Eager mode launches many small kernels",
     "load.memory_headroom": "The dataset fits on the GPU but is loaded from the host every step",
 }
+
+# Titles that speak of a GPU, and what they say when the model runs on the CPU.
+HOST_TITLE_OF = {
+    "load.small_batch": "The batch is too small: fixed costs per step dominate",
+    "load.launch_bound": "Eager mode runs many small operators",
+}
+
+
+def title_of(fid: str, cuda: bool) -> str:
+    return TITLE_OF[fid] if cuda else HOST_TITLE_OF.get(fid, TITLE_OF[fid])
+
 
 BOTTLENECK_OF = {
     "load.input_bound": "input_pipeline",
@@ -98,23 +115,40 @@ def snippet_for(ctx: Context, o: Outcome, winners: list[Outcome]) -> tuple[str, 
     return sid, render(sid, loader=loader, **params)
 
 
+def _ranked(ctx: Context, o: Outcome) -> tuple[bool, float]:
+    """Within one finding: a whole-step measurement before a compute-only one while loading
+    sets the pace, then the larger gain."""
+    return (not ctx.loader_bound or o.what_if.scope != "compute_only", o.speedup)
+
+
 def finding_for(
     ctx: Context, group: list[Outcome], winners: list[Outcome], together: Sequence[Outcome] = ()
-) -> Finding:
+) -> Finding | None:
     """One finding per catalogue id: the best of its experiments, the others as evidence.
 
     ``together``: measurements of several winners in one arm (the DataLoader winners
     together), evidence of the finding that shares their id.
+
+    A gain measured on cached batches (compute alone) is said to be that, never the user's
+    speedup. While the loader sets the pace it becomes an estimate: the most it can give the
+    whole step with loading as it is; None (no finding) when that bound is within the noise.
     """
-    best = max(group, key=lambda o: o.speedup)
+    best = max(group, key=lambda o: _ranked(ctx, o))
     w: WhatIf = best.what_if
     fid = best.finding_id
     assert fid is not None
+    compute_only = w.scope == "compute_only"
+    s = best.speedup
+    bound = ctx.end_to_end_bound(s) if compute_only and ctx.loader_bound else None
+    if bound is not None and bound - 1 < MIN_GAIN:
+        return None
     evidence = [
         Evidence("step time, unchanged", w.before_ms, "ms"),
         Evidence(f"step time, {best.winner.label if best.winner else best.key}", w.after_ms, "ms"),
         Evidence("speedup (medians of interleaved repetitions)", w.speedup, "x"),
     ]
+    if w.scope is not None:
+        evidence.append(Evidence("what the timing covered", SCOPE_TEXT[w.scope]))
     if w.noise_pct is not None:
         evidence.append(Evidence("noise band of the unchanged runs", w.noise_pct, "%"))
     for o in [*group, *together]:
@@ -124,22 +158,53 @@ def finding_for(
         if k not in ("won", "repeats") and isinstance(v, (int, float, str)):
             evidence.append(Evidence(k.replace("_", " "), v))
     sid, code = snippet_for(ctx, best, winners)
-    s = best.speedup
     noise = f", noise ±{w.noise_pct:.1f}%" if w.noise_pct is not None else ""
-    return Finding(
-        id=fid,
-        severity=severity(s),
-        title=f"{TITLE_OF[fid]}: {best.what_if.change} ran {s:.2f}x faster (measured)",
-        evidence=evidence,
-        impact=Impact(
+    title = f"{title_of(fid, ctx.cuda)}: {best.what_if.change}"
+    steps = f"{w.before_ms:.2f} -> {w.after_ms:.2f} ms per step, {s:.2f}x{noise}"
+    if bound is not None:
+        lo, ca = statistics.median(ctx.loader_base_ms), statistics.median(ctx.cached_base_ms)
+        impact = Impact(
+            basis="estimated",
+            speedup=round(bound, 3),
+            recoverable_pct=round(100 * (1 - 1 / bound), 1),
+            text=(
+                f"Measured compute only, on batches cached from your loader: {steps}. Not your "
+                f"step's speedup: with your loader a step takes {lo:.2f} ms, {ca:.2f} ms of it "
+                f"compute, so this change can give the whole step at most {bound:.2f}x "
+                "(estimated)."
+            ),
+        )
+        title += (
+            f" ran {s:.2f}x faster on cached batches (compute only); with your loader at most "
+            f"{bound:.2f}x (estimated)"
+        )
+        severity_of = bound
+    else:
+        where = (
+            "compute only, on batches cached from your loader (loading, not timed here, adds "
+            "little to your step)"
+            if compute_only
+            else "end to end, your whole step"
+            + (" with your loader" if w.scope == "end_to_end" and ctx.dataloader else "")
+        )
+        impact = Impact(
             basis="measured",
             speedup=round(s, 3),
             recoverable_pct=round(100 * (1 - 1 / s), 1) if s > 1 else 0.0,
-            text=(
-                f"Measured on a copy of your model: {w.before_ms:.2f} -> {w.after_ms:.2f} ms per "
-                f"step, {s:.2f}x{noise}."
-            ),
-        ),
+            text=f"Measured on a copy of your model, {where}: {steps}.",
+        )
+        title += (
+            f" ran {s:.2f}x faster on cached batches (measured, compute only)"
+            if compute_only
+            else f" ran {s:.2f}x faster (measured)"
+        )
+        severity_of = s
+    return Finding(
+        id=fid,
+        severity=severity(severity_of),
+        title=title,
+        evidence=evidence,
+        impact=impact,
         fix=Fix(text=CATALOGUE[sid].text, snippet_id=sid, code=code, language="python"),
         detail=" ".join(n for o in group for n in o.notes) or None,
     )
@@ -156,10 +221,11 @@ def findings_of(ctx: Context, outcomes: list[Outcome]) -> list[Finding]:
     for o in winners:
         assert o.finding_id is not None
         groups.setdefault(o.finding_id, []).append(o)
-    return [
+    found = [
         finding_for(ctx, g, winners, [t for t in together if t.finding_id == fid])
         for fid, g in groups.items()
     ]
+    return [f for f in found if f is not None]
 
 
 def combination(winners: list[Outcome]) -> Variant | None:
@@ -202,9 +268,37 @@ def combined_code(ctx: Context, v: Variant, speedup: str) -> str:
     )
 
 
-def verdict(findings: list[Finding], tried: int, noise: float | None) -> Verdict:
+def verdict(
+    findings: list[Finding],
+    tried: int,
+    noise: float | None,
+    loader_ms: tuple[float, float] | None = None,
+) -> Verdict:
+    """The bottleneck of the top finding, measured ones first (an estimate never leads).
+
+    ``loader_ms``: (step with the user's loader, the same step on cached batches) when the
+    loader sets the pace; when every finding is an estimate the verdict then names the input
+    pipeline (with none at all, nothing was found to beat the noise: it says so).
+    """
+    measured = [f for f in findings if f.impact.basis == "measured"]
+    if findings and not measured and loader_ms is not None:
+        lo, ca = loader_ms
+        return Verdict(
+            bottleneck="input_pipeline",
+            summary=(
+                f"Loading sets the pace: a step with your loader takes {lo:.1f} ms, the same "
+                f"step on cached batches {ca:.1f} ms; no change gpusight measured with your "
+                "loader beat the noise (see the what-ifs)."
+            ),
+        )
     if not findings:
         band = f" (noise ±{noise:.1f}%)" if noise is not None else ""
+        loading = (
+            f" Loading takes {loader_ms[0] - loader_ms[1]:.1f} of the {loader_ms[0]:.1f} ms of a "
+            "step with your loader."
+            if loader_ms is not None
+            else ""
+        )
         return Verdict(
             bottleneck="none",
             summary=(
@@ -212,9 +306,10 @@ def verdict(findings: list[Finding], tried: int, noise: float | None) -> Verdict
                 "tried makes this step faster."
                 if tried
                 else "No experiment could run: see the skipped what-ifs for why."
-            ),
+            )
+            + loading,
         )
-    top = max(findings, key=lambda f: f.impact.speedup or 0.0)
+    top = max(findings, key=lambda f: (f.impact.basis == "measured", f.impact.speedup or 0.0))
     return Verdict(
         bottleneck=BOTTLENECK_OF.get(top.id, "none"),
         summary=f"{top.title}.",

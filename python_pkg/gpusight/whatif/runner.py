@@ -51,6 +51,10 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+class Overrun(Exception):
+    """A block ran past the time it was given (``stop_at``): stopped between two steps."""
+
+
 @dataclass
 class Block:
     ms_per_step: float
@@ -63,12 +67,19 @@ def _release_frames(exc: BaseException) -> None:
     traceback.clear_frames(exc.__traceback__)
 
 
-def run_block(arm: Arm, steps: int, warmup: int) -> Block:
-    """Run ``warmup`` untimed and ``steps`` timed steps of ``arm``; raises ArmFailure."""
+def run_block(arm: Arm, steps: int, warmup: int, stop_at: float | None = None) -> Block:
+    """Run ``warmup`` untimed and ``steps`` timed steps of ``arm``; raises ArmFailure.
+
+    With ``stop_at`` (a ``time.perf_counter()`` value) the block stops between two steps once
+    that time has passed and raises :class:`Overrun`: a forecast that was wrong (a loader far
+    slower at a larger batch, say) costs at most one step more than the budget allowed.
+    """
     with arm.settings():
         arm.start_epoch()
         try:
             for i in range(warmup + steps):
+                if stop_at is not None and i > 0 and time.perf_counter() > stop_at:
+                    raise Overrun(f"stopped after {i} of {warmup + steps} steps: out of time")
                 if i == warmup:
                     sync(arm.device)
                     t0 = time.perf_counter()
@@ -156,23 +167,31 @@ def compare(
     scale: float = 1.0,
     fits: Callable[[], bool] = lambda: True,
     on_block: Callable[[], None] = lambda: None,
+    stop_at: float | None = None,
 ) -> Comparison:
     """Alternate baseline and variant blocks ``reps`` times while ``fits()`` says time is left.
 
     ``scale`` divides the variant's step time (a batch ``scale`` times larger does ``scale``
-    times the work). Raises ArmFailure from either arm (``in_variant`` says which).
+    times the work). Raises ArmFailure from either arm (``in_variant`` says which), and
+    Overrun when a block runs past ``stop_at``.
     """
     cmp = Comparison()
     for r in range(reps):
-        if r > 0 and not fits():
+        if not fits():  # forecast before each pair, the first too: never start what won't fit
             break
-        cmp.base_ms.append(run_block(base, steps[0], warmup[0]).ms_per_step)
-        on_block()
         try:
-            block = run_block(variant, steps[1], warmup[1])
-        except ArmFailure as exc:
-            exc.in_variant = True
-            raise
+            cmp.base_ms.append(run_block(base, steps[0], warmup[0], stop_at).ms_per_step)
+            on_block()
+            try:
+                block = run_block(variant, steps[1], warmup[1], stop_at)
+            except ArmFailure as exc:
+                exc.in_variant = True
+                raise
+        except Overrun:
+            if r == 0:
+                raise
+            del cmp.base_ms[r:]  # the whole pairs measured before time ran out stand
+            break
         cmp.variant_ms.append(block.ms_per_step / scale)
         on_block()
     return cmp
