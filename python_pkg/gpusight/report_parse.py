@@ -65,6 +65,7 @@ def _what_if(d: dict[str, Any]) -> WhatIf:
         skipped=d.get("skipped"),
         series=d.get("series"),
         fix=_fix(d.get("fix")),
+        scope=d.get("scope"),
     )
 
 

@@ -80,7 +80,7 @@ def test_cell_what_if_measures_workers_and_puts_everything_back(ip: Any) -> None
         (r.change, r.skipped) for r in rep.what_if
     ]
     # The loader built in an earlier cell was rebuilt with two workers for that run.
-    assert workers.params is not None and workers.params["scope"] == "end_to_end"
+    assert workers.scope == "end_to_end"
     assert workers.speedup is not None and workers.speedup > 1.2
     assert any(n.startswith("the cell ran") for n in rep.notes)
 

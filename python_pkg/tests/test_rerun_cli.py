@@ -63,7 +63,7 @@ def test_what_if_measures_the_worker_change_end_to_end(tmp_path: Path) -> None:
     rows = {r["change"]: r for r in rep["what_if"]}
     workers = rows.get("DataLoader num_workers=2")
     assert workers is not None and workers.get("skipped") is None, rep["what_if"]
-    assert workers["params"]["scope"] == "end_to_end"
+    assert workers["scope"] == "end_to_end"
     # Two workers build two batches at once: the loader-bound step gets faster.
     assert workers["speedup"] > 1.2
     note = next(n for n in rep["notes"] if n.startswith("what-if:"))

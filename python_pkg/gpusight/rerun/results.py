@@ -75,7 +75,7 @@ def _ms_per_base_items(res: RunResult, base_items: int | None) -> float | None:
 def _row(
     arm: Arm, res: RunResult | None, before: float | None, base_items: int | None, noise: float
 ) -> WhatIf:
-    params: dict[str, Any] = {"group": arm.group, "scope": "end_to_end", "runs": "script"}
+    params: dict[str, Any] = {"group": arm.group}
     params.update({f"set_{k}": v for k, v in arm.changes.items() if isinstance(v, (int, str))})
     if res is None:
         return WhatIf(arm.label, before, None, None, arm.finding_id, params, None,
@@ -91,7 +91,7 @@ def _row(
         params["items_per_s"] = round(res.items / res.step_ms * 1000.0, 1) if res.step_ms else 0
     speedup = round(before / after, 3) if before and after else None
     return WhatIf(arm.label, before, round(after, 4) if after else None, speedup,
-                  arm.finding_id, params, round(noise, 2))  # fmt: skip
+                  arm.finding_id, params, round(noise, 2), scope="end_to_end")  # fmt: skip
 
 
 def apply(report: Report, out: Outcome) -> Report:
