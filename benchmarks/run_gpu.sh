@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check, in sequence, through gpusight's own code; results under $OUT.
 #   bash benchmarks/run_gpu.sh [STEP...]   (from anywhere; OUT defaults to benchmarks/results/gpu-local)
-# STEPs (default: all, in this order): tests bench whatif accuracy overhead multi.
+# STEPs (default: all, in this order): tests bench whatif runwhatif accuracy overhead multi.
 # One device command may run 10 minutes: split the steps over two, e.g.
 #   bash benchmarks/run_gpu.sh tests bench             (~4 min)
 #   bash benchmarks/run_gpu.sh whatif                  (~4-6 min)
@@ -35,7 +35,7 @@ step() { # step NAME TIMEOUT_S COMMAND...
 }
 
 STEPS=("$@")
-[ ${#STEPS[@]} -gt 0 ] || STEPS=(tests bench whatif accuracy overhead multi)
+[ ${#STEPS[@]} -gt 0 ] || STEPS=(tests bench whatif runwhatif accuracy overhead multi)
 want() { [[ " ${STEPS[*]} " == *" $1 "* ]]; }
 
 T0=$SECONDS
@@ -43,6 +43,8 @@ T0=$SECONDS
 want tests && step gpu-tests 150 "$PY" -m pytest -q -m gpu --noconftest -p no:cacheprovider python_pkg/tests/test_bench_gpu.py python_pkg/tests/test_watch_hot_path.py python_pkg/tests/test_whatif_gpu.py python_pkg/tests/test_inference.py
 want bench && step bench 330 "$PY" benchmarks/gpu_bench.py --out "$OUT"
 want whatif && step whatif 420 "$PY" benchmarks/gpu_whatif.py --out "$OUT/whatif"
+# gpusight run --what-if on each scenario's unmodified script vs its fix (SCENARIOS="a b" for some).
+want runwhatif && step runwhatif 1500 "$PY" benchmarks/run_whatif.py --out "$OUT/runwhatif" ${SCENARIOS:+--only $SCENARIOS} --budget "${WHATIF_BUDGET:-90}"
 # --no-bare: the external overhead is overhead.py's job (same process, ABBA rounds).
 want accuracy && step accuracy 240 "$PY" benchmarks/accuracy.py --no-bare --out "$OUT/acc"
 want overhead && step overhead 240 "$PY" benchmarks/overhead.py --out "$OUT/ov"
