@@ -78,5 +78,5 @@ def test_bursty_loader_every_num_workers_steps() -> None:
     assert run["breakdown_ms"]["data_wait"] > 0.5 * run["step_time_ms"]
     found = rep.finding("load.input_bound")
     assert found is not None and found.severity == "critical"
-    assert "every 2nd step" in found.title
+    assert "every 2nd step waits" in found.title
     assert run["items_per_step"] == BATCH

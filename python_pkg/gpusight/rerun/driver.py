@@ -78,12 +78,19 @@ class RunResult:
         return items / self.step_ms * 1000.0
 
     def sem_pct(self) -> float:
-        """The mean step's standard error, in % of it (0 with fewer than 3 steps)."""
+        """The mean step's standard error, in % of it, by batch means: the steps in up to 8
+        blocks, each a whole number of stall periods (a bursty loader's steps are not
+        independent: one block of 4 holds its stall, one step does or does not). 0 with fewer
+        than 3 blocks."""
         xs = self.run.get("step_times_ms") or []
-        if len(xs) < 3:
+        period = int((self.run.get("stall") or {}).get("period_steps") or 1)
+        blen = max(period, (len(xs) // 8) // period * period)
+        blocks = [xs[i : i + blen] for i in range(0, len(xs) - blen + 1, blen)]
+        if len(blocks) < 3:
             return 0.0
-        m = statistics.fmean(xs)
-        return 100.0 * statistics.stdev(xs) / (len(xs) ** 0.5) / m if m > 0 else 0.0
+        means = [statistics.fmean(b) for b in blocks]
+        m = statistics.fmean(means)
+        return 100.0 * statistics.stdev(means) / (len(means) ** 0.5) / m if m > 0 else 0.0
 
 
 @dataclass
@@ -96,6 +103,8 @@ class Outcome:
     budget_s: float = 0.0
     spent_s: float = 0.0
     interrupted: bool = False
+    control_again: RunResult | None = None
+    """The second control run: the reference is the mean of the two."""
     noise_note: str = "within-run"
     runs: int = 0
     """Re-runs made (the baseline and the controls included)."""
@@ -335,6 +344,8 @@ class Driver:
         again = self.run_one("control again (no change)", {}, profile=False,
                              timeout_s=TIMEOUT_FACTOR * need + TIMEOUT_PAD_S)  # fmt: skip
         a, b = ref.items_per_s(items0), again.items_per_s(items0) if again.ok else None
+        if again.ok:
+            out.control_again = again
         if a and b:
             pair = 100.0 * abs(a - b) / ((a + b) / 2.0)
             out.noise_pct = max(out.noise_pct, pair)

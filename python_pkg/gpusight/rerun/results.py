@@ -100,6 +100,10 @@ def apply(report: Report, out: Outcome) -> Report:
     ref = out.control if out.control is not None and out.control.ok else out.baseline
     base_items = ref.items
     before = ref.step_ms
+    again = out.control_again
+    if before and again is not None and again.step_ms and ref is out.control:
+        # Two control runs: their mean is the reference (run-to-run drift halves).
+        before = (before + (_ms_per_base_items(again, base_items) or before)) / 2.0
     rows: list[WhatIf] = []
     best: dict[str, tuple[float, Arm, RunResult]] = {}
     for arm, res in out.arms:
@@ -121,7 +125,7 @@ def apply(report: Report, out: Outcome) -> Report:
     for fid, (gain, arm, res) in best.items():
         f = report.finding(fid)
         measured = fix_text = None
-        ips0 = ref.items_per_s(base_items)
+        ips0 = base_items / before * 1000.0 if base_items and before else None
         ips1 = res.items_per_s(base_items)
         rate = (
             f" ({ips0:.0f} -> {ips1:.0f} items/s)" if ips0 is not None and ips1 is not None else ""

@@ -11,9 +11,7 @@ workers start anew each epoch).
 
 from __future__ import annotations
 
-import itertools
 import statistics
-from collections import Counter
 from dataclasses import dataclass, field
 
 # A stalled step takes at least this many times the typical (lower-quartile) step ...
@@ -23,8 +21,8 @@ STALL_RATIO = 2.0
 STALL_SPAN = 0.3
 # Stalls are named when they cost at least this share of the whole window.
 STALL_SHARE_PCT = 10.0
-# A period is regular when this share of the gaps between stalls is within one step of it.
-REGULAR_SHARE = 0.6
+# A period is regular when at least this share of the stalled steps recur one period later.
+REGULAR_SHARE = 0.8
 # The stalled steps' excess is the loader's when at least this share of it is data wait.
 DATA_SHARE = 0.5
 # Workers suggested: enough to deliver a batch in this fraction of the busy step, at least four
@@ -49,6 +47,8 @@ class Stall:
     text: str
     data_share: float = 0.0
     """Share of the stalls' excess spent waiting for the DataLoader."""
+    per_period: int = 1
+    """Stalled steps in each period (two workers' batches late together: 2)."""
     notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
@@ -60,6 +60,7 @@ class Stall:
             "cause": self.cause,
             "text": self.text,
             "steps": list(self.steps),
+            "per_period": self.per_period,
         }
 
 
@@ -70,16 +71,27 @@ def ordinal(k: int) -> str:
     return f"{k}{ {1: 'st', 2: 'nd', 3: 'rd'}.get(k % 10, 'th') }"
 
 
-def _period(idx: list[int]) -> int | None:
-    gaps = [b - a for a, b in itertools.pairwise(idx)]
-    if len(gaps) < 2:
-        return None
-    common, _ = Counter(gaps).most_common(1)[0]
-    near = sum(abs(g - common) <= 1 for g in gaps)
-    if common < 2 or near < REGULAR_SHARE * len(gaps):
-        return None
-    # The median of the gaps near the mode: jitter of one step either way averages out.
-    return round(statistics.median(g for g in gaps if abs(g - common) <= 1))
+def stall_phrase(s: Stall, verb: str) -> str:
+    """'every 4th step waits', '2 of every 4 steps wait', '12 steps wait' (``verb`` plural)."""
+    if s.period_steps and s.per_period == 1:
+        return f"every {ordinal(s.period_steps)} step {verb}s"
+    if s.period_steps:
+        return f"{s.per_period} of every {s.period_steps} steps {verb}"
+    return f"{len(s.steps)} steps {verb}"
+
+
+def _period(stalled: list[bool]) -> int | None:
+    """The smallest shift after which the stall pattern repeats: most stalled steps have a
+    stalled step that many steps later. Four workers often leave two slow steps, then two fast
+    ones: the period is 4 although the gaps between stalls read 1, 3, 1, 3."""
+    n = len(stalled)
+    for p in range(2, n // 2 + 1):
+        starts = [i for i in range(n - p) if stalled[i]]
+        if len(starts) < 2:
+            continue
+        if sum(stalled[i + p] for i in starts) >= REGULAR_SHARE * len(starts):
+            return p
+    return None
 
 
 def find_stalls(
@@ -110,11 +122,17 @@ def find_stalls(
     if waits is not None and excess > 0:
         base_wait = statistics.median(waits)
         data_share = max(0.0, min(1.0, sum(waits[i] - base_wait for i in idx) / excess))
-    period = _period(idx)
+    stalled_at = set(idx)
+    period = _period([i in stalled_at for i in range(n)])
+    per = max(1, round(len(idx) * period / n)) if period else 1
     epochs = set(epoch_starts or [])
     at_epoch = sum(i in epochs for i in idx)
     stall_ms = excess / len(idx)
-    every = f"every {period} steps" if period else f"{len(idx)} times in {n} steps"
+    every = (
+        (f"every {ordinal(period)} step" if per == 1 else f"{per} of every {period} steps")
+        if period
+        else "irregularly"
+    )
     head = (
         f"{len(idx)} of {n} steps stall ({every}), each about {stall_ms:.0f} ms longer than "
         f"the typical {typical:.1f} ms step: {100.0 * excess / total:.0f}% of the time"
@@ -125,7 +143,7 @@ def find_stalls(
             "the stalls fall at the start of each epoch, where the DataLoader starts its "
             "worker processes anew (persistent_workers=False) and waits for their first batches"
         )
-    elif data_share >= DATA_SHARE and num_workers and period and abs(period - num_workers) <= 1:
+    elif data_share >= DATA_SHARE and num_workers and period and period == num_workers:
         cause = "loader_workers"
         why = (
             f"the period matches num_workers={num_workers}: the workers finish their batches at "
@@ -153,6 +171,7 @@ def find_stalls(
         cause=cause,
         text=f"{head}; {why}.",
         data_share=data_share,
+        per_period=per,
     )
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from ..fixes import fix
 from ..fixes import workload as _workload_snippets  # noqa: F401  (registers the snippets)
 from ..report import Evidence, Finding, Fix, Impact, Scalar, Severity, SourceLine, Verdict
-from .stalls import Stall, find_stalls, ordinal, workers_to_keep_up
+from .stalls import Stall, find_stalls, stall_phrase, workers_to_keep_up
 
 CATEGORY_BOTTLENECK = {
     "data_wait": "input_pipeline",
@@ -528,7 +528,7 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                 severity=_severity(share["data_wait"], 10.0, 40.0),
                 title="The input pipeline starves the step"
                 + (
-                    f": every {ordinal(stall.period_steps)} step waits for the DataLoader"
+                    f": {stall_phrase(stall, 'wait')} for the DataLoader"
                     if loader_stall and stall and stall.period_steps
                     else ""
                 ),
@@ -891,7 +891,7 @@ def _summary(
 
     stall = stall_of(ev)
     periodic = (
-        f" (every {ordinal(stall.period_steps)} step stalls ~{stall.stall_ms:.0f} ms)"
+        f" ({stall_phrase(stall, 'stall')} ~{stall.stall_ms:.0f} ms)"
         if stall is not None and stall.period_steps and stall.cause != "host"
         else ""
     )
