@@ -122,7 +122,7 @@ def pick(report: dict[str, Any], how: str) -> dict[str, Any] | None:
 def sized_variant(row: dict[str, Any], how: str) -> list[str] | None:
     """Script arguments that apply the what-if row's own size (None: --fix is the match)."""
     p = row.get("params") or {}
-    if how == "workers" and p.get("set_num_workers"):
+    if how in ("workers", "loader_together") and p.get("group") == "workers":
         return ["--workers", str(p["set_num_workers"])]
     if how == "batch":
         items = p.get("items_per_step") or p.get("set_batch_size")

@@ -39,8 +39,11 @@ def main() -> None:
     batch = 32
     shape = (3, 64, 64) if gpu else (3, 16, 16)
     ds = DecodingDataset(batch * args.iters, shape, delay_s=0.001)
-    if args.fix:
-        workers = min(16, os.cpu_count() or 2)
+    if args.workers and not args.fix:
+        # The fix's first part alone, at a what-if's worker count.
+        loader = DataLoader(ds, batch_size=batch, num_workers=args.workers)
+    elif args.fix:
+        workers = args.workers or min(16, os.cpu_count() or 2)
         loader = DataLoader(
             ds,
             batch_size=batch,

@@ -132,3 +132,21 @@ def test_run_inject_bad_json_is_one_line(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unknown change" in err[0]
     assert main(["run", "--inject", "{not json", str(script)]) == 2
+
+
+def test_replicate_makes_host_batches_cost_a_k_times_copy() -> None:
+    model = nn.Linear(8, 3)
+    orig_to = torch.Tensor.to
+    inj = install({"replicate": 4})
+    try:
+        x = torch.randn(2, 8)
+        model(x.to("cpu"))  # the first call: the script's batch (2) is learned
+        assert inj.applied.get("replicate_copy") is None  # a host-to-host .to is no copy
+        y = x.to("meta")  # a copy to a device: a 4x batch is copied as well
+        assert y.shape == (2, 8)
+        assert inj.applied["replicate_copy"] == 1
+        torch.randn(5, 8).to("meta")  # not the batch: left alone
+        assert inj.applied["replicate_copy"] == 1
+    finally:
+        inj.undo()
+    assert torch.Tensor.to is orig_to

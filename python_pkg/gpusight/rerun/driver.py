@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .plan import Arm, Group, combine, plan, sweep_goes_on
+from .plan import Arm, Group, beyond_cores, combine, plan, sweep_goes_on
 
 # Measured steps per run (at least), seconds of measured steps (at least / at most).
 STEPS = 20
@@ -38,6 +38,8 @@ MIN_WINDOW_S = 2.0
 MAX_WINDOW_S = 8.0
 # A change wins when it gains more than the noise, and at least this much.
 MIN_GAIN = 1.05
+# Two control runs further apart than this get a third.
+CONTROLS_AGREE_PCT = 10.0
 # What a run may take beyond its forecast before it is stopped.
 TIMEOUT_FACTOR = 3.0
 TIMEOUT_PAD_S = 30.0
@@ -103,8 +105,8 @@ class Outcome:
     budget_s: float = 0.0
     spent_s: float = 0.0
     interrupted: bool = False
-    control_again: RunResult | None = None
-    """The second control run: the reference is the mean of the two."""
+    controls: list[RunResult] = field(default_factory=list)
+    """Control runs after the first: the reference is the median of all of them."""
     noise_note: str = "within-run"
     runs: int = 0
     """Re-runs made (the baseline and the controls included)."""
@@ -314,6 +316,19 @@ class Driver:
                 gains.append(gain)
                 if gain is not None and (best is None or gain > best[0]):
                     best = (gain, arm)
+                if g.name == "workers" and arm is g.arms[-1] and gain is not None:
+                    ran = [
+                        (int(a.changes["num_workers"]), x)
+                        for a, x in zip(
+                            [a for a in g.arms if not a.skipped and "num_workers" in a.changes],
+                            gains,
+                            strict=False,
+                        )
+                        if x is not None
+                    ]
+                    more = beyond_cores(ran, int(base.facts.get("cpu_count") or 1))
+                    if more is not None:
+                        g.arms.append(more)
             if best is not None and best[0] >= max(MIN_GAIN, 1.0 + out.noise_pct / 100.0):
                 winners.append(best[1])
             for _arm, got in out.arms[-len(g.arms) :] if g.arms else []:
@@ -335,21 +350,29 @@ class Driver:
         self._second_control(out, ref, items0)
 
     def _second_control(self, out: Outcome, ref: RunResult, items0: int | None) -> None:
-        """Run-to-run noise: the control again, when the budget allows."""
+        """Run-to-run noise: the control again, when the budget allows; a third time when the
+        two disagree by more than ``CONTROLS_AGREE_PCT`` (the reference is then their median)."""
         plain = Arm("control", "control again (no change)", {})
         need = self.forecast_s(ref, plain)
         if need > self.left_s() or ref is out.baseline:
             out.noise_note = "within-run only (no budget left for a second control run)"
             return
-        again = self.run_one("control again (no change)", {}, profile=False,
-                             timeout_s=TIMEOUT_FACTOR * need + TIMEOUT_PAD_S)  # fmt: skip
-        a, b = ref.items_per_s(items0), again.items_per_s(items0) if again.ok else None
-        if again.ok:
-            out.control_again = again
-        if a and b:
-            pair = 100.0 * abs(a - b) / ((a + b) / 2.0)
-            out.noise_pct = max(out.noise_pct, pair)
-            out.noise_note = "run to run: two control runs"
+        rates = [ref.items_per_s(items0)]
+        for _ in range(2):
+            if need > self.left_s():
+                break
+            again = self.run_one("control again (no change)", {}, profile=False,
+                                 timeout_s=TIMEOUT_FACTOR * need + TIMEOUT_PAD_S)  # fmt: skip
+            if not again.ok:
+                break
+            out.controls.append(again)
+            rates.append(again.items_per_s(items0))
+            got = [r for r in rates if r]
+            spread = 100.0 * (max(got) - min(got)) / statistics.median(got) if got else 0.0
+            out.noise_pct = max(out.noise_pct, spread)
+            out.noise_note = f"run to run: {len(got)} control runs"
+            if spread <= CONTROLS_AGREE_PCT:
+                break
 
 
 def _read(path: Path) -> dict[str, Any] | None:

@@ -19,6 +19,7 @@ Everything is undone by :func:`Injected.undo` (the process ends anyway; tests ru
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -161,6 +162,8 @@ class _ModelHooks:
         self.restore_to: list[Any] = []
         self.cut_to: list[int | None] = []
         self.device: Any = None
+        self.batch: int | None = None
+        """The script's own batch, seen at the model's first call (with ``replicate``)."""
 
     def install(self) -> None:
         from torch.nn.modules import module as nn_module
@@ -169,6 +172,38 @@ class _ModelHooks:
         post = nn_module.register_module_forward_hook(self.post, always_call=True)
         self.inj._undo.append(pre.remove)
         self.inj._undo.append(post.remove)
+        if int(self.changes.get("replicate") or 1) > 1:
+            self._patch_copies()
+
+    def _patch_copies(self) -> None:
+        """With ``replicate``: a batch copied from the host costs what a batch ``k`` times
+        larger would. The script's own copy is made as before (its shapes stay the script's),
+        then a host tensor ``k`` times larger is built and copied too, and dropped: gathering
+        and copying a larger batch is then in the measured step, not only its compute."""
+        torch = self.torch
+        k = int(self.changes["replicate"])
+        hooks = self
+        for name in ("to", "cuda"):
+            orig = getattr(torch.Tensor, name)
+
+            def copy(t: Any, *args: Any, _orig: Any = orig, **kwargs: Any) -> Any:
+                out = _orig(t, *args, **kwargs)
+                b = hooks.batch
+                if (
+                    b
+                    and out is not t
+                    and isinstance(out, torch.Tensor)
+                    and t.device.type == "cpu"
+                    and out.device.type != "cpu"
+                    and t.dim() > 0
+                    and t.shape[0] == b
+                ):
+                    _orig(t.repeat(k, *([1] * (t.dim() - 1))), *args, **kwargs)
+                    hooks.inj.hit("replicate_copy")
+                return out
+
+            setattr(torch.Tensor, name, copy)
+            self.inj._undo.append(functools.partial(setattr, torch.Tensor, name, orig))
 
     def _is_model(self, module: Any) -> bool:
         if self.model_id is None:
@@ -236,6 +271,8 @@ class _ModelHooks:
         k = int(ch.get("replicate") or 1)
         if k > 1:
             b = _first_batch(new_args, torch)
+            if b and self.batch is None:
+                self.batch = b
             if b:
                 new_args = _tensors(
                     new_args,

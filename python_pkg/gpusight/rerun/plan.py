@@ -316,6 +316,30 @@ def plan(facts: dict[str, Any]) -> list[Group]:
     return groups
 
 
+# Workers past the cores are tried while the sweep scales at least this close to linearly:
+# a loader that waits (on storage, on the network) rather than computes.
+LINEAR_SHARE = 0.75
+
+
+def beyond_cores(ran: list[tuple[int, float]], cores: int) -> Arm | None:
+    """One more worker count past the cores when the last two points (workers, gain) scaled
+    nearly in proportion, up to four times the cores."""
+    if len(ran) < 2:
+        return None
+    (w1, g1), (w2, g2) = ran[-2], ran[-1]
+    if w2 < max(2, cores - 2) or w2 >= 4 * cores or g1 <= 0:
+        return None
+    if g2 / g1 < LINEAR_SHARE * (w2 / w1):
+        return None
+    n = 2 * w2
+    return Arm(
+        "workers",
+        f"DataLoader num_workers={n}",
+        {"num_workers": n},
+        "load.input_bound",
+    )
+
+
 def sweep_goes_on(gains: list[float | None]) -> bool:
     """Whether a sweep goes on after the points measured so far (``gains`` in arm order, None
     for a point that failed: an OOM or a crash, which a larger point would repeat)."""

@@ -8,6 +8,7 @@ items per second whatever the batch.
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from ..fixes import fix
@@ -100,10 +101,11 @@ def apply(report: Report, out: Outcome) -> Report:
     ref = out.control if out.control is not None and out.control.ok else out.baseline
     base_items = ref.items
     before = ref.step_ms
-    again = out.control_again
-    if before and again is not None and again.step_ms and ref is out.control:
-        # Two control runs: their mean is the reference (run-to-run drift halves).
-        before = (before + (_ms_per_base_items(again, base_items) or before)) / 2.0
+    if before and out.controls and ref is out.control:
+        # Several control runs: their median is the reference (one slow phase of the host
+        # does not move it).
+        more = [_ms_per_base_items(c, base_items) for c in out.controls]
+        before = statistics.median([before, *(m for m in more if m)])
     rows: list[WhatIf] = []
     best: dict[str, tuple[float, Arm, RunResult]] = {}
     for arm, res in out.arms:
