@@ -242,22 +242,53 @@ class Report:
 def load_report(source: str | Path | dict[str, Any]) -> dict[str, Any]:
     """Read a report (path, JSON text or dict) and validate it; returns the plain dict.
 
-    Raises ReportValidationError naming the offending field, or for unreadable JSON.
+    Raises ReportValidationError naming the offending field, or for unreadable JSON (not UTF-8,
+    NaN/Infinity, nested too deeply): always one line.
     """
     if isinstance(source, dict):
         data: Any = source
     else:
         text = str(source)
         if isinstance(source, Path) or not text.lstrip().startswith("{"):
-            try:
-                text = Path(source).read_text("utf-8")
-            except OSError as exc:
-                raise ReportValidationError(f"cannot read report {source}: {exc.strerror}") from exc
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ReportValidationError(
-                f"report is not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}"
-            ) from exc
+            text = read_report_text(Path(source))
+        data = parse_report_json(text)
     validate(data)
     return dict(data)
+
+
+def read_report_text(path: Path) -> str:
+    """A report file's text: UTF-8 (a byte-order mark is allowed), else one clear error."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ReportValidationError(
+            f"cannot read report {path}: {exc.strerror or type(exc).__name__}"
+        ) from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        hint = " (it looks like UTF-16)" if raw[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        raise ReportValidationError(
+            f"report {path} is not UTF-8 text{hint}: byte {raw[exc.start]:#04x} at offset "
+            f"{exc.start}; a gpusight report is UTF-8 JSON"
+        ) from None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_report_json(text: str) -> Any:
+    """JSON text -> value; NaN/Infinity and runaway nesting are refused in one line."""
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise ReportValidationError(
+            f"report is not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}"
+        ) from None
+    except ValueError as exc:  # from _refuse_constant
+        raise ReportValidationError(
+            f"report is not valid JSON: {exc} (NaN and Infinity have no place in a report)"
+        ) from None
+    except RecursionError:
+        raise ReportValidationError("report is not valid JSON: nested too deeply") from None
