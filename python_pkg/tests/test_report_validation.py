@@ -83,7 +83,7 @@ def test_absurd_world_size_is_refused(report: dict[str, Any]) -> None:
 def test_unreadable_files_are_one_line_errors(tmp_path: Path, report: dict[str, Any]) -> None:
     utf16 = tmp_path / "utf16.json"
     utf16.write_text(json.dumps(report), "utf-16")
-    with pytest.raises(ReportValidationError, match="not UTF-8 text .it looks like UTF-16."):
+    with pytest.raises(ReportValidationError, match=r"not UTF-8 text .it looks like UTF-16."):
         load_report(utf16)
     latin = tmp_path / "latin1.json"
     latin.write_bytes(b'{"title": "caf\xe9"}')
