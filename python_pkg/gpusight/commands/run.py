@@ -19,9 +19,10 @@ import os
 import runpy
 import sys
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..report import Report
+if TYPE_CHECKING:
+    from ..report import Report
 
 
 def register(subparsers: Any) -> None:
@@ -175,7 +176,7 @@ def _execute(script: str, script_args: list[str], context: Any) -> int:
 def _no_torch_report(label: str) -> Report:
     import platform
 
-    from ..report import Verdict
+    from ..report import Report, Verdict
 
     return Report(
         kind="watch",
