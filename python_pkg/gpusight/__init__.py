@@ -11,11 +11,14 @@ Entry points (each returns a :class:`~gpusight.report.Report`):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from ._version import __version__
 
+# Not `from typing import TYPE_CHECKING`: importing typing alone costs more than the rest of
+# `import gpusight` (mypy reads any TYPE_CHECKING as true).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from .report import Report, load_report
     from .report_schema import ReportValidationError
 
