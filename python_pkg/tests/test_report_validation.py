@@ -150,3 +150,19 @@ def test_same_verdict_as_jsonschema_draft7(report: dict[str, Any]) -> None:
         assert got == expected, json.dumps(data)[:2000]
         invalid += not expected
     assert invalid > 100  # the mutations do reach invalid reports
+
+
+def test_large_reports_are_written_compact_and_read_back_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Indented JSON takes Python's pure-Python encoder (~20x slower): only small files get it."""
+    import gpusight.report as report_module
+
+    small = typical_report()
+    path = small.save(tmp_path / "small.json")
+    assert path.read_text().startswith('{\n  "schema_version"')
+    monkeypatch.setattr(report_module, "PRETTY_LIMIT", 1000)
+    path = small.save(tmp_path / "large.json")
+    text = path.read_text()
+    assert text.startswith('{"schema_version": "1.0"') and text.count("\n") == 1
+    assert load_report(path) == load_report(tmp_path / "small.json")
