@@ -40,6 +40,7 @@ def __getattr__(name: str) -> Any:
     globals()[name] = value
     return value
 
+
 __all__ = [
     "Report",
     "ReportValidationError",
