@@ -47,6 +47,10 @@ def _field_path(parts: Any) -> str:
 #: More ranks than any job has had; a larger figure is a damaged report (and merging it would
 #: try to account for each missing rank).
 MAX_WORLD_SIZE = 1 << 20
+#: More points than any series of a run holds (10 Hz for a year is 3e8 bytes of JSON already):
+#: a longer one is a damaged or hostile file, refused before anything iterates over it.
+MAX_SERIES = 10_000_000
+_SERIES = ("timeline", "step_times_ms", "step_starts_s", "syncs")
 
 
 @lru_cache(maxsize=1)
@@ -114,7 +118,16 @@ def _json_kind(value: Any) -> str:
 def _check_sizes(data: dict[str, Any]) -> None:
     """Figures the schema cannot bound but that no real run has (a damaged or hostile file)."""
     run = data.get("run")
-    kernels = run.get("kernels") if isinstance(run, dict) else None
+    if not isinstance(run, dict):
+        return
+    for key in _SERIES:
+        series = run.get(key)
+        if isinstance(series, list) and len(series) > MAX_SERIES:
+            raise ReportValidationError(
+                f"invalid report at run.{key}: {len(series)} items, more than {MAX_SERIES}",
+                f"run.{key}",
+            )
+    kernels = run.get("kernels")
     if not isinstance(kernels, dict):
         return
     for key in ("dist_world_size", "dist_rank", "dist_local_world_size"):
@@ -133,6 +146,7 @@ def validate(data: Any) -> None:
     from .schema_check import SchemaError
 
     check_version(data)
+    _check_sizes(data)
     try:
         compiled_validator()(data)
     except SchemaError as exc:
@@ -140,4 +154,3 @@ def validate(data: Any) -> None:
         raise ReportValidationError(f"invalid report at {path}: {exc.message}", path) from None
     except RecursionError:
         raise ReportValidationError("invalid report: nested too deeply") from None
-    _check_sizes(data)

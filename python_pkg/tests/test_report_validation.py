@@ -166,3 +166,17 @@ def test_large_reports_are_written_compact_and_read_back_the_same(
     text = path.read_text()
     assert text.startswith('{"schema_version": "1.0"') and text.count("\n") == 1
     assert load_report(path) == load_report(tmp_path / "small.json")
+
+
+def test_absurdly_long_series_are_refused_by_length_first(
+    report: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gpusight.report_schema as report_schema
+
+    monkeypatch.setattr(report_schema, "MAX_SERIES", len(report["run"]["timeline"]))
+    data = copy.deepcopy(report)
+    validate(data)  # as long as the limit: valid
+    data["run"]["step_times_ms"] = [1.0] * (report_schema.MAX_SERIES + 1)
+    err = bad(data)
+    assert err.path == "run.step_times_ms"
+    assert f"{report_schema.MAX_SERIES + 1} items, more than" in str(err)
