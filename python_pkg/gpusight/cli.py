@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -37,4 +38,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("gpusight: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # every failure is one line; the traceback only when asked for
+        if os.environ.get(DEBUG_ENV):
+            raise
+        print(f"gpusight {args.command}: {error_line(exc)}", file=sys.stderr)
+        return 2 if is_input_error(exc) else 1
     return code
+
+
+#: Set to show the traceback of an unexpected error instead of its one line.
+DEBUG_ENV = "GPUSIGHT_DEBUG"
+#: Longest error line printed.
+ERROR_CHARS = 300
+
+
+def is_input_error(exc: Exception) -> bool:
+    """A bad file or a bad report (exit 2) rather than a gpusight bug (exit 1)."""
+    from .report_schema import ReportValidationError
+
+    return isinstance(exc, (ReportValidationError, OSError, UnicodeError, RecursionError))
+
+
+def error_line(exc: Exception) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f"{exc.filename}: " if exc.filename else ""
+        text = f"{where}{exc.strerror}"
+    elif is_input_error(exc):
+        text = str(exc)
+    else:
+        text = (
+            f"internal error ({type(exc).__name__}: {exc}); "
+            f"set {DEBUG_ENV}=1 for the traceback and please report it"
+        )
+    text = " ".join(text.split())  # one line
+    return text if len(text) <= ERROR_CHARS else text[: ERROR_CHARS - 3] + "..."

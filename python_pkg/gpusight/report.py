@@ -136,6 +136,19 @@ def _drop_none(value: Any) -> Any:
     return value
 
 
+#: Longest report (compact JSON characters) written indented; beyond it, compact. Python's
+#: C encoder only runs without indent: a 40 MB report takes ~10 s indented, ~0.5 s compact.
+PRETTY_LIMIT = 2_000_000
+
+
+def report_json(data: dict[str, Any]) -> str:
+    """A report's file text: indented for reading, compact when it is large."""
+    text = json.dumps(data, allow_nan=False)
+    if len(text) <= PRETTY_LIMIT:
+        text = json.dumps(data, indent=2, allow_nan=False)
+    return text
+
+
 def sort_findings(findings: list[Finding]) -> list[Finding]:
     """Measured gains first (a measurement outranks any estimate), then the largest recoverable
     share, then severity, then catalogue id for a stable order."""
@@ -203,7 +216,7 @@ class Report:
         data = self.to_dict()
         validate(data)
         p = Path(path)
-        p.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n", "utf-8")
+        p.write_text(report_json(data) + "\n", "utf-8")
         return p
 
     def finding(self, finding_id: str) -> Finding | None:
@@ -249,22 +262,53 @@ class Report:
 def load_report(source: str | Path | dict[str, Any]) -> dict[str, Any]:
     """Read a report (path, JSON text or dict) and validate it; returns the plain dict.
 
-    Raises ReportValidationError naming the offending field, or for unreadable JSON.
+    Raises ReportValidationError naming the offending field, or for unreadable JSON (not UTF-8,
+    NaN/Infinity, nested too deeply): always one line.
     """
     if isinstance(source, dict):
         data: Any = source
     else:
         text = str(source)
         if isinstance(source, Path) or not text.lstrip().startswith("{"):
-            try:
-                text = Path(source).read_text("utf-8")
-            except OSError as exc:
-                raise ReportValidationError(f"cannot read report {source}: {exc.strerror}") from exc
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ReportValidationError(
-                f"report is not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}"
-            ) from exc
+            text = read_report_text(Path(source))
+        data = parse_report_json(text)
     validate(data)
     return dict(data)
+
+
+def read_report_text(path: Path) -> str:
+    """A report file's text: UTF-8 (a byte-order mark is allowed), else one clear error."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ReportValidationError(
+            f"cannot read report {path}: {exc.strerror or type(exc).__name__}"
+        ) from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        hint = " (it looks like UTF-16)" if raw[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        raise ReportValidationError(
+            f"report {path} is not UTF-8 text{hint}: byte {raw[exc.start]:#04x} at offset "
+            f"{exc.start}; a gpusight report is UTF-8 JSON"
+        ) from None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_report_json(text: str) -> Any:
+    """JSON text -> value; NaN/Infinity and runaway nesting are refused in one line."""
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise ReportValidationError(
+            f"report is not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}"
+        ) from None
+    except ValueError as exc:  # from _refuse_constant
+        raise ReportValidationError(
+            f"report is not valid JSON: {exc} (NaN and Infinity have no place in a report)"
+        ) from None
+    except RecursionError:
+        raise ReportValidationError("report is not valid JSON: nested too deeply") from None

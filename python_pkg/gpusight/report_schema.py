@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -43,22 +44,49 @@ def _field_path(parts: Any) -> str:
     return out or "(root)"
 
 
+#: More ranks than any job has had; a larger figure is a damaged report (and merging it would
+#: try to account for each missing rank).
+MAX_WORLD_SIZE = 1 << 20
+#: More points than any series of a run holds (10 Hz for a year is 3e8 bytes of JSON already):
+#: a longer one is a damaged or hostile file, refused before anything iterates over it.
+MAX_SERIES = 10_000_000
+_SERIES = ("timeline", "step_times_ms", "step_starts_s", "syncs")
+
+
+@lru_cache(maxsize=1)
+def compiled_validator() -> Callable[[Any], None]:
+    """The schema compiled once per process (a few ms), see ``schema_check``."""
+    from .schema_check import compile_schema
+
+    return compile_schema(load_schema())
+
+
 def check_version(data: Any) -> None:
     """Refuse reports from another major version with a message that says what to do."""
     if not isinstance(data, dict):
         raise ReportValidationError(
             f"report must be a JSON object, got {type(data).__name__}", "(root)"
         )
-    version = data.get("schema_version")
-    if not isinstance(version, str):
+    if "schema_version" not in data:
         raise ReportValidationError(
             "schema_version is missing: this is not a gpusight report", "schema_version"
+        )
+    version = data["schema_version"]
+    if not isinstance(version, str):
+        from .schema_check import short
+
+        raise ReportValidationError(
+            f'schema_version must be a string such as "{SCHEMA_VERSION}", not the '
+            f"{_json_kind(version)} {short(version)} (write it in quotes)",
+            "schema_version",
         )
     try:
         major, minor = (int(x) for x in version.split(".", 1))
     except ValueError:
+        from .schema_check import short
+
         raise ReportValidationError(
-            f"schema_version {version!r} is not MAJOR.MINOR", "schema_version"
+            f"schema_version {short(version)} is not MAJOR.MINOR", "schema_version"
         ) from None
     if major > SCHEMA_MAJOR or (major == SCHEMA_MAJOR and minor > SCHEMA_MINOR):
         raise ReportValidationError(
@@ -73,16 +101,56 @@ def check_version(data: Any) -> None:
         )
 
 
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object" if isinstance(value, dict) else type(value).__name__
+
+
+def _check_sizes(data: dict[str, Any]) -> None:
+    """Figures the schema cannot bound but that no real run has (a damaged or hostile file)."""
+    run = data.get("run")
+    if not isinstance(run, dict):
+        return
+    for key in _SERIES:
+        series = run.get(key)
+        if isinstance(series, list) and len(series) > MAX_SERIES:
+            raise ReportValidationError(
+                f"invalid report at run.{key}: {len(series)} items, more than {MAX_SERIES}",
+                f"run.{key}",
+            )
+    kernels = run.get("kernels")
+    if not isinstance(kernels, dict):
+        return
+    for key in ("dist_world_size", "dist_rank", "dist_local_world_size"):
+        v = kernels.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            if not 0 <= v <= MAX_WORLD_SIZE:
+                raise ReportValidationError(
+                    f"invalid report at run.kernels.{key}: {v!r} is outside 0..{MAX_WORLD_SIZE}",
+                    f"run.kernels.{key}",
+                )
+
+
 def validate(data: Any) -> None:
-    """Raise ReportValidationError naming the first offending field, or return None."""
-    import jsonschema
+    """Raise ReportValidationError naming the first offending field (its full path, e.g.
+    ``run.step_time_ms``) in one bounded line, or return None."""
+    from .schema_check import SchemaError
 
     check_version(data)
-    validator = jsonschema.Draft7Validator(load_schema())
-    errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), str(e.path)))
-    if errors:
-        # The deepest, most specific error names the field best.
-        err = max(errors, key=lambda e: len(e.absolute_path))
-        path = _field_path(err.absolute_path)
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise ReportValidationError(f"invalid report at {path}: {err.message}{more}", path)
+    _check_sizes(data)
+    try:
+        compiled_validator()(data)
+    except SchemaError as exc:
+        path = _field_path(exc.path)
+        raise ReportValidationError(f"invalid report at {path}: {exc.message}", path) from None
+    except RecursionError:
+        raise ReportValidationError("invalid report: nested too deeply") from None

@@ -172,3 +172,30 @@ def test_run_does_not_import_ipython() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_run_paths_are_taken_before_the_script_changes_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative --json/--html lands where gpusight was started, and the traceback of a script
+    that changed directory (or has a syntax error) starts at the script, not at runpy."""
+    from gpusight.cli import main
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "moves.py").write_text(
+        f"import os\nos.chdir({str(elsewhere)!r})\n"
+        "def f():\n    raise ValueError('after chdir')\nf()\n"
+    )
+    (tmp_path / "syntax.py").write_text("x = (\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--quiet", "--json", "r.json", "--html", "r.html", "moves.py"]) == 1
+    monkeypatch.chdir(tmp_path)  # the script moved this process
+    assert (tmp_path / "r.json").is_file() and (tmp_path / "r.html").is_file()
+    assert not (elsewhere / "r.json").exists()
+    err = capsys.readouterr().err
+    assert err.startswith('Traceback (most recent call last):\n  File "moves.py", line 5')
+    assert "runpy" not in err and "gpusight" not in err
+    assert main(["run", "--quiet", "syntax.py"]) == 1
+    err = capsys.readouterr().err
+    assert "SyntaxError" in err and "runpy" not in err and "gpusight" not in err

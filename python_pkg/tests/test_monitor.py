@@ -138,6 +138,52 @@ def test_a_failing_listener_does_not_stop_the_stream(sampler: Sampler) -> None:
     assert len(sampler) >= 3
 
 
+def test_stop_waits_for_a_slow_on_tick(sampler: Sampler) -> None:
+    """stop() returns only once on_tick is over, even one slower than the thread join's 2 s."""
+    state = {"in": 0, "done": 0}
+
+    def slow(tick: Msg) -> None:
+        state["in"] += 1
+        time.sleep(2.5)
+        state["done"] += 1
+
+    sampler.on_tick = slow
+    sampler.start()
+    assert wait_for(lambda: state["in"] >= 1)
+    sampler.stop()
+    assert state["done"] == state["in"] == 1
+    time.sleep(0.3)
+    assert state["in"] == 1  # no tick after stop()
+
+
+def test_configure_and_stop_from_inside_on_tick(sampler: Sampler) -> None:
+    got: list[Msg] = []
+
+    def retime(tick: Msg) -> None:
+        got.append(tick)
+        if len(got) == 2:
+            sampler.configure(hz=2)  # used to stop the stream (the thread joined itself)
+
+    sampler.on_tick = retime
+    sampler.start()
+    assert wait_for(lambda: len(got) >= 4), "sampling stopped after configure() in on_tick"
+    assert sampler.hz == 2.0 and sampler.running and sampler.errors == 0
+    assert len(sampler_threads()) == 1
+
+    def stop_here(tick: Msg) -> None:
+        got.append(tick)
+        sampler.stop()
+
+    got.clear()
+    sampler.configure(hz=10)
+    sampler.on_tick = stop_here
+    assert wait_for(lambda: len(got) >= 1)
+    assert wait_for(lambda: sampler_threads() == [])
+    assert not sampler.running and sampler.errors == 0
+    time.sleep(0.3)
+    assert len(got) == 1
+
+
 def test_to_tick_keeps_gpu_fields_and_host_figures() -> None:
     group: list[dict[str, float | int | None]] = [
         {"t": 1.5, "gpu": 0, "util_pct": 97.0, "mem_used_bytes": 1e9, "cpu_pct": 12.0},

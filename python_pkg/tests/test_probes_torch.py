@@ -78,3 +78,43 @@ def test_mixed_tf32_apis_do_not_break_the_probe() -> None:
     assert "RuntimeError" in errors["cuda.matmul.allow_tf32"]
     assert tf32_matmul(values) is True
     assert tf32_cudnn(values) is False
+
+
+def test_check_from_several_threads_leaves_the_warning_filters_as_found(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """catch_warnings saves and restores the process-wide filter list: thread B entering while
+    A is inside saves A's 'ignore everything', and puts it back after A has restored the
+    original. Forced here: A waits (up to 1 s) for B to be inside too."""
+    import threading
+    import warnings
+
+    a_inside, b_inside, a_done = threading.Event(), threading.Event(), threading.Event()
+
+    def reader_a() -> bool:
+        a_inside.set()
+        b_inside.wait(1.0)  # with the lock B cannot get in: A goes on after the timeout
+        return True
+
+    def reader_b() -> bool:
+        b_inside.set()
+        a_done.wait(1.0)
+        return True
+
+    def thread_a() -> None:
+        monkeypatch.setattr(torch_info, "_setting_readers", lambda t: {"a": reader_a})
+        torch_info.read_settings(torch)
+        a_done.set()
+
+    def thread_b() -> None:
+        a_inside.wait(1.0)
+        torch_info._setting_readers = lambda t: {"b": reader_b}  # type: ignore[assignment]
+        torch_info.read_settings(torch)
+
+    before = list(warnings.filters)
+    threads = [threading.Thread(target=thread_a), threading.Thread(target=thread_b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert warnings.filters == before

@@ -314,3 +314,44 @@ def test_a_step_fn_that_trains_the_users_batchnorm_model_is_refused_and_undone(
     with pytest.raises(DiagnoseError, match="must train the model and optimizer it is given"):
         diagnose(model, loader, step_fn=users_model_step, steps=2, budget_s=5)
     assert world(model, None) == before
+
+
+def test_writes_through_data_are_seen_and_undone() -> None:
+    # ``p.data`` has its own version counter: writes through it move none of the parameter's.
+    model = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 2))
+    opt = torch.optim.Adam(model.parameters())
+    model(torch.randn(3, 4)).sum().backward()
+    opt.step()
+    snap = Snapshot.capture(model, opt)
+    digest = world(model, opt)
+    first = next(model.parameters())
+    version = first._version
+    first.data.add_(1.0)
+    assert first._version == version  # the hole: no counter moved
+    model[2].weight.data = torch.zeros(3, 3)  # replaced, another shape
+    exp_avg = opt.state[first]["exp_avg"]
+    exp_avg.data.mul_(2.0)
+    assert snap.touched() == ["model weights", "optimizer state"]
+    changed = snap.restore()
+    assert "model weights" in changed and "optimizer state" in changed
+    assert world(model, opt) == digest
+    assert model[2].weight.shape == (2, 6)
+    assert snap.restore() == [] and snap.touched() == []
+
+
+def test_a_step_fn_that_writes_the_users_weights_through_data_is_refused_and_undone(
+    seeded: None,
+) -> None:
+    model, opt, loader, loss_fn = trained_setup()
+    before = world(model, opt)
+
+    def data_step(m: nn.Module, batch: Any, o: Any) -> None:
+        x, y = batch
+        loss_fn(m(x), y).backward()
+        with torch.no_grad():
+            for p in model.parameters():  # the user's global model, not the copy ``m``
+                p.data.add_(-0.01 * torch.ones_like(p))
+
+    with pytest.raises(DiagnoseError, match="must train the model and optimizer it is given"):
+        diagnose(model, loader, optimizer=opt, step_fn=data_step, steps=3, budget_s=5)
+    assert world(model, opt) == before

@@ -105,4 +105,36 @@ describe('mountAll', () => {
       path: 'findings[0].severity'
     });
   });
+
+  it('while the page loads, leaves a report whose data is still arriving for later', () => {
+    // As the parser leaves it mid-way: the first output whole, the second's JSON cut short and
+    // nothing after it yet (an exported notebook with several reports, read over the network).
+    const first = output('report', embedJson(full));
+    const text = embedJson(full);
+    const second = document.createElement('div');
+    const data = document.createElement('script');
+    data.type = 'application/json';
+    data.dataset.gpusight = 'report';
+    data.textContent = text.slice(0, text.length / 2);
+    second.append(data);
+    document.body.append(second);
+
+    const added = mountAll(document, true);
+    expect(added).toHaveLength(1);
+    expect(first.querySelector('gs-report')).not.toBeNull();
+    expect(data.hasAttribute(MOUNTED_ATTRIBUTE)).toBe(false);
+    expect(document.querySelector('gs-error')).toBeNull();
+
+    // The rest arrives and the parser moves past the element: now it is drawn, as a report.
+    data.textContent = text;
+    second.after(document.createElement('div'));
+    const later = mountAll(document, true);
+    expect(later.map(e => e.tagName)).toEqual(['GS-REPORT']);
+    expect(document.querySelector('gs-error')).toBeNull();
+  });
+
+  it('once the page has loaded, every data element is complete', () => {
+    output('report', embedJson(full));
+    expect(mountAll(document, false)).toHaveLength(1);
+  });
 });

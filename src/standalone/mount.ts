@@ -73,11 +73,35 @@ export function viewFor(kind: string | undefined, text: string): MountedView {
   );
 }
 
-/** Draw every report in `root` not drawn yet; returns the elements added. */
-export function mountAll(root: ParentNode = document): MountedView[] {
+/**
+ * Whether the parser has read all of a data element. While a page loads, an element is in the
+ * DOM from its start tag on and its text grows as the bytes arrive: a report later in a page
+ * with several (an exported notebook) can be half there when an earlier output's script runs.
+ * Once any node follows it in document order, the parser has passed its end tag.
+ */
+export function isComplete(data: Element, loading: boolean): boolean {
+  if (!loading) {
+    return true;
+  }
+  for (let node: Node | null = data; node; node = node.parentNode) {
+    if (node.nextSibling) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/**
+ * Draw every report in `root` not drawn yet and complete; returns the elements added. One still
+ * being read is left for a later call (the next output's loader, or DOMContentLoaded).
+ */
+export function mountAll(
+  root: ParentNode = document,
+  loading: boolean = document.readyState === 'loading'
+): MountedView[] {
   const added: MountedView[] = [];
   for (const data of root.querySelectorAll<HTMLScriptElement>(DATA_SELECTOR)) {
-    if (data.hasAttribute(MOUNTED_ATTRIBUTE)) {
+    if (data.hasAttribute(MOUNTED_ATTRIBUTE) || !isComplete(data, loading)) {
       continue;
     }
     data.setAttribute(MOUNTED_ATTRIBUTE, '');

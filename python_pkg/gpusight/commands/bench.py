@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
@@ -76,9 +77,14 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..bench import build_report
     from ..bench.table import format_findings, format_table
+    from .paths import output_problem
 
-    if args.budget is not None and args.budget <= 0:
-        print("gpusight bench: --budget must be positive", file=sys.stderr)
+    if args.budget is not None and not (math.isfinite(args.budget) and args.budget > 0):
+        print("gpusight bench: --budget must be a positive number of seconds", file=sys.stderr)
+        return 2
+    problem = output_problem(args.json) if args.json is not None else None
+    if problem:  # before the benchmark, not after it
+        print(f"gpusight bench: {problem}", file=sys.stderr)
         return 2
     bar = ProgressBar()
     try:
@@ -97,6 +103,12 @@ def run(args: argparse.Namespace) -> int:
         print()
         print(report.verdict.summary)
     if args.json is not None:
-        path = report.save(args.json)
+        try:
+            path = report.save(args.json)
+        except OSError as exc:
+            print(
+                f"gpusight bench: cannot write {args.json}: {exc.strerror or exc}", file=sys.stderr
+            )
+            return 2
         print(f"report written to {path}", file=sys.stderr)
     return 0

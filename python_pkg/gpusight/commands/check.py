@@ -33,7 +33,12 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..doctor import check
     from ..text_report import render, use_color
+    from .paths import output_problem
 
+    problem = output_problem(args.json) if args.json and args.json != "-" else None
+    if problem:
+        print(f"gpusight check: {problem}", file=sys.stderr)
+        return 2
     report = check()
     # With the JSON on stdout, the readable report goes to stderr so stdout stays parseable.
     text_stream = sys.stderr if args.json == "-" else sys.stdout

@@ -34,10 +34,18 @@ def _files(paths: list[str]) -> list[Path]:
 
 def run(args: argparse.Namespace) -> int:
     from ..report import load_report
-    from ..report_schema import ReportValidationError
+    from ..report_schema import MAX_WORLD_SIZE, ReportValidationError
     from ..rules.distributed import merge_reports, rank_info
+    from .paths import output_problem
     from .run import print_summary
 
+    if args.world_size is not None and not 1 <= args.world_size <= MAX_WORLD_SIZE:
+        print(f"gpusight merge: --world-size must be 1 to {MAX_WORLD_SIZE}", file=sys.stderr)
+        return 2
+    problem = output_problem(args.json) if args.json else None
+    if problem:
+        print(f"gpusight merge: {problem}", file=sys.stderr)
+        return 2
     reports = []
     for path in _files(args.paths):
         try:
@@ -56,9 +64,19 @@ def run(args: argparse.Namespace) -> int:
     if not reports:
         print("gpusight merge: no rank reports found", file=sys.stderr)
         return 2
-    merged = merge_reports(reports, world_size=args.world_size, label=args.label)
+    try:
+        merged = merge_reports(reports, world_size=args.world_size, label=args.label)
+    except ValueError as exc:
+        print(f"gpusight merge: {exc}", file=sys.stderr)
+        return 2
     print_summary(merged, sys.stdout)
     if args.json:
-        merged.save(args.json)
+        try:
+            merged.save(args.json)
+        except OSError as exc:
+            print(
+                f"gpusight merge: cannot write {args.json}: {exc.strerror or exc}", file=sys.stderr
+            )
+            return 2
         print(f"report written to {args.json}", file=sys.stderr)
     return 0

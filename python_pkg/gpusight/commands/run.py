@@ -19,14 +19,16 @@ import argparse
 import contextlib
 import importlib.util
 import json
+import math
 import os
 import runpy
 import sys
 import time
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..report import Report
+if TYPE_CHECKING:
+    from ..report import Report
 
 
 def register(subparsers: Any) -> None:
@@ -84,22 +86,45 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
-def _print_traceback(exc: BaseException, script: str) -> None:
-    """The traceback as Python prints it for a script: from the script's first frame on."""
+def _print_traceback(exc: BaseException, script: str, script_path: str) -> None:
+    """The traceback as Python prints it for a script: from the script's first frame on.
+
+    ``script_path``: the script's absolute path, taken before it ran (a script that changes
+    directory would otherwise no longer match its own frames). A syntax error has no frame of
+    the script: it is printed without gpusight's and runpy's frames, as Python prints it."""
+    names = {script, script_path}
     tb = exc.__traceback__
-    target = os.path.abspath(script)
-    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) != target:
+    while tb is not None and tb.tb_frame.f_code.co_filename not in names:
         tb = tb.tb_next
-    traceback.print_exception(type(exc), exc, tb if tb is not None else exc.__traceback__)
+    if tb is None and not isinstance(exc, SyntaxError):
+        tb = exc.__traceback__  # not the script's own error: all of it
+    traceback.print_exception(type(exc), exc, tb)
+
+
+def _arguments_error(args: argparse.Namespace) -> str | None:
+    """What is wrong with the numbers given, in one line (None: nothing)."""
+    if args.steps is not None and args.steps < 1:
+        return "--steps must be at least 1"
+    if args.warmup < 0:
+        return "--warmup must be 0 or more"
+    if args.profile_steps < 0:
+        return "--profile-steps must be 0 or more"
+    if not math.isfinite(args.merge_timeout) or args.merge_timeout < 0:
+        return "--merge-timeout must be a number of seconds, 0 or more"
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
     from ..watch.session import Watch
 
     script = args.script
-    if args.steps is not None and args.steps < 1:
-        print("gpusight run: --steps must be at least 1", file=sys.stderr)
+    problem = _arguments_error(args)
+    if problem:
+        print(f"gpusight run: {problem}", file=sys.stderr)
         return 2
+    # Relative to where gpusight was started, not wherever the script changes directory to.
+    args.json = os.path.abspath(args.json) if args.json else args.json
+    args.html = os.path.abspath(args.html) if args.html else args.html
     if not os.path.isfile(script):
         print(f"gpusight run: no such script: {script}", file=sys.stderr)
         return 2
@@ -164,7 +189,8 @@ def _execute(script: str, script_args: list[str], context: Any) -> int:
     """Run ``script`` as ``python script args`` would, inside ``context``; its exit code."""
     saved_argv, saved_path0 = list(sys.argv), (sys.path[0] if sys.path else None)
     sys.argv = [script, *script_args]
-    script_dir = os.path.dirname(os.path.abspath(script))
+    script_path = os.path.abspath(script)
+    script_dir = os.path.dirname(script_path)
     if sys.path:
         sys.path[0] = script_dir
     else:
@@ -178,7 +204,7 @@ def _execute(script: str, script_args: list[str], context: Any) -> int:
     except KeyboardInterrupt:
         code = 130
     except BaseException as exc:
-        _print_traceback(exc, script)
+        _print_traceback(exc, script, script_path)
         code = 1
     finally:
         sys.argv = saved_argv
@@ -267,7 +293,7 @@ def print_what_if(report: Report, out: Any) -> None:
 def _no_torch_report(label: str) -> Report:
     import platform
 
-    from ..report import Verdict
+    from ..report import Report, Verdict
 
     return Report(
         kind="watch",

@@ -143,6 +143,10 @@ class Sampler:
         self._gpu_filter = gpus
         self._t0 = time.perf_counter()
         self._lock = threading.RLock()
+        # Held while a tick is recorded (and on_tick runs): stop() waits on it, outside _lock,
+        # so that an on_tick that calls configure() cannot deadlock against it.
+        self._tick_lock = threading.Lock()
+        self._tick_thread: int | None = None
         self._inner: NvmlSampler | None = None
         self._host: HostReader | None = None
         self._inventory: tuple[list[dict[str, Any]], str | None] | None = None
@@ -164,15 +168,19 @@ class Sampler:
         return self._ring.maxlen or 0
 
     def configure(self, hz: float | None = None, capacity: int | None = None) -> None:
-        """Change the rate or the ring's size; a running sampler restarts at the new rate."""
+        """Change the rate or the ring's size; a running sampler goes on at the new rate.
+
+        Safe from inside ``on_tick``: the sampling thread is retimed, not restarted (it cannot
+        join itself)."""
         with self._lock:
             if capacity is not None and clamp_capacity(capacity) != self.capacity:
                 self._ring = deque(self._ring, maxlen=clamp_capacity(capacity))
             if hz is not None and clamp_hz(hz) != self._hz:
                 self._hz = clamp_hz(hz)
-                if self._inner is not None:
-                    self._stop_inner()
-                    self._start_inner()
+                inner = self._inner
+                if inner is not None:
+                    inner.interval_s = 1.0 / self._hz
+                    inner.pcie_every = max(1, round(self._hz / 2))
 
     # --- what is measured -----------------------------------------------------------------
 
@@ -216,9 +224,22 @@ class Sampler:
         return self
 
     def stop(self) -> None:
-        """Stop and join the thread; the ring keeps what it holds. Safe to call twice."""
+        """Stop and join the thread; the ring keeps what it holds. Safe to call twice.
+
+        Returns once no ``on_tick`` runs any more (a slow one is waited for), and no tick is
+        recorded after it. From inside ``on_tick`` it returns at once: the thread ends when
+        that call returns."""
         with self._lock:
-            self._stop_inner()
+            inner, self._inner = self._inner, None
+        if inner is None:
+            return
+        if self._tick_thread == threading.get_ident():
+            # Called by on_tick on the sampling thread, which cannot join itself.
+            threading.Thread(target=inner.stop, name="gpusight-monitor-stop", daemon=True).start()
+            return
+        inner.stop()
+        with self._tick_lock:  # a tick in flight (a slow on_tick) is over
+            pass
 
     def _start_inner(self) -> None:
         gpus, _ = self.inventory()
@@ -233,16 +254,20 @@ class Sampler:
             pcie_every=max(1, round(self._hz / 2)),
             t0=self._t0,
         )
-        inner.subscribe(self._on_group)
-        self._inner = inner.start()
 
-    def _stop_inner(self) -> None:
-        inner, self._inner = self._inner, None
-        if inner is not None:
-            inner.stop()
+        def on_group(group: list[Sample]) -> None:
+            with self._tick_lock:
+                if self._inner is not inner:  # stopped (or restarted) meanwhile: not ours
+                    return
+                self._tick_thread = threading.get_ident()
+                try:
+                    self.record(group)
+                finally:
+                    self._tick_thread = None
 
-    def _on_group(self, group: list[Sample]) -> None:
-        self.record(group)
+        inner.subscribe(on_group)
+        self._inner = inner
+        inner.start()
 
     def record(self, group: list[Sample]) -> Tick:
         """Add one NvmlSampler group to the ring (the sampler thread calls this every tick)."""

@@ -6,11 +6,17 @@ same afterwards (a test compares them). torch is imported here and nowhere in ru
 
 from __future__ import annotations
 
+import threading
 import warnings
 from collections.abc import Callable
 from typing import Any
 
 from .facts import Scalar, TorchDevice, TorchFacts
+
+#: ``warnings.catch_warnings`` saves and restores the process-wide filter list: two threads
+#: inside it at once can restore each other's "ignore everything" and leave it behind
+#: (``gpusight.check()`` from several threads). Held around every such block here.
+WARNINGS_LOCK = threading.RLock()
 
 
 def _describe(exc: BaseException) -> str:
@@ -46,7 +52,7 @@ def read_settings(torch: Any) -> tuple[dict[str, Scalar], dict[str, str]]:
     """Each flag as found; a getter this torch lacks is left out, one that raises is None."""
     values: dict[str, Scalar] = {}
     errors: dict[str, str] = {}
-    with warnings.catch_warnings():
+    with WARNINGS_LOCK, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for key, read in _setting_readers(torch).items():
             try:
@@ -127,7 +133,7 @@ def probe() -> TorchFacts:
     gpu_build = facts.cuda is not None or facts.hip is not None
     if gpu_build:
         try:
-            with warnings.catch_warnings(record=True) as caught:
+            with WARNINGS_LOCK, warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 facts.cuda_available = bool(torch.cuda.is_available())
             if not facts.cuda_available:

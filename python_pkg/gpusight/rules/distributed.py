@@ -44,6 +44,7 @@ from ..report import (
     Verdict,
     sort_findings,
 )
+from ..report_schema import MAX_WORLD_SIZE
 
 # A rank whose own work per step is this much above the median rank's is a straggler ...
 STRAGGLER_PCT = 10.0
@@ -642,6 +643,25 @@ def _per_rank_series(ranks: Sequence[RankEvidence], value: str) -> list[dict[str
     return out
 
 
+#: Missing ranks named one by one in the notes; beyond that, a count.
+MISSING_RANKS_LISTED = 32
+
+
+def _missing_ranks(world: int, present: Mapping[int, Any]) -> str:
+    """'2, 5, 7' (or '2, 5, ... and 999 more'): the ranks below ``world`` without a report.
+    Time and memory grow with the ranks present, never with ``world``."""
+    have = sum(1 for r in present if 0 <= r < world)
+    total = world - have
+    listed: list[str] = []
+    r = 0
+    while len(listed) < min(total, MISSING_RANKS_LISTED):
+        if r not in present:
+            listed.append(str(r))
+        r += 1
+    more = total - len(listed)
+    return ", ".join(listed) + (f" ... and {more} more" if more else "")
+
+
 def merge_reports(
     reports: Sequence[Mapping[str, Any]],
     *,
@@ -669,6 +689,8 @@ def merge_reports(
             by_rank[key] = rep
     said = [_int(rank_info(r).get("world_size")) for r in by_rank.values()]
     world = world_size or max([w for w in said if w] or [len(by_rank)])
+    if not 1 <= world <= MAX_WORLD_SIZE:
+        raise ValueError(f"a world size of {world} ranks is outside 1..{MAX_WORLD_SIZE}")
     ranks = [rank_evidence(rep, rank) for rank, rep in sorted(by_rank.items())]
     first = by_rank[min(by_rank)]
     backend = next(
@@ -687,10 +709,10 @@ def merge_reports(
             seen.add(d.get("id"))
 
     all_notes = list(notes)
-    missing = sorted(set(range(world)) - set(by_rank))
+    missing = _missing_ranks(world, by_rank)
     if missing:
         all_notes.append(
-            f"no report from rank(s) {', '.join(map(str, missing))}: they ended before writing "
+            f"no report from rank(s) {missing}: they ended before writing "
             "one, or ran on another machine (set GPUSIGHT_RANK_DIR to a shared directory, or "
             "copy their files and run gpusight merge)"
         )

@@ -14,7 +14,9 @@ experiment that flips a global flag and then raises) and it is what makes the pr
 - optimizer: hyperparameters of each param group and every state tensor.
 
 Values are compared through tensor version counters (``Tensor._version``), which every in-place
-op bumps, so an untouched tensor is never written to.
+op bumps, and, where a copy was kept, by value: a write through ``.data`` (``p.data.add_(...)``)
+or a C++ kernel that updates in place without autograd (BatchNorm's running stats) moves no
+counter. An untouched tensor is never written to.
 """
 
 from __future__ import annotations
@@ -227,6 +229,7 @@ class _TensorRecord:
     tensor: torch.Tensor
     version: int
     value: torch.Tensor | None  # host copy, None when the snapshot was too large to take
+    device: torch.device | None = None
 
 
 @dataclass
@@ -239,18 +242,35 @@ class _ParamRecord:
 
 
 def _record(t: torch.Tensor, keep_values: bool) -> _TensorRecord:
-    return _TensorRecord(t, _version(t), _host_copy(t) if keep_values else None)
+    return _TensorRecord(t, _version(t), _host_copy(t) if keep_values else None, t.device)
+
+
+def _changed(rec: _TensorRecord) -> bool:
+    """Its version counter moved, or (where a copy was kept) its bits differ: ``p.data.add_()``
+    and ``p.data = other`` write without bumping the parameter's counter."""
+    if _version(rec.tensor) != rec.version:
+        return True
+    return rec.value is not None and not _same_bits(rec.value, rec.tensor)
+
+
+def _put_back(rec: _TensorRecord) -> None:
+    assert rec.value is not None
+    with torch.no_grad():
+        t = rec.tensor
+        if t.shape != rec.value.shape or t.dtype != rec.value.dtype or t.device != rec.device:
+            t.data = rec.value.to(rec.device, copy=True)  # ``p.data = other`` replaced it
+        else:
+            t.copy_(rec.value)
+    rec.version = _version(rec.tensor)
 
 
 def _write_back(rec: _TensorRecord) -> bool:
     """Copy the saved value back if the tensor changed; True if it had changed."""
-    if _version(rec.tensor) == rec.version:
+    if not _changed(rec):
         return False
     if rec.value is None:
         raise RuntimeError("tensor changed and no copy of its value was kept")
-    with torch.no_grad():
-        rec.tensor.copy_(rec.value)
-    rec.version = _version(rec.tensor)
+    _put_back(rec)
     return True
 
 
@@ -268,23 +288,13 @@ def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 def _buffer_changed(rec: _TensorRecord) -> bool:
     """A buffer's version counter is not enough: BatchNorm updates running_mean/var (and
-    num_batches_tracked) in place from C++ without bumping it; buffers are small, so compare
-    the values when a copy was kept."""
-    if _version(rec.tensor) != rec.version:
-        return True
-    return rec.value is not None and not _same_bits(rec.value, rec.tensor)
+    num_batches_tracked) in place from C++ without bumping it (see ``_changed``)."""
+    return _changed(rec)
 
 
 def _write_back_buffer(rec: _TensorRecord) -> bool:
     """Put a buffer's saved value back if it differs (by value, not by version counter)."""
-    if not _buffer_changed(rec):
-        return False
-    if rec.value is None:
-        raise RuntimeError("buffer changed and no copy of its value was kept")
-    with torch.no_grad():
-        rec.tensor.copy_(rec.value)
-    rec.version = _version(rec.tensor)
-    return True
+    return _write_back(rec)
 
 
 def tensor_bytes(tensors: Iterable[torch.Tensor]) -> int:
@@ -440,12 +450,12 @@ class Snapshot:
         whose in-place updates by BatchNorm do not bump them, by value)."""
         out: list[str] = []
         for name, st in self.modules:
-            if any(_version(r.data.tensor) != r.data.version for r in st.params) or any(
+            if any(_changed(r.data) for r in st.params) or any(
                 _buffer_changed(b) for b in st.buffers
             ):
                 out.append(f"{name} weights")
         if self.optimizer is not None and any(
-            _version(rec.tensor) != rec.version for _, _, rec in self.optimizer.tensors
+            _changed(rec) for _, _, rec in self.optimizer.tensors
         ):
             out.append("optimizer state")
         return out
