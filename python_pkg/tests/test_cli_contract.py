@@ -90,7 +90,7 @@ BAD_REPORTS: list[tuple[str, str]] = [
     ("latin1", "not UTF-8 text"),
     ("deep", "nested too deeply"),
     ("nan", "NaN is not a JSON number"),
-    ("version_number", 'schema_version must be a string such as "1.0"'),
+    ("version_number", 'schema_version must be a string such as "1.'),
     ("not_object", "must be a JSON object"),
     ("truncated", "not valid JSON"),
     ("bad_field", "run.step_time_ms: -1 is less than the minimum of 0"),
