@@ -18,6 +18,9 @@ export const BREAKDOWN_LABELS: Record<BreakdownKey, string> = {
   unattributed: 'Unattributed'
 };
 
+/** On a CPU run the compute is the host's: no GPU claim in the label. */
+export const CPU_COMPUTE_LABEL = 'Compute (CPU)';
+
 const ORDER: BreakdownKey[] = [
   'compute',
   'data_wait',
@@ -46,7 +49,8 @@ export interface BreakdownSegment {
  */
 export function breakdownSegments(
   breakdown: Breakdown,
-  stepTimeMs?: number
+  stepTimeMs?: number,
+  gpu = true
 ): BreakdownSegment[] {
   const parts: { key: BreakdownKey; ms: number }[] = ORDER.map(key => ({
     key,
@@ -62,7 +66,10 @@ export function breakdownSegments(
     const pct = total > 0 ? (p.ms / total) * 100 : 0;
     const seg: BreakdownSegment = {
       key: p.key,
-      label: BREAKDOWN_LABELS[p.key],
+      label:
+        !gpu && p.key === 'compute'
+          ? CPU_COMPUTE_LABEL
+          : BREAKDOWN_LABELS[p.key],
       ms: p.ms,
       pct,
       start,

@@ -45,3 +45,15 @@ export function chartFrame(container: Element, opts: FrameOptions): Svg {
 export function approxTextWidth(text: string, fontPx = 11): number {
   return text.length * fontPx * 0.6;
 }
+
+/**
+ * `text`, cut with "…" to fit `maxPx` at `fontPx` (estimated, no layout): a label never runs
+ * past its chart's edge. The full text stays in the chart's description and tooltips.
+ */
+export function fitText(text: string, maxPx: number, fontPx = 12): string {
+  if (approxTextWidth(text, fontPx) <= maxPx) {
+    return text;
+  }
+  const chars = Math.max(1, Math.floor(maxPx / (fontPx * 0.6)) - 1);
+  return `${text.slice(0, chars).trimEnd()}…`;
+}
