@@ -192,7 +192,7 @@ export class GsReport extends LitElement {
       </header>
       <gs-verdict
         .verdict=${r.verdict}
-        ?gpu=${gpu}
+        .gpu=${gpu}
         .cpuOnly=${cpuOnly}
       ></gs-verdict>
       ${
@@ -212,7 +212,7 @@ export class GsReport extends LitElement {
             ></gs-findings>`
           : nothing
       }
-      ${run ? html`<gs-breakdown .run=${run} ?gpu=${gpu}></gs-breakdown>` : nothing}
+      ${run ? html`<gs-breakdown .run=${run} .gpu=${gpu}></gs-breakdown>` : nothing}
       ${run?.timeline?.length ? html`<gs-timeline .run=${run}></gs-timeline>` : nothing}
       ${
         whatIfs.length
