@@ -109,7 +109,11 @@ describe('mixed units without a reference', () => {
     ].map(t => t.textContent ?? '');
     expect(texts[0]).toContain('4.2 ms');
     expect(texts[1]).toContain('7,600 samples/s');
-    // A label too long for 300 px is cut, never drawn past the edge.
-    expect(texts.every(t => t.length * 12 * 0.6 <= 300)).toBe(true);
+    // A label too long for 300 px takes two lines, each cut to fit, never past the edge.
+    const lines = [...el.querySelectorAll('text tspan')].map(
+      t => t.textContent ?? ''
+    );
+    expect(lines.length).toBeGreaterThan(rows.length);
+    expect(lines.every(t => t.length * 12 * 0.6 <= 300)).toBe(true);
   });
 });

@@ -5,7 +5,7 @@
 import { scaleLinear, type ScaleLinear } from 'd3-scale';
 import { select } from 'd3-selection';
 import type { Benchmark } from '../report/generated/report';
-import { chartFrame, fitText } from './frame';
+import { chartFrame, LINE_HEIGHT, labelLines } from './frame';
 import { formatPct, formatValue } from './format';
 
 export interface CeilingRow {
@@ -94,12 +94,13 @@ export function renderCeilings(
   opts: CeilingOptions
 ): void {
   const width = opts.width;
+  const lines = rows.map(r => labelLines(r.label, r.text, width - 2 * PAD));
   const tops: number[] = [];
   let y = PAD;
-  for (const r of rows) {
+  rows.forEach((r, i) => {
     tops.push(y);
-    y += hasBar(r) ? ROW : TEXT_ROW;
-  }
+    y += (hasBar(r) ? ROW : TEXT_ROW) + (lines[i].length - 1) * LINE_HEIGHT;
+  });
   const height = y + PAD;
   const svg = chartFrame(container, {
     width,
@@ -126,15 +127,24 @@ export function renderCeilings(
     .attr('class', 'jp-GpusightCeilingsChart-label')
     .attr('x', PAD)
     .attr('y', 13)
-    .text(d => fitText(`${d.label}: ${d.text}`, width - 2 * PAD));
+    .each(function (_d, i) {
+      const text = select(this);
+      lines[i].forEach((line, j) =>
+        text
+          .append('tspan')
+          .attr('x', PAD)
+          .attr('dy', j ? LINE_HEIGHT : 0)
+          .text(line)
+      );
+    });
   row.append('title').text(d => `${d.label}: ${d.text}`);
-  row.each(function (d) {
+  row.each(function (d, i) {
     if (!hasBar(d)) {
       return;
     }
     const g = select(this);
     const x = rowScale(d, width);
-    const top = 18;
+    const top = 18 + (lines[i].length - 1) * LINE_HEIGHT;
     // The track: the full scale, so a short bar reads as short.
     g.append('rect')
       .attr('class', 'jp-GpusightCeilingsChart-track')

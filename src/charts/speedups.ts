@@ -6,7 +6,7 @@ import { axisBottom } from 'd3-axis';
 import { scaleLinear, type ScaleLinear } from 'd3-scale';
 import { select } from 'd3-selection';
 import type { WhatIf } from '../report/generated/report';
-import { chartFrame, fitText } from './frame';
+import { chartFrame, LINE_HEIGHT, labelLines } from './frame';
 import { format } from 'd3-format';
 import { formatMs, formatSpeedup } from './format';
 
@@ -55,10 +55,11 @@ export function speedupRows(whatIfs: WhatIf[]): SpeedupRow[] {
     if (speedup === null) {
       text = w.skipped ? `skipped: ${w.skipped}` : 'not measured';
     } else {
+      // "not significant" right after the number: a narrow chart cuts the end of the line.
       text =
         formatSpeedup(speedup) +
-        (noise !== null ? ` (±${formatNoise(noise)}% noise)` : '') +
-        (significant ? '' : ', not significant');
+        (significant ? '' : ', not significant') +
+        (noise !== null ? ` (±${formatNoise(noise)}% noise)` : '');
       if (typeof w.before_ms === 'number' && typeof w.after_ms === 'number') {
         // "per step" unless the change names its own unit ("(time per sample)").
         const per = /\bper\b/.test(w.change) ? '' : ' per step';
@@ -120,7 +121,17 @@ export function renderSpeedups(
   opts: SpeedupOptions
 ): void {
   const width = opts.width;
-  const height = MARGIN.top + rows.length * ROW + MARGIN.bottom;
+  const lines = rows.map(r =>
+    labelLines(r.change, r.text, width - MARGIN.left - MARGIN.right)
+  );
+  const tops: number[] = [];
+  let y = MARGIN.top;
+  lines.forEach(l => {
+    tops.push(y);
+    y += ROW + (l.length - 1) * LINE_HEIGHT;
+  });
+  const bottom = y;
+  const height = bottom + MARGIN.bottom;
   const svg = chartFrame(container, {
     width,
     height,
@@ -138,7 +149,7 @@ export function renderSpeedups(
   svg
     .append('g')
     .attr('class', 'jp-GpusightChart-axis jp-mod-x')
-    .attr('transform', `translate(0,${MARGIN.top + rows.length * ROW})`)
+    .attr('transform', `translate(0,${bottom})`)
     .call(
       axisBottom(x)
         .ticks(Math.max(2, Math.floor(width / 100)))
@@ -150,11 +161,11 @@ export function renderSpeedups(
     .attr('class', 'jp-GpusightSpeedupsChart-baseline')
     .attr(
       'd',
-      rows
-        .map(
-          (_r, i) =>
-            `M${one},${MARGIN.top + i * ROW + 14}V${MARGIN.top + i * ROW + ROW}`
-        )
+      lines
+        .map((l, i) => {
+          const bar = tops[i] + 18 + (l.length - 1) * LINE_HEIGHT;
+          return `M${one},${bar - 4}V${bar + BAR + 10}`;
+        })
         .join('')
     );
   const row = svg
@@ -165,24 +176,31 @@ export function renderSpeedups(
       'class',
       d =>
         `jp-GpusightSpeedupsChart-row${d.skipped !== null ? ' jp-mod-skipped' : ''}` +
-        (d.significant ? '' : ' jp-mod-insignificant')
+        (d.speedup === null || d.significant ? '' : ' jp-mod-insignificant')
     )
-    .attr('transform', (_d, i) => `translate(0,${MARGIN.top + i * ROW})`);
+    .attr('transform', (_d, i) => `translate(0,${tops[i]})`);
   row
     .append('text')
     .attr('class', 'jp-GpusightSpeedupsChart-label')
     .attr('x', MARGIN.left)
     .attr('y', 11)
-    .text(d =>
-      fitText(`${d.change}: ${d.text}`, width - MARGIN.left - MARGIN.right)
-    );
+    .each(function (_d, i) {
+      const text = select(this);
+      lines[i].forEach((line, j) =>
+        text
+          .append('tspan')
+          .attr('x', MARGIN.left)
+          .attr('dy', j ? LINE_HEIGHT : 0)
+          .text(line)
+      );
+    });
   row.append('title').text(d => `${d.change}: ${d.text}`);
-  row.each(function (d) {
+  row.each(function (d, i) {
     if (d.speedup === null) {
       return;
     }
     const g = select(this);
-    const top = 18;
+    const top = 18 + (lines[i].length - 1) * LINE_HEIGHT;
     const end = at(d.speedup);
     g.append('rect')
       .attr('class', 'jp-GpusightSpeedupsChart-bar')

@@ -144,7 +144,7 @@ export class GsBreakdown extends ChartElement {
 
   private _syncs(run: Run) {
     return html`<h4>Host-device syncs</h4>
-      <table class="jp-Gpusight-table jp-GpusightBreakdown-syncs">
+      <table class="jp-Gpusight-table jp-mod-stack jp-GpusightBreakdown-syncs">
         <thead>
           <tr>
             <th scope="col">Kind</th>
@@ -158,11 +158,11 @@ export class GsBreakdown extends ChartElement {
             s =>
               html`<tr>
                 <th scope="row">${s.kind}</th>
-                <td>${s.count}</td>
-                <td>
+                <td data-label="Count">${s.count}</td>
+                <td data-label="Time">
                   ${typeof s.total_ms === 'number' ? formatMs(s.total_ms) : '–'}
                 </td>
-                <td>
+                <td data-label="Where">
                   ${
                     s.source
                       ? html`<code>${s.source.file}:${s.source.line}</code>${

@@ -19,17 +19,35 @@ import { baseStyles } from './styles';
 
 export const CPU_ONLY_ID = 'env.cpu_only_build';
 
+/** The check's finding for a CPU-only build, for reports that do not carry it. */
+export function cpuOnlyFinding(version: string): Finding {
+  return {
+    id: CPU_ONLY_ID,
+    severity: 'critical',
+    title: `torch ${version} is a CPU-only build: it cannot use any GPU`,
+    evidence: [
+      { label: 'torch', value: version },
+      { label: 'torch.version.cuda', value: null }
+    ],
+    impact: { basis: 'none', text: 'Nothing runs on a GPU.' },
+    fix: {
+      text:
+        'Install a CUDA build of torch in its place; `gpusight check` names the index ' +
+        "that fits this machine's driver."
+    }
+  };
+}
+
 /**
  * The finding to act on first: a CPU-only build before anything (nothing else matters until a
  * GPU can be used), else the largest measured or estimated impact, skipping info-only findings.
  */
 export function firstFinding(report: GpusightReport): Finding | null {
   const findings = report.findings ?? [];
-  if (cpuOnlyBuild(report) !== null) {
-    const own = findings.find(f => f.id === CPU_ONLY_ID);
-    if (own) {
-      return own;
-    }
+  const cpuOnly = cpuOnlyBuild(report);
+  if (cpuOnly !== null) {
+    // A report made before the kernel side named the build still leads with it.
+    return findings.find(f => f.id === CPU_ONLY_ID) ?? cpuOnlyFinding(cpuOnly);
   }
   const ranked = sortFindings(findings).filter(f => f.fix?.text);
   return (

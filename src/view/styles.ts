@@ -124,6 +124,29 @@ export const baseStyles = css`
 export const sectionStyles = css`
   :host {
     margin: 0 0 12px;
+    /* The card's own width decides its layout (the sidebar is narrow, a notebook wide). */
+    container-type: inline-size;
+  }
+  /* Narrow: a stackable table shows each row as a block, each cell named by its data-label. */
+  @container (max-width: 420px) {
+    table.jp-mod-stack thead {
+      display: none;
+    }
+    table.jp-mod-stack tr {
+      display: block;
+      padding: 4px 0;
+      border-bottom: var(--jp-border-width) solid var(--jp-border-color2);
+    }
+    table.jp-mod-stack th,
+    table.jp-mod-stack td {
+      display: block;
+      border: none;
+      padding: 0;
+    }
+    table.jp-mod-stack td[data-label]::before {
+      content: attr(data-label) ': ';
+      color: var(--jp-ui-font-color2);
+    }
   }
   section {
     border: var(--jp-border-width) solid var(--jp-border-color2);

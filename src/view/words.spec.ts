@@ -72,6 +72,8 @@ describe('words that follow the machine', () => {
       fix: { text: 'Install a CUDA build of torch.' }
     });
     expect(firstFinding(r)?.id).toBe('env.cpu_only_build');
+    // An older report without the finding still leads with the build.
+    expect(firstFinding(cpuOnly())?.title).toMatch(/CPU-only build/);
     const el = document.createElement('gs-report');
     el.report = r;
     document.body.appendChild(el);
