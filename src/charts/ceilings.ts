@@ -39,7 +39,7 @@ export function ceilingRows(benchmarks: Benchmark[]): CeilingRow[] {
       if (ceiling !== null && pct !== null) {
         text += `, ${formatPct(pct)} of ${formatValue(ceiling, b.unit)}`;
       } else {
-        text += ' (no reference to compare with)';
+        text += ' (no reference)';
       }
     }
     return {
