@@ -22,6 +22,7 @@ from gpusight.commands import bench as bench_command
 from gpusight.commands.bench import ProgressBar
 from gpusight.report import Benchmark
 from gpusight.report_schema import validate
+from gpusight.rules.cpu_only_build import cpu_only_torch_version
 
 needs_no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA path")
 
@@ -71,7 +72,10 @@ def test_bench_report_is_schema_valid() -> None:
     data = report.to_dict()
     validate(data)
     assert data["kind"] == "bench"
-    assert data["verdict"]["bottleneck"] == "none"
+    # A CPU-only torch build (what the tests pin) is named first, never "no bottleneck".
+    cpu_only = cpu_only_torch_version(data["machine"]) is not None
+    assert data["verdict"]["bottleneck"] == ("environment" if cpu_only else "none")
+    assert ("CPU-only build" in data["verdict"]["summary"]) == cpu_only
     assert "no CUDA device" in data["verdict"]["summary"]
     assert any("no CUDA device" in note for note in data["notes"])
     json.dumps(data, allow_nan=False)

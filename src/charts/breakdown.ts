@@ -1,7 +1,7 @@
 /** Step-time breakdown: one stacked horizontal bar, each category labelled in ms and % of the step. */
 import { scaleLinear } from 'd3-scale';
 import type { Breakdown } from '../report/generated/report';
-import { approxTextWidth, chartFrame } from './frame';
+import { approxTextWidth, chartFrame, fitText } from './frame';
 import { formatMs, formatPct } from './format';
 
 export type BreakdownKey = keyof Breakdown | 'unattributed';
@@ -17,6 +17,9 @@ export const BREAKDOWN_LABELS: Record<BreakdownKey, string> = {
   communication: 'Communication',
   unattributed: 'Unattributed'
 };
+
+/** On a CPU run the compute is the host's: no GPU claim in the label. */
+export const CPU_COMPUTE_LABEL = 'Compute (CPU)';
 
 const ORDER: BreakdownKey[] = [
   'compute',
@@ -46,7 +49,8 @@ export interface BreakdownSegment {
  */
 export function breakdownSegments(
   breakdown: Breakdown,
-  stepTimeMs?: number
+  stepTimeMs?: number,
+  gpu = true
 ): BreakdownSegment[] {
   const parts: { key: BreakdownKey; ms: number }[] = ORDER.map(key => ({
     key,
@@ -62,7 +66,10 @@ export function breakdownSegments(
     const pct = total > 0 ? (p.ms / total) * 100 : 0;
     const seg: BreakdownSegment = {
       key: p.key,
-      label: BREAKDOWN_LABELS[p.key],
+      label:
+        !gpu && p.key === 'compute'
+          ? CPU_COMPUTE_LABEL
+          : BREAKDOWN_LABELS[p.key],
       ms: p.ms,
       pct,
       start,
@@ -88,7 +95,13 @@ export function renderBreakdown(
   opts: BreakdownOptions
 ): void {
   const width = opts.width;
-  const height = PAD + BAR_HEIGHT + 10 + segments.length * LEGEND_ROW + PAD;
+  // Narrow (the sidebar): a legend entry that does not fit on one line takes two, its name over
+  // its numbers.
+  const twoLines = segments.some(
+    s => 18 + approxTextWidth(`${s.label}: ${s.text}`, 12) > width - 2 * PAD
+  );
+  const legendRow = twoLines ? LEGEND_ROW + 14 : LEGEND_ROW;
+  const height = PAD + BAR_HEIGHT + 10 + segments.length * legendRow + PAD;
   const total = segments.reduce((acc, s) => acc + s.ms, 0);
   const description = segments.length
     ? `One step of ${formatMs(total)}: ` +
@@ -146,7 +159,7 @@ export function renderBreakdown(
     .data(segments)
     .join('g')
     .attr('class', d => `jp-GpusightBreakdownChart-item jp-mod-${d.key}`)
-    .attr('transform', (_d, i) => `translate(0, ${i * LEGEND_ROW})`);
+    .attr('transform', (_d, i) => `translate(0, ${i * legendRow})`);
   item
     .append('rect')
     .attr('class', 'jp-GpusightBreakdownChart-swatch')
@@ -154,11 +167,22 @@ export function renderBreakdown(
     .attr('height', 12)
     .attr('y', 2)
     .style('fill', d => opts.color(d.key));
-  item
+  const label = item
     .append('text')
     .attr('class', 'jp-GpusightBreakdownChart-label')
     .attr('x', 18)
     .attr('y', 8)
-    .attr('dy', '0.35em')
-    .text(d => `${d.label}: ${d.text}`);
+    .attr('dy', '0.35em');
+  if (twoLines) {
+    label
+      .append('tspan')
+      .text(d => fitText(`${d.label}:`, width - 2 * PAD - 18));
+    label
+      .append('tspan')
+      .attr('x', 18)
+      .attr('dy', '1.25em')
+      .text(d => d.text);
+  } else {
+    label.text(d => `${d.label}: ${d.text}`);
+  }
 }

@@ -73,3 +73,47 @@ describe('renderCeilings', () => {
     ).toBe(3);
   });
 });
+
+describe('mixed units without a reference', () => {
+  it('draws no bar where there is no ceiling to read it against', () => {
+    const rows = ceilingRows([
+      { id: 'infer.latency_p50', label: 'Latency p50', value: 4.2, unit: 'ms' },
+      {
+        id: 'infer.throughput',
+        label: 'Throughput',
+        value: 7600,
+        unit: 'samples/s'
+      },
+      {
+        id: 'copy.h2d.pinned',
+        label: 'H2D pinned',
+        value: 24,
+        unit: 'GB/s',
+        ceiling: 32
+      }
+    ] as Benchmark[]);
+    const el = document.createElement('div');
+    renderCeilings(el, rows, {
+      width: 300,
+      color: () => 'green',
+      ceilingColor: 'black'
+    });
+    expect(
+      el.querySelectorAll('rect.jp-GpusightCeilingsChart-bar').length
+    ).toBe(1);
+    expect(
+      el.querySelectorAll('line.jp-GpusightCeilingsChart-ceiling').length
+    ).toBe(1);
+    const texts = [
+      ...el.querySelectorAll('text.jp-GpusightCeilingsChart-label')
+    ].map(t => t.textContent ?? '');
+    expect(texts[0]).toContain('4.2 ms');
+    expect(texts[1]).toContain('7,600 samples/s');
+    // A label too long for 300 px takes two lines, each cut to fit, never past the edge.
+    const lines = [...el.querySelectorAll('text tspan')].map(
+      t => t.textContent ?? ''
+    );
+    expect(lines.length).toBeGreaterThan(rows.length);
+    expect(lines.every(t => t.length * 12 * 0.6 <= 300)).toBe(true);
+  });
+});

@@ -5,7 +5,7 @@
 import { scaleLinear, type ScaleLinear } from 'd3-scale';
 import { select } from 'd3-selection';
 import type { Benchmark } from '../report/generated/report';
-import { chartFrame } from './frame';
+import { chartFrame, LINE_HEIGHT, labelLines } from './frame';
 import { formatPct, formatValue } from './format';
 
 export interface CeilingRow {
@@ -38,6 +38,8 @@ export function ceilingRows(benchmarks: Benchmark[]): CeilingRow[] {
       text = formatValue(value, b.unit);
       if (ceiling !== null && pct !== null) {
         text += `, ${formatPct(pct)} of ${formatValue(ceiling, b.unit)}`;
+      } else {
+        text += ' (no reference)';
       }
     }
     return {
@@ -63,8 +65,15 @@ export interface CeilingOptions {
 }
 
 const ROW = 44;
+/** A row without a ceiling: its value as text, no bar (a bar needs a reference to read). */
+const TEXT_ROW = 22;
 const BAR = 14;
 const PAD = 4;
+
+/** Whether a row draws a bar: measured, against a ceiling. */
+export function hasBar(row: CeilingRow): boolean {
+  return row.value !== null && row.ceiling !== null;
+}
 
 /** The x scale of one row: zero to a little past the largest of value, ceiling and spread. */
 export function rowScale(
@@ -85,7 +94,14 @@ export function renderCeilings(
   opts: CeilingOptions
 ): void {
   const width = opts.width;
-  const height = PAD * 2 + rows.length * ROW;
+  const lines = rows.map(r => labelLines(r.label, r.text, width - 2 * PAD));
+  const tops: number[] = [];
+  let y = PAD;
+  rows.forEach((r, i) => {
+    tops.push(y);
+    y += (hasBar(r) ? ROW : TEXT_ROW) + (lines[i].length - 1) * LINE_HEIGHT;
+  });
+  const height = y + PAD;
   const svg = chartFrame(container, {
     width,
     height,
@@ -105,17 +121,30 @@ export function renderCeilings(
         `jp-GpusightCeilingsChart-row${d.skipped !== null ? ' jp-mod-skipped' : ''}`
     )
     .attr('data-id', d => d.id)
-    .attr('transform', (_d, i) => `translate(0,${PAD + i * ROW})`);
+    .attr('transform', (_d, i) => `translate(0,${tops[i]})`);
   row
     .append('text')
     .attr('class', 'jp-GpusightCeilingsChart-label')
     .attr('x', PAD)
-    .attr('y', 11)
-    .text(d => `${d.label}: ${d.text}`);
-  row.each(function (d) {
+    .attr('y', 13)
+    .each(function (_d, i) {
+      const text = select(this);
+      lines[i].forEach((line, j) =>
+        text
+          .append('tspan')
+          .attr('x', PAD)
+          .attr('dy', j ? LINE_HEIGHT : 0)
+          .text(line)
+      );
+    });
+  row.append('title').text(d => `${d.label}: ${d.text}`);
+  row.each(function (d, i) {
+    if (!hasBar(d)) {
+      return;
+    }
     const g = select(this);
     const x = rowScale(d, width);
-    const top = 18;
+    const top = 18 + (lines[i].length - 1) * LINE_HEIGHT;
     // The track: the full scale, so a short bar reads as short.
     g.append('rect')
       .attr('class', 'jp-GpusightCeilingsChart-track')

@@ -45,3 +45,34 @@ export function chartFrame(container: Element, opts: FrameOptions): Svg {
 export function approxTextWidth(text: string, fontPx = 11): number {
   return text.length * fontPx * 0.6;
 }
+
+/**
+ * `text`, cut with "…" to fit `maxPx` at `fontPx` (estimated, no layout): a label never runs
+ * past its chart's edge. The full text stays in the chart's description and tooltips.
+ */
+export function fitText(text: string, maxPx: number, fontPx = 12): string {
+  if (approxTextWidth(text, fontPx) <= maxPx) {
+    return text;
+  }
+  const chars = Math.max(1, Math.floor(maxPx / (fontPx * 0.6)) - 1);
+  return `${text.slice(0, chars).trimEnd()}…`;
+}
+
+/** Extra height (px) of each label line after the first. */
+export const LINE_HEIGHT = 15;
+
+/**
+ * A row label as lines that fit `maxPx`: "name: numbers" on one line when it fits, else the name
+ * over the numbers (each cut to fit), so a narrow chart never loses the numbers.
+ */
+export function labelLines(
+  name: string,
+  numbers: string,
+  maxPx: number
+): string[] {
+  const one = `${name}: ${numbers}`;
+  if (approxTextWidth(one, 12) <= maxPx) {
+    return [one];
+  }
+  return [fitText(`${name}:`, maxPx), fitText(numbers, maxPx)];
+}

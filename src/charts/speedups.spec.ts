@@ -62,3 +62,59 @@ describe('renderSpeedups', () => {
     expect(labels[2]).toBe('batch 512: skipped: OOM');
   });
 });
+
+describe('huge noise', () => {
+  const noisy = [
+    {
+      change: 'inference_mode',
+      before_ms: 61,
+      after_ms: 10,
+      speedup: 6.12,
+      noise_pct: 340
+    },
+    {
+      change: 'pin_memory=True',
+      before_ms: 84.2,
+      after_ms: 59.7,
+      speedup: 1.41,
+      noise_pct: 2
+    }
+  ];
+
+  it('calls a gain whose band includes 1× not significant', () => {
+    const rows = speedupRows(noisy);
+    expect(rows[0].significant).toBe(false);
+    expect(rows[0].text).toContain('not significant');
+    expect(rows[1].significant).toBe(true);
+    expect(rows[1].text).not.toContain('not significant');
+  });
+
+  it('keeps the axis on the speedups and every mark inside the frame', () => {
+    const el = document.createElement('div');
+    const width = 400;
+    const rows = speedupRows(noisy);
+    renderSpeedups(el, rows, { width, color: () => 'grey' });
+    const x = speedupScale(rows, width);
+    // The domain stops at twice the largest speedup, not at 6.12 × 4.4 = 27×, and never below 0×.
+    expect(x.domain()[0]).toBeGreaterThanOrEqual(0);
+    expect(x.domain()[1]).toBeLessThanOrEqual(6.12 * 2 * 1.1);
+    const whisker = el.querySelector('path.jp-GpusightSpeedupsChart-whisker');
+    expect(whisker?.classList.contains('jp-mod-cut')).toBe(true);
+    const xs =
+      (whisker?.getAttribute('d') ?? '')
+        .match(/[MH]-?[\d.]+/g)
+        ?.map(s => Number(s.slice(1))) ?? [];
+    expect(xs.length).toBeGreaterThan(0);
+    for (const v of xs) {
+      expect(v).toBeGreaterThanOrEqual(0);
+      expect(v).toBeLessThanOrEqual(width);
+    }
+    for (const bar of el.querySelectorAll('rect')) {
+      const left = Number(bar.getAttribute('x'));
+      expect(left).toBeGreaterThanOrEqual(0);
+      expect(left + Number(bar.getAttribute('width'))).toBeLessThanOrEqual(
+        width
+      );
+    }
+  });
+});

@@ -6,7 +6,7 @@ import { axisBottom } from 'd3-axis';
 import { scaleLinear, type ScaleLinear } from 'd3-scale';
 import { select } from 'd3-selection';
 import type { WhatIf } from '../report/generated/report';
-import { chartFrame } from './frame';
+import { chartFrame, LINE_HEIGHT, labelLines } from './frame';
 import { format } from 'd3-format';
 import { formatMs, formatSpeedup } from './format';
 
@@ -23,8 +23,21 @@ export interface SpeedupRow {
   afterMs: number | null;
   noisePct: number | null;
   skipped: string | null;
+  /** False when the noise band reaches 1×: the gain may be noise ("not significant"). */
+  significant: boolean;
   /** "1.84× (±3%): 120 ms → 65.2 ms" */
   text: string;
+}
+
+/** Whether a speedup's noise band leaves 1× out (no band: any speedup other than 1×). */
+export function isSignificant(
+  speedup: number | null,
+  band: [number, number] | null
+): boolean {
+  if (speedup === null) {
+    return false;
+  }
+  return band ? band[0] > 1 || band[1] < 1 : speedup !== 1;
 }
 
 export function speedupRows(whatIfs: WhatIf[]): SpeedupRow[] {
@@ -37,15 +50,20 @@ export function speedupRows(whatIfs: WhatIf[]): SpeedupRow[] {
       speedup !== null && noise !== null
         ? [speedup * (1 - noise / 100), speedup * (1 + noise / 100)]
         : null;
+    const significant = isSignificant(speedup, band);
     let text: string;
     if (speedup === null) {
       text = w.skipped ? `skipped: ${w.skipped}` : 'not measured';
     } else {
+      // "not significant" right after the number: a narrow chart cuts the end of the line.
       text =
         formatSpeedup(speedup) +
+        (significant ? '' : ', not significant') +
         (noise !== null ? ` (±${formatNoise(noise)}% noise)` : '');
       if (typeof w.before_ms === 'number' && typeof w.after_ms === 'number') {
-        text += `: ${formatMs(w.before_ms)} → ${formatMs(w.after_ms)} per step`;
+        // "per step" unless the change names its own unit ("(time per sample)").
+        const per = /\bper\b/.test(w.change) ? '' : ' per step';
+        text += `: ${formatMs(w.before_ms)} → ${formatMs(w.after_ms)}${per}`;
       }
     }
     return {
@@ -57,6 +75,7 @@ export function speedupRows(whatIfs: WhatIf[]): SpeedupRow[] {
       afterMs: w.after_ms ?? null,
       noisePct: noise,
       skipped: speedup === null ? (w.skipped ?? 'not measured') : null,
+      significant,
       text
     };
   });
@@ -72,13 +91,21 @@ const ROW = 42;
 const BAR = 14;
 const MARGIN = { top: 4, right: 12, bottom: 24, left: 8 };
 
-/** The shared x scale: from a little below the smallest value (at most 1×) to past the largest. */
+/**
+ * The shared x scale: from a little below the smallest value (at most 1×) to past the largest.
+ * Noise bands count only up to twice the largest speedup and never below 0×: a ±340 % whisker
+ * is drawn cut at the frame (with an open end) instead of squeezing every bar into a corner.
+ */
 export function speedupScale(
   rows: SpeedupRow[],
   width: number
 ): ScaleLinear<number, number> {
+  const speedups = rows.flatMap(r => (r.speedup === null ? [] : [r.speedup]));
+  const cap = Math.max(1, ...speedups) * 2;
   const values = rows.flatMap(r =>
-    r.speedup === null ? [] : [r.speedup, ...(r.band ?? [])]
+    r.speedup === null
+      ? []
+      : [r.speedup, ...(r.band ?? []).map(b => Math.min(cap, Math.max(0, b)))]
   );
   const lo = Math.min(1, ...values);
   const hi = Math.max(1, ...values);
@@ -94,7 +121,17 @@ export function renderSpeedups(
   opts: SpeedupOptions
 ): void {
   const width = opts.width;
-  const height = MARGIN.top + rows.length * ROW + MARGIN.bottom;
+  const lines = rows.map(r =>
+    labelLines(r.change, r.text, width - MARGIN.left - MARGIN.right)
+  );
+  const tops: number[] = [];
+  let y = MARGIN.top;
+  lines.forEach(l => {
+    tops.push(y);
+    y += ROW + (l.length - 1) * LINE_HEIGHT;
+  });
+  const bottom = y;
+  const height = bottom + MARGIN.bottom;
   const svg = chartFrame(container, {
     width,
     height,
@@ -105,15 +142,18 @@ export function renderSpeedups(
     className: 'jp-GpusightSpeedupsChart'
   });
   const x = speedupScale(rows, width);
+  const [x0, x1] = x.range();
+  /** A value's x, held inside the frame. */
+  const at = (v: number) => Math.min(x1, Math.max(x0, x(v)));
   const one = x(1);
   svg
     .append('g')
     .attr('class', 'jp-GpusightChart-axis jp-mod-x')
-    .attr('transform', `translate(0,${MARGIN.top + rows.length * ROW})`)
+    .attr('transform', `translate(0,${bottom})`)
     .call(
       axisBottom(x)
         .ticks(Math.max(2, Math.floor(width / 100)))
-        .tickFormat(d => `${+d}×`)
+        .tickFormat(d => `${format('~g')(+d)}×`)
     );
   // 1× (no change) marked across each bar, not through the labels above them.
   svg
@@ -121,11 +161,11 @@ export function renderSpeedups(
     .attr('class', 'jp-GpusightSpeedupsChart-baseline')
     .attr(
       'd',
-      rows
-        .map(
-          (_r, i) =>
-            `M${one},${MARGIN.top + i * ROW + 14}V${MARGIN.top + i * ROW + ROW}`
-        )
+      lines
+        .map((l, i) => {
+          const bar = tops[i] + 18 + (l.length - 1) * LINE_HEIGHT;
+          return `M${one},${bar - 4}V${bar + BAR + 10}`;
+        })
         .join('')
     );
   const row = svg
@@ -135,22 +175,33 @@ export function renderSpeedups(
     .attr(
       'class',
       d =>
-        `jp-GpusightSpeedupsChart-row${d.skipped !== null ? ' jp-mod-skipped' : ''}`
+        `jp-GpusightSpeedupsChart-row${d.skipped !== null ? ' jp-mod-skipped' : ''}` +
+        (d.speedup === null || d.significant ? '' : ' jp-mod-insignificant')
     )
-    .attr('transform', (_d, i) => `translate(0,${MARGIN.top + i * ROW})`);
+    .attr('transform', (_d, i) => `translate(0,${tops[i]})`);
   row
     .append('text')
     .attr('class', 'jp-GpusightSpeedupsChart-label')
     .attr('x', MARGIN.left)
     .attr('y', 11)
-    .text(d => `${d.change}: ${d.text}`);
-  row.each(function (d) {
+    .each(function (_d, i) {
+      const text = select(this);
+      lines[i].forEach((line, j) =>
+        text
+          .append('tspan')
+          .attr('x', MARGIN.left)
+          .attr('dy', j ? LINE_HEIGHT : 0)
+          .text(line)
+      );
+    });
+  row.append('title').text(d => `${d.change}: ${d.text}`);
+  row.each(function (d, i) {
     if (d.speedup === null) {
       return;
     }
     const g = select(this);
-    const top = 18;
-    const end = x(d.speedup);
+    const top = 18 + (lines[i].length - 1) * LINE_HEIGHT;
+    const end = at(d.speedup);
     g.append('rect')
       .attr('class', 'jp-GpusightSpeedupsChart-bar')
       .attr('x', Math.min(one, end))
@@ -161,12 +212,22 @@ export function renderSpeedups(
       .append('title')
       .text(`${d.change}: ${d.text}`);
     if (d.band) {
-      const [lo, hi] = d.band.map(x);
+      // A whisker end past the frame is cut there and drawn open (no cap): "goes on".
+      const [lo, hi] = d.band.map(at);
+      const cutLo = x(d.band[0]) < x0;
+      const cutHi = x(d.band[1]) > x1;
+      const cap = (px: number) => `M${px},${top + 2}V${top + BAR - 2}`;
       g.append('path')
-        .attr('class', 'jp-GpusightSpeedupsChart-whisker')
+        .attr(
+          'class',
+          'jp-GpusightSpeedupsChart-whisker' +
+            (cutLo || cutHi ? ' jp-mod-cut' : '')
+        )
         .attr(
           'd',
-          `M${lo},${top + BAR / 2}H${hi}M${lo},${top + 2}V${top + BAR - 2}M${hi},${top + 2}V${top + BAR - 2}`
+          `M${lo},${top + BAR / 2}H${hi}` +
+            (cutLo ? '' : cap(lo)) +
+            (cutHi ? '' : cap(hi))
         );
     }
   });

@@ -5,7 +5,15 @@
 import { axisBottom, axisLeft } from 'd3-axis';
 import { scaleLinear, scaleLog } from 'd3-scale';
 import { format } from 'd3-format';
-import { chartFrame } from './frame';
+import {
+  axisTicks,
+  formatTick,
+  isCount,
+  nonOverlapping,
+  stepOf,
+  unitFromLabels
+} from './axes';
+import { approxTextWidth, chartFrame, fitText } from './frame';
 import { formatValue } from './format';
 
 export interface SweepPoint {
@@ -63,15 +71,21 @@ export function renderSweep(
   const height = opts.height ?? 180;
   const innerW = Math.max(10, width - MARGIN.left - MARGIN.right);
   const innerH = Math.max(10, height - MARGIN.top - MARGIN.bottom);
+  // Points that all carry the same label carry their unit: it names the y axis instead, and each
+  // point is labelled with its value.
+  const unit = unitFromLabels(points);
+  const yLabel = unit && !opts.yLabel ? unit : opts.yLabel;
   const sorted = [...points]
     .filter(p => Number.isFinite(p.x))
+    .map(p => (unit ? { x: p.x, y: p.y } : p))
     .sort((a, b) => a.x - b.x);
+  const valueLabels = unit !== null;
   const svg = chartFrame(container, {
     width,
     height,
     label: opts.title,
     description: sorted.length
-      ? sweepText(sorted, opts.xLabel, opts.yLabel) + '.'
+      ? sweepText(sorted, opts.xLabel, unit ?? yLabel) + '.'
       : 'No points.',
     className: 'jp-GpusightSweepChart'
   });
@@ -94,18 +108,28 @@ export function renderSweep(
     .domain([0, (ys.length ? Math.max(...ys) : 1) * 1.1 || 1])
     .nice()
     .range([innerH, 0]);
+  const yTicks = y.ticks(4);
   const root = svg
     .append('g')
     .attr('transform', `translate(${MARGIN.left},${MARGIN.top})`);
+  const counts = isCount(xs);
+  const xTicks = axisTicks(
+    xDomain[0],
+    xDomain[1],
+    Math.max(2, Math.floor(innerW / 80)),
+    counts
+  );
   const xAxis = axisBottom(x)
-    .ticks(Math.max(2, Math.floor(innerW / 80)))
-    .tickFormat(d => format('~s')(+d));
+    .tickValues(xTicks)
+    .tickFormat(d => formatTick(+d, stepOf(xTicks)));
   if (log) {
     // Powers of ten only: a log axis labelled at 2, 3, 4... crowds out the numbers that matter.
     const decades = x
       .ticks()
       .filter(v => Math.abs(Math.log10(v) - Math.round(Math.log10(v))) < 1e-9);
-    xAxis.tickValues(decades.length >= 2 ? decades : xs);
+    xAxis
+      .tickValues(decades.length >= 2 ? decades : xs)
+      .tickFormat(d => format('~s')(+d));
   }
   root
     .append('g')
@@ -117,8 +141,8 @@ export function renderSweep(
     .attr('class', 'jp-GpusightChart-axis jp-mod-y')
     .call(
       axisLeft(y)
-        .ticks(4)
-        .tickFormat(d => format('~s')(+d))
+        .tickValues(yTicks)
+        .tickFormat(d => formatTick(+d, stepOf(yTicks)))
     );
   root
     .append('text')
@@ -126,13 +150,13 @@ export function renderSweep(
     .attr('x', innerW / 2)
     .attr('y', innerH + 30)
     .attr('text-anchor', 'middle')
-    .text(opts.xLabel + (log ? ' (log)' : ''));
+    .text(fitText(opts.xLabel + (log ? ' (log)' : ''), innerW));
   root
     .append('text')
     .attr('class', 'jp-GpusightChart-axisLabel jp-mod-y')
     .attr('transform', `translate(-40,${innerH / 2}) rotate(-90)`)
     .attr('text-anchor', 'middle')
-    .text(opts.yLabel);
+    .text(fitText(yLabel, innerH));
 
   // The line breaks where a point failed (y null), so a gap never looks like a measurement.
   let d = '';
@@ -177,17 +201,30 @@ export function renderSweep(
     .join('g')
     .attr('class', 'jp-GpusightSweepChart-point')
     .attr('transform', p => `translate(${x(p.x)},${y(p.y as number)})`);
-  // Named points ("now", "1 MiB") carry their name, unless there are too many to read.
-  const named = sorted.filter(p => p.label).length;
-  if (named > 0 && sorted.length <= 8) {
-    dot
-      .filter(p => Boolean(p.label))
-      .append('text')
-      .attr('class', 'jp-GpusightSweepChart-pointLabel')
-      .attr('y', -8)
-      .attr('text-anchor', p => anchorAt(x(p.x), innerW))
-      .text(p => p.label ?? '');
-  }
+  // Named points ("now", "1 MiB") carry their name; a series whose labels were its unit carries
+  // its values. Labels that would overlap a neighbour's are left out (the tooltip has them all).
+  const drawn = sorted.filter(p => p.y !== null && Number.isFinite(p.y));
+  const text = (p: SweepPoint) =>
+    valueLabels ? formatValue(p.y as number, '') : (p.label ?? '');
+  const labelled = drawn
+    .map((p, i) => ({ p, i, w: approxTextWidth(text(p), 12) }))
+    .filter(({ p }) => text(p));
+  const centre = (px: number, w: number) => {
+    const a = anchorAt(px, innerW);
+    return a === 'end' ? px - w / 2 : a === 'start' ? px + w / 2 : px;
+  };
+  const keep = new Set(
+    nonOverlapping(
+      labelled.map(({ p, w }) => ({ x: centre(x(p.x), w), width: w }))
+    ).map(j => labelled[j].i)
+  );
+  dot
+    .filter((_p, i) => keep.has(i))
+    .append('text')
+    .attr('class', 'jp-GpusightSweepChart-pointLabel')
+    .attr('y', -8)
+    .attr('text-anchor', p => anchorAt(x(p.x), innerW))
+    .text(text);
   dot
     .append('circle')
     .attr('r', 3.5)
@@ -195,6 +232,6 @@ export function renderSweep(
     .append('title')
     .text(
       p =>
-        `${p.label ?? `${opts.xLabel} ${p.x}`}: ${formatValue(p.y as number, opts.yLabel)}`
+        `${p.label ?? `${opts.xLabel} ${p.x}`}: ${formatValue(p.y as number, unit ?? yLabel)}`
     );
 }

@@ -14,6 +14,7 @@ import { html, nothing, render, type TemplateResult } from 'lit';
 import '../view/progress';
 import '../view/report';
 import { copyText } from '../view/fix-card';
+import { humanTime } from '../view/not-run';
 import { installCommand, type BridgeState } from './bridge';
 import type { FollowTarget } from './follower';
 import { gpuIcon } from './icon';
@@ -574,7 +575,7 @@ ${
                           >${e.title ?? e.kind}</span
                         >
                         <span class="jp-GpusightSidebar-entryTime"
-                          >${e.created_at.slice(11, 19)}</span
+                          >${humanTime(e.created_at)}</span
                         >
                         ${
                           e.summary

@@ -169,6 +169,17 @@ export class KernelSession {
     }
   }
 
+  /**
+   * After a page reload the kernel's hello lists its reports without their bodies: fetch the one
+   * on show, or the panel would say "Loading the report…" until one is clicked.
+   */
+  private _fetchShown(): void {
+    const id = this.shownId;
+    if (id && !this.reports.has(id)) {
+      this.bridge.request('report.get', { report_id: id });
+    }
+  }
+
   private _onKernelChanged(): void {
     this.bridge.setKernel(this.sessionContext.session?.kernel ?? null);
   }
@@ -200,6 +211,7 @@ export class KernelSession {
         const known = new Set(this.entries.map(e => e.id));
         this.entries.push(...m.reports.filter(e => !known.has(e.id)));
         this.armed = m.armed;
+        this._fetchShown();
         this._emit();
         return;
       }

@@ -7,11 +7,18 @@ import {
   type BreakdownSegment
 } from '../charts/breakdown';
 import { formatMs, formatPct } from '../charts/format';
+import {
+  readStall,
+  renderSteps,
+  stallCaption,
+  type StepStall
+} from '../charts/steps';
 import type { Run } from '../report';
+import { chartWidth } from '../charts/frame';
 import { ChartElement } from './chart-element';
 import { define } from './define';
 import { baseStyles, sectionStyles } from './styles';
-import { CATEGORY_COLOR } from './tokens';
+import { CATEGORY_COLOR, STALL_COLOR, STEP_COLOR } from './tokens';
 
 export class GsBreakdown extends ChartElement {
   static override styles = [
@@ -22,6 +29,16 @@ export class GsBreakdown extends ChartElement {
         stroke: var(--jp-layout-color1);
         stroke-width: 1px;
       }
+      .jp-GpusightStepsChart-median {
+        stroke: var(--jp-ui-font-color1);
+        stroke-dasharray: 4 3;
+        fill: none;
+      }
+      .jp-GpusightBreakdown-stall {
+        margin: 0 0 4px;
+        color: var(--jp-ui-font-color0);
+        font-weight: 600;
+      }
       .jp-GpusightChart text.jp-GpusightBreakdownChart-inside {
         fill: var(--jp-ui-inverse-font-color0);
         font-weight: 600;
@@ -30,8 +47,12 @@ export class GsBreakdown extends ChartElement {
   ];
 
   @property({ attribute: false }) run: Run | null = null;
+  /** The run could use a GPU: false labels compute as the CPU's. */
+  @property({ type: Boolean }) gpu = true;
 
   private _segments: BreakdownSegment[] = [];
+  private _steps: number[] = [];
+  private _stall: StepStall | null = null;
 
   override connectedCallback(): void {
     super.connectedCallback();
@@ -41,13 +62,24 @@ export class GsBreakdown extends ChartElement {
   protected override willUpdate(): void {
     const run = this.run;
     this._segments = run?.breakdown_ms
-      ? breakdownSegments(run.breakdown_ms, run.step_time_ms)
+      ? breakdownSegments(run.breakdown_ms, run.step_time_ms, this.gpu)
       : [];
+    this._steps = (run?.step_times_ms ?? []).filter(t => Number.isFinite(t));
+    this._stall = readStall(run);
+  }
+
+  /** Whether the card has anything beyond one number: otherwise it is left out. */
+  get hasContent(): boolean {
+    return (
+      this._segments.length > 0 ||
+      this._steps.length > 1 ||
+      (this.run?.syncs?.length ?? 0) > 0
+    );
   }
 
   protected override render() {
     const run = this.run;
-    if (!run) {
+    if (!run || !this.hasContent) {
       return nothing;
     }
     const spread = run.step_time_spread_ms;
@@ -90,17 +122,29 @@ export class GsBreakdown extends ChartElement {
                   )}
                 </tbody>
               </table>`
-          : html`<p class="jp-Gpusight-muted">
-              No breakdown was measured for this run.
-            </p>`
+          : nothing
       }
+      ${this._steps.length > 1 ? this._stepStrip() : nothing}
       ${run.syncs?.length ? this._syncs(run) : nothing}
     </section>`;
   }
 
+  private _stepStrip() {
+    const stall = this._stall;
+    return html`<h4>Each step</h4>
+      ${
+        stall
+          ? html`<p class="jp-GpusightBreakdown-stall">
+              ${stallCaption(stall)}
+            </p>`
+          : nothing
+      }
+      <div class="jp-GpusightBreakdown-steps"></div>`;
+  }
+
   private _syncs(run: Run) {
     return html`<h4>Host-device syncs</h4>
-      <table class="jp-Gpusight-table jp-GpusightBreakdown-syncs">
+      <table class="jp-Gpusight-table jp-mod-stack jp-GpusightBreakdown-syncs">
         <thead>
           <tr>
             <th scope="col">Kind</th>
@@ -114,11 +158,11 @@ export class GsBreakdown extends ChartElement {
             s =>
               html`<tr>
                 <th scope="row">${s.kind}</th>
-                <td>${s.count}</td>
-                <td>
+                <td data-label="Count">${s.count}</td>
+                <td data-label="Time">
                   ${typeof s.total_ms === 'number' ? formatMs(s.total_ms) : '–'}
                 </td>
-                <td>
+                <td data-label="Where">
                   ${
                     s.source
                       ? html`<code>${s.source.file}:${s.source.line}</code>${
@@ -146,6 +190,30 @@ export class GsBreakdown extends ChartElement {
       width: width,
       color: key => CATEGORY_COLOR[key]
     });
+  }
+
+  override measureChartWidth(): number {
+    // Without a breakdown the step strip is the first chart: measure it instead.
+    const host =
+      this.chartHost('jp-GpusightBreakdown-chart') ??
+      this.chartHost('jp-GpusightBreakdown-steps');
+    return host ? chartWidth(host.clientWidth) : 0;
+  }
+
+  override drawChartsAt(width: number): void {
+    const host = this.chartHost('jp-GpusightBreakdown-chart');
+    if (host) {
+      this.drawCharts(width);
+    }
+    const steps = this.chartHost('jp-GpusightBreakdown-steps');
+    if (steps) {
+      renderSteps(steps, this._steps, {
+        width,
+        color: STEP_COLOR,
+        stallColor: STALL_COLOR,
+        stall: this._stall
+      });
+    }
   }
 }
 

@@ -38,6 +38,30 @@ export class GsChecklist extends LitElement {
     baseStyles,
     sectionStyles,
     css`
+      :host {
+        container-type: inline-size;
+      }
+      /* Narrow (the sidebar): each check a block of its own, status and name over the value. */
+      @container (max-width: 420px) {
+        .jp-Gpusight-table thead {
+          display: none;
+        }
+        .jp-Gpusight-table tr {
+          display: grid;
+          grid-template-columns: auto minmax(0, 1fr);
+          gap: 0 8px;
+          padding: 4px 0;
+          border-bottom: var(--jp-border-width) solid var(--jp-border-color2);
+        }
+        .jp-Gpusight-table td,
+        .jp-Gpusight-table th {
+          border-bottom: none;
+          padding: 0;
+        }
+        .jp-Gpusight-table tr > td:last-child {
+          grid-column: 1 / -1;
+        }
+      }
       .jp-GpusightChecklist-status {
         white-space: nowrap;
         font-weight: 600;

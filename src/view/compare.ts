@@ -21,6 +21,8 @@ import {
 } from '../report/compare';
 import './breakdown';
 import { define } from './define';
+import { cpuOnlyBuild, gpuInUse } from './machine';
+import { humanDate } from './not-run';
 import './error';
 import { baseStyles, sectionStyles } from './styles';
 import { BOTTLENECK_LABEL, SEVERITY_LABEL } from './tokens';
@@ -217,10 +219,24 @@ export class GsCompare extends LitElement {
     return html`<div class="jp-GpusightCompare-side" aria-label=${label}>
       <h3>${label}</h3>
       <p class="jp-GpusightCompare-meta">
-        ${r.title ?? r.kind} · ${r.created_at}
+        ${r.title ?? r.kind} ·
+        <time datetime=${r.created_at} title=${r.created_at}
+          >${humanDate(r.created_at)}</time
+        >
       </p>
-      <gs-verdict .verdict=${r.verdict}></gs-verdict>
-      ${r.run ? html`<gs-breakdown .run=${r.run}></gs-breakdown>` : nothing}
+      <gs-verdict
+        .verdict=${r.verdict}
+        .gpu=${gpuInUse(r)}
+        .cpuOnly=${cpuOnlyBuild(r)}
+      ></gs-verdict>
+      ${
+        r.run
+          ? html`<gs-breakdown
+              .run=${r.run}
+              .gpu=${gpuInUse(r)}
+            ></gs-breakdown>`
+          : nothing
+      }
     </div>`;
   }
 

@@ -4,7 +4,13 @@
  */
 import { LitElement, css, html, nothing, unsafeCSS } from 'lit';
 import { property } from 'lit/decorators.js';
-import { formatPct, formatSpeedup } from '../charts/format';
+import { format } from 'd3-format';
+import {
+  formatMs,
+  formatPct,
+  formatSeconds,
+  formatSpeedup
+} from '../charts/format';
 import type { Evidence, Finding, Severity } from '../report';
 import { define } from './define';
 import './fix-card';
@@ -37,14 +43,66 @@ export function sortFindings(findings: Finding[]): Finding[] {
   );
 }
 
+const BYTE_UNITS: [number, string][] = [
+  [2 ** 40, 'TiB'],
+  [2 ** 30, 'GiB'],
+  [2 ** 20, 'MiB'],
+  [2 ** 10, 'KiB']
+];
+
+/** Bytes in the largest binary unit that keeps them >= 1: 1.5 GiB, 512 KiB, 12 B. */
+export function formatBytes(bytes: number): string {
+  const [div, unit] = BYTE_UNITS.find(([d]) => Math.abs(bytes) >= d) ?? [
+    1,
+    'B'
+  ];
+  return `${format('.3~r')(bytes / div)} ${unit}`;
+}
+
+/** A unitless number: whole ones grouped (1,585,162), others to 3 significant digits. */
+function plainNumber(v: number): string {
+  return Number.isInteger(v) ? format(',')(v) : format(',.3~r')(v);
+}
+
+/** An evidence value with its unit and a precision that fits it: 202 ms, 2.29×, 1,585,162. */
 export function evidenceValue(e: Evidence): string {
-  if (e.value === null) {
+  const v = e.value;
+  if (v === null) {
     return 'unknown';
   }
-  if (typeof e.value === 'boolean') {
-    return e.value ? 'yes' : 'no';
+  if (typeof v === 'boolean') {
+    return v ? 'yes' : 'no';
   }
-  return e.unit ? `${e.value} ${e.unit}` : String(e.value);
+  const unit = (e.unit ?? '').trim();
+  if (typeof v === 'string') {
+    return unit ? `${v} ${unit}` : v;
+  }
+  if (!Number.isFinite(v)) {
+    return String(v);
+  }
+  switch (unit) {
+    case 'ms':
+      return formatMs(v);
+    case 's':
+      return formatSeconds(v);
+    case 'x':
+    case '×':
+      return formatSpeedup(v);
+    case '%':
+      return formatPct(v);
+    case 'bytes':
+    case 'B':
+      return formatBytes(v);
+    case '':
+      return /speedup/i.test(e.label) ? formatSpeedup(v) : plainNumber(v);
+    default:
+      return `${plainNumber(v)} ${unit}`;
+  }
+}
+
+/** One naming style: "6.12x faster" in Python's text reads "6.12× faster" like the charts. */
+export function unifyTimes(text: string): string {
+  return text.replace(/(\d)x\b/g, '$1×');
 }
 
 export function impactText(f: Finding): string {
@@ -56,6 +114,60 @@ export function impactText(f: Finding): string {
     parts.push(`up to ${formatPct(f.impact.recoverable_pct)} of step time`);
   }
   return parts.join(', ');
+}
+
+/** Styles of `evidenceList`, for every element that shows one. */
+export const evidenceStyles = css`
+  ul.jp-GpusightFindings-evidence {
+    margin: 4px 0;
+    padding-left: 18px;
+  }
+  .jp-GpusightFindings-source {
+    display: block;
+    margin-top: 2px;
+    color: var(--jp-ui-font-color2);
+  }
+  .jp-GpusightFindings-sourceCode {
+    display: block;
+    white-space: pre;
+    overflow-x: auto;
+    padding: 2px 6px;
+    background: var(--jp-cell-editor-background);
+    border-radius: var(--jp-border-radius);
+    color: var(--jp-content-font-color1);
+  }
+`;
+
+/** A finding's evidence: each value with its unit, and the source line it came from. */
+export function evidenceList(f: Finding) {
+  return f.evidence.length
+    ? html`<ul class="jp-GpusightFindings-evidence" aria-label="Evidence">
+        ${f.evidence.map(
+          e =>
+            html`<li>
+              ${e.label}: <strong>${evidenceValue(e)}</strong>
+              ${
+                e.source
+                  ? html`<span class="jp-GpusightFindings-source">
+                      <code>${e.source.file}:${e.source.line}</code>${
+                        typeof e.source.count === 'number'
+                          ? ` (${e.source.count}×)`
+                          : ''
+                      }
+                      ${
+                        e.source.code
+                          ? html`<code class="jp-GpusightFindings-sourceCode"
+                              >${e.source.code}</code
+                            >`
+                          : nothing
+                      }
+                    </span>`
+                  : nothing
+              }
+            </li>`
+        )}
+      </ul>`
+    : nothing;
 }
 
 const severityRules = (Object.keys(SEVERITY_COLOR) as Severity[])
@@ -70,6 +182,7 @@ export class GsFindings extends LitElement {
   static override styles = [
     baseStyles,
     sectionStyles,
+    evidenceStyles,
     css`
       ol.jp-GpusightFindings-list {
         list-style: none;
@@ -92,19 +205,19 @@ export class GsFindings extends LitElement {
       }
       .jp-GpusightFindings-severity {
         font-weight: 600;
-        font-size: var(--jp-ui-font-size0);
+        font-size: max(11px, var(--jp-ui-font-size0));
         text-transform: uppercase;
       }
       .jp-GpusightFindings-id {
         color: var(--jp-ui-font-color2);
-        font-size: var(--jp-ui-font-size0);
+        font-size: max(11px, var(--jp-ui-font-size0));
       }
       .jp-GpusightFindings-detail,
       .jp-GpusightFindings-impact {
         margin: 4px 0;
       }
       .jp-GpusightFindings-basis {
-        font-size: var(--jp-ui-font-size0);
+        font-size: max(11px, var(--jp-ui-font-size0));
         border: var(--jp-border-width) solid var(--jp-border-color1);
         border-radius: var(--jp-border-radius);
         padding: 0 4px;
@@ -114,24 +227,6 @@ export class GsFindings extends LitElement {
         border-color: var(--jp-success-color1);
         color: var(--jp-success-color1);
       }
-      ul.jp-GpusightFindings-evidence {
-        margin: 4px 0;
-        padding-left: 18px;
-      }
-      .jp-GpusightFindings-source {
-        display: block;
-        margin-top: 2px;
-        color: var(--jp-ui-font-color2);
-      }
-      .jp-GpusightFindings-sourceCode {
-        display: block;
-        white-space: pre;
-        overflow-x: auto;
-        padding: 2px 6px;
-        background: var(--jp-cell-editor-background);
-        border-radius: var(--jp-border-radius);
-        color: var(--jp-content-font-color1);
-      }
     `,
     // Severity colors from tokens.ts: constants, never report data.
     unsafeCSS(severityRules)
@@ -140,6 +235,8 @@ export class GsFindings extends LitElement {
   @property({ attribute: false }) findings: Finding[] = [];
   /** Passed to each fix card: the host handles `gs-insert-cell`. */
   @property({ type: Boolean }) insertable = false;
+  /** The finding shown on top (`<gs-first-fix>`): left out here. */
+  @property({ attribute: false }) exclude: string | null = null;
 
   override connectedCallback(): void {
     super.connectedCallback();
@@ -147,9 +244,15 @@ export class GsFindings extends LitElement {
   }
 
   protected override render() {
-    const findings = sortFindings(this.findings ?? []);
+    const all = sortFindings(this.findings ?? []);
+    const findings = all.filter(f => f.id !== this.exclude);
+    if (!findings.length && all.length) {
+      return nothing; // the only finding is the one on top
+    }
     return html`<section class="jp-GpusightFindings" aria-labelledby="title">
-      <h3 id="title">Findings</h3>
+      <h3 id="title">
+        ${all.length > findings.length ? 'Other findings' : 'Findings'}
+      </h3>
       ${
         findings.length
           ? html`<ol class="jp-GpusightFindings-list">
@@ -170,10 +273,10 @@ export class GsFindings extends LitElement {
         <span class="jp-GpusightFindings-severity jp-mod-${f.severity}"
           >${SEVERITY_LABEL[f.severity]}</span
         >
-        <h4 class="jp-GpusightFindings-title">${f.title}</h4>
+        <h4 class="jp-GpusightFindings-title">${unifyTimes(f.title)}</h4>
         <code class="jp-GpusightFindings-id">${f.id}</code>
       </div>
-      ${f.detail ? html`<p class="jp-GpusightFindings-detail">${f.detail}</p>` : nothing}
+      ${f.detail ? html`<p class="jp-GpusightFindings-detail">${unifyTimes(f.detail)}</p>` : nothing}
       <p class="jp-GpusightFindings-impact">
         ${
           f.impact.basis === 'none'
@@ -183,39 +286,9 @@ export class GsFindings extends LitElement {
                 >${f.impact.basis}</span
               >`
         }
-        ${numbers ? html`<strong>${numbers}.</strong> ` : nothing}${f.impact.text}
+        ${numbers ? html`<strong>${numbers}.</strong> ` : nothing}${unifyTimes(f.impact.text)}
       </p>
-      ${
-        f.evidence.length
-          ? html`<ul class="jp-GpusightFindings-evidence" aria-label="Evidence">
-              ${f.evidence.map(
-                e =>
-                  html`<li>
-                    ${e.label}: <strong>${evidenceValue(e)}</strong>
-                    ${
-                      e.source
-                        ? html`<span class="jp-GpusightFindings-source">
-                            <code>${e.source.file}:${e.source.line}</code>${
-                              typeof e.source.count === 'number'
-                                ? ` (${e.source.count}×)`
-                                : ''
-                            }
-                            ${
-                              e.source.code
-                                ? html`<code
-                                    class="jp-GpusightFindings-sourceCode"
-                                    >${e.source.code}</code
-                                  >`
-                                : nothing
-                            }
-                          </span>`
-                        : nothing
-                    }
-                  </li>`
-              )}
-            </ul>`
-          : nothing
-      }
+      ${evidenceList(f)}
       <gs-fix-card
         .fix=${f.fix}
         finding-id=${f.id}

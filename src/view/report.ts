@@ -16,6 +16,9 @@ import './checklist';
 import { define } from './define';
 import './error';
 import './findings';
+import { firstFinding } from './first-fix';
+import { cpuOnlyBuild, gpuInUse } from './machine';
+import { humanDate, notRun, type NotRunGroup } from './not-run';
 import { baseStyles } from './styles';
 import './timeline';
 import './verdict';
@@ -72,6 +75,22 @@ export class GsReport extends LitElement {
       .jp-GpusightReport-notes {
         margin: 0;
         padding-left: 18px;
+        color: var(--jp-ui-font-color2);
+      }
+      details.jp-GpusightReport-notRun {
+        border: var(--jp-border-width) solid var(--jp-border-color2);
+        border-radius: var(--jp-border-radius);
+        padding: 4px 12px;
+      }
+      details.jp-GpusightReport-notRun summary {
+        cursor: pointer;
+        color: var(--jp-ui-font-color1);
+      }
+      .jp-GpusightReport-notRun ul {
+        margin: 4px 0;
+        padding-left: 18px;
+      }
+      .jp-GpusightReport-notRunWhat {
         color: var(--jp-ui-font-color2);
       }
       gs-breakdown,
@@ -147,50 +166,99 @@ export class GsReport extends LitElement {
     }
     const r = result.report;
     const run = r.run ?? null;
+    const gpu = gpuInUse(r);
+    const cpuOnly = cpuOnlyBuild(r);
+    const first = firstFinding(r);
+    const skipped = notRun(r);
+    const notes = (r.notes ?? []).filter(n => !skipped.notes.includes(n));
+    // Skipped work is listed once, under "Not run, and why"; a partial sweep still shows.
+    const swept = (x: { series?: unknown[] }) => (x.series?.length ?? 0) > 1;
+    const measured = r.benchmarks.filter(
+      b => typeof b.value === 'number' || swept(b)
+    );
+    const whatIfs = r.what_if.filter(
+      w => typeof w.speedup === 'number' || swept(w)
+    );
     return html`<article class="jp-GpusightReport" aria-label="gpusight report">
       <header class="jp-GpusightReport-header">
         <h2>${r.title ?? `gpusight: ${KIND_LABEL[r.kind] ?? r.kind}`}</h2>
         <span class="jp-GpusightReport-meta"
-          >${machineLine(r)} · ${r.created_at}</span
+          >${machineLine(r)} ·
+          <time datetime=${r.created_at} title=${r.created_at}
+            >${humanDate(r.created_at)}</time
+          ></span
         >
         ${this._exportButton(r)}
       </header>
-      <gs-verdict .verdict=${r.verdict}></gs-verdict>
+      <gs-verdict
+        .verdict=${r.verdict}
+        .gpu=${gpu}
+        .cpuOnly=${cpuOnly}
+      ></gs-verdict>
       ${
-        r.findings.length || r.kind !== 'check'
+        first
+          ? html`<gs-first-fix
+              .finding=${first}
+              ?insertable=${this.insertable}
+            ></gs-first-fix>`
+          : nothing
+      }
+      ${
+        r.findings.length || (r.kind !== 'check' && !first)
           ? html`<gs-findings
               .findings=${r.findings}
+              .exclude=${first?.id ?? null}
               ?insertable=${this.insertable}
             ></gs-findings>`
           : nothing
       }
-      ${run ? html`<gs-breakdown .run=${run}></gs-breakdown>` : nothing}
+      ${run ? html`<gs-breakdown .run=${run} .gpu=${gpu}></gs-breakdown>` : nothing}
       ${run?.timeline?.length ? html`<gs-timeline .run=${run}></gs-timeline>` : nothing}
       ${
-        r.what_if.length
+        whatIfs.length
           ? html`<gs-whatifs
-              .whatIfs=${r.what_if}
+              .whatIfs=${whatIfs}
               ?insertable=${this.insertable}
             ></gs-whatifs>`
           : nothing
       }
       ${
-        r.benchmarks.length
-          ? html`<gs-benchmarks .benchmarks=${r.benchmarks}></gs-benchmarks>`
+        measured.length
+          ? html`<gs-benchmarks .benchmarks=${measured}></gs-benchmarks>`
           : nothing
       }
       ${r.checks.length ? html`<gs-checklist .checks=${r.checks}></gs-checklist>` : nothing}
+      ${skipped.groups.length ? this._notRun(skipped.groups) : nothing}
       ${
-        r.notes?.length
+        notes.length
           ? html`<section aria-label="Notes">
               <ul class="jp-GpusightReport-notes">
-                ${r.notes.map(n => html`<li>${n}</li>`)}
+                ${notes.map(n => html`<li>${n}</li>`)}
               </ul>
             </section>`
           : nothing
       }
       ${this._machine(r)}
     </article>`;
+  }
+
+  /** Skipped benchmarks and what-ifs: one disclosure, grouped by reason, closed by default. */
+  private _notRun(groups: NotRunGroup[]) {
+    const count = groups.reduce((n, g) => n + g.items.length, 0);
+    return html`<details class="jp-GpusightReport-notRun">
+      <summary>Not run, and why (${count})</summary>
+      <ul>
+        ${groups.map(
+          g =>
+            html`<li>
+              <strong>${g.reason}</strong>:
+              <span class="jp-GpusightReport-notRunWhat"
+                >${g.items.join(', ')}</span
+              >
+            </li>`
+        )}
+      </ul>
+    </details>`;
   }
 
   /** "Export HTML", where the host can export (src/export/exporter.ts): not in the exported file. */

@@ -58,6 +58,12 @@ export const baseStyles = css`
     font-family: var(--jp-code-font-family);
     font-size: var(--jp-code-font-size);
   }
+  p,
+  li,
+  summary,
+  code {
+    overflow-wrap: anywhere;
+  }
   button {
     font: inherit;
     color: var(--jp-ui-font-color1);
@@ -76,29 +82,33 @@ export const baseStyles = css`
     outline-offset: 1px;
   }
   /* Chart text and axes: colors come from the theme, data colors are set by the charts. */
+  /* Every chart stays in its frame: a mark past the edge is cut there, never drawn over the card. */
   .jp-GpusightChart {
     display: block;
     max-width: 100%;
-    overflow: visible;
+    overflow: hidden;
   }
+  /* Readable at any theme's smallest size: never below 11 px. */
   .jp-GpusightChart text {
     fill: var(--jp-ui-font-color1);
     font-family: var(--jp-ui-font-family);
-    font-size: var(--jp-ui-font-size0);
+    font-size: max(11px, var(--jp-ui-font-size0));
   }
   .jp-GpusightChart-axis path,
   .jp-GpusightChart-axis line {
     stroke: var(--jp-border-color1);
   }
   .jp-GpusightChart-axis text {
-    fill: var(--jp-ui-font-color2);
+    fill: var(--jp-ui-font-color1);
   }
   table.jp-Gpusight-table {
     border-collapse: collapse;
     width: 100%;
   }
+  /* Long values (paths, versions, ids) wrap inside their cell instead of widening the table. */
   .jp-Gpusight-table th,
   .jp-Gpusight-table td {
+    overflow-wrap: anywhere;
     text-align: left;
     padding: 2px 8px 2px 0;
     vertical-align: top;
@@ -114,6 +124,29 @@ export const baseStyles = css`
 export const sectionStyles = css`
   :host {
     margin: 0 0 12px;
+    /* The card's own width decides its layout (the sidebar is narrow, a notebook wide). */
+    container-type: inline-size;
+  }
+  /* Narrow: a stackable table shows each row as a block, each cell named by its data-label. */
+  @container (max-width: 420px) {
+    table.jp-mod-stack thead {
+      display: none;
+    }
+    table.jp-mod-stack tr {
+      display: block;
+      padding: 4px 0;
+      border-bottom: var(--jp-border-width) solid var(--jp-border-color2);
+    }
+    table.jp-mod-stack th,
+    table.jp-mod-stack td {
+      display: block;
+      border: none;
+      padding: 0;
+    }
+    table.jp-mod-stack td[data-label]::before {
+      content: attr(data-label) ': ';
+      color: var(--jp-ui-font-color2);
+    }
   }
   section {
     border: var(--jp-border-width) solid var(--jp-border-color2);

@@ -2,6 +2,7 @@
  * Sweep series of benchmarks and what-ifs: which ones to draw, their axis labels (which the schema
  * leaves to the benchmark or what-if that ran them), and drawing them into their hosts.
  */
+import { unitFromLabels } from '../charts/axes';
 import { renderSweep, type SweepPoint } from '../charts/sweep';
 import type { Benchmark, Scalar, WhatIf } from '../report';
 import { SIZE, SWEEP_COLOR } from './tokens';
@@ -54,7 +55,8 @@ const BENCHMARK_X: [RegExp, string][] = [
   [/^copy\./, 'Transfer size (bytes)'],
   [/^loader\./, 'DataLoader workers'],
   [/^matmul\./, 'Matrix size'],
-  [/^launch\./, 'Kernels per launch batch']
+  [/^launch\./, 'Kernels per launch batch'],
+  [/^infer\./, 'Batch size']
 ];
 
 export function benchmarkAxes(b: Benchmark): { x: string; y: string } {
@@ -62,7 +64,19 @@ export function benchmarkAxes(b: Benchmark): { x: string; y: string } {
     labelParam(b.params, 'x_label') ??
     BENCHMARK_X.find(([re]) => re.test(b.id))?.[1] ??
     'Setting';
-  return { x, y: labelParam(b.params, 'y_label') ?? b.unit };
+  return {
+    x,
+    y:
+      labelParam(b.params, 'y_label') ??
+      unitFromLabels(b.series ?? []) ??
+      b.unit
+  };
+}
+
+/** "(ms per 32 samples)" at the end of a what-if's change names what its sweep measures. */
+function unitInChange(change: string): string | null {
+  const m = /\(((?:ms|time|samples)[^()]*)\)\s*$/.exec(change);
+  return m ? m[1] : null;
 }
 
 /** By the finding a what-if tests: what its sweep varies. */
@@ -73,10 +87,23 @@ const WHATIF_X: Record<string, string> = {
   'infer.unbatched': 'Batch size'
 };
 
+/** A sweep over batch sizes says so whatever finding it tests. */
+function batchSweep(w: WhatIf): boolean {
+  return (
+    /batch/i.test(w.change) &&
+    (w.series ?? []).every(p => Number.isInteger(p.x))
+  );
+}
+
 export function whatIfAxes(w: WhatIf): { x: string; y: string } {
   const x =
     labelParam(w.params, 'x_label') ??
     (w.finding_id ? WHATIF_X[w.finding_id] : undefined) ??
-    'Setting';
-  return { x, y: labelParam(w.params, 'y_label') ?? 'ms per step' };
+    (batchSweep(w) ? 'Batch size' : 'Setting');
+  const y =
+    labelParam(w.params, 'y_label') ??
+    unitFromLabels(w.series ?? []) ??
+    unitInChange(w.change) ??
+    'ms per step';
+  return { x, y };
 }

@@ -75,7 +75,7 @@ export class GsTimeline extends ChartElement {
       }
       .jp-GpusightTimeline-note {
         margin: 0 0 2px;
-        font-size: var(--jp-ui-font-size0);
+        font-size: max(11px, var(--jp-ui-font-size0));
       }
       .jp-GpusightTimelineChart-surface {
         cursor: grab;

@@ -108,25 +108,25 @@ export function ceilingColor(pctOfCeiling: number | null): CssVar {
 
 export const CEILING_MARKER_COLOR: CssVar = 'var(--jp-ui-font-color0)';
 
-/** What-ifs: faster beyond the noise, within the noise, or slower. */
+/** What-ifs: faster beyond the noise, within it (not significant), or slower. */
 export function speedupColor(
   speedup: number | null,
-  noisePct: number | null
+  significant: boolean
 ): CssVar {
   if (speedup === null) {
     return 'var(--jp-layout-color3)';
   }
-  const noise = (noisePct ?? 0) / 100;
-  if (speedup > 1 + noise) {
-    return 'var(--jp-success-color1)';
+  if (!significant) {
+    return 'var(--jp-layout-color4)';
   }
-  if (speedup < 1 - noise) {
-    return 'var(--jp-error-color1)';
-  }
-  return 'var(--jp-layout-color4)';
+  return speedup > 1 ? 'var(--jp-success-color1)' : 'var(--jp-error-color1)';
 }
 
 export const SWEEP_COLOR: CssVar = 'var(--jp-brand-color1)';
+
+/** Step-time strip: ordinary steps in the brand colour, the stalled ones in the warning one. */
+export const STEP_COLOR: CssVar = 'var(--jp-brand-color1)';
+export const STALL_COLOR: CssVar = 'var(--jp-warn-color1)';
 
 /** Syntax colors: the editor's own, so a snippet looks like the cell it will become. */
 export const SYNTAX_COLOR = {

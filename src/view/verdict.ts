@@ -5,16 +5,47 @@ import { styleMap } from 'lit/directives/style-map.js';
 import { formatPct } from '../charts/format';
 import type { Verdict } from '../report';
 import { define } from './define';
+import { unifyTimes } from './findings';
 import { baseStyles } from './styles';
 import { BOTTLENECK_LABEL } from './tokens';
+
+/** The bottleneck's name, in words that follow the machine (no GPU claims on a CPU run). */
+export function verdictLabel(
+  v: Verdict,
+  gpu: boolean,
+  cpuOnly: string | null
+): string {
+  if (
+    cpuOnly !== null &&
+    (v.bottleneck === 'none' || v.bottleneck === 'environment')
+  ) {
+    return 'CPU-only torch build';
+  }
+  if (!gpu && v.bottleneck === 'compute') {
+    return 'Compute (the CPU is busy)';
+  }
+  return BOTTLENECK_LABEL[v.bottleneck] ?? v.bottleneck;
+}
+
+/** The summary, with a CPU-only build named first when the kernel side has not already. */
+export function verdictSummary(v: Verdict, cpuOnly: string | null): string {
+  const summary = unifyTimes(v.summary);
+  if (cpuOnly === null || /CPU-only/i.test(summary)) {
+    return summary;
+  }
+  return `torch ${cpuOnly} is a CPU-only build, so this ran without a GPU. ${summary}`.trim();
+}
 
 export class GsVerdict extends LitElement {
   static override styles = [
     baseStyles,
     css`
+      :host {
+        container-type: inline-size;
+      }
       .jp-GpusightVerdict {
         display: grid;
-        grid-template-columns: 1fr auto;
+        grid-template-columns: minmax(0, 1fr) auto;
         gap: 4px 16px;
         align-items: center;
         padding: 10px 12px;
@@ -26,6 +57,7 @@ export class GsVerdict extends LitElement {
         border-left-color: var(--jp-success-color1);
       }
       .jp-GpusightVerdict-bottleneck {
+        overflow-wrap: anywhere;
         font-size: var(--jp-ui-font-size3);
         font-weight: 600;
         color: var(--jp-ui-font-color0);
@@ -33,7 +65,7 @@ export class GsVerdict extends LitElement {
       }
       .jp-GpusightVerdict-kicker {
         color: var(--jp-ui-font-color2);
-        font-size: var(--jp-ui-font-size0);
+        font-size: max(11px, var(--jp-ui-font-size0));
         text-transform: uppercase;
         letter-spacing: 0.04em;
       }
@@ -59,10 +91,24 @@ export class GsVerdict extends LitElement {
         height: 100%;
         background: var(--jp-brand-color1);
       }
+      /* The sidebar (250 px): one column, the busy share under the bottleneck. */
+      @container (max-width: 360px) {
+        .jp-GpusightVerdict {
+          grid-template-columns: minmax(0, 1fr);
+        }
+        .jp-GpusightVerdict-busy {
+          text-align: left;
+          min-width: 0;
+        }
+      }
     `
   ];
 
   @property({ attribute: false }) verdict: Verdict | null = null;
+  /** The run could use a GPU: false on a CPU run, where "GPU busy" reads "no GPU in use". */
+  @property({ type: Boolean }) gpu = true;
+  /** torch's version when it is a CPU-only build: the verdict names that first. */
+  @property({ attribute: false }) cpuOnly: string | null = null;
 
   override connectedCallback(): void {
     super.connectedCallback();
@@ -74,8 +120,10 @@ export class GsVerdict extends LitElement {
     if (!v) {
       return nothing;
     }
-    const busy = typeof v.gpu_busy_pct === 'number' ? v.gpu_busy_pct : null;
-    const label = BOTTLENECK_LABEL[v.bottleneck] ?? v.bottleneck;
+    const busy =
+      this.gpu && typeof v.gpu_busy_pct === 'number' ? v.gpu_busy_pct : null;
+    const label = verdictLabel(v, this.gpu, this.cpuOnly);
+    const summary = verdictSummary(v, this.cpuOnly);
     return html`<div class="jp-GpusightVerdict jp-mod-${v.bottleneck}">
       <div>
         <div class="jp-GpusightVerdict-kicker">Bottleneck</div>
@@ -84,7 +132,13 @@ export class GsVerdict extends LitElement {
       <div class="jp-GpusightVerdict-busy">
         <div class="jp-GpusightVerdict-kicker">GPU busy</div>
         <div class="jp-GpusightVerdict-busyValue">
-          ${busy === null ? html`<span class="jp-Gpusight-muted">not measured</span>` : formatPct(busy)}
+          ${
+            busy !== null
+              ? formatPct(busy)
+              : html`<span class="jp-Gpusight-muted"
+                  >${this.gpu ? 'not measured' : 'no GPU in use'}</span
+                >`
+          }
         </div>
         ${
           busy === null
@@ -104,7 +158,7 @@ export class GsVerdict extends LitElement {
               </div>`
         }
       </div>
-      <p class="jp-GpusightVerdict-summary">${v.summary}</p>
+      <p class="jp-GpusightVerdict-summary">${summary}</p>
     </div>`;
   }
 }

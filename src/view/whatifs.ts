@@ -101,7 +101,7 @@ export class GsWhatIfs extends ChartElement {
     }
     renderSpeedups(host, this._rows, {
       width: width,
-      color: row => speedupColor(row.speedup, row.noisePct)
+      color: row => speedupColor(row.speedup, row.significant)
     });
     drawSweeps(
       this.renderRoot,

@@ -118,7 +118,8 @@ test.describe('report output', () => {
     await report.getByRole('button', { name: 'Reset' }).click();
     await expect(hint).toHaveText('1187 steps: zoom in to see boundaries');
 
-    // Benchmarks: a ceiling marker per measured benchmark, the skipped one says why.
+    // Benchmarks: a ceiling marker per measured benchmark; the skipped one says why under
+    // "Not run, and why", not as an empty row.
     await expect(
       report.locator('line.jp-GpusightCeilingsChart-ceiling')
     ).toHaveCount(3);
@@ -126,10 +127,11 @@ test.describe('report output', () => {
       report.locator('rect.jp-GpusightCeilingsChart-bar')
     ).toHaveCount(3);
     await expect(
-      report.locator('g.jp-GpusightCeilingsChart-row.jp-mod-skipped text')
-    ).toHaveText(
-      'Kernel launch (eager): skipped: budget of 10 s spent before this benchmark'
-    );
+      report.locator('g.jp-GpusightCeilingsChart-row.jp-mod-skipped')
+    ).toHaveCount(0);
+    await expect(
+      report.locator('details.jp-GpusightReport-notRun')
+    ).toContainText('budget of 10 s spent before this benchmark');
 
     // What-ifs: one measured speedup with its noise whisker, one skipped sweep.
     await expect(
@@ -152,7 +154,15 @@ test.describe('report output', () => {
 
     // Checklist and findings.
     await expect(report.locator('tr.jp-GpusightChecklist-row')).toHaveCount(5);
-    await expect(report.locator('li.jp-GpusightFindings-item')).toHaveCount(3);
+    // The largest measured finding is the "Do this first" card; the other two are listed.
+    await expect(report.locator('gs-first-fix')).toHaveAttribute(
+      'class',
+      /jp-GpusightFirstFix/
+    );
+    await expect(
+      report.locator('.jp-GpusightFirstFix[data-id="code.pageable_copy"]')
+    ).toHaveCount(1);
+    await expect(report.locator('li.jp-GpusightFindings-item')).toHaveCount(2);
     await expect(
       report.locator('.jp-GpusightFindings-source').first()
     ).toContainText('train.py:42');
@@ -240,7 +250,7 @@ test.describe('report output', () => {
     await expect(
       report.locator('path.jp-GpusightTimelineChart-line[data-series="gpu0"]')
     ).toHaveCount(1);
-    await expect(report.locator('li.jp-GpusightFindings-item')).toHaveCount(3);
+    await expect(report.locator('li.jp-GpusightFindings-item')).toHaveCount(2);
     expect(await page.kernel.isAnyRunning()).toBe(false);
   });
 
@@ -248,6 +258,7 @@ test.describe('report output', () => {
     // One snapshot per part: the whole report is taller than the notebook shows at once.
     const parts = [
       'gs-verdict',
+      'gs-first-fix',
       'gs-findings',
       'gs-breakdown',
       'gs-timeline',

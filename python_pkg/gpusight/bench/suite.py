@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..report import Benchmark, Report, Verdict
+from ..rules.cpu_only_build import lead_with_cpu_only_build
 from . import copies, cpu, launch, matmul
 from .device import cuda_unavailable_reason
 from .findings import bench_findings
@@ -143,7 +144,7 @@ def build_report(
         else run_all(budget_s, progress, quick=quick, device=device)
     )
     findings = bench_findings(rows)
-    return Report(
+    report = Report(
         kind="bench",
         machine=machine if machine is not None else machine_info(),
         benchmarks=list(rows),
@@ -156,3 +157,4 @@ def build_report(
         notes=_notes(rows),
         title=title,
     )
+    return lead_with_cpu_only_build(report)

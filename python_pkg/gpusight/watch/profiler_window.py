@@ -12,6 +12,7 @@ import tempfile
 import time
 from typing import Any
 
+from .quiet_stderr import without_usdt_lines
 from .trace_analysis import Alignment, find_marker
 
 ALIGN_MARKER = "gpusight::align"
@@ -41,7 +42,8 @@ class ProfilerWindow:
             if self.cuda:
                 activities.append(ProfilerActivity.CUDA)
             self._prof = profile(activities=activities, record_shapes=True)
-            self._prof.start()
+            with without_usdt_lines():
+                self._prof.start()
             self.started = True
             # The first record_function pays one-off costs; the marker must be cheap to place.
             with torch.autograd.profiler.record_function("gpusight::warm"):
@@ -62,7 +64,8 @@ class ProfilerWindow:
 
                 with torch.autograd.profiler.record_function(ALIGN_END_MARKER):
                     self._align_end_ns = time.perf_counter_ns()
-                self._prof.stop()
+                with without_usdt_lines():
+                    self._prof.stop()
             except Exception as exc:
                 self.error = f"profiler window failed to stop: {type(exc).__name__}: {exc}"
 
@@ -70,7 +73,8 @@ class ProfilerWindow:
         if self._prof is not None and self.started and not self.stopped:
             self.stopped = True
             try:
-                self._prof.stop()
+                with without_usdt_lines():
+                    self._prof.stop()
             except Exception:
                 pass
 

@@ -42,6 +42,7 @@ from .context import MIN_GAIN, Progress
 from .errors import DiagnoseError
 from .machine import machine_facts
 from .restore import Snapshot
+from .significance import band_excludes_one
 
 CPU_BATCHES = (1, 2, 4, 8, 16, 32)
 GPU_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -332,7 +333,9 @@ def _wins(pair: Pair | None) -> bool:
     if pair is None:
         return False
     noise = (pair.base.p90 - pair.base.p10) / pair.base.p50 if pair.base.p50 > 0 else 0.0
-    return pair.speedup >= 1.0 + max(MIN_GAIN, noise / 2)
+    return pair.speedup >= 1.0 + max(MIN_GAIN, noise / 2) and band_excludes_one(
+        pair.speedup, 100.0 * noise
+    )
 
 
 def _sweep_sizes(batch_sizes: Sequence[int] | None, b0: int, gpu: bool) -> list[int]:

@@ -21,6 +21,7 @@ import torch
 
 from ..bench.timer import quantile
 from .arms import Arm
+from .significance import band_excludes_one
 
 FailureKind = Literal["loader", "step", "oom"]
 
@@ -152,9 +153,14 @@ class Comparison:
         return noise_pct(self.base_ms)
 
     def wins(self, min_gain: float) -> bool:
-        """Faster than the baseline by more than twice its noise and more than ``min_gain``."""
+        """Faster than the baseline by more than twice its noise and more than ``min_gain``,
+        with the noise band above 1x."""
         noise = (self.noise_pct or 0.0) / 100.0
-        return self.pairs > 0 and self.speedup - 1.0 > max(2 * noise, min_gain)
+        return (
+            self.pairs > 0
+            and self.speedup - 1.0 > max(2 * noise, min_gain)
+            and band_excludes_one(self.speedup, self.noise_pct)
+        )
 
 
 def compare(

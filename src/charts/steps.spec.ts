@@ -1,0 +1,60 @@
+// @vitest-environment happy-dom
+import { describe, expect, it } from 'vitest';
+import { readStall, renderSteps, stallCaption, stalledSteps } from './steps';
+
+describe('step-time strip', () => {
+  const times = Array.from({ length: 40 }, (_, i) => (i % 8 === 5 ? 150 : 20));
+
+  it('finds the stalled phase of a period', () => {
+    expect(stalledSteps(times, 8)).toEqual([5, 13, 21, 29, 37]);
+    expect(stalledSteps(times.slice(0, 3), 8)).toEqual([]);
+  });
+
+  it('reads run.stall defensively', () => {
+    expect(readStall({})).toBeNull();
+    expect(readStall({ stall: { period_steps: 'eight' } })).toBeNull();
+    expect(readStall({ stall: { period_steps: 1.5 } })).toBeNull();
+    expect(
+      readStall({
+        stall: {
+          period_steps: 8,
+          stall_ms: 130,
+          share_pct: 40.6,
+          cause: 'the DataLoader refills its workers'
+        }
+      })
+    ).toEqual({
+      periodSteps: 8,
+      stallMs: 130,
+      sharePct: 40.6,
+      cause: 'the DataLoader refills its workers'
+    });
+  });
+
+  it('marks the stalled steps and says the period', () => {
+    const stall = readStall({
+      stall: { period_steps: 8, stall_ms: 130, share_pct: 40.6, cause: 'x' }
+    });
+    expect(stall && stallCaption(stall)).toBe(
+      'Every 8th step stalls: +130 ms (40.6% of the time), x.'
+    );
+    const el = document.createElement('div');
+    renderSteps(el, times, {
+      width: 320,
+      color: 'blue',
+      stallColor: 'orange',
+      stall
+    });
+    const marked = el.querySelector('path.jp-mod-stalled');
+    expect(marked?.getAttribute('data-steps')).toBe('5');
+    expect((marked?.getAttribute('d') ?? '').match(/M/g)).toHaveLength(5);
+    const svg = el.querySelector('svg');
+    expect(svg?.getAttribute('width')).toBe('320');
+    // Step numbers on x are whole steps, from 1.
+    const ticks = [
+      ...el.querySelectorAll('g.jp-GpusightChart-axis.jp-mod-x .tick text')
+    ].map(t => t.textContent);
+    expect(ticks.every(t => /^\d+$/.test(t ?? ''))).toBe(true);
+    expect(ticks[0]).toBe('1');
+  });
+});

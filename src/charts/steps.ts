@@ -1,0 +1,210 @@
+/**
+ * The step-time strip: one bar per step, its time on y, so a stall every k steps shows at a
+ * glance as a comb of tall bars. The watch's periodic-stall finding (`run.stall`, optional)
+ * marks the stalled steps and names the period in a caption.
+ */
+import { axisBottom, axisLeft } from 'd3-axis';
+import { scaleLinear } from 'd3-scale';
+import { axisTicks, formatTick, stepOf } from './axes';
+import { chartFrame } from './frame';
+import { formatMs, formatPct } from './format';
+
+/** A periodic stall the watch found: every `periodSteps` steps, `stallMs` more. */
+export interface StepStall {
+  periodSteps: number;
+  stallMs: number;
+  sharePct: number;
+  cause: string;
+}
+
+function num(v: unknown): number | null {
+  return typeof v === 'number' && Number.isFinite(v) ? v : null;
+}
+
+/**
+ * `run.stall`, read defensively: the field is optional and newer than some reports, so anything
+ * malformed reads as no stall rather than breaking the report.
+ */
+export function readStall(run: unknown): StepStall | null {
+  if (!run || typeof run !== 'object') {
+    return null;
+  }
+  const s = (run as { stall?: unknown }).stall;
+  if (!s || typeof s !== 'object') {
+    return null;
+  }
+  const o = s as Record<string, unknown>;
+  const period = num(o.period_steps);
+  if (period === null || period < 2 || !Number.isInteger(period)) {
+    return null;
+  }
+  return {
+    periodSteps: period,
+    stallMs: num(o.stall_ms) ?? 0,
+    sharePct: num(o.share_pct) ?? 0,
+    cause: typeof o.cause === 'string' ? o.cause : ''
+  };
+}
+
+/**
+ * The steps (0-based) the stall falls on: every `period`-th one, at the phase whose steps are
+ * slowest on average (the series does not say where the first stall fell).
+ */
+export function stalledSteps(times: number[], period: number): number[] {
+  if (period < 2 || times.length < period) {
+    return [];
+  }
+  let best = 0;
+  let bestMean = -Infinity;
+  for (let phase = 0; phase < period; phase++) {
+    let sum = 0;
+    let n = 0;
+    for (let i = phase; i < times.length; i += period) {
+      sum += times[i];
+      n++;
+    }
+    if (n && sum / n > bestMean) {
+      bestMean = sum / n;
+      best = phase;
+    }
+  }
+  const out: number[] = [];
+  for (let i = best; i < times.length; i += period) {
+    out.push(i);
+  }
+  return out;
+}
+
+/** "Every 8th step stalls: +120 ms (14.2% of the run's time), DataLoader workers refill." */
+export function stallCaption(stall: StepStall): string {
+  const n = stall.periodSteps;
+  const nth =
+    n % 10 === 1 && n % 100 !== 11
+      ? 'st'
+      : n % 10 === 2 && n % 100 !== 12
+        ? 'nd'
+        : n % 10 === 3 && n % 100 !== 13
+          ? 'rd'
+          : 'th';
+  return (
+    `Every ${n}${nth} step stalls: +${formatMs(stall.stallMs)}` +
+    (stall.sharePct > 0 ? ` (${formatPct(stall.sharePct)} of the time)` : '') +
+    (stall.cause ? `, ${stall.cause}` : '') +
+    '.'
+  );
+}
+
+export interface StepsOptions {
+  width: number;
+  height?: number;
+  color: string;
+  stallColor: string;
+  stall: StepStall | null;
+}
+
+const MARGIN = { top: 8, right: 8, bottom: 30, left: 52 };
+
+export function renderSteps(
+  container: Element,
+  times: number[],
+  opts: StepsOptions
+): void {
+  const width = opts.width;
+  const height = opts.height ?? 140;
+  const innerW = Math.max(10, width - MARGIN.left - MARGIN.right);
+  const innerH = Math.max(10, height - MARGIN.top - MARGIN.bottom);
+  const ok = times.map(t => (Number.isFinite(t) && t >= 0 ? t : 0));
+  const stalled = new Set(
+    opts.stall ? stalledSteps(ok, opts.stall.periodSteps) : []
+  );
+  const sorted = [...ok].sort((a, b) => a - b);
+  const median = sorted.length ? sorted[Math.floor(sorted.length / 2)] : 0;
+  const svg = chartFrame(container, {
+    width,
+    height,
+    label: 'Time of each step',
+    description: ok.length
+      ? `${ok.length} steps, median ${formatMs(median)}, slowest ${formatMs(sorted[sorted.length - 1])}.` +
+        (opts.stall ? ` ${stallCaption(opts.stall)}` : '')
+      : 'No per-step times.',
+    className: 'jp-GpusightStepsChart'
+  });
+  const x = scaleLinear()
+    .domain([0, Math.max(1, ok.length)])
+    .range([0, innerW]);
+  const y = scaleLinear()
+    .domain([0, Math.max(...ok, 0) || 1])
+    .nice()
+    .range([innerH, 0]);
+  const root = svg
+    .append('g')
+    .attr('transform', `translate(${MARGIN.left},${MARGIN.top})`);
+  const band = innerW / Math.max(1, ok.length);
+  const gap = band > 4 ? 1 : 0;
+  // One path per kind of bar: a run of 10,000 steps stays two elements, not 10,000.
+  let plain = '';
+  let marked = '';
+  ok.forEach((t, i) => {
+    const bx = x(i) + gap / 2;
+    const bw = Math.max(0.5, band - gap);
+    const top = y(t);
+    const d = `M${bx.toFixed(2)},${innerH}V${top.toFixed(2)}h${bw.toFixed(2)}V${innerH}Z`;
+    if (stalled.has(i)) {
+      marked += d;
+    } else {
+      plain += d;
+    }
+  });
+  root
+    .append('path')
+    .attr('class', 'jp-GpusightStepsChart-bars')
+    .attr('d', plain)
+    .style('fill', opts.color);
+  root
+    .append('path')
+    .attr('class', 'jp-GpusightStepsChart-bars jp-mod-stalled')
+    .attr('d', marked)
+    .attr('data-steps', stalled.size)
+    .style('fill', opts.stallColor);
+  root
+    .append('path')
+    .attr('class', 'jp-GpusightStepsChart-median')
+    .attr('d', `M0,${y(median)}H${innerW}`);
+  const yTicks = y.ticks(3);
+  root
+    .append('g')
+    .attr('class', 'jp-GpusightChart-axis jp-mod-y')
+    .call(
+      axisLeft(y)
+        .tickValues(yTicks)
+        .tickFormat(d => formatTick(+d, stepOf(yTicks)))
+    );
+  const xTicks = axisTicks(
+    0,
+    Math.max(1, ok.length - 1),
+    Math.max(2, Math.floor(innerW / 70)),
+    true
+  );
+  root
+    .append('g')
+    .attr('class', 'jp-GpusightChart-axis jp-mod-x')
+    .attr('transform', `translate(0,${innerH})`)
+    .call(
+      axisBottom(x)
+        .tickValues(xTicks.map(v => v + 0.5))
+        .tickFormat(d => String(Math.round(+d - 0.5) + 1))
+    );
+  root
+    .append('text')
+    .attr('class', 'jp-GpusightChart-axisLabel jp-mod-x')
+    .attr('x', innerW / 2)
+    .attr('y', innerH + 26)
+    .attr('text-anchor', 'middle')
+    .text('Step');
+  root
+    .append('text')
+    .attr('class', 'jp-GpusightChart-axisLabel jp-mod-y')
+    .attr('transform', `translate(-40,${innerH / 2}) rotate(-90)`)
+    .attr('text-anchor', 'middle')
+    .text('ms');
+}
