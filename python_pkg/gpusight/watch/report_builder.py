@@ -7,6 +7,7 @@ from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
 from ..report import Report, Verdict
+from ..rules.cpu_only_build import lead_with_cpu_only_build
 from ..rules.workload import (
     CopySite,
     GpuWindow,
@@ -396,7 +397,7 @@ def build_report(w: Watch) -> Report:
         notes.append(f"the script {w.outcome}; the report covers what ran")
     elif w.outcome.startswith("raised"):
         notes.append(f"the watched code {w.outcome}; the report covers what ran")
-    return Report(
+    report = Report(
         kind="watch",
         machine=machine_facts(torch),
         run=run,
@@ -405,6 +406,9 @@ def build_report(w: Watch) -> Report:
         notes=notes,
         title=w.label,
     )
+    if rec.kind is None:
+        return report  # nothing was seen to attribute: the report claims nothing
+    return lead_with_cpu_only_build(report)
 
 
 def window_cost(w: Watch, steady: list[Any], read_ms: float | None) -> dict[str, float]:
