@@ -13,9 +13,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import html_export, text_report
 from ._version import __version__
+from .jupyter import display as _display
 from .report import Report, load_report
 from .report_schema import ReportValidationError
+
+# The renderers fill the report's display slots (report.RENDERERS) when they load: loaded here,
+# with the package, so that every Report can show itself; the report never imports them.
+_RENDERER_MODULES = (html_export, text_report, _display)
 
 __all__ = [
     "Report",
