@@ -47,9 +47,25 @@ test-py: venv
 test-ts: node_modules/.installed
 	npm test
 
-test-wheel: js ## The wheel carries the prebuilt labextension and install.json
-	rm -rf dist && $(BIN)/python -m build --wheel --no-isolation -o dist . > /dev/null
+# The release as users get it: sdist and wheel built from a clean copy of the tree (tracked and
+# not-ignored files, no build output) with the production labextension (npm run build:prod), then
+# the wheel installed into a fresh venv with JupyterLab and checked there. The development build
+# in the working tree (make js) is left as it is.
+RELEASE := build/release
+WHEEL_VENV := build/wheel-venv
+
+test-wheel: venv node_modules/.installed ## Release build from a clean tree, checked, installed fresh
+	rm -rf dist $(RELEASE) $(WHEEL_VENV) && mkdir -p $(RELEASE)
+	git ls-files -z --cached --others --exclude-standard \
+	  | tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C $(RELEASE)
+	ln -sfn $(CURDIR)/node_modules $(RELEASE)/node_modules
+	cd $(RELEASE) && npm run build:prod > build-prod.log 2>&1 || (tail -40 build-prod.log; exit 1)
+	cd $(RELEASE) && $(BIN)/python -m build --no-isolation -o $(CURDIR)/dist . > build-dist.log 2>&1 \
+	  || (tail -40 build-dist.log; exit 1)
 	$(BIN)/python scripts/check_wheel.py dist/*.whl
+	$(PYTHON) -m venv $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/python -m pip install -q dist/*.whl "jupyterlab>=4.5,<5"
+	$(WHEEL_VENV)/bin/python scripts/check_installed.py
 
 ui-tests/node_modules/.installed: ui-tests/package.json ui-tests/package-lock.json
 	cd ui-tests && npm ci --no-audit --no-fund
@@ -77,4 +93,4 @@ format: venv node_modules/.installed
 	npx prettier --write .
 
 clean:
-	rm -rf lib dist python_pkg/gpusight/labextension python_pkg/gpusight/static src/report/generated tsconfig.tsbuildinfo
+	rm -rf lib dist build python_pkg/gpusight/labextension python_pkg/gpusight/static src/report/generated tsconfig.tsbuildinfo

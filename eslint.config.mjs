@@ -29,7 +29,7 @@ export default defineConfig([
       ],
       '@typescript-eslint/no-explicit-any': 'error',
       '@typescript-eslint/no-non-null-assertion': 'warn',
-      // Untrusted report strings must never become HTML (DESIGN.md, principle 5).
+      // Untrusted report strings must never become HTML (docs/architecture.md, principle 5).
       'no-restricted-properties': [
         'error',
         {

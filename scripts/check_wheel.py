@@ -3,8 +3,9 @@
     python scripts/check_wheel.py dist/gpusight-*.whl
 
 A wheel without the prebuilt labextension installs fine and then shows nothing in JupyterLab, so
-this is checked after every build (Makefile target `test-wheel`). Exits non-zero naming what is
-missing.
+this is checked after every build (Makefile target `test-wheel`). The labextension must be the
+production build users should get (`npm run build:prod`: minified, lit's production code, no
+source maps), within a budget for its JavaScript. Exits non-zero naming what is wrong.
 """
 
 from __future__ import annotations
@@ -18,6 +19,40 @@ from pathlib import Path
 EXT = "share/jupyter/labextensions/gpusight"
 # The JS static files are content-hashed; these are the names that do not change.
 STATIC_REQUIRED = ("remoteEntry.", "style.js")
+# The production labextension's JavaScript measured 621 KiB (benchmarks/results/bundle-size.json);
+# the development build is about 1.3 MB. Raise this on purpose, with a new measurement.
+JS_BUDGET_BYTES = 768 * 1024
+# lit's development build warns with this in every page's console; its production build does not.
+LIT_DEV_MARKER = b"Lit is in dev mode"
+# A development chunk ends pointing at its map (css-loader's runtime merely contains the word).
+SOURCE_MAP_COMMENT = re.compile(rb"//# sourceMappingURL=\S+\.map\s*$")
+
+
+def production_problems(js: dict[str, bytes], others: list[str]) -> tuple[list[str], int]:
+    """Problems that show a development labextension, and the JS total in bytes.
+
+    ``js``: each static JavaScript file's name and content; ``others``: the other static files.
+    """
+    problems: list[str] = []
+    total = sum(len(data) for data in js.values())
+    dev = sorted(name for name, data in js.items() if LIT_DEV_MARKER in data)
+    if dev:
+        problems.append(
+            f"development build: lit's dev mode in {', '.join(dev)} (build with npm run build:prod)"
+        )
+    maps = sorted(n for n in others if n.endswith(".map"))
+    mapped = sorted(name for name, data in js.items() if SOURCE_MAP_COMMENT.search(data[-300:]))
+    if maps or mapped:
+        problems.append(
+            f"development build: source maps ({', '.join((maps or mapped)[:3])}"
+            f"{', ...' if len(maps or mapped) > 3 else ''}); build with npm run build:prod"
+        )
+    if total > JS_BUDGET_BYTES:
+        problems.append(
+            f"the labextension's JavaScript is {total / 1024:.0f} KiB, over the budget of "
+            f"{JS_BUDGET_BYTES / 1024:.0f} KiB (scripts/check_wheel.py JS_BUDGET_BYTES)"
+        )
+    return problems, total
 
 
 def check(wheel: Path) -> tuple[list[str], str]:
@@ -28,6 +63,9 @@ def check(wheel: Path) -> tuple[list[str], str]:
             names = zf.namelist()
             # The JSON members are small; keep them to look inside after closing the wheel.
             json_members = {n: zf.read(n) for n in names if n.endswith(".json")}
+            static_js = {
+                n: zf.read(n) for n in names if "/static/" in n and n.endswith(".js") and EXT in n
+            }
             bad = zf.testzip()
             if bad is not None:
                 problems.append(f"corrupt member in the wheel: {bad}")
@@ -63,6 +101,11 @@ def check(wheel: Path) -> tuple[list[str], str]:
     for prefix in STATIC_REQUIRED:
         if not any(Path(n).name.startswith(prefix) for n in static):
             problems.append(f"no {prefix}* under {ext}/static/")
+
+    js = {Path(n).name: static_js[n] for n in static}
+    others = [Path(n).name for n in names if n.startswith(f"{ext}/static/") and n not in static_js]
+    prod_problems, js_total = production_problems(js, others)
+    problems += prod_problems
 
     install = f"{ext}/install.json"
     if install not in names:
@@ -102,7 +145,9 @@ def check(wheel: Path) -> tuple[list[str], str]:
         problems.append(f"no settings schema under {schemas_dir}")
 
     summary = (
-        f"{wheel.name}: labextension ({len(static)} JS files, {len(settings)} settings schema), "
+        f"{wheel.name}: production labextension ({len(static)} JS files, "
+        f"{js_total / 1024:.0f} KiB of {JS_BUDGET_BYTES / 1024:.0f} KiB budget, "
+        f"{len(settings)} settings schema), "
         f"install.json, report schema, {sum(n.endswith('.py') for n in names)} Python modules"
     )
     return problems, summary

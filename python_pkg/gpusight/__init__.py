@@ -11,35 +11,17 @@ Entry points (each returns a :class:`~gpusight.report.Report`):
 
 from __future__ import annotations
 
+from typing import Any
+
+from . import html_export, text_report
 from ._version import __version__
+from .jupyter import display as _display
+from .report import Report, load_report
+from .report_schema import ReportValidationError
 
-# Not `from typing import TYPE_CHECKING`: importing typing alone costs more than the rest of
-# `import gpusight` (mypy reads any TYPE_CHECKING as true).
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
-
-    from .report import Report, load_report
-    from .report_schema import ReportValidationError
-
-# Imported on first use (PEP 562): `import gpusight` and `gpusight --help` stay light.
-_LAZY = {
-    "Report": "report",
-    "load_report": "report",
-    "ReportValidationError": "report_schema",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gpusight' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
+# The renderers fill the report's display slots (report.RENDERERS) when they load: loaded here,
+# with the package, so that every Report can show itself; the report never imports them.
+_RENDERER_MODULES = (html_export, text_report, _display)
 
 __all__ = [
     "Report",

@@ -32,6 +32,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from .report import RENDERERS
 from .report_schema import validate
 
 if TYPE_CHECKING:
@@ -268,3 +269,15 @@ def notebook_html(report: Report | Mapping[str, Any]) -> str:
         f"<script>{notebook_loader()}</script>"
         "</div>"
     )
+
+
+def _repr_html(report: Report) -> str | None:
+    """``Report._repr_html_``: None where the bundle was not built (a source checkout)."""
+    try:
+        return notebook_html(report)
+    except HtmlExportError:
+        return None
+
+
+RENDERERS.save_html = save_html
+RENDERERS.repr_html = _repr_html

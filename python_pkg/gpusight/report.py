@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -228,35 +229,47 @@ class Report:
 
     def save_html(self, path: str | Path) -> Path:
         """Write the report as one self-contained HTML file (as ``gpusight html``), validated."""
-        from .html_export import save_html
-
-        return save_html(self, path)
+        if RENDERERS.save_html is None:
+            raise RuntimeError("Report.save_html needs gpusight.html_export: import gpusight first")
+        return RENDERERS.save_html(self, path)
 
     def _repr_html_(self) -> str | None:
         """Frontends without the extension (nbconvert, VS Code, Colab): the same elements, from
         the standalone bundle (``html_export.notebook_html``). None if the bundle was not built."""
-        from .html_export import HtmlExportError, notebook_html
-
-        try:
-            return notebook_html(self)
-        except HtmlExportError:
+        if RENDERERS.repr_html is None:
             return None
+        return RENDERERS.repr_html(self)
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        """IPython's text form: the readable report, not the dataclass fields."""
-        from .text_report import render
-
-        p.text("Report(...)" if cycle else render(self).rstrip("\n"))
+        """IPython's text form: the readable report (``text_report``), not the dataclass fields."""
+        if RENDERERS.text is None:
+            p.text(repr(self))
+            return
+        p.text("Report(...)" if cycle else RENDERERS.text(self).rstrip("\n"))
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any] | None:
         """In a Jupyter kernel: the report as ``application/vnd.gpusight.report+json`` (drawn by
         the extension), the self-contained HTML fallback and one line of text, one copy each
         (``jupyter.display``). Elsewhere None, leaving the text report above."""
-        from .jupyter.display import in_kernel, report_mimebundle
-
-        if not in_kernel():
+        if RENDERERS.mimebundle is None:
             return None
-        return report_mimebundle(self, include, exclude)
+        return RENDERERS.mimebundle(self, include, exclude)
+
+
+@dataclass
+class Renderers:
+    """How a Report shows itself. The renderer modules (``html_export``, ``text_report``,
+    ``jupyter.display``) fill these slots when they load, and ``gpusight/__init__`` loads them:
+    renderers depend on the report, the report never on them, so neither can import the other
+    half-initialised."""
+
+    save_html: Callable[[Report, str | Path], Path] | None = None
+    repr_html: Callable[[Report], str | None] | None = None
+    text: Callable[[Report], str] | None = None
+    mimebundle: Callable[[Report, Any, Any], dict[str, Any] | None] | None = None
+
+
+RENDERERS = Renderers()
 
 
 def load_report(source: str | Path | dict[str, Any]) -> dict[str, Any]:

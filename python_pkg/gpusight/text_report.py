@@ -14,7 +14,7 @@ import textwrap
 from collections.abc import Mapping
 from typing import IO, Any
 
-from .report import Report
+from .report import RENDERERS, Report
 
 _RESET = "\033[0m"
 _ANSI = re.compile(r"\033\[[0-9;]*m")
@@ -211,3 +211,6 @@ def render(
         for note in notes:
             out.wrap(note, 4, "  - ")
     return "\n".join(out.lines).rstrip() + "\n"
+
+
+RENDERERS.text = render

@@ -68,7 +68,7 @@ def test_numeric_schema_version_gets_a_precise_error(report: dict[str, Any]) -> 
     data = dict(report, schema_version=1.0)
     err = bad(data)
     assert err.path == "schema_version"
-    assert 'must be a string such as "1.' in str(err) and 'not the number 1.0' in str(err)
+    assert 'must be a string such as "1.' in str(err) and "not the number 1.0" in str(err)
     assert "missing" not in str(err)
 
 

@@ -37,7 +37,7 @@ export class RenderedReport extends Widget implements IRenderMime.IRenderer {
   }
 
   async renderModel(model: IRenderMime.IMimeModel): Promise<void> {
-    // Untrusted data is fine: report strings only ever become text (DESIGN.md, principle 5).
+    // Untrusted data is fine: report strings only ever become text (docs/architecture.md, principle 5).
     this._report.report = model.data[this._mimeType] ?? null;
     await this._report.updateComplete;
   }

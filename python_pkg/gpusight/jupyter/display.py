@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..report import RENDERERS
+
 if TYPE_CHECKING:
     from ..report import Report
 
@@ -76,3 +78,15 @@ def report_mimebundle(
     if wanted("text/plain"):
         bundle["text/plain"] = plain_text(data)
     return bundle
+
+
+def _report_repr(
+    report: Report, include: Collection[str] | None, exclude: Collection[str] | None
+) -> dict[str, Any] | None:
+    """``Report._repr_mimebundle_``: the bundle in a kernel; None elsewhere (the text shows)."""
+    if not in_kernel():
+        return None
+    return report_mimebundle(report, include, exclude)
+
+
+RENDERERS.mimebundle = _report_repr

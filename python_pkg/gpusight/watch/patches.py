@@ -1,8 +1,9 @@
 """Temporary changes to the user's world, each with its undo, undone in reverse order.
 
 docs/architecture.md, principle 2: hooks removed, wrapped functions restored, flags back as
-found, also on error or interrupt. Every change the watch makes goes through a :class:`Patches` so that
-one ``restore()`` undoes all of them, and an undo that fails does not stop the others.
+found, also on error or interrupt. Every change the watch makes goes through a
+:class:`Patches` so that one ``restore()`` undoes all of them, and an undo that fails does not
+stop the others.
 """
 
 from __future__ import annotations

@@ -1,0 +1,234 @@
+"""The finding catalogue in words: for each finding id, what it means and how gpusight measures it.
+
+The ids themselves are API and live in the report schema (``FindingId``); this table says what
+each one is for. ``scripts/gen_findings_doc.py`` writes ``docs/findings.md`` from it together
+with what the code raises (modules, severities, evidence labels, fix snippets), and a test fails
+when an id is in one and not the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CatalogueEntry:
+    meaning: str
+    """What is wrong, in one or two sentences, and why it leaves the GPU idle or slow."""
+    measured_by: str
+    """Where the evidence comes from: a probe, a benchmark, a watched run, a what-if."""
+
+
+#: The layers, by id prefix, in the order the catalogue lists them.
+LAYERS: dict[str, str] = {
+    "env": "Environment: the machine, driver and torch build",
+    "cfg": "Settings: torch flags that cost speed",
+    "code": "Code: how the training loop uses the GPU",
+    "load": "Workload: what the step spends its time on",
+    "dist": "Multi-GPU: several GPUs or ranks",
+    "infer": "Inference",
+    "hw": "Hardware: measured ceilings below what the part should reach",
+}
+
+_PROBE = "Environment probe (`gpusight check`): no GPU work needed."
+_NVML = "NVML query of the GPU (`gpusight check`), no GPU work needed."
+_FLAGS = "The torch flags as found (`gpusight check`, and at the start of a watched run)."
+_WATCH = "Watched run (`%%gpusight`, `gpusight.watch`, `gpusight run`)"
+
+CATALOGUE: dict[str, CatalogueEntry] = {
+    "env.no_torch": CatalogueEntry(
+        "`import torch` fails in the Python that runs the kernel or command, often because torch "
+        "lives in another environment.",
+        _PROBE,
+    ),
+    "env.cpu_only_build": CatalogueEntry(
+        "The installed torch is a CPU-only build (`torch.version.cuda` is None): it can never "
+        "use a GPU, whatever the machine has.",
+        _PROBE,
+    ),
+    "env.cuda_unavailable": CatalogueEntry(
+        "A CUDA build of torch finds no usable GPU (`torch.cuda.is_available()` is False); the "
+        "finding names the reason torch and NVML give.",
+        _PROBE,
+    ),
+    "env.driver_too_old": CatalogueEntry(
+        "The NVIDIA driver supports an older CUDA than the one torch was built with, so CUDA "
+        "cannot start.",
+        "Driver version from NVML against `torch.version.cuda` (`gpusight check`).",
+    ),
+    "env.toolkit_mismatch": CatalogueEntry(
+        "The system CUDA toolkit (nvcc) differs from torch's CUDA. torch ships its own runtime, "
+        "so this matters only when compiling CUDA extensions.",
+        "nvcc and libcudart found on the system against `torch.version.cuda` (`gpusight check`).",
+    ),
+    "env.arch_unsupported": CatalogueEntry(
+        "The torch build carries no kernels (native or PTX) for this GPU's compute capability: "
+        "kernels fail to launch.",
+        "`torch.cuda.get_arch_list()` against each GPU's compute capability (`gpusight check`).",
+    ),
+    "env.visible_devices": CatalogueEntry(
+        "`CUDA_VISIBLE_DEVICES` hides every GPU from CUDA (empty, -1, or an index past the last "
+        "GPU), though nvidia-smi still shows them.",
+        "The environment variable against the GPUs NVML sees (`gpusight check`).",
+    ),
+    "env.other_processes": CatalogueEntry(
+        "Other processes hold memory on the GPU and share its SMs (or, in exclusive mode, keep "
+        "this one from creating a context).",
+        _NVML,
+    ),
+    "env.power_capped": CatalogueEntry(
+        "The GPU's power limit is below its default, or it is held back by its power brake: "
+        "its clocks and throughput drop.",
+        _NVML + " Confirmed by the matmul ceiling in `gpusight bench`.",
+    ),
+    "env.thermal_throttle": CatalogueEntry(
+        "The GPU slows its clocks for heat (thermal slowdown clock-event reasons).",
+        _NVML,
+    ),
+    "env.pcie_degraded": CatalogueEntry(
+        "The GPU's PCIe link runs below its maximum generation or width (or the slot caps it), "
+        "so host-device copies are slower than they should be.",
+        _NVML + " The copy benchmark in `gpusight bench` measures the effect.",
+    ),
+    "env.mig_enabled": CatalogueEntry(
+        "The GPU is split by MIG: each process gets one instance, a fixed slice of the SMs and "
+        "memory.",
+        _NVML,
+    ),
+    "env.shm_small": CatalogueEntry(
+        "`/dev/shm` is too small (Docker's default 64 MB) for DataLoader workers, which pass "
+        "batches through it and die with a bus error.",
+        "Size of the shared-memory filesystem against the machine (`gpusight check`).",
+    ),
+    "env.launch_blocking": CatalogueEntry(
+        "`CUDA_LAUNCH_BLOCKING=1` makes every kernel launch wait for the GPU: a debugging aid "
+        "that serialises host and device.",
+        "The environment variable (`gpusight check`, and at the start of a watched run).",
+    ),
+    "cfg.tf32_disabled": CatalogueEntry(
+        "On compute capability 8.0 and newer, float32 matmuls or convolutions could run on "
+        "Tensor Cores in TF32, but the flag is off.",
+        _FLAGS + " `gpusight.diagnose` measures turning it on as a what-if.",
+    ),
+    "cfg.cudnn_benchmark_off": CatalogueEntry(
+        "`cudnn.benchmark` is off: convolutions use cuDNN's heuristic choice rather than the "
+        "fastest algorithm it could time once.",
+        _FLAGS + " `gpusight.diagnose` measures turning it on as a what-if.",
+    ),
+    "cfg.deterministic": CatalogueEntry(
+        "Deterministic algorithms are forced on, swapping fast kernels for slower reproducible "
+        "ones.",
+        _FLAGS,
+    ),
+    "cfg.anomaly_detection": CatalogueEntry(
+        "Autograd anomaly detection is on: a traceback for every op and a NaN check on every "
+        "backward result, many times slower.",
+        _FLAGS,
+    ),
+    "code.cpu_model": CatalogueEntry(
+        "The model's parameters stay on the CPU although a GPU is available.",
+        _WATCH + ": where parameters and inputs live, and the host time of the step.",
+    ),
+    "code.device_mismatch": CatalogueEntry(
+        "Parameters and inputs live on different devices, so tensors move between them every step.",
+        _WATCH + ": the devices of parameters and inputs at each forward.",
+    ),
+    "code.host_sync": CatalogueEntry(
+        "The host waits for the GPU inside the loop (`.item()`, `.cpu()`, `print(tensor)`, "
+        "`nonzero`, ...), so it cannot queue the next work while the GPU computes. The "
+        "evidence names the source line of each sync.",
+        _WATCH + ": the sync calls intercepted with their source lines, and the stall they "
+        "cause in the step-time breakdown.",
+    ),
+    "code.pageable_copy": CatalogueEntry(
+        "Host-to-device copies come from pageable memory: a `non_blocking=True` copy then "
+        "blocks the host for the whole copy.",
+        _WATCH + ": copy calls with their source lines and host time, and the profiler's "
+        "`Memcpy HtoD (Pageable -> Device)` events. `gpusight.diagnose` measures `pin_memory`.",
+    ),
+    "code.dataparallel": CatalogueEntry(
+        "`torch.nn.DataParallel` wraps the model: one Python thread drives every GPU, and it "
+        "adds scatter/gather even on one.",
+        _WATCH + ": the model's wrapper.",
+    ),
+    "load.input_bound": CatalogueEntry(
+        "The step waits for the next batch: the input pipeline (DataLoader) is slower than the "
+        "GPU.",
+        _WATCH + ": the data-wait share of the step. `gpusight.diagnose` measures more "
+        "workers, pinning, prefetch and persistent workers.",
+    ),
+    "load.cpu_preprocessing": CatalogueEntry(
+        "Host work in the loop body (transforms, Python bookkeeping) outside the model keeps "
+        "the GPU waiting.",
+        _WATCH + ": host time in the loop body outside data loading and the model.",
+    ),
+    "load.small_batch": CatalogueEntry(
+        "The batch is too small to keep the GPU busy: per-step host and launch costs dominate.",
+        _WATCH + ": batch size, GPU busy share and launch costs. `gpusight.diagnose` measures "
+        "a larger batch.",
+    ),
+    "load.launch_bound": CatalogueEntry(
+        "Kernel launches, not the GPU, set the pace: many short kernels, the GPU idle between "
+        "them inside forward/backward/optimizer.",
+        _WATCH + ": the profiler trace's launches per step and GPU gaps. `gpusight.diagnose` "
+        "and `diagnose_inference` measure `torch.compile` / CUDA graphs.",
+    ),
+    "load.amp_unused": CatalogueEntry(
+        "Matmuls run in float32 without Tensor Cores, where bf16 autocast would run them "
+        "several times faster.",
+        _WATCH + ": the profiler trace's float32 matmul kernels. `gpusight.diagnose` and "
+        "`diagnose_inference` measure bf16 autocast.",
+    ),
+    "load.channels_last": CatalogueEntry(
+        "Half-precision convolutions run in NCHW layout, paying for NCHW<->NHWC transposes "
+        "around Tensor Core kernels.",
+        _WATCH + ": the profiler trace's layout-transform kernels. `gpusight.diagnose` "
+        "measures `channels_last`.",
+    ),
+    "load.memory_headroom": CatalogueEntry(
+        "Most of the GPU memory is unused: room for a larger batch (or, from `diagnose`, for "
+        "keeping the whole dataset on the GPU).",
+        _WATCH + ": peak memory against capacity. `gpusight.diagnose` measures the dataset "
+        "on the GPU.",
+    ),
+    "load.oom_risk": CatalogueEntry(
+        "The run's peak memory is close to the GPU's capacity: a longer sequence or a bigger "
+        "batch will run out of memory.",
+        _WATCH + ": peak memory against capacity.",
+    ),
+    "dist.idle_gpus": CatalogueEntry(
+        "Some GPUs on the machine stay idle while the job runs on others.",
+        _WATCH + " and `gpusight run` under torchrun: the GPUs used against those visible.",
+    ),
+    "dist.imbalance": CatalogueEntry(
+        "One rank is a straggler: the others wait for it at every gradient all-reduce.",
+        "`gpusight run` under torchrun, or `gpusight merge`: each rank's own work per step.",
+    ),
+    "dist.comm_bound": CatalogueEntry(
+        "Collectives not hidden under compute take a large share of the step.",
+        "`gpusight run` under torchrun: NCCL kernel time not overlapped with compute on the "
+        "slowest rank.",
+    ),
+    "dist.nccl_slow": CatalogueEntry(
+        "NCCL all-reduce bus bandwidth falls well below what the links between the GPUs allow.",
+        "`gpusight bench --allreduce`: measured bus bandwidth against the link's ceiling.",
+    ),
+    "infer.unbatched": CatalogueEntry(
+        "Inference runs one (or a few) requests per forward, paying a whole forward's launches "
+        "and host work for each.",
+        _WATCH + ", and `gpusight.diagnose_inference`, which measures throughput per batch size.",
+    ),
+    "infer.grad_enabled": CatalogueEntry(
+        "Inference records autograd history for a backward that never comes.",
+        _WATCH + ", and `gpusight.diagnose_inference`, which measures `torch.inference_mode`.",
+    ),
+    "hw.matmul_below_expected": CatalogueEntry(
+        "A matmul benchmark reaches well below the datasheet peak for this GPU and dtype: a "
+        "power cap, heat, another process, or a slower part than its name.",
+        "`gpusight bench`: timed matmuls per dtype against the datasheet ceiling.",
+    ),
+    "hw.h2d_below_link": CatalogueEntry(
+        "Pinned host-to-device copies reach well below what the PCIe link allows.",
+        "`gpusight bench`: timed pinned copies against the link's ceiling.",
+    ),
+}
