@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { tokenize } from './highlight';
+import { MAX_HIGHLIGHT_CHARS, tokenize } from './highlight';
 
 const join = (code: string, lang: string) =>
   tokenize(code, lang)
@@ -56,5 +56,14 @@ describe('tokenize', () => {
       'flag:--id',
       'number:0'
     ]);
+  });
+
+  it('shows a snippet over the limit as one plain piece, unchanged', () => {
+    const line = 'x = torch.randn(64, 3)  # a comment\n';
+    const big = line.repeat(Math.ceil((1024 * 1024) / line.length));
+    const tokens = tokenize(big, 'python');
+    expect(tokens).toEqual([{ kind: 'plain', text: big }]);
+    const small = line.repeat(Math.floor(MAX_HIGHLIGHT_CHARS / line.length));
+    expect(tokenize(small, 'python').length).toBeGreaterThan(100);
   });
 });

@@ -175,16 +175,24 @@ const SHELL_RULES: Rule[] = [
 ];
 
 /**
+ * Snippets longer than this are shown as plain text: highlighting one costs a span per token, and
+ * a megabyte of code (a hostile or broken report) took ~25 s to lay out.
+ */
+export const MAX_HIGHLIGHT_CHARS = 32 * 1024;
+
+/**
  * Split `code` into tokens. Concatenating the tokens' text gives back `code` exactly (a test holds
  * this), so highlighting never changes what is copied or inserted.
  */
 export function tokenize(code: string, language: string | undefined): Token[] {
   const rules =
-    language === 'python'
-      ? PY_RULES
-      : language === 'shell'
-        ? SHELL_RULES
-        : null;
+    code.length > MAX_HIGHLIGHT_CHARS
+      ? null
+      : language === 'python'
+        ? PY_RULES
+        : language === 'shell'
+          ? SHELL_RULES
+          : null;
   if (!rules) {
     return code ? [{ kind: 'plain', text: code }] : [];
   }
