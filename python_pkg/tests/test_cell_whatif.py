@@ -100,3 +100,26 @@ def test_cells_that_cannot_be_re_run_are_refused(ip: Any) -> None:
     ok = "import math\nx = math.log(2.0)\n"
     rep = ip.run_cell_magic("gpusight", "--what-if --budget 5", ok)
     assert rep.verdict.bottleneck == "none"
+
+
+@pytest.mark.slow
+def test_the_example_notebooks_what_if_cell(ip: Any) -> None:
+    """The example notebook's own cells: its setup, then its %%gpusight --what-if cell."""
+    import json
+    from pathlib import Path
+
+    nb = json.loads(
+        (Path(__file__).resolve().parents[2] / "examples" / "why-is-my-gpu-idle.ipynb").read_text()
+    )
+    cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    setup = next(c for c in cells if "class SlowDataset" in c)
+    what_if = next(c for c in cells if c.startswith("%%gpusight --what-if"))
+    line, body = what_if.split("\n", 1)
+    ip.run_cell(setup).raise_error()
+    rep = ip.run_cell_magic("gpusight", line.removeprefix("%%gpusight "), body)
+    rep.validate()
+    rows = {r.change: r for r in rep.what_if}
+    assert any(r.skipped is None and r.speedup for r in rows.values()), rows
+    workers = rows.get("DataLoader num_workers=2")
+    assert workers is not None and workers.speedup is not None and workers.speedup > 1.2
+    assert rep.verdict.bottleneck == "input_pipeline"

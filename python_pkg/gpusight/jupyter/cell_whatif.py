@@ -21,6 +21,10 @@ from ..rerun.inject import LOADER_KEYS
 from .cell_state import CellState
 
 
+class _NotRemade(Exception):
+    """A DataLoader of the notebook's that cannot be rebuilt with a change."""
+
+
 class CellRunner:
     def __init__(
         self,
@@ -70,12 +74,21 @@ class CellRunner:
                 if any(k in changes for k in LOADER_KEYS):
                     # Built before the cell: rebuilt for this run (the patch sets the change).
                     for name, dl in self.state.loaders.items():
-                        ns[name] = clone = clone_loader(dl)
+                        try:
+                            ns[name] = clone = clone_loader(dl)
+                        except Exception as exc:
+                            raise _NotRemade(
+                                f"the DataLoader {name!r} could not be rebuilt with the change "
+                                f"({type(exc).__name__}: {exc})"[:300]
+                            ) from None
                         clones.append(clone)
             with w:
                 exec(self.code, self.shell.user_global_ns, ns)
         except KeyboardInterrupt:
             raise
+        except _NotRemade as exc:
+            error = str(exc)
+            w.outcome = "not run"
         except BaseException as exc:
             error = f"the cell raised {type(exc).__name__}: {exc}"[:300]
         finally:
