@@ -73,11 +73,11 @@ def check_version(data: Any) -> None:
         )
     version = data["schema_version"]
     if not isinstance(version, str):
-        from .schema_check import short
+        from .schema_check import json_type, short
 
         raise ReportValidationError(
             f'schema_version must be a string such as "{SCHEMA_VERSION}", not the '
-            f"{_json_kind(version)} {short(version)} (write it in quotes)",
+            f"{json_type(version)} {short(version)} (write it in quotes)",
             "schema_version",
         )
     try:
@@ -99,20 +99,6 @@ def check_version(data: Any) -> None:
             f"report uses schema {version}, older than this gpusight reads ({SCHEMA_VERSION})",
             "schema_version",
         )
-
-
-def _json_kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object" if isinstance(value, dict) else type(value).__name__
 
 
 def _check_sizes(data: dict[str, Any]) -> None:

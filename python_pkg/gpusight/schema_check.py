@@ -64,7 +64,8 @@ def short(value: Any) -> str:
     return text if len(text) <= VALUE_CHARS else text[: VALUE_CHARS - 3] + "..."
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """The JSON type name of a parsed value (a bool is ``boolean``, not ``number``)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -193,7 +194,7 @@ class Compiler:
         def check(v: Any) -> None:
             if not isinstance(v, dict):
                 if typed:
-                    raise SchemaError(f"{short(v)} is not of type object (it is {_json_type(v)})")
+                    raise SchemaError(f"{short(v)} is not of type object (it is {json_type(v)})")
                 return  # not an object: only "type" may object to it
             for name in required:
                 if name not in v:
@@ -236,7 +237,7 @@ def _type_check(
             return
         if _not_finite(v):
             raise SchemaError(f"{v!r} is not a finite number (NaN and Infinity are not JSON)")
-        raise SchemaError(f"{short(v)} is not of type {wanted} (it is {_json_type(v)})")
+        raise SchemaError(f"{short(v)} is not of type {wanted} (it is {json_type(v)})")
 
     return check
 
@@ -284,7 +285,7 @@ def _array_check(
     def check(v: Any) -> None:
         if not isinstance(v, list):
             if typed:
-                raise SchemaError(f"{short(v)} is not of type array (it is {_json_type(v)})")
+                raise SchemaError(f"{short(v)} is not of type array (it is {json_type(v)})")
             return
         if low is not None and len(v) < low:
             raise SchemaError(f"{short(v)} has fewer than {low} items")
