@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, cast
 
 from gpusight.whatif.experiments import outcome_of
@@ -23,9 +24,9 @@ def test_noisy_big_gain_in_diagnose_gives_no_finding() -> None:
     # Baseline blocks that vary wildly (noise ~110 %), variant ~6x faster on the median.
     cmp = Comparison(base_ms=[15.0, 60.0, 120.0, 60.0, 4.0], variant_ms=[10.0] * 5)
     assert cmp.speedup > 5 and cmp.noise_pct is not None and cmp.noise_pct > 100
-    outcome = outcome_of(
-        "num_workers", "num_workers=4", "load.input_bound", cmp, cast(Variant, object())
-    )
+    # Only the variant's batch source is read here (the user's loader: end to end).
+    variant = cast(Variant, SimpleNamespace(source="loader"))
+    outcome = outcome_of("num_workers", "num_workers=4", "load.input_bound", cmp, variant)
     assert outcome.winner is None
     assert outcome.what_if.speedup is not None and outcome.what_if.speedup > 5
     found = findings_of(cast(Any, None), [outcome])
