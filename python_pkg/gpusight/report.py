@@ -52,6 +52,8 @@ class Fix:
     snippet_id: str | None = None
     code: str | None = None
     language: Literal["python", "shell", "text"] | None = None
+    patch: str | None = None
+    """The fix as a change to the user's own lines: a unified diff (``patch -p1``)."""
 
 
 @dataclass

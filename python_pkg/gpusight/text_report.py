@@ -169,7 +169,12 @@ def _findings(findings: list[Mapping[str, Any]], out: _Out) -> None:
         fx = f.get("fix") or {}
         if fx.get("text"):
             out.wrap(fx["text"], 6, "    " + out.style("Fix", "bold") + ": ")
-        if fx.get("code"):
+        if fx.get("patch"):
+            # The change to the user's own lines comes first; the snippet is the general form.
+            out.add("    " + out.style("Change to your code", "bold") + " (patch -p1):")
+            for line in fx["patch"].rstrip("\n").splitlines():
+                out.add("      " + line)
+        elif fx.get("code"):
             for line in fx["code"].rstrip("\n").splitlines():
                 out.add("      " + out.style("| ", "dim") + line)
 

@@ -40,6 +40,35 @@ describe('<gs-fix-card>', () => {
     );
   });
 
+  it("shows the patch of the user's lines as text, lines marked by kind", async () => {
+    const patch =
+      `--- a/${HOSTILE}.py\n+++ b/${HOSTILE}.py\n@@ -1,3 +1,3 @@\n` +
+      ` loader = DataLoader(\n-    ds, batch_size=32,\n+    ds, batch_size=32, num_workers=8,\n )\n`;
+    const el = await card({
+      fix: { text: 'More workers.', code: 'x = 1\n', language: 'python', patch }
+    });
+    const root = el.shadowRoot as ShadowRoot;
+    expect(root.querySelector('img')).toBeNull();
+    const pre = root.querySelector('pre.jp-GpusightFixCard-patch');
+    expect(pre?.textContent).toBe(patch);
+    const kinds = [
+      ...root.querySelectorAll('.jp-GpusightFixCard-patchLine')
+    ].map(s => [...s.classList].find(c => c.startsWith('jp-mod-')));
+    expect(kinds).toEqual([
+      'jp-mod-file',
+      'jp-mod-file',
+      'jp-mod-hunk',
+      'jp-mod-context',
+      'jp-mod-removed',
+      'jp-mod-added',
+      'jp-mod-context'
+    ]);
+    // The snippet is still there, below, for Copy / Insert.
+    expect(root.querySelector('pre.jp-GpusightFixCard-code')?.textContent).toBe(
+      'x = 1\n'
+    );
+  });
+
   it('highlights the snippet with spans that add up to the code', async () => {
     const code = 'loader = DataLoader(ds, pin_memory=True)  # overlap copies\n';
     const el = await card({

@@ -10,6 +10,9 @@ import { property, state } from 'lit/decorators.js';
 import type { Fix } from '../report';
 import { define } from './define';
 import { tokenize, type TokenKind } from './highlight';
+
+// Between a patch's lines (a literal newline in the template would be reformatted away).
+const NEWLINE = '\n';
 import { baseStyles } from './styles';
 import { SYNTAX_COLOR } from './tokens';
 
@@ -86,6 +89,29 @@ export class GsFixCard extends LitElement {
       .jp-GpusightFixCard-status {
         color: var(--jp-ui-font-color2);
       }
+      .jp-GpusightFixCard-patchTitle {
+        margin: 4px 0 2px;
+        font-weight: 600;
+      }
+      pre.jp-GpusightFixCard-patch {
+        margin: 0 0 6px;
+        padding: 6px 8px;
+        background: var(--jp-cell-editor-background);
+        border: var(--jp-border-width) solid var(--jp-cell-editor-border-color);
+        border-radius: var(--jp-border-radius);
+        color: var(--jp-content-font-color1);
+        overflow-x: auto;
+        white-space: pre;
+      }
+      .jp-GpusightFixCard-patchLine.jp-mod-added {
+        color: var(--jp-success-color1);
+      }
+      .jp-GpusightFixCard-patchLine.jp-mod-removed {
+        color: var(--jp-error-color1);
+      }
+      .jp-GpusightFixCard-patchLine.jp-mod-hunk {
+        color: var(--jp-ui-font-color2);
+      }
     `,
     // Token colors come from tokens.ts: constants of this module, never report data.
     unsafeCSS(syntaxRules)
@@ -143,6 +169,7 @@ export class GsFixCard extends LitElement {
     const canInsert = this.insertable && code !== '' && language === 'python';
     return html`<div class="jp-GpusightFixCard">
       <p class="jp-GpusightFixCard-text">${fix.text}</p>
+      ${fix.patch ? this._patch(fix.patch) : nothing}
       ${
         code
           ? html`<pre
@@ -176,6 +203,36 @@ export class GsFixCard extends LitElement {
           : nothing
       }
     </div>`;
+  }
+
+  /** The change to the user's own lines: a unified diff, each line coloured by its kind. */
+  private _patch(patch: string) {
+    const kind = (line: string) =>
+      line.startsWith('+++') || line.startsWith('---')
+        ? 'file'
+        : line.startsWith('+')
+          ? 'added'
+          : line.startsWith('-')
+            ? 'removed'
+            : line.startsWith('@@')
+              ? 'hunk'
+              : 'context';
+    return html`<p class="jp-GpusightFixCard-patchTitle">
+        Change to your code (patch -p1)
+      </p>
+      <pre
+        class="jp-GpusightFixCard-patch"
+        tabindex="0"
+        aria-label="Fix as a change to your code"
+      ><code>${patch
+        .replace(/\n$/, '')
+        .split('\n')
+        .map(
+          line =>
+            html`<span class="jp-GpusightFixCard-patchLine jp-mod-${kind(line)}"
+                >${line}</span
+              >${NEWLINE}`
+        )}</code></pre>`;
   }
 
   private _token(kind: TokenKind, text: string) {

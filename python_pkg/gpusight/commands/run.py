@@ -46,6 +46,13 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--label", default=None, help="a title for the report")
     p.add_argument(
+        "--patch",
+        default=None,
+        metavar="FILE",
+        help="write the first fix that changes your own lines as a unified diff "
+        "(apply with: patch -p1 < FILE)",
+    )
+    p.add_argument(
         "--what-if",
         action="store_true",
         help="re-run the unmodified script once per candidate change (DataLoader workers, "
@@ -125,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
     # Relative to where gpusight was started, not wherever the script changes directory to.
     args.json = os.path.abspath(args.json) if args.json else args.json
     args.html = os.path.abspath(args.html) if args.html else args.html
+    args.patch = os.path.abspath(args.patch) if args.patch else args.patch
     if not os.path.isfile(script):
         print(f"gpusight run: no such script: {script}", file=sys.stderr)
         return 2
@@ -180,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
         dist.add_idle_gpus(report, w.torch)
         _write(report, args.json)
         _write_html(report, args.html)
+        _write_patch(report, args.patch, args.quiet)
         if not args.quiet:
             print_summary(report, sys.stderr)
     return code
@@ -270,10 +279,37 @@ def _what_if(args: argparse.Namespace, label: str) -> int:
         apply(report, out)
     _write(report, args.json)
     _write_html(report, args.html)
+    _write_patch(report, args.patch, args.quiet)
     if not args.quiet:
         print_summary(report, sys.stderr)
         print_what_if(report, sys.stderr)
     return 130 if out.interrupted else 0
+
+
+def _write_patch(report: Report, path: str | None, quiet: bool) -> None:
+    """The first finding (in the report's order) whose fix is a patch of the user's lines."""
+    if not path:
+        return
+    from ..report import sort_findings
+
+    found = next((f for f in sort_findings(report.findings) if f.fix.patch), None)
+    if found is None or found.fix.patch is None:
+        print(
+            "gpusight run: --patch: no fix here changes a line of your own code (the call it "
+            "would change was not seen, or lives in a library): nothing written",
+            file=sys.stderr,
+        )
+        return
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(found.fix.patch)
+    except OSError as exc:
+        print(f"gpusight run: could not write {path}: {exc.strerror}", file=sys.stderr)
+        return
+    if not quiet:
+        print(
+            f"gpusight: the fix for {found.id} written to {path} (patch -p1 < it)", file=sys.stderr
+        )
 
 
 def print_what_if(report: Report, out: Any) -> None:

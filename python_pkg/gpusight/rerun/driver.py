@@ -277,7 +277,10 @@ class Driver:
                                timeout_s=TIMEOUT_FACTOR * base.wall_s + TIMEOUT_PAD_S)  # fmt: skip
         out.control = control
         ref = control if control.ok else base
-        items0 = ref.items
+        # Items per step unknown (a model called with keyword arguments only, no DataLoader):
+        # steps per second then, which the changes that keep the batch compare fairly on (the
+        # batch changes are not planned without a known batch).
+        items0 = ref.items or 1
         ips0 = ref.items_per_s(items0)
         # Within a run: twice the mean step's standard error. Between runs: a second control
         # at the end, where the budget allows (the profiled baseline is no control: the

@@ -23,6 +23,7 @@ def from_watch(w: Watch, wall_s: float | None = None) -> dict[str, Any]:
     main = max(mods, key=lambda m: (m.n_params, m.calls)) if mods else None
     flags = w.flags()
     rec = w.recorder
+    site = w.collected.loader_sites.get(ld.dataset_id) if ld is not None else None
     steps = run.get("steps") or 0
     return {
         "step_mode": rec.kind if rec is not None else None,
@@ -48,6 +49,9 @@ def from_watch(w: Watch, wall_s: float | None = None) -> dict[str, Any]:
             "batches": ld.calls,
         },
         "epochs_seen": len(run.get("epoch_starts") or []),
+        "loader_site": None
+        if site is None
+        else {"file": site.filename, "shown": site.shown, "line": site.line},
         "model": None
         if main is None
         else {

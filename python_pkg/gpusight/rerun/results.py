@@ -13,6 +13,7 @@ from typing import Any
 
 from ..fixes import fix
 from ..fixes import workload as _workload_snippets  # noqa: F401  (registers the snippets)
+from ..fixes.patch import loader_patch
 from ..report import Evidence, Finding, Fix, Impact, Report, Severity, WhatIf
 from .driver import MIN_GAIN, Outcome, RunResult
 from .plan import Arm
@@ -31,7 +32,29 @@ _TITLES = {
 }
 
 
+_LOADER_ARGS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "batch_size")
+
+
+def _patched(f: Fix, arm: Arm, facts: dict[str, Any]) -> Fix:
+    """The measured change, as a patch of the user's DataLoader call where it is known."""
+    site = facts.get("loader_site") or {}
+    values = {k: v for k, v in arm.changes.items() if k in _LOADER_ARGS}
+    if not values or not site.get("file"):
+        return f
+    try:
+        with open(site["file"], encoding="utf-8") as fh:
+            text = fh.read()
+    except (OSError, UnicodeDecodeError):
+        return f
+    f.patch = loader_patch(text, int(site["line"]), str(site["shown"]), values)
+    return f
+
+
 def _fix_for(arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
+    return _patched(_snippet_for(arm, items, facts), arm, facts)
+
+
+def _snippet_for(arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
     ch = arm.changes
     loader = facts.get("loader") or {}
     if arm.group in ("workers", "loader"):

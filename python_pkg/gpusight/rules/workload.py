@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from ..fixes import fix
 from ..fixes import workload as _workload_snippets  # noqa: F401  (registers the snippets)
+from ..fixes.patch import loader_patch
 from ..report import Evidence, Finding, Fix, Impact, Scalar, Severity, SourceLine, Verdict
 from .stalls import Stall, find_stalls, stall_phrase, workers_to_keep_up
 
@@ -89,6 +90,16 @@ class LoaderInfo:
     batch_size: int | None = None
     persistent_workers: bool | None = None
     prefetch_factor: int | None = None
+
+
+@dataclass
+class LoaderSource:
+    path: str
+    """The file as the patch names it (relative to where the run started)."""
+    text: str
+    """The file's text when the run saw it."""
+    line: int
+    """A line of the ``DataLoader(...)`` call."""
 
 
 @dataclass
@@ -162,6 +173,8 @@ class WorkloadEvidence:
     """NVML's mean utilisation over the measured steps: GPU busy when no trace says better."""
     epoch_starts: list[int] = field(default_factory=list)
     """Indices of the steps in which a new DataLoader iterator (an epoch) began."""
+    loader_source: LoaderSource | None = None
+    """Where the user's code built the DataLoader: a fix to it is a patch of that call."""
 
 
 @dataclass
@@ -386,6 +399,13 @@ def _batch_impact(batch: int, suggested: int, busy: float | None, what: str) -> 
     )
 
 
+def _with_patch(f: Fix, src: LoaderSource | None, values: dict[str, object]) -> Fix:
+    """The fix with the user's DataLoader call changed, where the call is known."""
+    if src is not None:
+        f.patch = loader_patch(src.text, src.line, src.path, values)
+    return f
+
+
 def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
     total = step_time(ev)
     out: list[Finding] = []
@@ -553,12 +573,20 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                     Evidence("CPU cores", ev.cpu_count),
                 ],
                 impact=impact,
-                fix=fix(
-                    f"Load batches in {suggested} worker processes, pinned, kept alive across "
-                    "epochs.",
-                    "loader.workers",
-                    batch_size=ld.batch_size or 64,
-                    workers=suggested,
+                fix=_with_patch(
+                    fix(
+                        f"Load batches in {suggested} worker processes, pinned, kept alive across "
+                        "epochs.",
+                        "loader.workers",
+                        batch_size=ld.batch_size or 64,
+                        workers=suggested,
+                    ),
+                    ev.loader_source,
+                    {
+                        "num_workers": suggested,
+                        **({"pin_memory": True} if ev.cuda_available else {}),
+                        "persistent_workers": True,
+                    },
                 ),
             )
         )

@@ -12,6 +12,7 @@ from ..rules.workload import (
     CopySite,
     GpuWindow,
     LoaderInfo,
+    LoaderSource,
     Placement,
     SyncSite,
     WorkloadEvidence,
@@ -30,6 +31,13 @@ if TYPE_CHECKING:
 
 def _ms(ns: float) -> float:
     return ns / 1e6
+
+
+def loader_source(w: Watch, ld: Any) -> LoaderSource | None:
+    """The user's DataLoader call behind the loader that fed the steps, with its file's text."""
+    site = w.collected.loader_sites.get(ld.dataset_id) if ld is not None else None
+    text = site.source() if site is not None else None
+    return LoaderSource(site.shown, text, site.line) if site is not None and text else None
 
 
 def _window_stats(w: Watch, notes: list[str]) -> WindowStats | None:
@@ -270,6 +278,7 @@ def build_report(w: Watch) -> Report:
         if ld
         else None,
         epoch_starts=[i for i, r in enumerate(clean) if r.epoch],
+        loader_source=loader_source(w, ld),
         placement=_placement(w),
         tf32_matmul=bool(flags.get("matmul.allow_tf32"))
         or flags.get("float32_matmul_precision") in ("high", "medium"),

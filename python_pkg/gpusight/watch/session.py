@@ -45,6 +45,7 @@ from typing import Any
 
 from ..report import Report
 from .calibration import Calibration, calibrate
+from .call_sites import CallSite, call_site
 from .detail import DetailPlan
 from .nvml_sampler import NvmlSampler
 from .patches import Patches
@@ -129,6 +130,8 @@ class LoaderSeen:
     persistent_workers: bool | None = None
     prefetch_factor: int | None = None
     calls: int = 0
+    dataset_id: int = 0
+    """``id`` of the loader's dataset: how a batch's loader is matched with where it was built."""
 
 
 @dataclass
@@ -139,6 +142,8 @@ class Collected:
     copies: dict[tuple[str, str], CopyAgg] = field(default_factory=dict)
     loaders: dict[int, LoaderSeen] = field(default_factory=dict)
     modules: dict[int, ModuleInfo] = field(default_factory=dict)
+    loader_sites: dict[int, CallSite] = field(default_factory=dict)
+    """Where each DataLoader built during the watch was built, by ``id`` of its dataset."""
 
 
 def classify_copy(src_pinned: bool, non_blocking: bool) -> str:
@@ -423,6 +428,8 @@ class Watch:
         p.set_attr(torch.autograd, "backward", self._wrap_backward(torch.autograd.backward))
         it_cls = dataloader._BaseDataLoaderIter
         p.set_attr(it_cls, "__next__", self._wrap_next(it_cls.__next__))
+        loader_cls = dataloader.DataLoader
+        p.set_attr(loader_cls, "__init__", self._wrap_loader_init(loader_cls.__init__))
         p.set_attr(torch.Tensor, "to", self._wrap_copy(torch.Tensor.to))
         p.set_attr(torch.Tensor, "cuda", self._wrap_copy(torch.Tensor.cuda))
         p.set_attr(torch.cuda, "synchronize", self._wrap_synchronize(torch.cuda.synchronize))
@@ -769,6 +776,24 @@ class Watch:
 
         return __next__
 
+    def _wrap_loader_init(self, orig: Callable[..., Any]) -> Callable[..., Any]:
+        """Remember the user's line that built each DataLoader: a fix changes that call."""
+        w = self
+
+        @functools.wraps(orig)
+        def __init__(dl: Any, *args: Any, **kwargs: Any) -> None:
+            orig(dl, *args, **kwargs)
+            if get_ident() != w._tid:
+                return
+            try:
+                site = call_site(w.sources, sys._getframe(1))
+            except Exception:  # a fix's call site is a nicety: never the user's problem
+                site = None
+            if site is not None:
+                w.collected.loader_sites.setdefault(id(getattr(dl, "dataset", None)), site)
+
+        return __init__
+
     def _wrap_copy(self, orig: Callable[..., Any]) -> Callable[..., Any]:
         w = self
         torch = self._torch
@@ -1019,6 +1044,7 @@ def _loader_seen(it: Any) -> LoaderSeen:
         batch_size=_int_or_none(batch),
         persistent_workers=_bool_or_none(getattr(it, "_persistent_workers", None)),
         prefetch_factor=_int_or_none(getattr(it, "_prefetch_factor", None)),
+        dataset_id=id(getattr(it, "_dataset", None)),
     )
 
 
