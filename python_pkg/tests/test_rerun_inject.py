@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from pathlib import Path
 
 import pytest
@@ -55,11 +56,13 @@ def test_replicate_grows_the_models_batch_and_cuts_outputs_back() -> None:
     inj = install({"replicate": 4})
     try:
         x, y = torch.randn(8, 8), torch.randint(0, 3, (8,))
+        model(x)  # the first call finds the model and runs unchanged (warm-up)
+        assert seen == [8]
         out = model(x)
         assert out.shape == (8, 3)  # what the script expects
         loss = loss_fn(out, y)  # the loss module (no parameters) is not the model
         loss.backward()
-        assert seen == [32]
+        assert seen == [8, 32]
         assert model[0].weight.grad is not None
         assert inj.applied["replicate"] == 1
     finally:
@@ -72,6 +75,7 @@ def test_autocast_covers_only_the_models_forward() -> None:
     model = nn.Linear(8, 8)
     inj = install({"autocast": "bfloat16"})
     try:
+        assert model(torch.randn(4, 8)).dtype == torch.float32  # the first call: warm-up
         out = model(torch.randn(4, 8))
         assert out.dtype == torch.bfloat16
         assert not torch.is_autocast_enabled("cpu")  # ended with the forward
@@ -97,6 +101,7 @@ def test_channels_last_and_flags_at_the_first_call() -> None:
     model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU())
     inj = install({"channels_last": True, "cudnn_benchmark": True, "tf32": True})
     try:
+        model(torch.randn(2, 3, 8, 8))
         model(torch.randn(2, 3, 8, 8))
         assert model[0].weight.is_contiguous(memory_format=torch.channels_last)
         assert torch.backends.cudnn.benchmark
@@ -140,7 +145,8 @@ def test_replicate_makes_host_batches_cost_a_k_times_copy() -> None:
     inj = install({"replicate": 4})
     try:
         x = torch.randn(2, 8)
-        model(x.to("cpu"))  # the first call: the script's batch (2) is learned
+        model(x)
+        model(x.to("cpu"))  # the second call: the script's batch (2) is learned
         assert inj.applied.get("replicate_copy") is None  # a host-to-host .to is no copy
         y = x.to("meta")  # a copy to a device: a 4x batch is copied as well
         assert y.shape == (2, 8)
@@ -150,3 +156,37 @@ def test_replicate_makes_host_batches_cost_a_k_times_copy() -> None:
     finally:
         inj.undo()
     assert torch.Tensor.to is orig_to
+
+
+def test_changes_reach_keyword_inputs() -> None:
+    """Models called as ``model(**batch)`` (a framework's habit): the inputs are keywords."""
+
+    class Output(OrderedDict[str, torch.Tensor]):
+        """A framework's model output: a mapping whose constructor takes fields."""
+
+        def __init__(self, logits: torch.Tensor | None = None) -> None:
+            super().__init__()
+            if logits is not None:
+                self["logits"] = logits
+
+    class Keyworded(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(8, 3)
+
+        def forward(self, *, input_ids: torch.Tensor, scale: float = 1.0) -> Output:
+            return Output(logits=self.lin(input_ids) * scale)
+
+    model = Keyworded()
+    seen: list[tuple[int, torch.dtype]] = []
+    h = model.lin.register_forward_pre_hook(lambda m, a: seen.append((a[0].shape[0], a[0].dtype)))
+    inj = install({"replicate": 4, "autocast": "bfloat16"})
+    try:
+        model(input_ids=torch.randn(2, 8))
+        out = model(input_ids=torch.randn(2, 8), scale=2.0)
+        assert isinstance(out, Output) and out["logits"].shape == (2, 3)
+        assert seen[-1][0] == 8
+        assert inj.applied["replicate"] == 1 and inj.applied["autocast"] == 1
+    finally:
+        inj.undo()
+        h.remove()

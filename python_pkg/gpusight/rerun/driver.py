@@ -66,8 +66,10 @@ class RunResult:
 
     @property
     def items(self) -> int | None:
+        """Items per step; with ``replicate`` the model saw ``k`` times the batch the watch
+        counted (the watch sees the script's inputs, before the change repeats them)."""
         v = self.run.get("items_per_step")
-        return int(v) if v else None
+        return int(v) * int(self.changes.get("replicate") or 1) if v else None
 
     @property
     def steps(self) -> int:

@@ -6,11 +6,12 @@ change touches before the script starts:
 
 * DataLoader settings (``num_workers``, ``pin_memory``, ``persistent_workers``,
   ``prefetch_factor``, ``batch_size``): the arguments of every DataLoader the script builds;
-* the model (the first top-level module with parameters that the script calls): bf16
-  autocast around its forward, ``channels_last``, a move to the GPU (inputs moved in, outputs
-  moved back where the inputs came from, so the script's own loss and targets still match),
-  or its batch grown by repeating each input along the batch dimension (outputs cut back to
-  the script's batch: the work per step grows, the script sees the shapes it expects);
+* the model (the first top-level module with parameters that the script calls; from its
+  second call on, through hooks of its own that see keyword inputs too, as ``model(**batch)``):
+  bf16 autocast around its forward, ``channels_last``, a move to the GPU (inputs moved in,
+  outputs moved back where the inputs came from, so the script's own loss and targets still
+  match), or its batch grown by repeating each input along the batch dimension (outputs cut
+  back to the script's batch: the work per step grows, the script sees the shapes it expects);
 * torch flags (TF32, ``cudnn.benchmark``), set at the model's first call, after the script's
   own settings.
 
@@ -19,6 +20,7 @@ Everything is undone by :func:`Injected.undo` (the process ends anyway; tests ru
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 from collections.abc import Callable
@@ -131,7 +133,14 @@ def _tensors(x: Any, fn: Callable[[Any], Any], torch: Any) -> Any:
     if isinstance(x, list):
         return [_tensors(v, fn, torch) for v in x]
     if isinstance(x, dict):
-        return type(x)({k: _tensors(v, fn, torch) for k, v in x.items()})
+        if type(x) is dict:
+            return {k: _tensors(v, fn, torch) for k, v in x.items()}
+        # A mapping class of a framework's (a model output whose constructor takes fields, not
+        # a dict): a copy of the same class, its values replaced one by one.
+        y = copy.copy(x)
+        for k, v in x.items():
+            y[k] = _tensors(v, fn, torch)
+        return y
     return x
 
 
@@ -148,8 +157,8 @@ def _first_batch(x: Any, torch: Any) -> int | None:
 
 
 class _ModelHooks:
-    """Global forward hooks that find the model (the first top-level module with parameters
-    called) and apply the model changes around each of its top-level calls."""
+    """Global forward hooks find the model (the first top-level module with parameters called);
+    hooks on the model itself apply the changes around each of its top-level calls."""
 
     def __init__(self, torch: Any, changes: dict[str, Any], inj: Injected) -> None:
         self.torch = torch
@@ -158,9 +167,9 @@ class _ModelHooks:
         self.depth = 0
         self.model_id: int | None = None
         self.prepared = False
-        self.autocast_ctx: list[Any] = []
-        self.restore_to: list[Any] = []
-        self.cut_to: list[int | None] = []
+        self.calls: list[tuple[Any, Any, int | None]] = []
+        """Per model call in flight: its autocast context, where its outputs go back to, and
+        the script's batch its outputs are cut back to."""
         self.device: Any = None
         self.batch: int | None = None
         """The script's own batch, seen at the model's first call (with ``replicate``)."""
@@ -205,18 +214,8 @@ class _ModelHooks:
             setattr(torch.Tensor, name, copy)
             self.inj._undo.append(functools.partial(setattr, torch.Tensor, name, orig))
 
-    def _is_model(self, module: Any) -> bool:
-        if self.model_id is None:
-            try:
-                next(module.parameters())
-            except StopIteration:
-                return False
-            self.model_id = id(module)
-            return True
-        return id(module) == self.model_id
-
     def _prepare(self, module: Any) -> None:
-        """Once, at the model's first call: flags, layout and device."""
+        """Once, before the model's first changed call: flags, layout and device."""
         torch, ch = self.torch, self.changes
         self.prepared = True
         if ch.get("tf32"):
@@ -240,15 +239,35 @@ class _ModelHooks:
             module.to(memory_format=torch.channels_last)
             self.inj.hit("channels_last")
 
-    def pre(self, module: Any, args: Any) -> Any:
+    def pre(self, module: Any, args: Any) -> None:
+        """Global: track the call depth, and find the model at its first top-level call. The
+        changes go on hooks of the model's own (they see keyword arguments, as in
+        ``model(**batch)``), from its second call on: the first call is warm-up."""
         depth = self.depth
         self.depth = depth + 1
-        if depth != 0 or not self._is_model(module):
+        if depth != 0 or self.model_id is not None:
+            return
+        try:
+            next(module.parameters())
+        except StopIteration:
+            return
+        self.model_id = id(module)
+        pre = module.register_forward_pre_hook(self.model_pre, with_kwargs=True)
+        post = module.register_forward_hook(self.model_post, with_kwargs=True, always_call=True)
+        self.inj._undo.append(pre.remove)
+        self.inj._undo.append(post.remove)
+
+    def post(self, module: Any, args: Any, output: Any) -> None:
+        self.depth = max(0, self.depth - 1)
+
+    def model_pre(self, module: Any, args: Any, kwargs: Any) -> Any:
+        # The global pre-hook ran first: depth 1 is the model's top-level call.
+        if self.depth != 1:
             return None
         torch, ch = self.torch, self.changes
         if not self.prepared:
             self._prepare(module)
-        new_args = args
+        new: Any = (args, kwargs)
         back: Any = None
         if self.device is not None:
             devs: list[Any] = []
@@ -259,23 +278,23 @@ class _ModelHooks:
                     return t.to(self.device, non_blocking=True)
                 return t
 
-            new_args = _tensors(new_args, move, torch)
+            new = _tensors(new, move, torch)
             back = devs[0] if devs else None
         if ch.get("channels_last"):
-            new_args = _tensors(
-                new_args,
+            new = _tensors(
+                new,
                 lambda t: t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t,
                 torch,
             )
         cut: int | None = None
         k = int(ch.get("replicate") or 1)
         if k > 1:
-            b = _first_batch(new_args, torch)
+            b = _first_batch(new, torch)
             if b and self.batch is None:
                 self.batch = b
             if b:
-                new_args = _tensors(
-                    new_args,
+                new = _tensors(
+                    new,
                     lambda t: (
                         t.repeat(k, *([1] * (t.dim() - 1)))
                         if t.dim() > 0 and t.shape[0] == b
@@ -285,40 +304,32 @@ class _ModelHooks:
                 )
                 cut = b
                 self.inj.hit("replicate")
-        self.restore_to.append(back)
-        self.cut_to.append(cut)
+        ctx = None
         if ch.get("autocast"):
             dtype = getattr(torch, ch["autocast"])
-            try:
-                dev_type = next(module.parameters()).device.type
-            except StopIteration:
-                dev_type = "cpu"
+            dev_type = next(module.parameters()).device.type
             ctx = torch.autocast(dev_type, dtype=dtype)
             ctx.__enter__()
-            self.autocast_ctx.append(ctx)
             self.inj.hit("autocast")
-        else:
-            self.autocast_ctx.append(None)
-        return new_args if new_args is not args else None
+        self.calls.append((ctx, back, cut))
+        if new[0] is args and new[1] is kwargs:
+            return None
+        return tuple(new[0]), dict(new[1])
 
-    def post(self, module: Any, args: Any, output: Any) -> Any:
-        self.depth = max(0, self.depth - 1)
-        if self.depth != 0 or id(module) != self.model_id or not self.autocast_ctx:
+    def model_post(self, module: Any, args: Any, kwargs: Any, output: Any) -> Any:
+        # The global post-hook ran first: depth 0 again after the model's top-level call. The
+        # model's very first call had no pre-hook of ours yet: nothing to undo then.
+        if self.depth != 0 or not self.calls:
             return None
         torch = self.torch
-        ctx = self.autocast_ctx.pop()
-        back = self.restore_to.pop()
-        cut = self.cut_to.pop()
+        ctx, back, cut = self.calls.pop()
         if ctx is not None:
             ctx.__exit__(None, None, None)
         if cut is not None:
+            k = int(self.changes["replicate"])
             output = _tensors(
                 output,
-                lambda t: (
-                    t[:cut]
-                    if t.dim() > 0 and t.shape[0] == cut * int(self.changes["replicate"])
-                    else t
-                ),
+                lambda t: t[:cut] if t.dim() > 0 and t.shape[0] == cut * k else t,
                 torch,
             )
         if back is not None:
