@@ -94,8 +94,12 @@ export class GsBreakdown extends ChartElement {
               >`
             : nothing
         },
-        median of ${run.steps}
-        steps${run.label ? html` of <code>${run.label}</code>` : nothing}.
+        ${run.steps} steps' total over their
+        count${
+          run.step_time_median_ms !== undefined
+            ? html` (median step ${formatMs(run.step_time_median_ms)})`
+            : nothing
+        }${run.label ? html`, of <code>${run.label}</code>` : nothing}.
       </p>
       ${
         this._segments.length
