@@ -94,8 +94,8 @@ export class GsBreakdown extends ChartElement {
               >`
             : nothing
         },
-        ${run.steps} steps' total over their
-        count${
+        mean of ${run.steps} steps, stalls
+        included${
           run.step_time_median_ms !== undefined
             ? html` (median step ${formatMs(run.step_time_median_ms)})`
             : nothing
