@@ -20,7 +20,6 @@ Everything is undone by :func:`Injected.undo` (the process ends anyway; tests ru
 
 from __future__ import annotations
 
-import copy
 import functools
 import inspect
 from collections.abc import Callable
@@ -120,48 +119,17 @@ def _patch_loader(torch: Any, loader: dict[str, Any], inj: Injected) -> None:
 
 
 # -- the model -------------------------------------------------------------------------------
-def _tensors(x: Any, fn: Callable[[Any], Any], torch: Any) -> Any:
-    """``fn`` applied to every tensor in nested tuples, lists and dicts."""
-    if isinstance(x, torch.Tensor):
-        return fn(x)
-    if isinstance(x, tuple):
-        return (
-            type(x)(*(_tensors(v, fn, torch) for v in x))
-            if hasattr(x, "_fields")
-            else tuple(_tensors(v, fn, torch) for v in x)
-        )
-    if isinstance(x, list):
-        return [_tensors(v, fn, torch) for v in x]
-    if isinstance(x, dict):
-        if type(x) is dict:
-            return {k: _tensors(v, fn, torch) for k, v in x.items()}
-        # A mapping class of a framework's (a model output whose constructor takes fields, not
-        # a dict): a copy of the same class, its values replaced one by one.
-        y = copy.copy(x)
-        for k, v in x.items():
-            y[k] = _tensors(v, fn, torch)
-        return y
-    return x
-
-
-def _first_batch(x: Any, torch: Any) -> int | None:
-    found: list[int] = []
-
-    def see(t: Any) -> Any:
-        if not found and t.dim() > 0:
-            found.append(int(t.shape[0]))
-        return t
-
-    _tensors(x, see, torch)
-    return found[0] if found else None
-
-
 class _ModelHooks:
     """Global forward hooks find the model (the first top-level module with parameters called);
     hooks on the model itself apply the changes around each of its top-level calls."""
 
     def __init__(self, torch: Any, changes: dict[str, Any], inj: Injected) -> None:
+        from ..whatif.loaders import batch_len, map_tensors
+
         self.torch = torch
+        # The batch helpers diagnose uses, held here: the model's hooks run every step.
+        self.map_tensors = map_tensors
+        self.batch_len = batch_len
         self.changes = changes
         self.inj = inj
         self.depth = 0
@@ -264,7 +232,7 @@ class _ModelHooks:
         # The global pre-hook ran first: depth 1 is the model's top-level call.
         if self.depth != 1:
             return None
-        torch, ch = self.torch, self.changes
+        torch, ch, map_tensors = self.torch, self.changes, self.map_tensors
         if not self.prepared:
             self._prepare(module)
         new: Any = (args, kwargs)
@@ -278,29 +246,27 @@ class _ModelHooks:
                     return t.to(self.device, non_blocking=True)
                 return t
 
-            new = _tensors(new, move, torch)
+            new = map_tensors(new, move)
             back = devs[0] if devs else None
         if ch.get("channels_last"):
-            new = _tensors(
+            new = map_tensors(
                 new,
                 lambda t: t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t,
-                torch,
             )
         cut: int | None = None
         k = int(ch.get("replicate") or 1)
         if k > 1:
-            b = _first_batch(new, torch)
+            b = self.batch_len(new)
             if b and self.batch is None:
                 self.batch = b
             if b:
-                new = _tensors(
+                new = map_tensors(
                     new,
                     lambda t: (
                         t.repeat(k, *([1] * (t.dim() - 1)))
                         if t.dim() > 0 and t.shape[0] == b
                         else t
                     ),
-                    torch,
                 )
                 cut = b
                 self.inj.hit("replicate")
@@ -321,17 +287,16 @@ class _ModelHooks:
         # model's very first call had no pre-hook of ours yet: nothing to undo then.
         if self.depth != 0 or not self.calls:
             return None
-        torch = self.torch
+        map_tensors = self.map_tensors
         ctx, back, cut = self.calls.pop()
         if ctx is not None:
             ctx.__exit__(None, None, None)
         if cut is not None:
             k = int(self.changes["replicate"])
-            output = _tensors(
+            output = map_tensors(
                 output,
                 lambda t: t[:cut] if t.dim() > 0 and t.shape[0] == cut * k else t,
-                torch,
             )
         if back is not None:
-            output = _tensors(output, lambda t: t.to(back), torch)
+            output = map_tensors(output, lambda t: t.to(back))
         return output if (cut is not None or back is not None) else None

@@ -6,6 +6,7 @@ settings (so persistent workers or a half-consumed iterator on the user's object
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -25,7 +26,14 @@ def map_tensors(batch: Batch, fn: Callable[[torch.Tensor], torch.Tensor]) -> Bat
     if isinstance(batch, (tuple, list)):
         return type(batch)(map_tensors(b, fn) for b in batch)
     if isinstance(batch, dict):
-        return type(batch)((k, map_tensors(v, fn)) for k, v in batch.items())
+        if type(batch) is dict:
+            return {k: map_tensors(v, fn) for k, v in batch.items()}
+        # A mapping class of its own (a framework's model output whose constructor takes
+        # fields, a defaultdict): a copy of the same class, its values replaced one by one.
+        out = copy.copy(batch)
+        for k, v in batch.items():
+            out[k] = map_tensors(v, fn)
+        return out
     return batch
 
 
