@@ -126,3 +126,13 @@ def test_a_bursty_loader_is_the_bottleneck_not_the_median_step() -> None:
     assert res.stall is not None and res.stall.period_steps == 4
     # The estimate rests on the loader's rate at 15 workers: bounded by the step without wait.
     assert top.impact.speedup is not None and 2.0 < top.impact.speedup < mean / 50.0
+
+
+def test_every_other_step_waiting_is_the_loaders_not_the_hosts() -> None:
+    # Two workers: half the steps stall, so a median wait would sit between the two kinds of
+    # step and hide the loader; the typical wait is the fast steps'.
+    times = [100.0, 15.0] * 6
+    waits = [85.0, 0.1] * 6
+    s = find_stalls(times, waits, [], num_workers=2)
+    assert s is not None and s.period_steps == 2
+    assert s.cause == "loader_workers" and s.data_share > 0.9
