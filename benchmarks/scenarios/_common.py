@@ -10,7 +10,8 @@ one line ``SCENARIO_RESULT {json}`` when it ends, also when ``gpusight run --ste
 early: ``median_step_ms`` (the typical gap between steps: ``benchmarks/accuracy.py`` compares it
 with and without gpusight) and ``mean_step_ms`` (the timed steps' total time over their count:
 the throughput, what ``benchmarks/gpu_whatif.py`` compares; a loader with workers delivers
-batches in bursts, so the median gap is not its throughput).
+batches in bursts, so the median gap is not its throughput). ``--step-log FILE`` writes every
+step's time as well (``benchmarks/watch_cost.py`` reads it).
 """
 
 from __future__ import annotations
@@ -39,6 +40,12 @@ def parse_args(doc: str | None, iters: int = 30) -> argparse.Namespace:
     )
     p.add_argument(
         "--workers", type=int, default=None, help="DataLoader workers instead of the scenario's"
+    )
+    p.add_argument(
+        "--step-log",
+        default=None,
+        help="write every step's time (ms, warm-up included) to this JSON file: the outside "
+        "clock that benchmarks/watch_cost.py compares a watched run with",
     )
     return p.parse_args()
 
@@ -90,3 +97,7 @@ class Steps:
             "samples_per_s": round(self.samples / median * 1000, 1) if median else None,
         }
         print("SCENARIO_RESULT " + json.dumps(result), flush=True)
+        log = getattr(self.args, "step_log", None)
+        if log:
+            with open(log, "w", encoding="utf-8") as f:
+                json.dump({"scenario": self.name, "step_ms": [round(t, 5) for t in times]}, f)

@@ -2,6 +2,14 @@
 
 The window is started and stopped from the step hooks (between two steps), so the steps
 inside it are whole. Reading the trace back happens after the run, never inside a step.
+
+CUPTI: torch's profiler (Kineto) leaves CUPTI's callbacks on after it stops unless
+``TEARDOWN_CUPTI=1`` is in the environment when it stops (pytorch/pytorch#144455). Left on, they
+made every later kernel launch dearer: a launch-bound training step ran 32 % slower for the rest
+of the run on an H200 (``benchmarks/probe_profiler_after.py``), and the report's step time
+described the watched loop, not the user's. So the window asks for the teardown, unless the
+environment already says otherwise (torch itself sets ``0`` when inductor's CUDA graphs are on,
+which do not survive a CUPTI re-init on older CUDA), and gives the environment back afterwards.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from .trace_analysis import Alignment, find_marker
 
 ALIGN_MARKER = "gpusight::align"
 ALIGN_END_MARKER = "gpusight::align_end"
+CUPTI_TEARDOWN = "TEARDOWN_CUPTI"
 
 
 class ProfilerWindow:
@@ -28,6 +37,10 @@ class ProfilerWindow:
         self._align_end_ns: int | None = None
         self.started = False
         self.stopped = False
+        self._teardown_asked = False
+        self.cupti_left_on = False
+        """CUPTI stays on after the window: the environment said so (``TEARDOWN_CUPTI`` other
+        than 1): later launches pay for its callbacks."""
 
     def start(self) -> bool:
         """Start profiling; False (and ``error`` says why) when the profiler will not start."""
@@ -41,10 +54,15 @@ class ProfilerWindow:
             activities = [ProfilerActivity.CPU]
             if self.cuda:
                 activities.append(ProfilerActivity.CUDA)
+                if CUPTI_TEARDOWN not in os.environ:
+                    os.environ[CUPTI_TEARDOWN] = "1"
+                    self._teardown_asked = True
             self._prof = profile(activities=activities, record_shapes=True)
             with without_usdt_lines():
                 self._prof.start()
             self.started = True
+            # Read after start: torch may have set it itself (CUDA graphs).
+            self.cupti_left_on = self.cuda and os.environ.get(CUPTI_TEARDOWN) != "1"
             # The first record_function pays one-off costs; the marker must be cheap to place.
             with torch.autograd.profiler.record_function("gpusight::warm"):
                 pass
@@ -53,6 +71,7 @@ class ProfilerWindow:
         except Exception as exc:
             self.error = f"profiler window failed to start: {type(exc).__name__}: {exc}"
             self._stop_quietly()
+            self.restore_env()
             return False
         return True
 
@@ -68,6 +87,13 @@ class ProfilerWindow:
                     self._prof.stop()
             except Exception as exc:
                 self.error = f"profiler window failed to stop: {type(exc).__name__}: {exc}"
+
+    def restore_env(self) -> None:
+        """Give ``TEARDOWN_CUPTI`` back as it was (after the stop: Kineto reads it then)."""
+        if self._teardown_asked:
+            self._teardown_asked = False
+            if os.environ.get(CUPTI_TEARDOWN) == "1":
+                del os.environ[CUPTI_TEARDOWN]
 
     def _stop_quietly(self) -> None:
         if self._prof is not None and self.started and not self.stopped:

@@ -50,7 +50,7 @@ from .detail import DetailPlan
 from .nvml_sampler import NvmlSampler
 from .patches import Patches
 from .placement import INSPECT_CALLS, ModuleInfo, inspect_module, observe_call
-from .profiler_window import ProfilerWindow
+from .profiler_window import CUPTI_TEARDOWN, ProfilerWindow
 from .recorder import StepRecorder
 from .source_lines import Site, SourceMap
 
@@ -373,7 +373,7 @@ class Watch:
         # that sync is ours, not the user's.
         self._tid = None
         parts: list[tuple[str, Callable[[], object]]] = [
-            ("profiler window", lambda: self._window.stop() if self._window is not None else None),
+            ("profiler window", self._end_window),
             ("hooks and wrappers", self._patches.restore),
             ("sync-debug mode", self._restore_sync_mode),
             ("NVML sampler", lambda: self._sampler.stop() if self._sampler is not None else None),
@@ -472,6 +472,11 @@ class Watch:
             except Exception as exc:
                 self.notes.append(f"could not switch sync-debug mode: {exc}")
 
+    def _end_window(self) -> None:
+        if self._window is not None:
+            self._window.stop()
+            self._window.restore_env()
+
     def _restore_sync_mode(self) -> None:
         if self._sync_mode_set and self._sync_mode_before is not None:
             try:
@@ -519,6 +524,14 @@ class Watch:
         self._window = ProfilerWindow(cuda=self._cuda)
         if self._window.start():
             rec.recording_window = True
+            if self._window.cupti_left_on:
+                self.notes.append(
+                    f"{CUPTI_TEARDOWN}={os.environ.get(CUPTI_TEARDOWN)} is set: torch's profiler "
+                    "leaves CUPTI's callbacks on after its window, and every later kernel launch "
+                    "pays for them (a launch-bound step ran 32 % slower on an H200), so the steps "
+                    f"measured after the window are slower than unwatched; unset {CUPTI_TEARDOWN} "
+                    "to measure without"
+                )
         else:
             if self._window.error:
                 self.notes.append(self._window.error)
