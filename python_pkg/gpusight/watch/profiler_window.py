@@ -8,14 +8,15 @@ CUPTI: torch's profiler (Kineto) leaves CUPTI's callbacks on after it stops unle
 made every later kernel launch dearer: a launch-bound training step ran 32 % slower for the rest
 of the run on an H200 (``benchmarks/probe_profiler_after.py``), and the report's step time
 described the watched loop, not the user's. So the window asks for the teardown, unless the
-environment already says otherwise (torch itself sets ``0`` when inductor's CUDA graphs are on,
-which do not survive a CUPTI re-init on older CUDA), and gives the environment back afterwards.
+environment already says otherwise or inductor's CUDA graphs are on (torch keeps CUPTI up for
+them: a re-init crashed them on older CUDA), and gives the environment back afterwards.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 import time
 from typing import Any
@@ -26,6 +27,13 @@ from .trace_analysis import Alignment, find_marker
 ALIGN_MARKER = "gpusight::align"
 ALIGN_END_MARKER = "gpusight::align_end"
 CUPTI_TEARDOWN = "TEARDOWN_CUPTI"
+
+
+def _inductor_cuda_graphs() -> bool:
+    """Inductor's CUDA graphs are on (only looked up where inductor is already imported): torch
+    keeps CUPTI up for them, as a re-init after a teardown crashed them on older CUDA."""
+    config = sys.modules.get("torch._inductor.config")
+    return bool(getattr(getattr(config, "triton", None), "cudagraphs", False))
 
 
 class ProfilerWindow:
@@ -46,23 +54,28 @@ class ProfilerWindow:
         """Start profiling; False (and ``error`` says why) when the profiler will not start."""
         try:
             import torch
-            from torch.profiler import ProfilerActivity, profile
+            from torch.autograd import profiler as autograd_profiler
 
-            if torch.autograd.profiler._is_profiler_enabled:
+            if autograd_profiler._is_profiler_enabled:
                 self.error = "another profiler is already running: no profiler window"
                 return False
-            activities = [ProfilerActivity.CPU]
-            if self.cuda:
-                activities.append(ProfilerActivity.CUDA)
-                if CUPTI_TEARDOWN not in os.environ:
-                    os.environ[CUPTI_TEARDOWN] = "1"
-                    self._teardown_asked = True
-            self._prof = profile(activities=activities, record_shapes=True)
-            with without_usdt_lines():
-                self._prof.start()
-            self.started = True
-            # Read after start: torch may have set it itself (CUDA graphs).
+            if self.cuda and CUPTI_TEARDOWN not in os.environ and not _inductor_cuda_graphs():
+                os.environ[CUPTI_TEARDOWN] = "1"
+                self._teardown_asked = True
             self.cupti_left_on = self.cuda and os.environ.get(CUPTI_TEARDOWN) != "1"
+            # torch.profiler.profile is a wrapper of this one, and its start asks
+            # ``hasattr(torch, "_inductor")``, which imports inductor: 1.6 s here, 4 s on the
+            # H200's host, inside the user's step, in scripts that have not imported it yet
+            # (inference; training imports it through the optimizer's first step).
+            self._prof = autograd_profiler.profile(
+                use_cpu=True,
+                use_device="cuda" if self.cuda else None,
+                record_shapes=True,
+                use_kineto=True,
+            )
+            with without_usdt_lines():
+                self._prof.__enter__()
+            self.started = True
             # The first record_function pays one-off costs; the marker must be cheap to place.
             with torch.autograd.profiler.record_function("gpusight::warm"):
                 pass
@@ -84,7 +97,7 @@ class ProfilerWindow:
                 with torch.autograd.profiler.record_function(ALIGN_END_MARKER):
                     self._align_end_ns = time.perf_counter_ns()
                 with without_usdt_lines():
-                    self._prof.stop()
+                    self._prof.__exit__(None, None, None)
             except Exception as exc:
                 self.error = f"profiler window failed to stop: {type(exc).__name__}: {exc}"
 
@@ -100,7 +113,7 @@ class ProfilerWindow:
             self.stopped = True
             try:
                 with without_usdt_lines():
-                    self._prof.stop()
+                    self._prof.__exit__(None, None, None)
             except Exception:
                 pass
 

@@ -1,0 +1,104 @@
+"""The profiler window costs the user's run only its own steps (#20).
+
+Two costs it used to leave behind, each found on the H200 (``benchmarks/watch_cost.py``):
+torch.profiler's start imported inductor (4 s inside an inference script's step), and its stop
+left CUPTI's callbacks on (every later launch dearer: +32 % on a launch-bound training step).
+The CUPTI part needs a GPU to measure; here: the window asks for the teardown through the
+environment, respects the user's setting and inductor's CUDA graphs, and gives it back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import types
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from gpusight.watch.profiler_window import CUPTI_TEARDOWN, ProfilerWindow
+
+PKG = Path(__file__).resolve().parents[1]
+
+
+def test_an_inference_watch_does_not_import_inductor(tmp_path: Path) -> None:
+    # A fresh interpreter: the test session may have imported inductor already.
+    script = tmp_path / "infer.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import json, sys
+            import torch
+            import gpusight
+
+            model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU()).eval()
+            with gpusight.watch(steps=8) as w, torch.inference_mode():
+                for _ in range(8):
+                    model(torch.randn(4, 16)).sum().item()
+            kernels = w.report.run["kernels"]
+            print(json.dumps({
+                "inductor": "torch._inductor" in sys.modules,
+                "window_steps": kernels.get("window_steps"),
+                "cpu_op_ms": kernels.get("cpu_op_ms_per_step"),
+            }))
+            """
+        )
+    )
+    env = dict(os.environ, PYTHONPATH=str(PKG))
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["inductor"] is False
+    # The window still profiled: the trace was read back.
+    assert got["window_steps"] and got["window_steps"] >= 1
+    assert got["cpu_op_ms"] is not None
+
+
+@pytest.fixture()
+def clean_env() -> Iterator[None]:
+    before = os.environ.get(CUPTI_TEARDOWN)
+    os.environ.pop(CUPTI_TEARDOWN, None)
+    yield
+    os.environ.pop(CUPTI_TEARDOWN, None)
+    if before is not None:
+        os.environ[CUPTI_TEARDOWN] = before
+
+
+def _window_env(cuda: bool) -> tuple[str | None, str | None, bool]:
+    """The variable during the window, after it, and whether CUPTI is said to stay on."""
+    win = ProfilerWindow(cuda=cuda)
+    assert win.start(), win.error
+    during = os.environ.get(CUPTI_TEARDOWN)
+    win.stop()
+    win.restore_env()
+    return during, os.environ.get(CUPTI_TEARDOWN), win.cupti_left_on
+
+
+def test_the_window_asks_for_the_teardown_and_gives_the_environment_back(
+    clean_env: None,
+) -> None:
+    assert _window_env(cuda=True) == ("1", None, False)
+
+
+def test_without_cuda_the_environment_is_untouched(clean_env: None) -> None:
+    assert _window_env(cuda=False) == (None, None, False)
+
+
+def test_a_users_setting_is_kept_and_its_cost_is_said(clean_env: None) -> None:
+    os.environ[CUPTI_TEARDOWN] = "0"
+    assert _window_env(cuda=True) == ("0", "0", True)
+
+
+def test_inductor_cuda_graphs_keep_cupti_up(
+    clean_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Stands in for inductor's config module, which is only read where already imported.
+    config = types.ModuleType("torch._inductor.config")
+    config.triton = types.SimpleNamespace(cudagraphs=True)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "torch._inductor.config", config)
+    assert _window_env(cuda=True) == (None, None, True)
