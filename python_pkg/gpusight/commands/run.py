@@ -300,9 +300,14 @@ def _write_patch(report: Report, path: str | None, quiet: bool) -> None:
             file=sys.stderr,
         )
         return
+    from ..fixes.patch_files import header
+
+    # Above the diff (patch and git apply skip it): what it fixes, and the hashes of the files
+    # it was made from, so that --verify refuses it once they change.
+    what = " ".join(f"{found.id}: {found.fix.text}".split())
     try:
         with open(path, "w", encoding="utf-8") as f:
-            f.write(found.fix.patch)
+            f.write(header(found.fix.patch_files or [], what) + found.fix.patch)
     except OSError as exc:
         print(f"gpusight run: could not write {path}: {exc.strerror}", file=sys.stderr)
         return
