@@ -149,3 +149,21 @@ def test_the_watch_records_the_loops_call_of_the_model(
     line = SCRIPT.splitlines().index(
         "        loss = nn.functional.cross_entropy(model(x), y)") + 1  # fmt: skip
     assert (site["shown"], site["line"]) == ("train.py", line)  # the loop's, not the dummy's
+
+
+def test_a_second_run_in_one_process_patches_its_own_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Both scripts are "train.py": the second one's patch and hash are made from its own text,
+    # not from lines cached for the first.
+    for name, text in (
+        ("a", SCRIPT),
+        ("b", "# another script\n" + SCRIPT.replace("16,\n", "8,\n")),
+    ):
+        (tmp_path / name).mkdir()
+        monkeypatch.chdir(tmp_path / name)
+        Path("train.py").write_text(text)
+        assert main(["run", "--quiet", "--steps", "3", "--patch", "fix.diff", "train.py"]) == 0
+        diff = Path("fix.diff").read_text()
+        assert made_from(diff) == {"train.py": text_sha256(text)}
+    assert "-        batch_size=8,\n" in diff

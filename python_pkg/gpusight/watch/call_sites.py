@@ -33,6 +33,16 @@ class CallSite:
     """The line the call was made from, in ``filename``."""
 
     def source(self) -> str | None:
+        """The file's text as it is on disk now (the patch and its hash are made from it);
+        a notebook cell's from linecache, where IPython registers it."""
+        if not self.filename.startswith("<"):
+            try:
+                # Not linecache: it keeps a file's lines by name, and a second run in one process
+                # of another "train.py" would be given the first one's.
+                with open(self.filename, encoding="utf-8") as f:
+                    return f.read() or None
+            except (OSError, UnicodeDecodeError):
+                pass
         text = "".join(linecache.getlines(self.filename))
         return text or None
 
