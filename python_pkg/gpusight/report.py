@@ -47,6 +47,16 @@ class Impact:
 
 
 @dataclass
+class PatchFile:
+    """A file a patch changes, as the run saw it: how a stale patch is told apart."""
+
+    path: str
+    """As the diff names it, without ``a/`` or ``b/``."""
+    sha256: str
+    """Of the file's text (UTF-8) when the patch was made."""
+
+
+@dataclass
 class Fix:
     text: str
     snippet_id: str | None = None
@@ -54,6 +64,8 @@ class Fix:
     language: Literal["python", "shell", "text"] | None = None
     patch: str | None = None
     """The fix as a change to the user's own lines: a unified diff (``patch -p1``)."""
+    patch_files: list[PatchFile] | None = None
+    """What ``patch`` was made from: a file whose hash differs now makes the patch stale."""
 
 
 @dataclass

@@ -15,6 +15,7 @@ from .report import (
     Finding,
     Fix,
     Impact,
+    PatchFile,
     Report,
     SourceLine,
     Verdict,
@@ -24,7 +25,10 @@ from .report import (
 
 
 def _fix(d: dict[str, Any] | None) -> Fix | None:
-    return Fix(**d) if d is not None else None
+    if d is None:
+        return None
+    files = d.get("patch_files")
+    return Fix(**{**d, "patch_files": [PatchFile(**f) for f in files] if files else None})
 
 
 def _impact(d: dict[str, Any]) -> Impact:
@@ -47,7 +51,7 @@ def _finding(d: dict[str, Any]) -> Finding:
             for e in d.get("evidence", [])
         ],
         impact=_impact(d.get("impact", {})),
-        fix=Fix(**d.get("fix", {"text": ""})),
+        fix=_fix(d.get("fix")) or Fix(text=""),
         detail=d.get("detail"),
         gpu_index=d.get("gpu_index"),
     )

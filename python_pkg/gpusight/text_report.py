@@ -37,6 +37,28 @@ _STATUS_STYLE = {
 _SEVERITY_STYLE = {"critical": "red", "warn": "yellow", "info": "cyan"}
 
 
+# Characters a terminal acts on instead of printing: C0 controls (ESC starts colour, cursor and
+# hyperlink sequences; CR overwrites a line) but tab and newline, DEL, C1 controls, and the
+# bidirectional overrides that make a line show other code than it holds ("Trojan Source").
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every character a terminal would act on written as an escape (``\\x1b``):
+    report strings (file names, source lines, diffs) are the user's, never terminal commands."""
+    return _UNPRINTABLE.sub(lambda m: ascii(m.group())[1:-1], text)
+
+
+def _printable_all(value: Any) -> Any:
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, Mapping):
+        return {k: _printable_all(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_printable_all(v) for v in value]
+    return value
+
+
 def use_color(stream: IO[str], no_color: bool = False) -> bool:
     """Colour only on a terminal, and never when asked not to (``--no-color``, NO_COLOR, dumb)."""
     if no_color or os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
@@ -175,6 +197,11 @@ def _findings(findings: list[Mapping[str, Any]], out: _Out) -> None:
             for line in fx["patch"].rstrip("\n").splitlines():
                 out.add("      " + line)
         elif fx.get("code"):
+            # No line of the user's was found that this changes safely: say it is the general
+            # form, to adapt.
+            out.add(
+                "    " + out.style("Generic snippet", "bold") + " (adapt the names to your code):"
+            )
             for line in fx["code"].rstrip("\n").splitlines():
                 out.add("      " + out.style("| ", "dim") + line)
 
@@ -183,7 +210,9 @@ def render(
     report: Report | Mapping[str, Any], color: bool = False, width: int | None = None
 ) -> str:
     """The report as terminal text."""
-    data: Mapping[str, Any] = report.to_dict() if isinstance(report, Report) else report
+    data: Mapping[str, Any] = _printable_all(
+        report.to_dict() if isinstance(report, Report) else report
+    )
     if width is None:
         width = min(100, shutil.get_terminal_size((100, 24)).columns)
     out = _Out(color, width)

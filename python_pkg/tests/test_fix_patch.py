@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -11,6 +12,8 @@ from pathlib import Path
 import pytest
 from gpusight.cli import main
 from gpusight.fixes.patch import loader_patch, set_call_keywords
+from gpusight.fixes.patch_files import made_from, text_sha256
+from gpusight.report import load_report
 
 SRC = """import torch
 from torch.utils.data import DataLoader
@@ -75,6 +78,7 @@ class Slow(Dataset):
 
 def main():
     model = nn.Linear(16, 4)
+    model(torch.zeros(1, 16))  # a dummy call before the loop
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     loader = DataLoader(
         Slow(),
@@ -101,8 +105,14 @@ def test_run_patch_changes_the_users_loader_call(
     Path("train.py").write_text(SCRIPT)
     assert main(["run", "--quiet", "--steps", "4", "--json", "r.json", "--patch", "fix.diff",
                  "train.py"]) == 0  # fmt: skip
-    diff = Path("fix.diff").read_text()
+    text = Path("fix.diff").read_text()
+    # Above the diff: what it fixes, and the hash of the file it was made from.
+    sha = made_from(text)["train.py"]
+    assert sha == text_sha256(SCRIPT)
+    diff = text[text.index("--- a/") :]
     assert diff.startswith("--- a/train.py\n+++ b/train.py\n")
+    fix = next(f["fix"] for f in load_report("r.json")["findings"] if f["fix"].get("patch"))
+    assert fix["patch"] == diff and fix["patch_files"] == [{"path": "train.py", "sha256": sha}]
     assert "+        batch_size=16, num_workers=" in diff
     if shutil.which("patch") is None:
         pytest.skip("no patch program")
@@ -127,3 +137,33 @@ def test_run_patch_without_a_call_of_the_users_says_so(
     assert main(["run", "--quiet", "--patch", "fix.diff", "s.py"]) == 0
     assert not Path("fix.diff").exists()
     assert "nothing written" in capsys.readouterr().err
+
+
+def test_the_watch_records_the_loops_call_of_the_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("train.py").write_text(SCRIPT)
+    assert main(["run", "--quiet", "--steps", "4", "--facts", "f.json", "train.py"]) == 0
+    site = json.loads(Path("f.json").read_text())["forward_site"]
+    line = SCRIPT.splitlines().index(
+        "        loss = nn.functional.cross_entropy(model(x), y)") + 1  # fmt: skip
+    assert (site["shown"], site["line"]) == ("train.py", line)  # the loop's, not the dummy's
+
+
+def test_a_second_run_in_one_process_patches_its_own_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Both scripts are "train.py": the second one's patch and hash are made from its own text,
+    # not from lines cached for the first.
+    for name, text in (
+        ("a", SCRIPT),
+        ("b", "# another script\n" + SCRIPT.replace("16,\n", "8,\n")),
+    ):
+        (tmp_path / name).mkdir()
+        monkeypatch.chdir(tmp_path / name)
+        Path("train.py").write_text(text)
+        assert main(["run", "--quiet", "--steps", "3", "--patch", "fix.diff", "train.py"]) == 0
+        diff = Path("fix.diff").read_text()
+        assert made_from(diff) == {"train.py": text_sha256(text)}
+    assert "-        batch_size=8,\n" in diff

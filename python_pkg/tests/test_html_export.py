@@ -391,3 +391,49 @@ def test_nbconvert_shows_the_report_after_a_default_nbclient_run() -> None:
     output, html = execute_and_convert(store_widget_state=True)
     assert "application/vnd.jupyter.widget-view+json" not in output["data"]
     assert_report_in(html)
+
+
+# A file name and a source line of the user's, as a patch carries them into every renderer.
+EVIL_NAME = "</script><img src=x onerror=window.__pwned=1>\x1b]8;;http://evil\x07\u202e.py"
+EVIL_LINE = "x = '</script><!--<script>alert(1)</script>'  # \x1b[2J\x1b[31m\rfake \u202egnp.exe"
+
+
+def with_hostile_patch() -> Any:
+    from gpusight.report import PatchFile
+
+    report = typical_report()
+    fix = report.findings[0].fix
+    fix.patch = (
+        f"--- a/{EVIL_NAME}\n+++ b/{EVIL_NAME}\n@@ -1,2 +1,2 @@\n {EVIL_LINE}\n"
+        f"-{EVIL_LINE}\n+{EVIL_LINE}  # changed\n"
+    )
+    fix.patch_files = [PatchFile(EVIL_NAME, "0" * 64)]
+    return report
+
+
+@needs_bundle
+def test_hostile_file_names_and_lines_in_a_patch_stay_text_in_html() -> None:
+    report = with_hostile_patch()
+    data = json.loads(report.to_json())
+    for page in (report_page(data), notebook_html(report)):
+        assert len(re.findall(r"<script", page, re.I)) == 2
+        assert len(re.findall(r"</script", page, re.I)) == 2
+        assert "<img" not in page and "<!--" not in page
+        assert "\x1b" not in page  # the JSON escapes it
+    assert json_payload(report_page(data))[1] == data
+
+
+def test_hostile_file_names_and_lines_in_a_patch_stay_text_in_the_terminal() -> None:
+    from gpusight.text_report import render
+
+    report = with_hostile_patch()
+    for color in (False, True):
+        text = render(report, color=color, width=100)
+        # Only the renderer's own colour codes reach the terminal: no other escape, no carriage
+        # return, no bidirectional override.
+        assert not re.sub(r"\x1b\[[0-9;]*m", "", text).count("\x1b")
+        assert "\r" not in text and "\u202e" not in text and "\x07" not in text
+        assert (
+            "+++ b/</script><img src=x onerror=window.__pwned=1>\\x1b]8;;http://evil\\x07" in text
+        )
+        assert "\\x1b[2J\\x1b[31m\\rfake \\u202egnp.exe" in text

@@ -40,6 +40,40 @@ describe('<gs-fix-card>', () => {
     );
   });
 
+  it('keeps hostile file names and source lines of a patch as text', async () => {
+    // A file name and lines of the user's as the diff carries them: markup, a lit-like
+    // binding, an attribute break-out, a bidirectional override.
+    const name = `${HOSTILE}" onmouseover="alert(1)\u202e.py`;
+    const line = `x = '<svg onload=alert(1)>' + \${alert(1)} + '<!-- -->'`;
+    const patch =
+      `--- a/${name}\n+++ b/${name}\n@@ -1,2 +1,2 @@\n ${line}\n` +
+      `-${HOSTILE}\n+${HOSTILE} # </code></pre><script>alert(1)</script>\n`;
+    const el = await card({
+      fix: {
+        text: 'Change it.',
+        patch,
+        patch_files: [{ path: name, sha256: '0'.repeat(64) }]
+      },
+      findingId: HOSTILE
+    });
+    const root = el.shadowRoot as ShadowRoot;
+    for (const tag of ['img', 'svg', 'script']) {
+      expect(root.querySelector(tag)).toBeNull();
+      expect(document.querySelector(tag)).toBeNull();
+    }
+    expect(root.querySelector('[onmouseover]')).toBeNull();
+    const pre = root.querySelector('pre.jp-GpusightFixCard-patch');
+    expect(pre?.textContent).toBe(patch);
+    // One span per diff line, and nothing else inside the code element.
+    const code = pre?.querySelector('code');
+    expect(
+      [...(code?.children ?? [])].every(c =>
+        c.classList.contains('jp-GpusightFixCard-patchLine')
+      )
+    ).toBe(true);
+    expect(code?.children.length).toBe(patch.trimEnd().split('\n').length);
+  });
+
   it("shows the patch of the user's lines as text, lines marked by kind", async () => {
     const patch =
       `--- a/${HOSTILE}.py\n+++ b/${HOSTILE}.py\n@@ -1,3 +1,3 @@\n` +

@@ -10,6 +10,10 @@ that many measured steps (exit 0). The report is written in every case.
 With ``--what-if`` the script is re-run, unmodified, once per candidate change injected from
 outside (``rerun/``), and the report carries each change's measured gain in items per second.
 
+With ``--patch FILE`` the first fix that changes the user's own lines is written as a unified
+diff; ``--verify FILE`` applies such a diff to a temporary copy and compares the original and the
+patched script in items per second (``rerun/verify.py``).
+
 Imports nothing of IPython or ipywidgets: it runs where only torch is installed.
 """
 
@@ -51,6 +55,20 @@ def register(subparsers: Any) -> None:
         metavar="FILE",
         help="write the first fix that changes your own lines as a unified diff "
         "(apply with: patch -p1 < FILE)",
+    )
+    p.add_argument(
+        "--verify",
+        default=None,
+        metavar="FIX.diff",
+        help="apply this patch (from --patch) to a temporary copy, run the original and the "
+        "patched script, and compare them in items per second; your files are not changed",
+    )
+    p.add_argument(
+        "--report",
+        default=None,
+        metavar="FILE",
+        help="with --verify: the report the patch came from (its what-if's predicted gain is "
+        "shown beside the measured one, and its file hashes are checked)",
     )
     p.add_argument(
         "--what-if",
@@ -137,6 +155,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"gpusight run: no such script: {script}", file=sys.stderr)
         return 2
     label = args.label or os.path.basename(script)
+    if args.verify:
+        return _verify(args)
+    if args.report:
+        print("gpusight run: --report goes with --verify", file=sys.stderr)
+        return 2
     if args.what_if:
         return _what_if(args, label)
     if importlib.util.find_spec("torch") is None:
@@ -256,13 +279,8 @@ def _what_if(args: argparse.Namespace, label: str) -> int:
         if not args.quiet:
             print(f"gpusight: {text}", file=sys.stderr, flush=True)
 
-    env = dict(os.environ)
-    pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (pkg_root, env.get("PYTHONPATH", "")) if p
-    )  # the re-runs import this very gpusight
     runner = ScriptRunner(
-        args.script, args.args, steps=args.steps or 20, warmup=args.warmup, env=env
+        args.script, args.args, steps=args.steps or 20, warmup=args.warmup, env=_rerun_env()
     )
     driver = Driver(runner, budget_s=args.budget, warmup=args.warmup, progress=say)
     say(f"what-if: re-running {args.script} once per change, budget {args.budget:.0f} s")
@@ -286,6 +304,76 @@ def _what_if(args: argparse.Namespace, label: str) -> int:
     return 130 if out.interrupted else 0
 
 
+def _rerun_env() -> dict[str, str]:
+    """The environment of a re-run: this very gpusight importable, wherever the run starts."""
+    env = dict(os.environ)
+    pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def _verify(args: argparse.Namespace) -> int:
+    """Apply the patch to a copy, run both scripts, print the measured gain; the user's files
+    are left as they are whatever happens."""
+    from ..rerun.verify import VerifyError, verify
+    from ..rerun.verify_text import render_verified
+
+    if args.what_if or args.patch or args.inject or args.facts:
+        print("gpusight run: --verify takes no --what-if/--patch", file=sys.stderr)
+        return 2
+    if importlib.util.find_spec("torch") is None:
+        print("gpusight run --verify: torch is not installed", file=sys.stderr)
+        return 2
+    try:
+        with open(args.verify, encoding="utf-8") as f:
+            diff_text = f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"gpusight run --verify: cannot read {args.verify}: {exc}", file=sys.stderr)
+        return 2
+    report = None
+    if args.report:
+        from ..report import load_report
+        from ..report_schema import ReportValidationError
+
+        try:
+            report = load_report(args.report)
+        except (OSError, ReportValidationError) as exc:
+            print(f"gpusight run --verify: {args.report}: {exc}", file=sys.stderr)
+            return 2
+
+    def say(text: str) -> None:
+        if not args.quiet:
+            print(f"gpusight: {text}", file=sys.stderr, flush=True)
+
+    try:
+        out = verify(
+            diff_text,
+            args.script,
+            args.args,
+            report=report,
+            steps=args.steps or 20,
+            warmup=args.warmup,
+            timeout_s=max(60.0, args.budget),
+            env=_rerun_env(),
+            progress=say,
+        )
+    except VerifyError as exc:
+        print(f"gpusight run --verify: {exc}", file=sys.stderr)
+        print("gpusight run --verify: nothing was changed in your files", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("gpusight run --verify: interrupted; nothing was changed", file=sys.stderr)
+        return 130
+    sys.stdout.write(render_verified(out, args.verify, args.report))
+    if args.json and out.after.report is not None:
+        try:
+            with open(args.json, "w", encoding="utf-8") as f:
+                json.dump(out.after.report, f, indent=1)
+        except OSError as exc:
+            print(f"gpusight run: could not write {args.json}: {exc}", file=sys.stderr)
+    return 0
+
+
 def _write_patch(report: Report, path: str | None, quiet: bool) -> None:
     """The first finding (in the report's order) whose fix is a patch of the user's lines."""
     if not path:
@@ -300,9 +388,14 @@ def _write_patch(report: Report, path: str | None, quiet: bool) -> None:
             file=sys.stderr,
         )
         return
+    from ..fixes.patch_files import header
+
+    # Above the diff (patch and git apply skip it): what it fixes, and the hashes of the files
+    # it was made from, so that --verify refuses it once they change.
+    what = " ".join(f"{found.id}: {found.fix.text}".split())
     try:
         with open(path, "w", encoding="utf-8") as f:
-            f.write(found.fix.patch)
+            f.write(header(found.fix.patch_files or [], what) + found.fix.patch)
     except OSError as exc:
         print(f"gpusight run: could not write {path}: {exc.strerror}", file=sys.stderr)
         return

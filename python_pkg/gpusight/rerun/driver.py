@@ -147,7 +147,10 @@ class ScriptRunner:
         warmup: int = 3,
         python: str = sys.executable,
         env: dict[str, str] | None = None,
+        cwd: str | None = None,
     ) -> None:
+        self.cwd = cwd
+        """Where the script runs (None: here); ``--verify`` runs a patched copy elsewhere."""
         self.script = script
         self.args = list(script_args)
         self.steps = steps
@@ -177,7 +180,7 @@ class ScriptRunner:
         with open(log, "wb") as out:
             proc = subprocess.Popen(
                 cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, env=self.env,
+                start_new_session=True, env=self.env, cwd=self.cwd,
             )  # fmt: skip
             try:
                 rc = proc.wait(timeout=max(1.0, timeout_s))

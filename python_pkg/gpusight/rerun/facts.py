@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from ..watch.report_builder import forward_site
+
 if TYPE_CHECKING:
     from ..watch.session import Watch
 
@@ -24,6 +26,7 @@ def from_watch(w: Watch, wall_s: float | None = None) -> dict[str, Any]:
     flags = w.flags()
     rec = w.recorder
     site = w.collected.loader_sites.get(ld.dataset_id) if ld is not None else None
+    fwd = forward_site(w)
     steps = run.get("steps") or 0
     return {
         "step_mode": rec.kind if rec is not None else None,
@@ -52,6 +55,9 @@ def from_watch(w: Watch, wall_s: float | None = None) -> dict[str, Any]:
         "loader_site": None
         if site is None
         else {"file": site.filename, "shown": site.shown, "line": site.line},
+        "forward_site": None
+        if fwd is None
+        else {"file": fwd.filename, "shown": fwd.shown, "line": fwd.line},
         "model": None
         if main is None
         else {

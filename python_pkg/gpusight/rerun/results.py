@@ -14,6 +14,8 @@ from typing import Any
 from ..fixes import fix
 from ..fixes import workload as _workload_snippets  # noqa: F401  (registers the snippets)
 from ..fixes.patch import loader_patch
+from ..fixes.patch_files import read_text, with_patch
+from ..fixes.statement_patches import autocast_patch, tf32_patch
 from ..report import Evidence, Finding, Fix, Impact, Report, Severity, WhatIf
 from .driver import MIN_GAIN, Outcome, RunResult
 from .plan import Arm
@@ -35,19 +37,44 @@ _TITLES = {
 _LOADER_ARGS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "batch_size")
 
 
+def _site_text(site: dict[str, Any]) -> str | None:
+    try:
+        return read_text(str(site["file"]))
+    except (OSError, UnicodeDecodeError, KeyError):
+        return None
+
+
 def _patched(f: Fix, arm: Arm, facts: dict[str, Any]) -> Fix:
-    """The measured change, as a patch of the user's DataLoader call where it is known."""
+    """The measured change, as a patch of the user's own lines where they are known: the
+    DataLoader call's arguments, the model's call under autocast, TF32 after ``import torch``."""
+    if arm.group in ("autocast", "tf32"):
+        # Autocast wraps the model's call; TF32 goes after the import torch of the file that
+        # calls the model, else of the file that builds the loader.
+        sites = [facts.get("forward_site")]
+        if arm.group == "tf32":
+            sites.append(facts.get("loader_site"))
+        for site in (s for s in sites if s and s.get("file")):
+            text = _site_text(site)
+            if text is None:
+                continue
+            shown = str(site["shown"])
+            patch = (
+                autocast_patch(text, int(site["line"]), shown, dtype=str(arm.changes["autocast"]))
+                if arm.group == "autocast"
+                else tf32_patch(text, shown)
+            )
+            if patch:
+                return with_patch(f, patch, {shown: text})
+        return f
     site = facts.get("loader_site") or {}
     values = {k: v for k, v in arm.changes.items() if k in _LOADER_ARGS}
     if not values or not site.get("file"):
         return f
-    try:
-        with open(site["file"], encoding="utf-8") as fh:
-            text = fh.read()
-    except (OSError, UnicodeDecodeError):
+    text = _site_text(site)
+    if text is None:
         return f
-    f.patch = loader_patch(text, int(site["line"]), str(site["shown"]), values)
-    return f
+    shown = str(site["shown"])
+    return with_patch(f, loader_patch(text, int(site["line"]), shown, values), {shown: text})
 
 
 def _fix_for(arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:

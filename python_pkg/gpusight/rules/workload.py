@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from ..fixes import fix
 from ..fixes import workload as _workload_snippets  # noqa: F401  (registers the snippets)
 from ..fixes.patch import loader_patch
+from ..fixes.patch_files import with_patch
+from ..fixes.statement_patches import autocast_patch, log_every_patch
 from ..report import Evidence, Finding, Fix, Impact, Scalar, Severity, SourceLine, Verdict
 from .stalls import Stall, find_stalls, stall_phrase, workers_to_keep_up
 
@@ -68,6 +70,8 @@ class SyncSite:
     idle_ms: float | None = None
     """GPU idle time this site's syncs left behind: measured in the profiler window, scaled to
     the measured steps (ms in total; ``run.syncs[].total_ms``)."""
+    source: CodeSource | None = None
+    """The user's file around the line, where it is a file of theirs: a fix patches it."""
 
 
 @dataclass
@@ -93,13 +97,18 @@ class LoaderInfo:
 
 
 @dataclass
-class LoaderSource:
+class CodeSource:
+    """A line of the user's file that a fix changes, with the file's text to patch."""
+
     path: str
     """The file as the patch names it (relative to where the run started)."""
     text: str
     """The file's text when the run saw it."""
     line: int
-    """A line of the ``DataLoader(...)`` call."""
+    """A line of the call or statement (the ``DataLoader(...)`` call, the model's call, ...)."""
+
+
+LoaderSource = CodeSource
 
 
 @dataclass
@@ -175,6 +184,9 @@ class WorkloadEvidence:
     """Indices of the steps in which a new DataLoader iterator (an epoch) began."""
     loader_source: LoaderSource | None = None
     """Where the user's code built the DataLoader: a fix to it is a patch of that call."""
+    forward_source: CodeSource | None = None
+    """Where the user's code calls the model (the main module's top-level forward): autocast
+    wraps that statement."""
 
 
 @dataclass
@@ -399,10 +411,27 @@ def _batch_impact(batch: int, suggested: int, busy: float | None, what: str) -> 
     )
 
 
+def _autocast_fix(f: Fix, src: CodeSource | None) -> Fix:
+    """The fix with the user's forward statement run under bf16 autocast, where it is known."""
+    if src is not None:
+        with_patch(f, autocast_patch(src.text, src.line, src.path), {src.path: src.text})
+    return f
+
+
+def _sync_fix(f: Fix, site: SyncSite, every: int) -> Fix:
+    """The fix with the user's logging line read every ``every`` steps, where that is a safe
+    change of it (a print/log call in a counted loop); otherwise the snippet alone."""
+    src = site.source
+    if src is not None:
+        patch = log_every_patch(src.text, src.line, src.path, every)
+        with_patch(f, patch, {src.path: src.text})
+    return f
+
+
 def _with_patch(f: Fix, src: LoaderSource | None, values: dict[str, object]) -> Fix:
     """The fix with the user's DataLoader call changed, where the call is known."""
     if src is not None:
-        f.patch = loader_patch(src.text, src.line, src.path, values)
+        with_patch(f, loader_patch(src.text, src.line, src.path, values), {src.path: src.text})
     return f
 
 
@@ -729,10 +758,13 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                     impact=_impact(
                         rec, "bf16 on Tensor Cores runs these matmuls several times faster."
                     ),
-                    fix=fix(
-                        "Train under bf16 autocast; allow TF32 for what stays float32.",
-                        "precision.autocast",
-                        dtype="bfloat16",
+                    fix=_autocast_fix(
+                        fix(
+                            "Train under bf16 autocast; allow TF32 for what stays float32.",
+                            "precision.autocast",
+                            dtype="bfloat16",
+                        ),
+                        ev.forward_source,
                     ),
                 )
             )
@@ -797,12 +829,17 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                     share["sync_stall"],
                     "Without the wait the host queues the next step while the GPU computes.",
                 ),
-                fix=fix(
-                    "Keep values on the GPU and read them every few steps (or log asynchronously).",
-                    "sync.defer_item",
-                    site=_site_text(first.file, first.line),
-                    code=first.code or first.kind,
-                    every=50,
+                fix=_sync_fix(
+                    fix(
+                        "Keep values on the GPU and read them every few steps (or log "
+                        "asynchronously).",
+                        "sync.defer_item",
+                        site=_site_text(first.file, first.line),
+                        code=first.code or first.kind,
+                        every=50,
+                    ),
+                    first,
+                    50,
                 ),
             )
         )
@@ -1031,6 +1068,7 @@ def scalar(value: object) -> Scalar:
 
 
 __all__ = [
+    "CodeSource",
     "CopySite",
     "Fix",
     "GpuWindow",

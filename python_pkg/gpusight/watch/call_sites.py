@@ -1,4 +1,4 @@
-"""Where the user's code built its DataLoader: the call a fix changes.
+"""Where the user's code built its DataLoader and called its model: the lines a fix changes.
 
 Recorded while the watch runs (``Watch`` wraps ``DataLoader.__init__``): the user's frame that
 made the call, skipping torch's and gpusight's own, and nothing when that frame lies inside an
@@ -11,7 +11,7 @@ from __future__ import annotations
 import linecache
 import os
 import sysconfig
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import FrameType
 
 from .source_lines import SourceMap, display_path
@@ -33,11 +33,22 @@ class CallSite:
     """The line the call was made from, in ``filename``."""
 
     def source(self) -> str | None:
+        """The file's text as it is on disk now (the patch and its hash are made from it);
+        a notebook cell's from linecache, where IPython registers it."""
+        if not self.filename.startswith("<"):
+            try:
+                # Not linecache: it keeps a file's lines by name, and a second run in one process
+                # of another "train.py" would be given the first one's.
+                with open(self.filename, encoding="utf-8") as f:
+                    return f.read() or None
+            except (OSError, UnicodeDecodeError):
+                pass
         text = "".join(linecache.getlines(self.filename))
         return text or None
 
 
-def _in_library(filename: str) -> bool:
+def in_library(filename: str) -> bool:
+    """Inside an installed package (site-packages): not the user's file to edit."""
     path = os.path.abspath(filename)
     return "site-packages" in path or "dist-packages" in path or path.startswith(_LIBRARY_DIRS)
 
@@ -47,7 +58,24 @@ def call_site(sources: SourceMap, frame: FrameType | None) -> CallSite | None:
     if user is None:
         return None
     filename = user.f_code.co_filename
-    if _in_library(filename) or filename.startswith("<frozen"):
+    if in_library(filename) or filename.startswith("<frozen"):
         return None
     shown, _offset = sources.names.get(filename, (None, 0))
     return CallSite(filename, shown or display_path(filename), int(user.f_lineno or 0))
+
+
+@dataclass
+class SiteCounts:
+    """The user's lines that called one thing (a model), with how often each did: a dummy call
+    before the loop is outnumbered by the loop's own."""
+
+    seen: dict[tuple[str, int], tuple[CallSite, int]] = field(default_factory=dict)
+
+    def add(self, site: CallSite) -> None:
+        key = (site.filename, site.line)
+        known = self.seen.get(key)
+        self.seen[key] = (site, (known[1] if known else 0) + 1)
+
+    def top(self) -> CallSite | None:
+        best = max(self.seen.values(), key=lambda v: v[1], default=None)
+        return best[0] if best is not None else None

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ..report import Report, Verdict
 from ..rules.cpu_only_build import lead_with_cpu_only_build
 from ..rules.workload import (
+    CodeSource,
     CopySite,
     GpuWindow,
     LoaderInfo,
@@ -20,8 +21,10 @@ from ..rules.workload import (
     median_step,
     steady_start,
 )
+from .call_sites import CallSite, in_library
 from .machine import machine_facts
 from .recorder import StepRecord
+from .source_lines import Site
 from .trace_analysis import HostRecord, WindowStats
 from .trace_analysis import analyse as analyse_trace
 
@@ -38,6 +41,36 @@ def loader_source(w: Watch, ld: Any) -> LoaderSource | None:
     site = w.collected.loader_sites.get(ld.dataset_id) if ld is not None else None
     text = site.source() if site is not None else None
     return LoaderSource(site.shown, text, site.line) if site is not None and text else None
+
+
+def forward_site(w: Watch) -> CallSite | None:
+    """The user's line that called the main model most often (the most parameters, then the
+    most calls: the model the placement findings speak of)."""
+    mods = [(key, m) for key, m in w.collected.modules.items() if m.calls > 0]
+    if not mods:
+        return None
+    key, _main = max(mods, key=lambda km: (km[1].n_params, km[1].calls))
+    counts = w.collected.forward_sites.get(key)
+    return counts.top() if counts is not None else None
+
+
+def forward_source(w: Watch) -> CodeSource | None:
+    site = forward_site(w)
+    text = site.source() if site is not None else None
+    return CodeSource(site.shown, text, site.line) if site is not None and text else None
+
+
+def _sync_source(site: Site | None, texts: dict[str, str | None]) -> CodeSource | None:
+    """The user's file around a sync's line, when it is a file of theirs (not a library's)."""
+    if site is None or site.origin is None:
+        return None
+    filename, line = site.origin
+    if filename.startswith("<") or in_library(filename):
+        return None
+    if filename not in texts:
+        texts[filename] = CallSite(filename, site.file, line).source()
+    text = texts[filename]
+    return CodeSource(site.file, text, line) if text else None
 
 
 def _window_stats(w: Watch, notes: list[str]) -> WindowStats | None:
@@ -234,6 +267,7 @@ def build_report(w: Watch) -> Report:
     sync_idle = stats.sync_idle_ms if stats is not None else {}
     import os
 
+    texts: dict[str, str | None] = {}  # each user file read once for the sync sites
     ev = WorkloadEvidence(
         step_mode=rec.kind or "block",
         step_times_ms=[_ms(r.duration_ns) for r in clean],
@@ -251,6 +285,7 @@ def build_report(w: Watch) -> Report:
                 line=a.site.line if a.site else None,
                 code=a.site.code if a.site else None,
                 idle_ms=_per_run(sync_idle.get(key), stats, len(clean)),
+                source=_sync_source(a.site, texts),
             )
             for key, a in syncs
             if not measured or a.measured
@@ -279,6 +314,7 @@ def build_report(w: Watch) -> Report:
         else None,
         epoch_starts=[i for i, r in enumerate(clean) if r.epoch],
         loader_source=loader_source(w, ld),
+        forward_source=forward_source(w),
         placement=_placement(w),
         tf32_matmul=bool(flags.get("matmul.allow_tf32"))
         or flags.get("float32_matmul_precision") in ("high", "medium"),

@@ -45,7 +45,7 @@ from typing import Any
 
 from ..report import Report
 from .calibration import Calibration, calibrate
-from .call_sites import CallSite, call_site
+from .call_sites import CallSite, SiteCounts, call_site
 from .detail import DetailPlan
 from .nvml_sampler import NvmlSampler
 from .patches import Patches
@@ -144,6 +144,8 @@ class Collected:
     modules: dict[int, ModuleInfo] = field(default_factory=dict)
     loader_sites: dict[int, CallSite] = field(default_factory=dict)
     """Where each DataLoader built during the watch was built, by ``id`` of its dataset."""
+    forward_sites: dict[int, SiteCounts] = field(default_factory=dict)
+    """The user's lines that called each top-level module, by ``id`` of the module."""
 
 
 def classify_copy(src_pinned: bool, non_blocking: bool) -> str:
@@ -695,6 +697,7 @@ class Watch:
                     observe_call(info, args if isinstance(args, tuple) else (args,), None)
                 except Exception:
                     info.calls = INSPECT_CALLS
+                self._note_forward_site(module)
             self._fwd_top_info = info
             now = perf_counter_ns()
             rec = self._rec
@@ -702,6 +705,15 @@ class Watch:
                 rec.current.overhead_ns += now - t
             self._fwd_t0 = now
         return None
+
+    def _note_forward_site(self, module: Any) -> None:
+        """The user's line that called the model (autocast wraps it); the first calls only."""
+        try:
+            site = call_site(self.sources, sys._getframe(2))
+        except Exception:  # a fix's call site is a nicety: never the user's problem
+            return
+        if site is not None:
+            self.collected.forward_sites.setdefault(id(module), SiteCounts()).add(site)
 
     def _first_call(self, module: Any) -> ModuleInfo | None:
         try:

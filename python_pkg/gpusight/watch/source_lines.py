@@ -29,6 +29,8 @@ class Site:
     file: str
     line: int
     code: str | None = None
+    origin: tuple[str, int] | None = None
+    """The compiled file name and the line in it (``file``/``line`` are as shown)."""
 
 
 @dataclass
@@ -94,7 +96,10 @@ class SourceMap:
             shown, offset = self.names.get(filename, (None, 0))
             if shown is None:
                 shown = display_path(filename)
-            known = self._sites[key] = (code, Site(shown, lineno + offset, text))
+            known = self._sites[key] = (
+                code,
+                Site(shown, lineno + offset, text, (filename, lineno)),
+            )
         self._at[at] = known
         return known[1]
 
