@@ -10,6 +10,7 @@ from typing import Any
 
 from .report import (
     Benchmark,
+    CellPatch,
     Check,
     Evidence,
     Finding,
@@ -24,7 +25,10 @@ from .report import (
 
 
 def _fix(d: dict[str, Any] | None) -> Fix | None:
-    return Fix(**d) if d is not None else None
+    if d is None:
+        return None
+    cell = d.get("cell")
+    return Fix(**{**d, "cell": CellPatch(**cell) if cell else None})
 
 
 def _impact(d: dict[str, Any]) -> Impact:
@@ -47,7 +51,7 @@ def _finding(d: dict[str, Any]) -> Finding:
             for e in d.get("evidence", [])
         ],
         impact=_impact(d.get("impact", {})),
-        fix=Fix(**d.get("fix", {"text": ""})),
+        fix=_fix(d.get("fix")) or Fix(text=""),
         detail=d.get("detail"),
         gpu_index=d.get("gpu_index"),
     )

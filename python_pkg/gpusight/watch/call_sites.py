@@ -31,6 +31,8 @@ class CallSite:
     """As shown: ``train.py`` (relative to the working directory), or ``cell``."""
     line: int
     """The line the call was made from, in ``filename``."""
+    offset: int = 0
+    """Lines of the shown file above ``filename``'s first (a watched cell's magic line)."""
 
     def source(self) -> str | None:
         text = "".join(linecache.getlines(self.filename))
@@ -49,5 +51,5 @@ def call_site(sources: SourceMap, frame: FrameType | None) -> CallSite | None:
     filename = user.f_code.co_filename
     if _in_library(filename) or filename.startswith("<frozen"):
         return None
-    shown, _offset = sources.names.get(filename, (None, 0))
-    return CallSite(filename, shown or display_path(filename), int(user.f_lineno or 0))
+    shown, offset = sources.names.get(filename, (None, 0))
+    return CallSite(filename, shown or display_path(filename), int(user.f_lineno or 0), offset)
