@@ -57,6 +57,25 @@ class PatchFile:
 
 
 @dataclass
+class CellPatch:
+    """The fix as a change to a notebook cell (since 1.2): what a notebook needs to find the cell
+    (its text as it ran) and to show or apply the change (the changed text, the call's lines)."""
+
+    source: str
+    """The cell's text as it ran (trailing newlines stripped): the cell is found by it."""
+    patched: str
+    """The same cell with the fix applied."""
+    line: int
+    """First line of the changed call in the cell, counted from 1."""
+    end_line: int | None = None
+    """Last line of the changed call in the patched cell."""
+    execution_count: int | None = None
+    """The kernel's execution count of that run of the cell (``In[n]``)."""
+    label: str | None = None
+    """How the report names the cell: ``cell [5]``."""
+
+
+@dataclass
 class Fix:
     text: str
     snippet_id: str | None = None
@@ -66,6 +85,8 @@ class Fix:
     """The fix as a change to the user's own lines: a unified diff (``patch -p1``)."""
     patch_files: list[PatchFile] | None = None
     """What ``patch`` was made from: a file whose hash differs now makes the patch stale."""
+    cell: CellPatch | None = None
+    """Where the change is to a notebook cell: that cell, found by its text, and its new text."""
 
 
 @dataclass

@@ -10,6 +10,7 @@ from typing import Any
 
 from .report import (
     Benchmark,
+    CellPatch,
     Check,
     Evidence,
     Finding,
@@ -28,7 +29,14 @@ def _fix(d: dict[str, Any] | None) -> Fix | None:
     if d is None:
         return None
     files = d.get("patch_files")
-    return Fix(**{**d, "patch_files": [PatchFile(**f) for f in files] if files else None})
+    cell = d.get("cell")
+    return Fix(
+        **{
+            **d,
+            "patch_files": [PatchFile(**f) for f in files] if files else None,
+            "cell": CellPatch(**cell) if cell else None,
+        }
+    )
 
 
 def _impact(d: dict[str, Any]) -> Impact:

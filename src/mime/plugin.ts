@@ -12,6 +12,7 @@ import type {
 } from '@jupyterlab/application';
 import { INotebookTracker } from '@jupyterlab/notebook';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
+import { listenForCellActions } from '../notebook/cell-actions';
 import { listenForInsertCell } from '../notebook/insert-cell';
 import { createReportRendererFactory } from './renderer';
 
@@ -29,6 +30,7 @@ export const mimePlugin: JupyterFrontEndPlugin<void> = {
   ) => {
     if (tracker) {
       listenForInsertCell(app, tracker);
+      listenForCellActions(app, tracker);
     }
     // Notebooks clone the registry when they open; plugins activate before any is restored.
     rendermime.addFactory(

@@ -52,6 +52,30 @@ describe('validateReport: valid reports', () => {
     }
   });
 
+  it("accepts a fix's notebook cell (1.2) and names a bad one's field", () => {
+    const data = copy(full);
+    const cell = {
+      source: 'loader = DataLoader(ds)',
+      patched: 'loader = DataLoader(ds, num_workers=2)',
+      line: 1,
+      end_line: 1,
+      execution_count: 5,
+      label: 'cell [5]'
+    };
+    data.findings[0].fix.cell = cell;
+    const result = validateReport(data);
+    expect(result.ok).toBe(true);
+    if (result.ok) {
+      expect(result.report.findings[0].fix.cell?.patched).toBe(cell.patched);
+    }
+    data.findings[0].fix.cell = { ...cell, line: 0 };
+    expect(refused(validateReport(data)).path).toBe(
+      'findings[0].fix.cell.line'
+    );
+    data.findings[0].fix.cell = { source: 'x' };
+    expect(refused(validateReport(data)).error).toMatch(/patched/);
+  });
+
   it('accepts run: null and torch: null (the schema allows both)', () => {
     const data = copy(full);
     data.run = null;

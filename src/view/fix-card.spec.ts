@@ -1,7 +1,13 @@
 // @vitest-environment happy-dom
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { GsFixCard } from './fix-card';
-import { INSERT_CELL_EVENT, type InsertCellDetail } from './fix-card';
+import {
+  APPLY_CELL_EVENT,
+  type CellActionDetail,
+  INSERT_CELL_EVENT,
+  type InsertCellDetail,
+  SHOW_CELL_EVENT
+} from './fix-card';
 
 const HOSTILE = '</script><img src=x onerror=alert(1)>';
 
@@ -101,6 +107,73 @@ describe('<gs-fix-card>', () => {
     expect(root.querySelector('pre.jp-GpusightFixCard-code')?.textContent).toBe(
       'x = 1\n'
     );
+  });
+
+  it('offers Show / Apply for a change to a notebook cell, answered by the host', async () => {
+    const cell = {
+      source: `x = "${HOSTILE}"\nloader = DataLoader(ds)`,
+      patched: `x = "${HOSTILE}"\nloader = DataLoader(ds, num_workers=2)`,
+      line: 2,
+      execution_count: 4,
+      label: `cell [4] ${HOSTILE}`
+    };
+    const fix = {
+      text: 'More workers.',
+      code: 'loader = DataLoader(ds, num_workers=2)\n',
+      language: 'python' as const,
+      patch: `--- a/cell [4]\n+++ b/cell [4]\n@@ -1,2 +1,2 @@\n x = 1\n-a\n+b\n`,
+      cell
+    };
+    // Without a host that handles cells (an exported page): no buttons.
+    const bare = await card({ fix });
+    expect(
+      bare.shadowRoot?.querySelector('.jp-GpusightFixCard-applyCell')
+    ).toBeNull();
+    bare.remove();
+
+    const el = await card({
+      fix,
+      insertable: true,
+      findingId: 'load.input_bound'
+    });
+    const root = el.shadowRoot as ShadowRoot;
+    expect(root.querySelector('img')).toBeNull();
+    expect(
+      root.querySelector('.jp-GpusightFixCard-patchTitle')?.textContent?.trim()
+    ).toBe(`Change to cell [4] ${HOSTILE}`);
+    const seen: [string, CellActionDetail][] = [];
+    const answer = (e: Event) => {
+      const ev = e as CustomEvent<CellActionDetail>;
+      seen.push([ev.type, ev.detail]);
+      ev.detail.status = `${ev.type} done`;
+      ev.preventDefault();
+    };
+    document.addEventListener(SHOW_CELL_EVENT, answer);
+    document.addEventListener(APPLY_CELL_EVENT, answer);
+    const status = () =>
+      root.querySelector('.jp-GpusightFixCard-cellStatus')?.textContent;
+    (
+      root.querySelector('.jp-GpusightFixCard-showCell') as HTMLButtonElement
+    ).click();
+    await el.updateComplete;
+    expect(status()).toBe('gs-show-cell done');
+    (
+      root.querySelector('.jp-GpusightFixCard-applyCell') as HTMLButtonElement
+    ).click();
+    await el.updateComplete;
+    expect(status()).toBe('gs-apply-cell done');
+    expect(seen.map(([t, d]) => [t, d.cell, d.findingId])).toEqual([
+      [SHOW_CELL_EVENT, cell, 'load.input_bound'],
+      [APPLY_CELL_EVENT, cell, 'load.input_bound']
+    ]);
+    document.removeEventListener(SHOW_CELL_EVENT, answer);
+    document.removeEventListener(APPLY_CELL_EVENT, answer);
+    // Nobody answers (a report outside a notebook): the card says what to do instead.
+    (
+      root.querySelector('.jp-GpusightFixCard-applyCell') as HTMLButtonElement
+    ).click();
+    await el.updateComplete;
+    expect(status()).toBe('No notebook here: copy the change by hand');
   });
 
   it('highlights the snippet with spans that add up to the code', async () => {

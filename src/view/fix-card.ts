@@ -3,11 +3,13 @@
  * pieces render as lit text bindings (never HTML). "Copy" uses the clipboard API with a fallback;
  * "Insert cell below" only announces the code in a `gs-insert-cell` event: the element knows
  * nothing about notebooks, and whichever host handles the event (the notebook widget's plugin)
- * calls `preventDefault()` to say it did.
+ * calls `preventDefault()` to say it did. A fix whose change is to a notebook cell (`fix.cell`)
+ * also offers "Show the cell" and "Apply to that cell" (`gs-show-cell`, `gs-apply-cell`): the
+ * host answers in the event's `status`, which the card shows.
  */
 import { LitElement, css, html, nothing, unsafeCSS } from 'lit';
 import { property, state } from 'lit/decorators.js';
-import type { Fix } from '../report';
+import type { CellPatch, Fix } from '../report';
 import { define } from './define';
 import { tokenize, type TokenKind } from './highlight';
 
@@ -23,6 +25,16 @@ export interface InsertCellDetail {
 }
 
 export const INSERT_CELL_EVENT = 'gs-insert-cell';
+
+/** Asks the host to show or patch the notebook cell a fix changes; the host sets `status`. */
+export interface CellActionDetail {
+  cell: CellPatch;
+  findingId: string | null;
+  status: string | null;
+}
+
+export const SHOW_CELL_EVENT = 'gs-show-cell';
+export const APPLY_CELL_EVENT = 'gs-apply-cell';
 
 /** Copy with the async clipboard API; fall back to a selected textarea + execCommand. */
 export async function copyText(text: string): Promise<boolean> {
@@ -123,6 +135,7 @@ export class GsFixCard extends LitElement {
   @property({ type: Boolean }) insertable = false;
 
   @state() private _status = '';
+  @state() private _cellStatus = '';
 
   override connectedCallback(): void {
     super.connectedCallback();
@@ -158,6 +171,51 @@ export class GsFixCard extends LitElement {
       : 'No notebook here to insert into: use Copy';
   }
 
+  private _cellAction(name: string, cell: CellPatch): void {
+    const detail: CellActionDetail = {
+      cell,
+      findingId: this.findingId,
+      status: null
+    };
+    const event = new CustomEvent<CellActionDetail>(name, {
+      detail,
+      bubbles: true,
+      composed: true,
+      cancelable: true
+    });
+    this.dispatchEvent(event);
+    this._cellStatus = event.defaultPrevented
+      ? (detail.status ?? '')
+      : 'No notebook here: copy the change by hand';
+  }
+
+  /** "Show the cell" / "Apply to that cell", where a host can do them. */
+  private _cellActions(cell: CellPatch) {
+    if (!this.insertable) {
+      return nothing;
+    }
+    const name = cell.label ?? 'the cell';
+    return html`<div class="jp-GpusightFixCard-actions">
+      <button
+        class="jp-GpusightFixCard-showCell"
+        @click=${() => this._cellAction(SHOW_CELL_EVENT, cell)}
+        aria-label="Show ${name} in the notebook, the changed line selected"
+      >
+        Show the cell
+      </button>
+      <button
+        class="jp-GpusightFixCard-applyCell"
+        @click=${() => this._cellAction(APPLY_CELL_EVENT, cell)}
+        aria-label="Apply the change to ${name}, without running it"
+      >
+        Apply to that cell
+      </button>
+      <span class="jp-GpusightFixCard-cellStatus" role="status"
+        >${this._cellStatus}</span
+      >
+    </div>`;
+  }
+
   protected override render() {
     const fix = this.fix;
     if (!fix) {
@@ -169,7 +227,8 @@ export class GsFixCard extends LitElement {
     const canInsert = this.insertable && code !== '' && language === 'python';
     return html`<div class="jp-GpusightFixCard">
       <p class="jp-GpusightFixCard-text">${fix.text}</p>
-      ${fix.patch ? this._patch(fix.patch) : nothing}
+      ${fix.patch ? this._patch(fix.patch, fix.cell) : nothing}
+      ${fix.cell ? this._cellActions(fix.cell) : nothing}
       ${
         code
           ? html`<pre
@@ -206,7 +265,7 @@ export class GsFixCard extends LitElement {
   }
 
   /** The change to the user's own lines: a unified diff, each line coloured by its kind. */
-  private _patch(patch: string) {
+  private _patch(patch: string, cell: CellPatch | undefined) {
     const kind = (line: string) =>
       line.startsWith('+++') || line.startsWith('---')
         ? 'file'
@@ -218,7 +277,11 @@ export class GsFixCard extends LitElement {
               ? 'hunk'
               : 'context';
     return html`<p class="jp-GpusightFixCard-patchTitle">
-        Change to your code (patch -p1)
+        ${
+          cell
+            ? `Change to ${cell.label ?? 'your cell'}`
+            : 'Change to your code (patch -p1)'
+        }
       </p>
       <pre
         class="jp-GpusightFixCard-patch"
@@ -252,5 +315,7 @@ declare global {
   }
   interface HTMLElementEventMap {
     'gs-insert-cell': CustomEvent<InsertCellDetail>;
+    'gs-show-cell': CustomEvent<CellActionDetail>;
+    'gs-apply-cell': CustomEvent<CellActionDetail>;
   }
 }

@@ -78,8 +78,10 @@ describe('<gs-report>', () => {
     expect(deepAll(el, 'rect.jp-GpusightSpeedupsChart-bar')).toHaveLength(1);
     // One sweep per benchmark/what-if with more than one point.
     expect(deepAll(el, 'svg.jp-GpusightSweepChart')).toHaveLength(3);
-    // A fix card per finding.
-    expect(deepAll(el, 'gs-fix-card')).toHaveLength(full.findings.length);
+    // A fix card per finding, and per what-if that carries the code it measured.
+    expect(deepAll(el, 'gs-fix-card')).toHaveLength(
+      full.findings.length + full.what_if.filter(w => w.fix).length
+    );
   });
 
   it('names the field of a malformed report', async () => {
@@ -138,10 +140,18 @@ describe('<gs-report>', () => {
     const el = await mount(full, true);
     const inserts = deepAll(el, '.jp-GpusightFixCard-insert');
     // Only Python fixes with code can be inserted.
-    const python = full.findings.filter(
-      f => f.fix.code && (f.fix.language ?? 'python') === 'python'
+    const fixes = [
+      ...full.findings.map(f => f.fix),
+      ...full.what_if.flatMap(w => (w.fix ? [w.fix] : []))
+    ];
+    const python = fixes.filter(
+      f => f.code && (f.language ?? 'python') === 'python'
     );
     expect(inserts).toHaveLength(python.length);
+    // A fix of a notebook cell can also be shown and applied there.
+    expect(deepAll(el, '.jp-GpusightFixCard-applyCell')).toHaveLength(
+      fixes.filter(f => 'cell' in f).length
+    );
   });
 
   it('shows the code a what-if measured as a fix card', async () => {

@@ -1,7 +1,8 @@
 /**
  * The widget plugin: registers the report widget with ipywidgets, and turns a fix card's
  * `gs-insert-cell` event into a new code cell below the output that showed it (never run;
- * src/notebook/insert-cell.ts).
+ * src/notebook/insert-cell.ts), and "Show the cell" / "Apply to that cell" for fixes of an
+ * earlier cell (src/notebook/cell-actions.ts).
  * Both needs are optional: without ipywidgets or a notebook, the rest of gpusight still loads.
  */
 import type {
@@ -10,6 +11,7 @@ import type {
 } from '@jupyterlab/application';
 import { IJupyterWidgetRegistry } from '@jupyter-widgets/base';
 import { INotebookTracker } from '@jupyterlab/notebook';
+import { listenForCellActions } from '../notebook/cell-actions';
 import { listenForInsertCell } from '../notebook/insert-cell';
 import { ReportModel } from './model';
 import { MODULE_NAME, MODULE_VERSION } from './version';
@@ -29,6 +31,7 @@ export const widgetPlugin: JupyterFrontEndPlugin<void> = {
     if (tracker) {
       ReportView.insertable = true;
       listenForInsertCell(app, tracker);
+      listenForCellActions(app, tracker);
     }
     if (!registry) {
       console.warn(

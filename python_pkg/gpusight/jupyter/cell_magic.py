@@ -70,11 +70,12 @@ def parse_line(line: str) -> argparse.Namespace:
 def run_cell(line: str, cell: str, shell: Any) -> Report:
     """Watch ``cell`` run in ``shell``'s namespace; return the report."""
     global _LAST
+    from ..watch.notebook_cells import running_count
     from ..watch.session import Watch
 
     args = parse_line(line)
     transformed = shell.transform_cell(cell)
-    number = int(getattr(shell, "execution_count", 0) or 0)
+    number = running_count(shell, cell)
     filename = shell.compile.cache(transformed, number, raw_code=cell)
     code = shell.compile(transformed, filename, "exec")
     names: dict[str, tuple[str, int]] = {

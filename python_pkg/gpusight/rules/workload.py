@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from ..fixes import fix
 from ..fixes import workload as _workload_snippets  # noqa: F401  (registers the snippets)
+from ..fixes.cell_patch import CellSource, cell_diff, cell_fix
 from ..fixes.patch import loader_patch
 from ..fixes.patch_files import with_patch
 from ..fixes.statement_patches import autocast_patch, log_every_patch
@@ -106,6 +107,8 @@ class CodeSource:
     """The file's text when the run saw it."""
     line: int
     """A line of the call or statement (the ``DataLoader(...)`` call, the model's call, ...)."""
+    cell: CellSource | None = None
+    """The notebook cell that holds the call, as the kernel ran it (in a notebook)."""
 
 
 LoaderSource = CodeSource
@@ -429,9 +432,18 @@ def _sync_fix(f: Fix, site: SyncSite, every: int) -> Fix:
 
 
 def _with_patch(f: Fix, src: LoaderSource | None, values: dict[str, object]) -> Fix:
-    """The fix with the user's DataLoader call changed, where the call is known."""
-    if src is not None:
+    """The fix with the user's DataLoader call changed, where the call is known: in a notebook,
+    the cell changed, and code that rebuilds the loader with the user's own call."""
+    if src is None:
+        return f
+    changed = cell_fix(src.cell, values) if src.cell is not None else None
+    if changed is None:
         with_patch(f, loader_patch(src.text, src.line, src.path, values), {src.path: src.text})
+        return f
+    f.patch = cell_diff(changed.patch)
+    f.cell = changed.patch
+    if changed.code is not None:
+        f.code, f.language = changed.code, "python"
     return f
 
 

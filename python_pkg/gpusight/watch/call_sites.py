@@ -31,6 +31,8 @@ class CallSite:
     """As shown: ``train.py`` (relative to the working directory), or ``cell``."""
     line: int
     """The line the call was made from, in ``filename``."""
+    offset: int = 0
+    """Lines of the shown file above ``filename``'s first (a watched cell's magic line)."""
 
     def source(self) -> str | None:
         """The file's text as it is on disk now (the patch and its hash are made from it);
@@ -60,8 +62,8 @@ def call_site(sources: SourceMap, frame: FrameType | None) -> CallSite | None:
     filename = user.f_code.co_filename
     if in_library(filename) or filename.startswith("<frozen"):
         return None
-    shown, _offset = sources.names.get(filename, (None, 0))
-    return CallSite(filename, shown or display_path(filename), int(user.f_lineno or 0))
+    shown, offset = sources.names.get(filename, (None, 0))
+    return CallSite(filename, shown or display_path(filename), int(user.f_lineno or 0), offset)
 
 
 @dataclass

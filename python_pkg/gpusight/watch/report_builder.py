@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
+from ..fixes.cell_patch import CellSource
 from ..report import Report, Verdict
 from ..rules.cpu_only_build import lead_with_cpu_only_build
 from ..rules.workload import (
@@ -23,6 +25,7 @@ from ..rules.workload import (
 )
 from .call_sites import CallSite, in_library
 from .machine import machine_facts
+from .notebook_cells import cell_at, loader_cell
 from .recorder import StepRecord
 from .source_lines import Site
 from .trace_analysis import HostRecord, WindowStats
@@ -37,10 +40,27 @@ def _ms(ns: float) -> float:
 
 
 def loader_source(w: Watch, ld: Any) -> LoaderSource | None:
-    """The user's DataLoader call behind the loader that fed the steps, with its file's text."""
-    site = w.collected.loader_sites.get(ld.dataset_id) if ld is not None else None
-    text = site.source() if site is not None else None
-    return LoaderSource(site.shown, text, site.line) if site is not None and text else None
+    """The user's DataLoader call behind the loader that fed the steps, with its file's text
+    (and its notebook cell, in a notebook: also one built in an earlier cell, before the watch)."""
+    if ld is None:
+        return None
+    site = w.collected.loader_sites.get(ld.dataset_id)
+    if site is None:
+        cell = _quietly(lambda: loader_cell(ld.dataset_id))
+        return None if cell is None else LoaderSource(cell.label, cell.compiled, cell.line, cell)
+    text = site.source()
+    if not text:
+        return None
+    cell = _quietly(lambda: cell_at(site.filename, site.line, site.offset))
+    return LoaderSource(site.shown, text, site.line, cell)
+
+
+def _quietly(find: Callable[[], CellSource | None]) -> CellSource | None:
+    """A notebook cell is a nicety of the fix: a shell that answers oddly is never an error."""
+    try:
+        return find()
+    except Exception:
+        return None
 
 
 def forward_site(w: Watch) -> CallSite | None:

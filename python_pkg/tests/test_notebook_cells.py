@@ -1,0 +1,148 @@
+"""The DataLoader fix as a change to the notebook cell that built the loader (watch/
+notebook_cells.py, fixes/cell_patch.py), through a real IPython shell running cells as a kernel
+does (history stored), with real CPU torch: the cell is named by its execution count and text,
+its patched text changes only the call, and the fix's code runs as it is in that shell."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("IPython")
+import torch
+from gpusight.fixes.cell_patch import CellSource, cell_fix, statement_at
+from gpusight.report import Fix, Report
+from gpusight.report_parse import report_from_dict
+from watch_support import SlowDataset
+
+
+@pytest.fixture(scope="module")
+def ip() -> Any:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "gpusight")
+    return shell
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+SETUP = """import torch
+from torch import nn
+from torch.utils.data import DataLoader
+%precision 3
+model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+loss_fn = nn.CrossEntropyLoss()
+train_loader = DataLoader(
+    ds,
+    batch_size=2,  # small batches
+)
+"""
+
+LOOP = """for x, y in train_loader:
+    optimizer.zero_grad()
+    loss_fn(model(x), y).backward()
+    optimizer.step()
+"""
+
+WATCH = "%%gpusight --steps 4 --warmup 1 --profile-steps 0\n"
+
+
+def run(ip: Any, cell: str) -> Any:
+    """A cell run as the kernel runs it: counted, in the history."""
+    result = ip.run_cell(cell, store_history=True)
+    result.raise_error()
+    return result
+
+
+def loader_fix(report: Report) -> Fix:
+    f = report.finding("load.input_bound")
+    assert f is not None, report.finding_ids
+    return f.fix
+
+
+def test_a_loader_from_an_earlier_cell_is_changed_in_that_cell(ip: Any) -> None:
+    ip.user_ns["ds"] = SlowDataset(n=64)
+    count = run(ip, SETUP).execution_count
+    report = run(ip, WATCH + LOOP).result
+    report.validate()
+    fix = loader_fix(report)
+    cell = fix.cell
+    assert cell is not None
+    # Found by its text as it ran (the history cuts trailing newlines) and its In[n].
+    assert cell.execution_count == count and cell.label == f"cell [{count}]"
+    assert cell.source == SETUP.rstrip("\n")
+    # The call spans lines 8-11 of the cell; the line magic stays, only line 10 changes.
+    assert (cell.line, cell.end_line) == (8, 11)
+    before, after = cell.source.split("\n"), cell.patched.split("\n")
+    assert len(before) == len(after)
+    changed = [i + 1 for i, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
+    assert changed == [10]
+    assert after[9].startswith("    batch_size=2, num_workers=") and "# small batches" in after[9]
+    assert after[3] == "%precision 3"
+    assert fix.patch is not None and f"--- a/cell [{count}]" in fix.patch
+    # The fix's code rebuilds the user's loader with the user's own names, and runs as it is.
+    assert fix.code is not None and fix.language == "python"
+    assert "train_loader = DataLoader(\n    ds," in fix.code and "dataset" not in fix.code
+    old = ip.user_ns["train_loader"]
+    run(ip, fix.code)
+    new = ip.user_ns["train_loader"]
+    assert new is not old and new.dataset is old.dataset and new.num_workers >= 1
+    # Through JSON and back: the cell is part of the report's contract.
+    again = report_from_dict(report.to_dict())
+    assert loader_fix(again).cell == cell
+
+
+def test_a_loader_built_in_the_watched_cell_counts_its_magic_line(ip: Any) -> None:
+    ip.user_ns["ds"] = SlowDataset(n=64)
+    run(ip, SETUP)
+    build = "loader2 = DataLoader(ds, batch_size=2)\n"
+    watched = WATCH + build + LOOP.replace("train_loader", "loader2")
+    result = run(ip, watched)
+    cell = loader_fix(result.result).cell
+    assert cell is not None
+    assert cell.execution_count == result.execution_count
+    assert cell.source == watched.rstrip("\n") and (cell.line, cell.end_line) == (2, 2)
+    assert cell.patched.split("\n")[0] == WATCH.rstrip("\n")
+    assert cell.patched.split("\n")[1].startswith("loader2 = DataLoader(ds, batch_size=2, num_")
+
+
+def test_no_cell_when_the_name_was_since_bound_to_something_else(ip: Any) -> None:
+    ip.user_ns["ds"] = SlowDataset(n=64)
+    run(ip, SETUP)
+    # The loader now comes from a function: its DataLoader(...) call is not this name's.
+    run(ip, "def make():\n    return DataLoader(ds, batch_size=2)\ntrain_loader = make()\n")
+    fix = loader_fix(run(ip, WATCH + LOOP).result)
+    assert fix.cell is None
+
+
+def test_the_cell_text_must_match_what_ran() -> None:
+    compiled = "a = 1\nloader = DataLoader(ds)\n"
+    ok = cell_fix(CellSource("a = 1\nloader = DataLoader(ds)", compiled, 2), {"num_workers": 2})
+    assert ok is not None and ok.patch.patched == "a = 1\nloader = DataLoader(ds, num_workers=2)"
+    # The last line of a cell has no newline: none is added.
+    assert not ok.patch.patched.endswith("\n")
+    stale = cell_fix(
+        CellSource("a = 1\nloader = DataLoader(data)", compiled, 2), {"num_workers": 2}
+    )
+    assert stale is None
+    assert cell_fix(CellSource(compiled, compiled, 2), {}) is None  # nothing to change
+
+
+def test_only_a_statement_that_can_run_alone_is_offered_as_code() -> None:
+    compiled = "for epoch in range(3):\n    loader = DataLoader(ds)\n    train(loader)\n"
+    fixed = cell_fix(CellSource(compiled.rstrip("\n"), compiled, 2), {"num_workers": 2})
+    assert fixed is not None and fixed.patch.line == 2
+    assert fixed.code is None  # re-running the loop would train three epochs
+    code = "@wrap\ndef make():\n    return DataLoader(ds)\n\nx = 1\n"
+    assert statement_at(code, 3) == "@wrap\ndef make():\n    return DataLoader(ds)\n"
+    assert statement_at(code, 5) == "x = 1\n"
