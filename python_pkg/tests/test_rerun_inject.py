@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from gpusight.cli import main
-from gpusight.rerun.inject import InjectError, check, install
+from gpusight.rerun.inject import Injected, InjectError, _ModelHooks, check, install
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -190,3 +190,76 @@ def test_changes_reach_keyword_inputs() -> None:
     finally:
         inj.undo()
         h.remove()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a second device: CUDA")
+def test_an_optimizer_that_stepped_before_the_model_moved_follows_it() -> None:
+    # The model moves at its second call (the first is warm-up), after the optimizer's first
+    # step made its state on the host; without the hook its next step mixes devices (found on
+    # the H200 with cpu_model: "Expected all tensors to be on the same device").
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x, y = torch.randn(8, 8), torch.randint(0, 3, (8,))
+    inj = install({"to_device": "cuda"})
+    try:
+        for _ in range(3):
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+        state = opt.state[model[0].weight]
+        assert model[0].weight.device.type == "cuda"
+        assert state["exp_avg"].device.type == "cuda"
+        assert state["step"].device.type == "cpu"  # torch's rule: Adam's step on the host
+        assert inj.applied["optimizer_state_moved"] == 1
+    finally:
+        inj.undo()
+
+
+def test_an_optimizer_is_left_alone_until_the_model_moved() -> None:
+    model = nn.Linear(8, 3)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    model(torch.randn(4, 8)).sum().backward()
+    opt.step()
+    inj = Injected({"to_device": "cuda"})
+    hooks = _ModelHooks(torch, inj.changes, inj)
+    hooks._optimizer_follows(opt, (), {})  # the model has not moved (device None)
+    assert not hooks.optimizers_moved and "optimizer_state_moved" not in inj.applied
+    assert opt.state[model.weight]["exp_avg"].device.type == "cpu"
+
+
+def test_the_watch_counts_the_scripts_items_under_a_repeated_batch(tmp_path: Path) -> None:
+    # The watch sees each call as the script made it: with the batch repeated 4x, the report
+    # still says 8 items a step (the driver scales by the factor once, not twice).
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\n"
+        "from torch import nn\n"
+        "model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "x, y = torch.randn(8, 8), torch.randint(0, 3, (8,))\n"
+        "for _ in range(40):\n"
+        "    opt.zero_grad()\n"
+        "    nn.functional.cross_entropy(model(x), y).backward()\n"
+        "    opt.step()\n"
+    )
+    out = tmp_path / "r.json"
+    facts = tmp_path / "facts.json"
+    code = main(
+        [
+            "run",
+            "--quiet",
+            "--steps",
+            "20",
+            "--json",
+            str(out),
+            "--inject",
+            json.dumps({"replicate": 4}),
+            "--facts",
+            str(facts),
+            str(script),
+        ]
+    )
+    assert code == 0
+    assert json.loads(out.read_text())["run"]["items_per_step"] == 8
+    assert json.loads(facts.read_text())["injected"]["replicate"] > 10

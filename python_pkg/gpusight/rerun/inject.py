@@ -139,6 +139,9 @@ class _ModelHooks:
         """Per model call in flight: its autocast context, where its outputs go back to, and
         the script's batch its outputs are cut back to."""
         self.device: Any = None
+        self.optimizers_moved: set[int] = set()
+        """Optimizers whose state was looked at after the model moved (see
+        ``_optimizer_follows``)."""
         self.batch: int | None = None
         """The script's own batch, seen at the model's first call (with ``replicate``)."""
 
@@ -151,6 +154,30 @@ class _ModelHooks:
         self.inj._undo.append(post.remove)
         if int(self.changes.get("replicate") or 1) > 1:
             self._patch_copies()
+        if self.changes.get("to_device"):
+            from torch.optim import optimizer as optim_mod
+
+            handle = optim_mod.register_optimizer_step_pre_hook(self._optimizer_follows)
+            self.inj._undo.append(handle.remove)
+
+    def _optimizer_follows(self, opt: Any, args: Any, kwargs: Any) -> None:
+        """After the model moved: an optimizer that stepped before it (the warm-up call) keeps
+        its state where the parameters were, and its next step mixes devices. Its state goes
+        where the parameters are now, by torch's own rule (``load_state_dict`` keeps Adam's
+        ``step`` on the host)."""
+        if self.device is None or id(opt) in self.optimizers_moved:
+            return
+        self.optimizers_moved.add(id(opt))
+        params = {id(p): p for g in opt.param_groups for p in g["params"]}
+        stale = any(
+            isinstance(v, self.torch.Tensor) and v.dim() > 0 and v.device != p.device
+            for key, state in opt.state.items()
+            if (p := params.get(id(key))) is not None
+            for v in state.values()
+        )
+        if stale:
+            opt.load_state_dict(opt.state_dict())
+            self.inj.hit("optimizer_state_moved")
 
     def _patch_copies(self) -> None:
         """With ``replicate``: a batch copied from the host costs what a batch ``k`` times

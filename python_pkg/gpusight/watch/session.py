@@ -495,7 +495,11 @@ class Watch:
         self._fwd_depth = 0
         self._fwd_top = None
         for module in list(self._top_modules.values())[:MAX_TOP_MODULES]:
-            self._patches.handle("module pre-hook", module.register_forward_pre_hook(self._fwd_pre))
+            # First of the module's pre-hooks: the clock starts before theirs, and the call is
+            # seen as the script made it (a what-if's hook that repeats the batch comes after).
+            self._patches.handle(
+                "module pre-hook", module.register_forward_pre_hook(self._fwd_pre, prepend=True)
+            )
             self._patches.handle(
                 "module hook", module.register_forward_hook(self._fwd_post, always_call=True)
             )
