@@ -41,7 +41,8 @@ const KEEP = new Set([
   'status',
   'basis',
   'bottleneck',
-  'language'
+  'language',
+  'sha256'
 ]);
 const FINDING_ID = /^(env|cfg|code|load|dist|infer|hw)\.[a-z0-9_]+$/;
 /** Maps with free keys: their keys are made hostile too. */
