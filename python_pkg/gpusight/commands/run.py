@@ -190,7 +190,11 @@ def run(args: argparse.Namespace) -> int:
 
     rank = dist.rank_env()  # under torchrun: every rank writes its report, rank 0 merges them
     started = dist.begin(rank, args.json) if rank is not None else 0.0
-    code = _execute(script, args.args, w)
+    try:
+        code = _execute(script, args.args, w)
+    finally:
+        if injected is not None:
+            injected.undo()  # the process usually ends here; not when run in-process (tests)
     report = w.report
     if args.facts:
         _write_facts(w, injected, args.facts, time.monotonic() - t_start)
