@@ -58,6 +58,7 @@ def timed_loop(shell: Any, loader_expr: str) -> float:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=".")
+    p.add_argument("--budget", type=float, default=None, help="instead of the cell's --budget")
     args = p.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -77,6 +78,8 @@ def main() -> int:
 
     params_before = [t.detach().clone() for t in shell.user_ns["model"].parameters()]
     line, body = what_if.split("\n", 1)
+    if args.budget is not None:
+        line = re.sub(r"--budget \S+", f"--budget {args.budget:g}", line)
     t0 = time.perf_counter()
     report = shell.run_cell_magic("gpusight", line.removeprefix("%%gpusight").strip(), body)
     wall = time.perf_counter() - t0

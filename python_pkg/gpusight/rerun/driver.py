@@ -61,8 +61,24 @@ class RunResult:
 
     @property
     def step_ms(self) -> float | None:
+        """The measured mean step, plus the loader's epoch start spread over the epoch."""
         v = self.run.get("step_time_ms")
-        return float(v) if v else None
+        return float(v) + self.epoch_share_ms if v else None
+
+    @property
+    def epoch_share_ms(self) -> float:
+        """Each epoch starts the loader's workers and waits for their first batch; the measured
+        steps come after that (warm-up). Spread over the epoch's batches, it is what every step
+        pays: 112 workers whose measured steps ran 3x faster than 28 made a one-epoch notebook
+        cell slower (the H200, ``benchmarks/cell_whatif_gpu.py``). Workers that persist start
+        once, not per epoch: nothing is spread then."""
+        ld = (self.facts or {}).get("loader") or {}
+        start, per_epoch = ld.get("epoch_start_ms"), ld.get("batches_per_epoch")
+        if not start or not per_epoch or ld.get("persistent_workers"):
+            return 0.0
+        # A step's usual wait for its batch is in the mean step already.
+        usual = float((self.run.get("breakdown_ms") or {}).get("data_wait") or 0.0)
+        return max(0.0, float(start) - usual) / int(per_epoch)
 
     @property
     def items(self) -> int | None:

@@ -50,6 +50,12 @@ def from_watch(w: Watch, wall_s: float | None = None) -> dict[str, Any]:
             "persistent_workers": ld.persistent_workers,
             "prefetch_factor": ld.prefetch_factor,
             "batches": ld.calls,
+            "batches_per_epoch": ld.batches_per_epoch,
+            "epoch_start_ms": (
+                round(sum(ld.epoch_start_ns) / len(ld.epoch_start_ns) / 1e6, 3)
+                if ld.epoch_start_ns
+                else None
+            ),
         },
         "epochs_seen": len(run.get("epoch_starts") or []),
         "loader_site": None

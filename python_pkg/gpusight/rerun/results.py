@@ -227,6 +227,21 @@ def apply(report: Report, out: Outcome) -> Report:
     return report
 
 
+def _epoch_spread(out: Outcome) -> str | None:
+    """Say so where a run's loader start was spread over its epoch (``RunResult.step_ms``)."""
+    runs = [out.control or out.baseline, *(res for _, res in out.arms if res is not None)]
+    spread = [r for r in runs if r.epoch_share_ms > 0]
+    if not spread:
+        return None
+    ld = (spread[0].facts or {}).get("loader") or {}
+    return (
+        "each run's DataLoader start (its workers and first batch: "
+        f"{float(ld.get('epoch_start_ms') or 0):.0f} ms in the first such run) is counted once "
+        f"per epoch of {ld.get('batches_per_epoch')} batches, as an epoch pays it (not with "
+        "persistent workers, which start once)"
+    )
+
+
 def _summarise(report: Report, out: Outcome, rows: list[WhatIf], threshold: float) -> None:
     ran = [r for r in rows if r.skipped is None]
     skipped = [r for r in rows if r.skipped is not None]
@@ -235,6 +250,9 @@ def _summarise(report: Report, out: Outcome, rows: list[WhatIf], threshold: floa
         f"{out.budget_s:.0f} s budget; each compares items per second over the measured steps "
         f"with the control run's (noise ±{out.noise_pct:.1f}%, {out.noise_note})"
     )
+    spread = _epoch_spread(out)
+    if spread:
+        note += "; " + spread
     if skipped:
         note += "; not run: " + "; ".join(f"{r.change}: {r.skipped}" for r in skipped[:6])
     if out.interrupted:

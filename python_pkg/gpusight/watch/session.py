@@ -132,6 +132,11 @@ class LoaderSeen:
     calls: int = 0
     dataset_id: int = 0
     """``id`` of the loader's dataset: how a batch's loader is matched with where it was built."""
+    batches_per_epoch: int | None = None
+    """``len()`` of the iterator: batches in one pass (None for an iterable without length)."""
+    epoch_start_ns: list[int] = field(default_factory=list)
+    """Per epoch seen (up to 8): making the iterator (workers started) and waiting for its first
+    batch. An epoch pays it once; a what-if spreads it over the epoch's batches."""
 
 
 @dataclass
@@ -265,6 +270,8 @@ class Watch:
         self.window_start_ms = 0.0
         self.window_stop_ms = 0.0
         self._extra_warmup = 0
+        self._iter_made_ns: dict[int, int] = {}
+        """Time ``iter(loader)`` took, by ``id`` of the iterator, until its first batch."""
         # Nothing left to do between steps but the bookkeeping (see ``_between_steps``).
         self._settled = False
         # (id(code), instruction offset) of a copy's or a sync's calling frame, when that frame
@@ -432,6 +439,7 @@ class Watch:
         p.set_attr(it_cls, "__next__", self._wrap_next(it_cls.__next__))
         loader_cls = dataloader.DataLoader
         p.set_attr(loader_cls, "__init__", self._wrap_loader_init(loader_cls.__init__))
+        p.set_attr(loader_cls, "__iter__", self._wrap_iter(loader_cls.__iter__))
         p.set_attr(torch.Tensor, "to", self._wrap_copy(torch.Tensor.to))
         p.set_attr(torch.Tensor, "cuda", self._wrap_copy(torch.Tensor.cuda))
         p.set_attr(torch.cuda, "synchronize", self._wrap_synchronize(torch.cuda.synchronize))
@@ -800,10 +808,34 @@ class Watch:
                     w._new_loader(seen)
                 if seen.calls == 0 or getattr(it, "_num_yielded", 2) == 1:
                     cur.epoch = True  # a first batch: a new epoch (persistent iterators too)
+                    if len(seen.epoch_start_ns) < MAX_EPOCH_STARTS:
+                        made = w._iter_made_ns.pop(id(it), 0)
+                        seen.epoch_start_ns.append(made + t1 - t0)
                 seen.calls += 1
                 cur.overhead_ns += perf_counter_ns() - t1 + w.calibration.wrapper_ns
 
         return __next__
+
+    def _wrap_iter(self, orig: Callable[..., Any]) -> Callable[..., Any]:
+        """``iter(loader)``: starting the workers is the loader's time (its epoch start)."""
+        w = self
+
+        @functools.wraps(orig)
+        def __iter__(dl: Any) -> Any:
+            rec = w._rec
+            if get_ident() != w._tid or rec is None:
+                return orig(dl)
+            t0 = perf_counter_ns()
+            it = orig(dl)
+            t1 = perf_counter_ns()
+            rec.current.data_ns += t1 - t0
+            if rec.recording_window:
+                rec.window.data_wait.append((t0, t1))
+            w._iter_made_ns[id(it)] = t1 - t0
+            rec.current.overhead_ns += perf_counter_ns() - t1 + w.calibration.wrapper_ns
+            return it
+
+        return __iter__
 
     def _wrap_loader_init(self, orig: Callable[..., Any]) -> Callable[..., Any]:
         """Remember the user's line that built each DataLoader: a fix changes that call."""
@@ -1046,6 +1078,7 @@ SETTLED_RATIO = 1.25
 # Bounds on how far a loader's prefetch stretches the warm-up and a window given in steps.
 MAX_LOADER_WARMUP = 32
 MAX_LOADER_STEPS = 128
+MAX_EPOCH_STARTS = 8
 
 
 def warmup_settled(durations_ns: list[int]) -> bool:
@@ -1067,7 +1100,12 @@ def warmup_settled(durations_ns: list[int]) -> bool:
 def _loader_seen(it: Any) -> LoaderSeen:
     sampler = getattr(it, "_index_sampler", None)
     batch = getattr(sampler, "batch_size", None)
+    try:
+        per_epoch: int | None = len(it)
+    except Exception:  # an IterableDataset without __len__
+        per_epoch = None
     return LoaderSeen(
+        batches_per_epoch=per_epoch,
         num_workers=_int_or_none(getattr(it, "_num_workers", None)),
         pin_memory=_bool_or_none(getattr(it, "_pin_memory", None)),
         batch_size=_int_or_none(batch),
