@@ -326,4 +326,5 @@ class _ModelHooks:
             )
         if back is not None:
             output = map_tensors(output, lambda t: t.to(back))
+            self.inj.hit("outputs_back")
         return output if (cut is not None or back is not None) else None
