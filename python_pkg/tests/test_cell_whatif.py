@@ -58,7 +58,7 @@ for x, y in loader:
 @pytest.mark.slow
 def test_cell_what_if_measures_workers_and_puts_everything_back(ip: Any) -> None:
     ip.user_ns["ds"] = SlowDataset(sleep_s=0.004)
-    ip.run_cell(SETUP).raise_error()
+    ip.run_cell(SETUP, store_history=True).raise_error()  # as a notebook runs it: in history
     ns = ip.user_ns
     weights = [p.detach().clone() for p in ns["model"].parameters()]
     loader = ns["loader"]
@@ -83,6 +83,15 @@ def test_cell_what_if_measures_workers_and_puts_everything_back(ip: Any) -> None
     assert workers.scope == "end_to_end"
     assert workers.speedup is not None and workers.speedup > 1.2
     assert any(n.startswith("the cell ran") for n in rep.notes)
+    # The measured change is a change to the cell that built the loader, and a statement that
+    # runs as it is (the user's own call, changed).
+    f = rep.finding("load.input_bound")
+    assert f is not None and f.impact.basis == "measured" and f.fix.cell is not None
+    assert "num_workers=" in f.fix.cell.patched and "DataLoader(ds" in f.fix.cell.patched
+    assert f.fix.code is not None and "\nloader = DataLoader(ds, batch_size=8, num_w" in f.fix.code
+    # SETUP starts with a blank line, which IPython drops before it compiles the cell: the
+    # changed line is the cell's line 10, not 9.
+    assert f.fix.cell.line == 10
 
 
 def test_cells_that_cannot_be_re_run_are_refused(ip: Any) -> None:

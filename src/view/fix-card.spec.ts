@@ -107,6 +107,31 @@ describe('<gs-fix-card>', () => {
     expect(root.querySelector('pre.jp-GpusightFixCard-code')?.textContent).toBe(
       'x = 1\n'
     );
+    expect(root.querySelector('.jp-GpusightFixCard-generic')).toBeNull();
+  });
+
+  it('labels a Python snippet without a patch as generic, not shell or text', async () => {
+    const generic = await card({
+      fix: {
+        text: 'Pin memory.',
+        code: 'loader = DataLoader(ds)\n',
+        language: 'python'
+      }
+    });
+    const label = generic.shadowRoot?.querySelector(
+      '.jp-GpusightFixCard-generic'
+    );
+    expect(label?.textContent).toContain('Generic snippet');
+    const shell = await card({
+      fix: {
+        text: 'TF32.',
+        code: 'export NVIDIA_TF32_OVERRIDE=1\n',
+        language: 'shell'
+      }
+    });
+    expect(
+      shell.shadowRoot?.querySelector('.jp-GpusightFixCard-generic')
+    ).toBeNull();
   });
 
   it('offers Show / Apply for a change to a notebook cell, answered by the host', async () => {

@@ -101,6 +101,11 @@ export class GsFixCard extends LitElement {
       .jp-GpusightFixCard-status {
         color: var(--jp-ui-font-color2);
       }
+      .jp-GpusightFixCard-generic {
+        margin: 4px 0 2px;
+        color: var(--jp-ui-font-color2);
+        font-size: var(--jp-ui-font-size1);
+      }
       .jp-GpusightFixCard-patchTitle {
         margin: 4px 0 2px;
         font-weight: 600;
@@ -229,6 +234,14 @@ export class GsFixCard extends LitElement {
       <p class="jp-GpusightFixCard-text">${fix.text}</p>
       ${fix.patch ? this._patch(fix.patch, fix.cell) : nothing}
       ${fix.cell ? this._cellActions(fix.cell) : nothing}
+      ${
+        code && language === 'python' && !fix.patch && !fix.cell
+          ? html`<p class="jp-GpusightFixCard-generic">
+              Generic snippet: none of your lines was seen to change, so adapt
+              its names to your code.
+            </p>`
+          : nothing
+      }
       ${
         code
           ? html`<pre

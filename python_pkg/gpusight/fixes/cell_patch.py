@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from ..report import CellPatch
+from ..report import CellPatch, Fix
 from .patch import find_call, set_call_keywords, unified_diff
 
 
@@ -135,3 +135,16 @@ def cell_fix(cell: CellSource, values: dict[str, object]) -> CellFix | None:
 def cell_diff(patch: CellPatch) -> str:
     """The cell's change as a unified diff, its lines numbered as in the cell."""
     return unified_diff(patch.source + "\n", patch.patched + "\n", patch.label or "cell")
+
+
+def with_cell_fix(f: Fix, cell: CellSource, values: dict[str, object]) -> bool:
+    """Put the cell's change in ``f`` (its diff, the cell, and the user's own statement, changed,
+    as the code to run); False, ``f`` untouched, where the cell cannot be changed safely."""
+    changed = cell_fix(cell, values)
+    if changed is None:
+        return False
+    f.patch = cell_diff(changed.patch)
+    f.cell = changed.patch
+    if changed.code is not None:
+        f.code, f.language = changed.code, "python"
+    return True

@@ -7,10 +7,11 @@ Written by the run (``gpusight run --facts FILE``) next to its report; read by t
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import TYPE_CHECKING, Any
 
-from ..watch.report_builder import forward_site
+from ..watch.report_builder import forward_site, loader_source
 
 if TYPE_CHECKING:
     from ..watch.session import Watch
@@ -26,6 +27,8 @@ def from_watch(w: Watch, wall_s: float | None = None) -> dict[str, Any]:
     flags = w.flags()
     rec = w.recorder
     site = w.collected.loader_sites.get(ld.dataset_id) if ld is not None else None
+    src = loader_source(w, ld) if ld is not None else None
+    cell = src.cell if src is not None else None
     fwd = forward_site(w)
     steps = run.get("steps") or 0
     return {
@@ -61,6 +64,7 @@ def from_watch(w: Watch, wall_s: float | None = None) -> dict[str, Any]:
         "loader_site": None
         if site is None
         else {"file": site.filename, "shown": site.shown, "line": site.line},
+        "loader_cell": None if cell is None else dataclasses.asdict(cell),
         "forward_site": None
         if fwd is None
         else {"file": fwd.filename, "shown": fwd.shown, "line": fwd.line},

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..fixes import fix
 from ..fixes import workload as _workload_snippets  # noqa: F401  (registers the snippets)
+from ..fixes.cell_patch import CellSource, with_cell_fix
 from ..fixes.patch import loader_patch
 from ..fixes.patch_files import read_text, with_patch
 from ..fixes.statement_patches import autocast_patch, tf32_patch
@@ -68,6 +69,9 @@ def _patched(f: Fix, arm: Arm, facts: dict[str, Any]) -> Fix:
         return f
     site = facts.get("loader_site") or {}
     values = {k: v for k, v in arm.changes.items() if k in _LOADER_ARGS}
+    cell = facts.get("loader_cell")
+    if values and cell and with_cell_fix(f, CellSource(**cell), values):
+        return f  # a notebook's loader: its cell changed, and the statement to run
     if not values or not site.get("file"):
         return f
     text = _site_text(site)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from ..fixes import fix
 from ..fixes import workload as _workload_snippets  # noqa: F401  (registers the snippets)
-from ..fixes.cell_patch import CellSource, cell_diff, cell_fix
+from ..fixes.cell_patch import CellSource, with_cell_fix
 from ..fixes.patch import loader_patch
 from ..fixes.patch_files import with_patch
 from ..fixes.statement_patches import autocast_patch, log_every_patch
@@ -436,14 +436,8 @@ def _with_patch(f: Fix, src: LoaderSource | None, values: dict[str, object]) -> 
     the cell changed, and code that rebuilds the loader with the user's own call."""
     if src is None:
         return f
-    changed = cell_fix(src.cell, values) if src.cell is not None else None
-    if changed is None:
+    if src.cell is None or not with_cell_fix(f, src.cell, values):
         with_patch(f, loader_patch(src.text, src.line, src.path, values), {src.path: src.text})
-        return f
-    f.patch = cell_diff(changed.patch)
-    f.cell = changed.patch
-    if changed.code is not None:
-        f.code, f.language = changed.code, "python"
     return f
 
 

@@ -159,5 +159,18 @@ def loader_cell(dataset_id: int, shell: Any | None = None) -> CellSource | None:
         for node in reversed(_module_level(tree.body)):
             if _binds(node, names):
                 call = _loader_call(node)
-                return None if call is None else CellSource(raw, compiled, call.lineno, 0, count)
+                if call is None:
+                    return None
+                # IPython drops a cell's leading blank lines before it compiles it.
+                return CellSource(raw, compiled, call.lineno, _leading_blank(raw), count)
     return None
+
+
+def _leading_blank(raw: str) -> int:
+    """Blank lines at the top of a cell (IPython's transform drops them)."""
+    n = 0
+    for line in raw.splitlines():
+        if line.strip():
+            break
+        n += 1
+    return n
