@@ -146,3 +146,62 @@ def test_only_a_statement_that_can_run_alone_is_offered_as_code() -> None:
     code = "@wrap\ndef make():\n    return DataLoader(ds)\n\nx = 1\n"
     assert statement_at(code, 3) == "@wrap\ndef make():\n    return DataLoader(ds)\n"
     assert statement_at(code, 5) == "x = 1\n"
+
+
+FORWARD_LOOP = """losses = []
+for step in range(3):
+    opt.zero_grad()
+    out = model(torch.randn(4, 8))
+    loss = out.float().pow(2).mean()
+    loss.backward()
+    opt.step()
+    losses.append(loss.item())"""
+
+
+def test_autocast_goes_around_the_forward_line_of_the_cell_that_ran_it(ip: Any) -> None:
+    from gpusight.rules.workload import CodeSource, _autocast_fix
+    from gpusight.watch.notebook_cells import cell_at, torch_alias
+
+    ip.run_cell(
+        "import torch\nmodel = torch.nn.Linear(8, 2)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)",
+        store_history=True,
+    ).raise_error()
+    ip.run_cell(FORWARD_LOOP, store_history=True).raise_error()
+    count = ip.execution_count - 1
+    names = [n for n, c in ip.compile._filename_map.items() if c == count]
+    assert names, "IPython keeps the compiled name of each cell"
+    cell = cell_at(names[0], 4)  # out = model(...)
+    assert cell is not None and cell.execution_count == count
+    cell.torch_alias = torch_alias(ip)
+    assert cell.torch_alias == "torch"  # the kernel's name: the cell imports nothing
+    f = _autocast_fix(Fix(text="autocast"), CodeSource(cell.label, cell.compiled, 4, cell))
+    assert f.cell is not None and f.cell.source == FORWARD_LOOP
+    assert f.cell.line == 4
+    patched = f.cell.patched.splitlines()
+    assert patched[3] == '    with torch.autocast("cuda", dtype=torch.bfloat16):'
+    assert patched[4] == "        out = model(torch.randn(4, 8))"
+    before = FORWARD_LOOP.splitlines()
+    assert patched[:3] == before[:3] and patched[5:] == before[4:]
+    assert "+        out = model(torch.randn(4, 8))" in (f.patch or "")
+    compile(f.cell.patched, "<patched cell>", "exec")
+    for name in ("model", "opt", "losses", "step", "out", "loss"):  # the shell is shared
+        ip.user_ns.pop(name, None)
+
+
+def test_a_watched_cells_magic_line_stays_when_autocast_goes_in() -> None:
+    from gpusight.rules.workload import CodeSource, _autocast_fix
+
+    # The shape cell_at gives a %%gpusight cell: the code that ran is the body below the magic.
+    source = "%%gpusight --steps 3\n" + FORWARD_LOOP
+    cell = CellSource(source, FORWARD_LOOP + "\n", 4, offset=1, execution_count=7)
+    cell.torch_alias = "th"  # the kernel imported torch as th
+    f = _autocast_fix(Fix(text="autocast"), CodeSource("cell [7]", FORWARD_LOOP, 4, cell))
+    assert f.cell is not None and f.cell.line == 5
+    lines = f.cell.patched.splitlines()
+    assert lines[0] == "%%gpusight --steps 3"
+    assert lines[4] == '    with th.autocast("cuda", dtype=th.bfloat16):'
+    # Edited since it ran: no cell change; the plain patch of the code that ran stays.
+    stale = CellSource(source.replace("out = model", "y = model"), FORWARD_LOOP + "\n", 4, 1, 7)
+    g = _autocast_fix(Fix(text="autocast"), CodeSource("cell [7]", FORWARD_LOOP, 4, stale))
+    assert g.cell is None

@@ -31,6 +31,8 @@ class CellSource:
     offset: int = 0
     """Lines of ``source`` above ``compiled``'s first (1 below a ``%%gpusight`` line)."""
     execution_count: int | None = None
+    torch_alias: str | None = None
+    """The kernel's name for torch (a change that needs it uses that name, imports nothing)."""
 
     @property
     def label(self) -> str:
@@ -96,19 +98,11 @@ def cell_fix(cell: CellSource, values: dict[str, object]) -> CellFix | None:
     new_compiled = set_call_keywords(
         cell.compiled, cell.line, {k: repr(v) for k, v in values.items()}
     )
-    if new_compiled is None or new_compiled == cell.compiled:
+    if new_compiled is None:
         return None
-    old = cell.compiled.splitlines(keepends=True)
-    new = new_compiled.splitlines(keepends=True)
-    head, old_end, new_end = _changed_span(old, new)
-    src = cell.source.splitlines(keepends=True)
-    a, b = cell.offset + head, cell.offset + old_end
-    if b > len(src) or [_strip(x) for x in src[a:b]] != [_strip(x) for x in old[head:old_end]]:
-        return None  # the cell's text is not what ran there
-    middle = new[head:new_end]
-    if middle and b == len(src) and not src[-1].endswith("\n"):
-        middle = [*middle[:-1], _strip(middle[-1])]  # the cell's last line has no newline
-    patched = "".join([*src[:a], *middle, *src[b:]])
+    patched = _patched_cell(cell, new_compiled)
+    if patched is None:
+        return None
     call = find_call(ast.parse(new_compiled), cell.line)
     if call is None:
         return None
@@ -130,6 +124,50 @@ def cell_fix(cell: CellSource, values: dict[str, object]) -> CellFix | None:
         f"{stmt}"
     )
     return CellFix(patch, code)
+
+
+def _patched_cell(cell: CellSource, new_compiled: str) -> str | None:
+    """The cell's text with the lines that changed between the code that ran and
+    ``new_compiled`` replaced; None when nothing changed or the cell's text on those lines is
+    not what ran (edited since, or a magic)."""
+    if new_compiled == cell.compiled:
+        return None
+    old = cell.compiled.splitlines(keepends=True)
+    new = new_compiled.splitlines(keepends=True)
+    head, old_end, new_end = _changed_span(old, new)
+    src = cell.source.splitlines(keepends=True)
+    a, b = cell.offset + head, cell.offset + old_end
+    if b > len(src) or [_strip(x) for x in src[a:b]] != [_strip(x) for x in old[head:old_end]]:
+        return None  # the cell's text is not what ran there
+    middle = new[head:new_end]
+    if middle and b == len(src) and not src[-1].endswith("\n"):
+        middle = [*middle[:-1], _strip(middle[-1])]  # the cell's last line has no newline
+    return "".join([*src[:a], *middle, *src[b:]])
+
+
+def with_statement_cell_fix(f: Fix, cell: CellSource, new_compiled: str | None) -> bool:
+    """Put a statement's change in ``f`` as a change to its cell (``new_compiled``: the code
+    that ran, changed, e.g. by ``autocast_text``); False, ``f`` untouched, where it cannot be
+    mapped back into the cell safely. The fix's code stays the snippet: the change is a
+    block (a ``with``), which runs only as part of the cell."""
+    if new_compiled is None:
+        return False
+    patched = _patched_cell(cell, new_compiled)
+    if patched is None:
+        return False
+    old = cell.compiled.splitlines(keepends=True)
+    head, _old_end, new_end = _changed_span(old, new_compiled.splitlines(keepends=True))
+    patch = CellPatch(
+        source=cell.source,
+        patched=patched,
+        line=cell.offset + head + 1,
+        end_line=cell.offset + max(head + 1, new_end),
+        execution_count=cell.execution_count,
+        label=cell.label,
+    )
+    f.patch = cell_diff(patch)
+    f.cell = patch
+    return True
 
 
 def cell_diff(patch: CellPatch) -> str:

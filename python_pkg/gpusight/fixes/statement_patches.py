@@ -172,6 +172,20 @@ def autocast_patch(
 ) -> str | None:
     """The diff that runs the statement at ``line`` (the model's forward call) under
     ``torch.autocast(device, dtype=...)``, or None where no safe wrap exists."""
+    new = autocast_text(source, line, device, dtype)
+    return None if new is None else unified_diff(source, new, path)
+
+
+def autocast_text(
+    source: str,
+    line: int,
+    device: str = "cuda",
+    dtype: str = "bfloat16",
+    torch_alias: str | None = None,
+) -> str | None:
+    """``source`` with the statement at ``line`` under autocast (``autocast_patch``), compiled
+    first; None where no safe wrap exists. ``torch_alias``: the name torch already has where
+    the code runs (a notebook cell: the kernel's), so no import goes in."""
     got = _plain_statement(source, line)
     if got is None:
         return None
@@ -180,13 +194,14 @@ def autocast_patch(
         return None
     tree = ast.parse(source)
     bound = torch_name(tree)
-    name = bound[0] if bound else "torch"
+    name = bound[0] if bound else (torch_alias or "torch")
     header = f'with {name}.autocast("{device}", dtype={name}.{dtype}):'
     new = _wrapped(lines, found, header)
-    if bound is None:
+    if bound is None and torch_alias is None:
         at = _import_at(tree)
         new = [*new[:at], "import torch\n", *new[at:]]
-    return _diff(source, new, path)
+    text = "".join(new)
+    return text if text != source and _compiles(text) else None
 
 
 def tf32_patch(source: str, path: str) -> str | None:

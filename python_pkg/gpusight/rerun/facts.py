@@ -11,7 +11,7 @@ import dataclasses
 import os
 from typing import TYPE_CHECKING, Any
 
-from ..watch.report_builder import forward_site, loader_source
+from ..watch.report_builder import forward_site, forward_source, loader_source
 
 if TYPE_CHECKING:
     from ..watch.session import Watch
@@ -30,6 +30,7 @@ def from_watch(w: Watch, wall_s: float | None = None) -> dict[str, Any]:
     src = loader_source(w, ld) if ld is not None else None
     cell = src.cell if src is not None else None
     fwd = forward_site(w)
+    fwd_src = forward_source(w) if fwd is not None else None
     steps = run.get("steps") or 0
     return {
         "step_mode": rec.kind if rec is not None else None,
@@ -65,6 +66,9 @@ def from_watch(w: Watch, wall_s: float | None = None) -> dict[str, Any]:
         if site is None
         else {"file": site.filename, "shown": site.shown, "line": site.line},
         "loader_cell": None if cell is None else dataclasses.asdict(cell),
+        "forward_cell": None
+        if fwd_src is None or fwd_src.cell is None
+        else dataclasses.asdict(fwd_src.cell),
         "forward_site": None
         if fwd is None
         else {"file": fwd.filename, "shown": fwd.shown, "line": fwd.line},

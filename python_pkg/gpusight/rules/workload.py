@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 
 from ..fixes import fix
 from ..fixes import workload as _workload_snippets  # noqa: F401  (registers the snippets)
-from ..fixes.cell_patch import CellSource, with_cell_fix
+from ..fixes.cell_patch import CellSource, with_cell_fix, with_statement_cell_fix
 from ..fixes.patch import loader_patch
 from ..fixes.patch_files import with_patch
-from ..fixes.statement_patches import autocast_patch, log_every_patch
+from ..fixes.statement_patches import autocast_patch, autocast_text, log_every_patch
 from ..report import Evidence, Finding, Fix, Impact, Scalar, Severity, SourceLine, Verdict
 from .stalls import Stall, find_stalls, stall_phrase, workers_to_keep_up
 
@@ -416,8 +416,13 @@ def _batch_impact(batch: int, suggested: int, busy: float | None, what: str) -> 
 
 def _autocast_fix(f: Fix, src: CodeSource | None) -> Fix:
     """The fix with the user's forward statement run under bf16 autocast, where it is known."""
-    if src is not None:
-        with_patch(f, autocast_patch(src.text, src.line, src.path), {src.path: src.text})
+    if src is None:
+        return f
+    if src.cell is not None:
+        new = autocast_text(src.cell.compiled, src.cell.line, torch_alias=src.cell.torch_alias)
+        if with_statement_cell_fix(f, src.cell, new):
+            return f
+    with_patch(f, autocast_patch(src.text, src.line, src.path), {src.path: src.text})
     return f
 
 

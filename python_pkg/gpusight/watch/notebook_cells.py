@@ -174,3 +174,15 @@ def _leading_blank(raw: str) -> int:
             break
         n += 1
     return n
+
+
+def torch_alias(shell: Any | None = None) -> str | None:
+    """The kernel's name for the torch module (``torch``, or an alias), or None."""
+    shell = shell if shell is not None else current_shell()
+    ns = getattr(shell, "user_ns", None) or {}
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    if ns.get("torch") is torch:
+        return "torch"
+    return next((n for n, v in list(ns.items()) if v is torch and not n.startswith("_")), None)

@@ -25,7 +25,7 @@ from ..rules.workload import (
 )
 from .call_sites import CallSite, in_library
 from .machine import machine_facts
-from .notebook_cells import cell_at, loader_cell
+from .notebook_cells import cell_at, loader_cell, torch_alias
 from .recorder import StepRecord
 from .source_lines import Site
 from .trace_analysis import HostRecord, WindowStats
@@ -77,7 +77,12 @@ def forward_site(w: Watch) -> CallSite | None:
 def forward_source(w: Watch) -> CodeSource | None:
     site = forward_site(w)
     text = site.source() if site is not None else None
-    return CodeSource(site.shown, text, site.line) if site is not None and text else None
+    if site is None or not text:
+        return None
+    cell = _quietly(lambda: cell_at(site.filename, site.line, site.offset))
+    if cell is not None:
+        cell.torch_alias = torch_alias()
+    return CodeSource(site.shown, text, site.line, cell)
 
 
 def _sync_source(site: Site | None, texts: dict[str, str | None]) -> CodeSource | None:
