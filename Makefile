@@ -8,7 +8,7 @@ export PATH := $(BIN):$(PATH)
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: lab check dev venv js test test-py test-ts test-ui test-wheel lint format clean
+.PHONY: lab check dev venv js test test-py test-ts test-ui test-wheel test-notebook7 lint format clean
 
 lab: dev ## Set up everything and open JupyterLab on the examples
 	$(BIN)/jupyter lab --notebook-dir=examples
@@ -39,7 +39,7 @@ js: venv node_modules/.installed ## Build the TypeScript and the labextension
 dev: venv js
 
 # --- tests -------------------------------------------------------------------
-test: dev lint test-py test-ts test-wheel test-ui ## Run every test
+test: dev lint test-py test-ts test-wheel test-notebook7 test-ui ## Run every test
 
 test-py: venv
 	$(BIN)/python -m pytest -q
@@ -74,6 +74,15 @@ ui-tests/node_modules/.installed: ui-tests/package.json ui-tests/package-lock.js
 $(CHROMIUM):
 	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
 	else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; fi
+
+# The same wheel beside Notebook 7 (no JupyterLab UI) in a fresh venv: a saved report output
+# draws there (ui-tests/notebook7-smoke.mjs, Chromium).
+NB7_VENV := build/notebook7-venv
+
+test-notebook7: test-wheel ui-tests/node_modules/.installed $(CHROMIUM) ## The wheel in Notebook 7
+	rm -rf $(NB7_VENV) && $(PYTHON) -m venv $(NB7_VENV)
+	$(NB7_VENV)/bin/python -m pip install -q dist/*.whl "notebook>=7,<8"
+	cd ui-tests && node notebook7-smoke.mjs $(CURDIR)/$(NB7_VENV)/bin/jupyter
 
 test-ui: dev ui-tests/node_modules/.installed $(CHROMIUM)
 	bash ui-tests/setup-nogs-kernel.sh
