@@ -15,7 +15,8 @@ import difflib
 LOADER_NAMES = ("DataLoader",)
 
 
-def _called(node: ast.Call) -> str | None:
+def called_name(node: ast.Call) -> str | None:
+    """The name a call calls: ``f`` for ``f(...)``, ``g`` for ``a.b.g(...)``."""
     f = node.func
     if isinstance(f, ast.Name):
         return f.id
@@ -28,7 +29,7 @@ def find_call(tree: ast.AST, line: int, names: tuple[str, ...] = LOADER_NAMES) -
     """The call of one of ``names`` whose source spans ``line`` (the innermost if nested)."""
     best: ast.Call | None = None
     for node in ast.walk(tree):
-        if not isinstance(node, ast.Call) or _called(node) not in names:
+        if not isinstance(node, ast.Call) or called_name(node) not in names:
             continue
         end = node.end_lineno or node.lineno
         if node.lineno <= line <= end and (best is None or node.lineno >= best.lineno):

@@ -15,6 +15,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..fixes.patch import called_name
+
 # Calls whose effects outlive the cell. Matched on the called name's last part.
 _LASTING = {
     "open": "opens a file",
@@ -35,20 +37,11 @@ _LASTING = {
 }
 
 
-def _called_name(node: ast.Call) -> str | None:
-    f = node.func
-    if isinstance(f, ast.Name):
-        return f.id
-    if isinstance(f, ast.Attribute):
-        return f.attr
-    return None
-
-
 def refusal(tree: ast.AST) -> str | None:
     """Why the cell cannot be re-run safely, or None."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
-            name = _called_name(node)
+            name = called_name(node)
             if name == "log" and isinstance(node.func, ast.Attribute):
                 base = node.func.value
                 # math.log, torch.log, np.log are arithmetic; wandb.log / mlflow.log are not.

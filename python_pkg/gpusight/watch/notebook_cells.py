@@ -23,7 +23,7 @@ import sys
 from typing import Any
 
 from ..fixes.cell_patch import CellSource
-from ..fixes.patch import LOADER_NAMES
+from ..fixes.patch import LOADER_NAMES, called_name
 
 # The sidebar's "watch next cell" runs the cell below a %%gpusight line the notebook never had.
 _OWN_MAGIC = "%%gpusight"
@@ -99,9 +99,7 @@ def _loader_call(node: ast.stmt) -> ast.Call | None:
     value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
     if not isinstance(value, ast.Call):
         return None
-    f = value.func
-    called = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
-    return value if called in LOADER_NAMES else None
+    return value if called_name(value) in LOADER_NAMES else None
 
 
 def _module_level(body: list[ast.stmt]) -> list[ast.stmt]:
