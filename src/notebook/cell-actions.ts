@@ -22,23 +22,13 @@ import {
   refusal,
   targetLines
 } from './cell-target';
+import { onceOnShell, panelOf } from './shell-events';
 
 type Cell = NotebookPanel['content']['widgets'][number];
 
 /** The class a shown cell wears for a moment (style/base.css), beside the editor's selection. */
 export const SHOWN_CELL_CLASS = 'jp-GpusightShownCell';
 const SHOWN_MS = 2500;
-
-function panelOf(
-  tracker: INotebookTracker,
-  origin: Node | null
-): NotebookPanel | null {
-  return (
-    (origin && tracker.find(p => p.node.contains(origin))) ||
-    tracker.currentWidget ||
-    null
-  );
-}
 
 function texts(panel: NotebookPanel): CellText[] {
   return panel.content.widgets.map(cell => {
@@ -124,34 +114,28 @@ export function applyToCell(
   return `Applied to ${cellName(target)} (not run; undo in the cell takes it back)`;
 }
 
-/** Shells that already listen: each plugin that shows reports asks, one listener answers. */
-const listening = new WeakSet<HTMLElement>();
-
 /** Handle `gs-show-cell` and `gs-apply-cell` from every report in the shell (once). */
 export function listenForCellActions(
   app: JupyterFrontEnd,
   tracker: INotebookTracker
 ): void {
-  const shell = app.shell.node;
-  if (listening.has(shell)) {
-    return;
-  }
-  listening.add(shell);
-  const on = (name: string, act: typeof showCell) =>
-    shell.addEventListener(name, (event: Event) => {
-      const detail = (event as CustomEvent<CellActionDetail>).detail;
-      const cell = detail?.cell;
-      if (
-        !cell ||
-        typeof cell.source !== 'string' ||
-        typeof cell.patched !== 'string'
-      ) {
-        return;
-      }
-      const origin = event.target instanceof Node ? event.target : null;
-      detail.status = act(tracker, origin, cell);
-      event.preventDefault();
-    });
-  on(SHOW_CELL_EVENT, showCell);
-  on(APPLY_CELL_EVENT, applyToCell);
+  onceOnShell(app, SHOW_CELL_EVENT, shell => {
+    const on = (name: string, act: typeof showCell) =>
+      shell.addEventListener(name, (event: Event) => {
+        const detail = (event as CustomEvent<CellActionDetail>).detail;
+        const cell = detail?.cell;
+        if (
+          !cell ||
+          typeof cell.source !== 'string' ||
+          typeof cell.patched !== 'string'
+        ) {
+          return;
+        }
+        const origin = event.target instanceof Node ? event.target : null;
+        detail.status = act(tracker, origin, cell);
+        event.preventDefault();
+      });
+    on(SHOW_CELL_EVENT, showCell);
+    on(APPLY_CELL_EVENT, applyToCell);
+  });
 }

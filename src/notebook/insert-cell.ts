@@ -6,6 +6,7 @@
 import type { JupyterFrontEnd } from '@jupyterlab/application';
 import { type INotebookTracker, NotebookActions } from '@jupyterlab/notebook';
 import { INSERT_CELL_EVENT, type InsertCellDetail } from '../view/fix-card';
+import { onceOnShell, panelOf } from './shell-events';
 
 /**
  * Insert `code` as a new code cell below the cell whose output holds `origin`; when the output is
@@ -17,10 +18,7 @@ export function insertCellBelow(
   origin: Node | null,
   code: string
 ): boolean {
-  const panel =
-    (origin && tracker.find(p => p.node.contains(origin))) ||
-    tracker.currentWidget ||
-    null;
+  const panel = panelOf(tracker, origin);
   if (!panel) {
     return false;
   }
@@ -43,28 +41,22 @@ export function insertCellBelow(
   return true;
 }
 
-/** Shells that already listen: each plugin that shows reports asks, one listener answers. */
-const listening = new WeakSet<HTMLElement>();
-
 /** Handle `gs-insert-cell` from every report in the shell (once, however often called). */
 export function listenForInsertCell(
   app: JupyterFrontEnd,
   tracker: INotebookTracker
 ): void {
-  const shell = app.shell.node;
-  if (listening.has(shell)) {
-    return;
-  }
-  listening.add(shell);
-  shell.addEventListener(INSERT_CELL_EVENT, (event: Event) => {
-    const detail = (event as CustomEvent<InsertCellDetail>).detail;
-    if (!detail || typeof detail.code !== 'string' || !detail.code) {
-      return;
-    }
-    // The event is composed: at the shell its target is the <gs-report> in the output area.
-    const origin = event.target instanceof Node ? event.target : null;
-    if (insertCellBelow(tracker, origin, detail.code)) {
-      event.preventDefault();
-    }
-  });
+  onceOnShell(app, INSERT_CELL_EVENT, shell =>
+    shell.addEventListener(INSERT_CELL_EVENT, (event: Event) => {
+      const detail = (event as CustomEvent<InsertCellDetail>).detail;
+      if (!detail || typeof detail.code !== 'string' || !detail.code) {
+        return;
+      }
+      // The event is composed: at the shell its target is the <gs-report> in the output area.
+      const origin = event.target instanceof Node ? event.target : null;
+      if (insertCellBelow(tracker, origin, detail.code)) {
+        event.preventDefault();
+      }
+    })
+  );
 }
