@@ -82,7 +82,8 @@ export class GsFixCard extends LitElement {
       .jp-GpusightFixCard-text {
         margin: 0 0 4px;
       }
-      pre.jp-GpusightFixCard-code {
+      pre.jp-GpusightFixCard-code,
+      pre.jp-GpusightFixCard-patch {
         margin: 0;
         padding: 6px 8px;
         background: var(--jp-cell-editor-background);
@@ -111,14 +112,7 @@ export class GsFixCard extends LitElement {
         font-weight: 600;
       }
       pre.jp-GpusightFixCard-patch {
-        margin: 0 0 6px;
-        padding: 6px 8px;
-        background: var(--jp-cell-editor-background);
-        border: var(--jp-border-width) solid var(--jp-cell-editor-border-color);
-        border-radius: var(--jp-border-radius);
-        color: var(--jp-content-font-color1);
-        overflow-x: auto;
-        white-space: pre;
+        margin-bottom: 6px;
       }
       .jp-GpusightFixCard-patchLine.jp-mod-added {
         color: var(--jp-success-color1);
