@@ -12,6 +12,9 @@ For each scenario whose ``--fix`` is a change the what-if injects from outside:
 3. the true gain: the script bare and fixed, alternating (2 rounds), items per second from
    its own clock (``SCENARIO_RESULT``: samples per step over the mean step, every stall counted);
 4. error = what-if gain / true gain - 1; target within 20 %.
+5. with ``--verify``: the what-if also writes its patch (``--patch``), and where it wrote one,
+   ``gpusight run --verify`` applies it to a copy and measures it; its gain against the gain
+   the what-if predicted for that fix (target within 20 %, #16).
 
 Also recorded: the verdict, and for bursty_loader the stall period (target: input_pipeline,
 period 4).
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -130,12 +134,36 @@ def sized_variant(row: dict[str, Any], how: str) -> list[str] | None:
     return None
 
 
+def verify_patch(name: str, out: Path, report: Path) -> dict[str, Any]:
+    """``gpusight run --verify`` of the what-if's patch: its measured gain and the prediction."""
+    diff = out / f"{name}.diff"
+    cmd = [
+        sys.executable, "-m", "gpusight", "run", "--verify", str(diff), "--report", str(report),
+        str(SCENARIOS / f"{name}.py"), "--iters", "100000",
+    ]  # fmt: skip
+    rc, log, wall = run(cmd, 300)
+    (out / f"{name}.verify.log").write_text(log)
+    print(log[-1500:], flush=True)
+    got: dict[str, Any] = {"rc": rc, "wall_s": round(wall, 1)}
+    for line in log.splitlines():
+        m = re.match(r"\s*measured: ([0-9.]+)x", line)
+        if m:
+            got["measured"] = float(m.group(1))
+        m = re.match(r"\s*predicted: ([0-9.]+)x \(([^,]+),", line)
+        if m:
+            got["predicted"], got["finding"] = float(m.group(1)), m.group(2)
+    if got.get("measured") and got.get("predicted"):
+        got["error_pct"] = round(100.0 * (got["measured"] / got["predicted"] - 1.0), 1)
+    return got
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--budget", type=float, default=120.0)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--verify", action="store_true", help="also --patch, then --verify it")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -147,7 +175,9 @@ def main() -> int:
         rp = out / f"{name}.json"
         cmd = [
             sys.executable, "-m", "gpusight", "run", "--what-if", "--budget", str(args.budget),
-            "--json", str(rp), str(SCENARIOS / f"{name}.py"), "--iters", "100000",
+            "--json", str(rp),
+            *(["--patch", str(out / f"{name}.diff")] if args.verify else []),
+            str(SCENARIOS / f"{name}.py"), "--iters", "100000",
         ]  # fmt: skip
         rc, log, wall = run(cmd, args.budget + 120)
         (out / f"{name}.log").write_text(log)
@@ -173,6 +203,8 @@ def main() -> int:
         ref = res.get("truth_sized") or res["truth_fix"]
         if row and ref.get("gain"):
             res["error_pct"] = round(100.0 * (row["speedup"] / ref["gain"] - 1.0), 1)
+        if args.verify and (out / f"{name}.diff").exists():
+            res["verify"] = verify_patch(name, out, rp)
         results[name] = res
         (out / "run-whatif.json").write_text(json.dumps(results, indent=2))
     lines = [
@@ -193,6 +225,21 @@ def main() -> int:
         )
         if r.get("stall"):
             lines.append(f"{'':20} stall: every {r['stall'].get('period_steps')} steps")
+    checked = {n: r["verify"] for n, r in results.items() if r.get("verify")}
+    if args.verify:
+        lines += ["", f"{'patch verified':20} {'finding':24} {'measured':>9} {'predicted':>9} "
+                  f"{'error':>7}"]  # fmt: skip
+        for name in results:
+            v = checked.get(name)
+            if v is None:
+                lines.append(f"{name:20} (no patch of the script's own lines)")
+                continue
+            e = v.get("error_pct")
+            lines.append(
+                f"{name:20} {str(v.get('finding'))[:24]:24} {(v.get('measured') or 0):9.2f} "
+                f"{(v.get('predicted') or 0):9.2f} {(f'{e:+.1f}%' if e is not None else 'n/a'):>7}"
+                f" {'ok' if e is not None and abs(e) <= TARGET_PCT else 'MISS'}"
+            )
     table = "\n".join(lines)
     (out / "run-whatif-table.txt").write_text(table + "\n")
     print("\n" + table, flush=True)
