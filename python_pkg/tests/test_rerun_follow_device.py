@@ -19,7 +19,7 @@ from torch.overrides import TorchFunctionMode, _get_current_function_mode
 META = torch.device("meta")
 
 
-def test_host_labels_follow_the_outputs_until_backward() -> None:
+def test_host_labels_follow_the_outputs() -> None:
     model = nn.Linear(4, 3).to(META)
     labels = torch.randint(0, 3, (5,))
     mode = FollowDevice(META)
@@ -31,8 +31,8 @@ def test_host_labels_follow_the_outputs_until_backward() -> None:
         scaled = loss * torch.tensor(2.0)  # a 0-dim host tensor mixes as it is
         assert scaled.device == META and mode.moved == 1
         scaled.backward()
-        assert mode.ended and model.weight.grad is not None
-        # After backward: nothing more is moved (host-only work is the script's own).
+        assert model.weight.grad is not None and model.weight.grad.device == META
+        # Host-only work is the script's own: nothing is moved.
         assert (torch.ones(2) + torch.ones(2)).device.type == "cpu" and mode.moved == 1
     finally:
         mode.leave()
@@ -110,7 +110,7 @@ def test_a_moved_model_trains_with_the_scripts_host_labels_metrics_and_numpy() -
             opt.zero_grad()
             loss.backward()
             opt.step()
-            total += loss.detach()  # in place on a host tensor: stays on the host
+            total += loss.detach()  # after the step, in place on a host tensor: stays there
             correct[:3] += out.detach()[:3, 0]
             assert out.detach().numpy().shape == (8, 3)
         assert total.device.type == "cpu" and correct.device.type == "cpu"

@@ -9,8 +9,11 @@ device tensor, which is what ``y.to(device)`` in the script would have done. Hos
 the outputs keep working: ``.numpy()`` / ``np.asarray`` bring a device tensor back, and an
 in-place op on a host tensor (``total += loss``) gets its other operands on the host.
 
-Only torch ops the script calls itself pass through the mode (torch runs each op's insides with
-the mode off), so the cost is one Python call per op between the forward and ``backward``.
+The mode is on from the model's output to its next call, except during an optimizer's step
+(all on the device: the hooks in ``inject.py`` pause it there). Only the torch ops the script
+calls itself pass through it (torch runs each op's insides with the mode off): one Python call
+per op. A host tensor is pinned before it is copied, as the fix's ``pin_memory`` would have it:
+a copy from pageable memory waits for the GPU, a host sync a step the fix does not pay.
 """
 
 from __future__ import annotations
@@ -22,13 +25,20 @@ from torch.overrides import TorchFunctionMode, _get_current_function_mode
 from torch.utils._pytree import tree_map
 
 _TO_HOST: set[Any] = {torch.Tensor.numpy, torch.Tensor.__array__}
-_ENDS: set[Any] = {torch.Tensor.backward, torch.autograd.backward}
 _IN_PLACE_DUNDERS = {"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__"}
 
 
 def _in_place(func: Any) -> bool:
     name = getattr(func, "__name__", "")
     return (name.endswith("_") and not name.endswith("__")) or name in _IN_PLACE_DUNDERS
+
+
+def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``t`` on ``device`` without a host sync: pinned first (a CUDA copy from pageable memory
+    waits for the GPU's queue, which the fix's pinned batches do not)."""
+    if device.type == "cuda" and not t.is_pinned():
+        t = t.pin_memory()
+    return t.to(device, non_blocking=True)
 
 
 class FollowDevice(TorchFunctionMode):
@@ -39,15 +49,13 @@ class FollowDevice(TorchFunctionMode):
         self.device = device
         self.kind = device.type
         self.entered = False
-        self.ended = False
-        """The script called ``backward``: nothing more to move (left at the next chance)."""
         self.moved = 0
 
     # -- on and off, from hooks outside any op ---------------------------------------------
     def enter(self) -> None:
         if not self.entered:
             self.__enter__()  # type: ignore[no-untyped-call]
-            self.entered, self.ended = True, False
+            self.entered = True
 
     def leave(self) -> None:
         """Off, when it is the innermost mode (a mode the script entered since stays on top:
@@ -59,8 +67,6 @@ class FollowDevice(TorchFunctionMode):
     # -- each op ------------------------------------------------------------------------------
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        if self.ended:
-            return func(*args, **kwargs)
         if func in _TO_HOST and args and self._on_device(args[0]):
             args = (args[0].cpu(), *args[1:])
         else:
@@ -71,10 +77,7 @@ class FollowDevice(TorchFunctionMode):
                 args = (args[0], *rest)
             elif dev and host:
                 args, kwargs = self._map((args, kwargs), self._to_device)
-        out = func(*args, **kwargs)
-        if func in _ENDS:
-            self.ended = True
-        return out
+        return func(*args, **kwargs)
 
     # -- helpers ------------------------------------------------------------------------------
     def _on_device(self, t: Any) -> bool:
@@ -103,7 +106,7 @@ class FollowDevice(TorchFunctionMode):
         # A 0-dim host tensor mixes with device tensors as it is (torch allows it).
         if isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.dim() > 0:
             self.moved += 1
-            return t.to(self.device, non_blocking=True)
+            return to_device(t, self.device)
         return t
 
     def _to_host(self, t: Any) -> Any:

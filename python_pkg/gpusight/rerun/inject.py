@@ -150,6 +150,7 @@ class _ModelHooks:
         the script's batch its outputs are cut back to."""
         self.device: Any = None
         self.follow: Any = None
+        self.follow_paused = False
         """With ``to_device``: the mode that moves the script's host tensors to the outputs
         (``follow_device.FollowDevice``); None with ``outputs_back``."""
         self.optimizers_moved: set[int] = set()
@@ -172,11 +173,21 @@ class _ModelHooks:
 
             handle = optim_mod.register_optimizer_step_pre_hook(self._optimizer_follows)
             self.inj._undo.append(handle.remove)
+            resume = optim_mod.register_optimizer_step_post_hook(self._resume_follow)
+            self.inj._undo.append(resume.remove)
             self.inj._undo.append(self._leave_follow)
 
     def _leave_follow(self) -> None:
         if self.follow is not None:
+            self.follow_paused = self.follow.entered
             self.follow.leave()
+
+    def _resume_follow(self, opt: Any, args: Any, kwargs: Any) -> None:
+        """After an optimizer's step: the script's host tensors meet the model's outputs again
+        (``total += loss.item()`` style bookkeeping after the step)."""
+        if self.follow is not None and self.follow_paused:
+            self.follow.enter()
+            self.follow_paused = False
 
     def _optimizer_follows(self, opt: Any, args: Any, kwargs: Any) -> None:
         """After the model moved: an optimizer that stepped before it (the warm-up call) keeps
@@ -283,18 +294,22 @@ class _ModelHooks:
         if self.depth != 1:
             return None
         torch, ch, map_tensors = self.torch, self.changes, self.map_tensors
-        self._leave_follow()  # the model's own ops run as they are
+        if self.follow is not None:  # the model's own ops run as they are
+            self.follow.leave()
+            self.follow_paused = False
         if not self.prepared:
             self._prepare(module)
         new: Any = (args, kwargs)
         back: Any = None
         if self.device is not None:
+            from .follow_device import to_device
+
             devs: list[Any] = []
 
             def move(t: Any) -> Any:
                 if t.device != self.device:
                     devs.append(t.device)
-                    return t.to(self.device, non_blocking=True)
+                    return to_device(t, self.device)
                 return t
 
             new = map_tensors(new, move)
