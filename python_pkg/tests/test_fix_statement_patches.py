@@ -267,3 +267,38 @@ def test_what_if_autocast_and_tf32_rows_carry_patches(tmp_path: Path) -> None:
     apply(rep2, out)
     amp2 = rep2.finding("load.amp_unused")
     assert amp2 is not None and amp2.fix.patch is None and amp2.fix.code
+
+
+def test_run_records_the_scripts_forward_line_when_torch_comes_after_gpusight(
+    tmp_path: Path,
+) -> None:
+    # A fresh `gpusight run` maps sources before the script imports torch. torch's frames were
+    # then taken for the user's, so the model's call site was torch's own line (and dropped):
+    # no autocast patch on the H200 for fp32_transformer. The script's line 8 must be found.
+    import json
+    import os
+    import sys
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\n"
+        "from torch import nn\n"
+        "model = nn.Linear(8, 3)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "x, y = torch.randn(4, 8), torch.randint(0, 3, (4,))\n"
+        "for _ in range(30):\n"
+        "    opt.zero_grad()\n"
+        "    loss = nn.functional.cross_entropy(model(x), y)\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+    )
+    facts = tmp_path / "facts.json"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    done = subprocess.run(
+        [sys.executable, "-m", "gpusight", "run", "--quiet", "--steps", "5",
+         "--profile-steps", "0", "--facts", str(facts), str(script)],
+        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    site = json.loads(facts.read_text())["forward_site"]
+    assert site is not None and site["line"] == 8 and site["file"].endswith("train.py")

@@ -50,15 +50,27 @@ class SourceMap:
     _sites: dict[tuple[int, int], tuple[CodeType, Site]] = field(default_factory=dict)
     _at: dict[tuple[int, int], tuple[CodeType, Site]] = field(default_factory=dict)
     _skip_dirs: tuple[str, ...] = ()
+    _torch_known: bool = False
 
     def __post_init__(self) -> None:
-        dirs = [_package_dir("torch"), _package_dir("gpusight")]
-        self._skip_dirs = tuple(d for d in dirs if d)
+        self._find_skip_dirs()
+
+    def _find_skip_dirs(self) -> None:
+        torch_dir = _package_dir("torch")
+        self._skip_dirs = tuple(d for d in (torch_dir, _package_dir("gpusight")) if d)
+        self._torch_known = torch_dir is not None
 
     def is_internal(self, code: CodeType) -> bool:
         known = self._internal.get(id(code))
         if known is not None:
             return known[1]
+        if not self._torch_known and "torch" in sys.modules:
+            # ``gpusight run`` maps sources before the script imports torch: torch's frames
+            # are internal from then on (else the model's call site was torch's own line).
+            self._find_skip_dirs()
+            self._internal.clear()
+            self._sites.clear()
+            self._at.clear()
         fn = code.co_filename
         internal = (
             fn.startswith(self._skip_dirs)
