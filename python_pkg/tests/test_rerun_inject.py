@@ -212,8 +212,7 @@ def test_an_optimizer_that_stepped_before_the_model_moved_follows_it() -> None:
         assert state["exp_avg"].device.type == "cuda"
         assert state["step"].device.type == "cpu"  # torch's rule: Adam's step on the host
         assert inj.applied["optimizer_state_moved"] == 1
-        # The script's labels are on the host: they follow the outputs (no copy back).
-        assert inj.applied["outputs_follow"] >= 2 and "outputs_back" not in inj.applied
+        assert inj.applied["outputs_back"] >= 2  # the script's loss is on the host
     finally:
         inj.undo()
 

@@ -54,9 +54,6 @@ class RunResult:
     report: dict[str, Any] | None = None
     facts: dict[str, Any] | None = None
     error: str | None = None
-    first_error: str | None = None
-    """Why the first try of this change failed, where this run is its fallback (a moved model's
-    outputs copied back, after the script failed with them left on the GPU)."""
 
     @property
     def run(self) -> dict[str, Any]:
@@ -337,8 +334,6 @@ class Driver:
                     arm.label, arm.changes, profile=False,
                     timeout_s=min(TIMEOUT_FACTOR * need + TIMEOUT_PAD_S, self.left_s() + 10.0),
                 )  # fmt: skip
-                if not res.ok and arm.changes.get("to_device") and res.error:
-                    res = self._outputs_back(arm, res, ref)
                 out.arms.append((arm, res))
                 ips = res.items_per_s(items0) if res.ok else None
                 gain = ips / ips0 if ips else None
@@ -377,27 +372,6 @@ class Driver:
             else:
                 out.together = (winners, None)
         self._second_control(out, ref, items0)
-
-    def _outputs_back(self, arm: Arm, failed: RunResult, ref: RunResult) -> RunResult:
-        """The model moved, the script failed with its outputs on the GPU (a host-only use of
-        them the follow mode did not cover): again with the outputs copied back, which the
-        script's own code then meets on the host as before. Slower than the real fix (a host
-        sync a step), and the finding says so."""
-        if failed.error and failed.error.startswith("the change did not take effect"):
-            return failed
-        need = self.forecast_s(ref, arm)
-        if need > self.left_s():
-            return failed
-        changes = {**arm.changes, "outputs_back": True}
-        res = self.run_one(
-            arm.label + " (outputs copied back)", changes, profile=False,
-            timeout_s=min(TIMEOUT_FACTOR * need + TIMEOUT_PAD_S, self.left_s() + 10.0),
-        )  # fmt: skip
-        if res.ok:
-            arm.changes = changes
-            res.first_error = failed.error
-            return res
-        return failed
 
     def _second_control(self, out: Outcome, ref: RunResult, items0: int | None) -> None:
         """Run-to-run noise: the control again, when the budget allows; a third time when the
@@ -443,7 +417,6 @@ _APPLIED_AS = {
     "autocast": "autocast",
     "channels_last": "channels_last",
     "to_device": "to_device",
-    "outputs_back": "outputs_back",
     "replicate": "replicate",
     "tf32": "tf32",
     "cudnn_benchmark": "cudnn_benchmark",

@@ -8,12 +8,10 @@ change touches before the script starts:
   ``prefetch_factor``, ``batch_size``): the arguments of every DataLoader the script builds;
 * the model (the first top-level module with parameters that the script calls; from its
   second call on, through hooks of its own that see keyword inputs too, as ``model(**batch)``):
-  bf16 autocast around its forward, ``channels_last``, a move to the GPU (inputs moved in;
-  outputs stay there and the script's host tensors that meet them follow, as its batches would
-  have with the fix, ``follow_device.py``; with ``outputs_back`` the outputs go back where the
-  inputs came from instead), or its batch grown by repeating each input along the batch
-  dimension (outputs cut back to the script's batch: the work per step grows, the script
-  sees the shapes it expects);
+  bf16 autocast around its forward, ``channels_last``, a move to the GPU (inputs moved in,
+  outputs moved back where the inputs came from, so the script's own loss and targets still
+  match), or its batch grown by repeating each input along the batch dimension (outputs cut
+  back to the script's batch: the work per step grows, the script sees the shapes it expects);
 * torch flags (TF32, ``cudnn.benchmark``), set at the model's first call, after the script's
   own settings.
 
@@ -29,15 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 LOADER_KEYS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "batch_size")
-MODEL_KEYS = (
-    "autocast",
-    "channels_last",
-    "to_device",
-    "outputs_back",
-    "replicate",
-    "tf32",
-    "cudnn_benchmark",
-)
+MODEL_KEYS = ("autocast", "channels_last", "to_device", "replicate", "tf32", "cudnn_benchmark")
 KNOWN_KEYS = frozenset(LOADER_KEYS + MODEL_KEYS)
 
 
@@ -129,6 +119,15 @@ def _patch_loader(torch: Any, loader: dict[str, Any], inj: Injected) -> None:
 
 
 # -- the model -------------------------------------------------------------------------------
+def _pinned_copy(t: Any, device: Any) -> Any:
+    """``t`` on ``device``, pinned first: a CUDA copy from pageable memory waits for the GPU's
+    queue, a host sync a step that the fix's pinned batches do not pay (on the H200, cpu_model's
+    moved model measured 3.6x with pageable inputs, 5.6x pinned, against 6.5x for the fix)."""
+    if device.type == "cuda" and t.device.type == "cpu" and not t.is_pinned():
+        t = t.pin_memory()
+    return t.to(device, non_blocking=True)
+
+
 class _ModelHooks:
     """Global forward hooks find the model (the first top-level module with parameters called);
     hooks on the model itself apply the changes around each of its top-level calls."""
@@ -149,10 +148,6 @@ class _ModelHooks:
         """Per model call in flight: its autocast context, where its outputs go back to, and
         the script's batch its outputs are cut back to."""
         self.device: Any = None
-        self.follow: Any = None
-        self.follow_paused = False
-        """With ``to_device``: the mode that moves the script's host tensors to the outputs
-        (``follow_device.FollowDevice``); None with ``outputs_back``."""
         self.optimizers_moved: set[int] = set()
         """Optimizers whose state was looked at after the model moved (see
         ``_optimizer_follows``)."""
@@ -173,28 +168,12 @@ class _ModelHooks:
 
             handle = optim_mod.register_optimizer_step_pre_hook(self._optimizer_follows)
             self.inj._undo.append(handle.remove)
-            resume = optim_mod.register_optimizer_step_post_hook(self._resume_follow)
-            self.inj._undo.append(resume.remove)
-            self.inj._undo.append(self._leave_follow)
-
-    def _leave_follow(self) -> None:
-        if self.follow is not None:
-            self.follow_paused = self.follow.entered
-            self.follow.leave()
-
-    def _resume_follow(self, opt: Any, args: Any, kwargs: Any) -> None:
-        """After an optimizer's step: the script's host tensors meet the model's outputs again
-        (``total += loss.item()`` style bookkeeping after the step)."""
-        if self.follow is not None and self.follow_paused:
-            self.follow.enter()
-            self.follow_paused = False
 
     def _optimizer_follows(self, opt: Any, args: Any, kwargs: Any) -> None:
         """After the model moved: an optimizer that stepped before it (the warm-up call) keeps
         its state where the parameters were, and its next step mixes devices. Its state goes
         where the parameters are now, by torch's own rule (``load_state_dict`` keeps Adam's
         ``step`` on the host)."""
-        self._leave_follow()  # the step's own ops are the script's, on the model's device
         if self.device is None or id(opt) in self.optimizers_moved:
             return
         self.optimizers_moved.add(id(opt))
@@ -258,10 +237,6 @@ class _ModelHooks:
                 module.to(dev)
                 self.device = dev
                 self.inj.hit("to_device")
-                if not ch.get("outputs_back"):
-                    from .follow_device import FollowDevice
-
-                    self.follow = FollowDevice(dev)
             else:
                 self.inj.notes.append(f"the model was already on {dev}")
         if ch.get("channels_last"):
@@ -294,22 +269,17 @@ class _ModelHooks:
         if self.depth != 1:
             return None
         torch, ch, map_tensors = self.torch, self.changes, self.map_tensors
-        if self.follow is not None:  # the model's own ops run as they are
-            self.follow.leave()
-            self.follow_paused = False
         if not self.prepared:
             self._prepare(module)
         new: Any = (args, kwargs)
         back: Any = None
         if self.device is not None:
-            from .follow_device import to_device
-
             devs: list[Any] = []
 
             def move(t: Any) -> Any:
                 if t.device != self.device:
                     devs.append(t.device)
-                    return to_device(t, self.device)
+                    return _pinned_copy(t, self.device)
                 return t
 
             new = map_tensors(new, move)
@@ -363,10 +333,6 @@ class _ModelHooks:
                 output,
                 lambda t: t[:cut] if t.dim() > 0 and t.shape[0] == cut * k else t,
             )
-        if back is not None and self.follow is not None:
-            self.follow.enter()
-            self.inj.hit("outputs_follow")
-            back = None
         if back is not None:
             output = map_tensors(output, lambda t: t.to(back))
             self.inj.hit("outputs_back")

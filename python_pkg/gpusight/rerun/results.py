@@ -128,17 +128,14 @@ def _snippet_for(arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
 
 
 def _outputs_back(res: RunResult) -> str:
-    """What a moved model's measurement left out, when its outputs went back to the CPU (the
-    fallback after the script failed with them on the GPU): a host sync a step, which the real
-    fix, the batches moved too, does not pay."""
+    """What a moved model's measurement left out: its outputs went back to the CPU, where the
+    script's loss and labels are (a host sync a step), which the real fix moves too."""
     if not ((res.facts or {}).get("injected") or {}).get("outputs_back"):
         return ""
-    why = f" ({res.first_error})" if res.first_error else ""
     return (
-        " With the model's outputs left on the GPU the script failed" + why + ", so they were "
-        "copied back to the CPU every step, where the script uses them (a host sync a step); "
-        "moving the script's batches and labels to the GPU too, as the fix does, gains more "
-        "than this."
+        " The model's outputs were copied back to the CPU every step, where the script uses "
+        "them (its loss and labels there): the fix moves those to the GPU too, which can gain a "
+        "little more than this."
     )
 
 
