@@ -167,3 +167,17 @@ def test_a_second_run_in_one_process_patches_its_own_file(
         diff = Path("fix.diff").read_text()
         assert made_from(diff) == {"train.py": text_sha256(text)}
     assert "-        batch_size=8,\n" in diff
+
+
+def test_a_setting_given_by_position_is_changed_in_place() -> None:
+    # DataLoader(ds, 8, True): a batch_size keyword added beside the 8 would be a TypeError
+    # ("got multiple values for argument 'batch_size'") when the patched script runs.
+    src = "from torch.utils.data import DataLoader\nloader = DataLoader(ds, 8, True)\n"
+    new = set_call_keywords(src, 2, {"batch_size": "256", "pin_memory": "True"})
+    assert new == (
+        "from torch.utils.data import DataLoader\n"
+        "loader = DataLoader(ds, 256, True, pin_memory=True)\n"
+    )
+    # Settings that may hide in *args / **kwargs: no edit rather than a wrong one.
+    assert set_call_keywords("DataLoader(ds, **opts)\n", 1, {"batch_size": "256"}) is None
+    assert set_call_keywords("DataLoader(*args)\n", 1, {"batch_size": "256"}) is None

@@ -371,3 +371,44 @@ def test_gpu_without_a_kernel_trace_falls_back_to_nvml() -> None:
     assert rep.verdict.gpu_busy_pct == pytest.approx(35.0)
     assert breakdown(ev)["compute"] == pytest.approx(35.0)
     assert rep.verdict.bottleneck == "input_pipeline"
+
+
+LOADER_SCRIPT = (
+    "from torch.utils.data import DataLoader\n"
+    "loader = DataLoader(ds, batch_size=4, shuffle=True)\n"
+    "for x, y in loader:\n"
+    "    x = x.to('cuda', non_blocking=True)\n"
+)
+
+
+def test_a_small_batch_and_a_pageable_copy_change_the_users_dataloader_call() -> None:
+    from gpusight.rules.workload import CodeSource
+
+    ev = evidence(
+        step_ms=2.0,
+        window=GpuWindow(
+            steps=3,
+            gpu=True,
+            split_ms={"compute": 0.3, "copy": 0.6, "launch_overhead": 0.9, "other_cpu": 0.2},
+            launches_per_step=420,
+            median_kernel_us=4.0,
+            memcpy_h2d_pageable=3,
+        ),
+        placement=Placement(
+            module="MLP", param_devices=["cuda"], input_devices=["cuda"], batch_size=4
+        ),
+        loader=LoaderInfo(num_workers=0, pin_memory=False, batch_size=4),
+        loader_source=CodeSource("train.py", LOADER_SCRIPT, 2),
+    )
+    rep = report_of(ev)
+    small, pinned = rep.finding("load.small_batch"), rep.finding("code.pageable_copy")
+    assert small is not None and pinned is not None
+    assert "+loader = DataLoader(ds, batch_size=256, shuffle=True)" in (small.fix.patch or "")
+    assert "+loader = DataLoader(ds, batch_size=4, shuffle=True, pin_memory=True)" in (
+        pinned.fix.patch or ""
+    )
+    # A loader that pins already, or whose batch is not the model's: the snippet alone.
+    ev.loader = LoaderInfo(num_workers=0, pin_memory=True, batch_size=16)
+    rep = report_of(ev)
+    assert rep.finding("load.small_batch").fix.patch is None  # type: ignore[union-attr]
+    assert rep.finding("code.pageable_copy").fix.patch is None  # type: ignore[union-attr]

@@ -43,6 +43,24 @@ def _offset(lines: list[str], line: int, col: int) -> int:
     return before + len(lines[line - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
 
 
+# DataLoader's parameters that may be given by position, in order.
+LOADER_POSITIONAL = (
+    "dataset",
+    "batch_size",
+    "shuffle",
+    "sampler",
+    "batch_sampler",
+    "num_workers",
+    "collate_fn",
+    "pin_memory",
+    "drop_last",
+    "timeout",
+    "worker_init_fn",
+    "multiprocessing_context",
+    "generator",
+)
+
+
 def set_call_keywords(source: str, line: int, values: dict[str, str]) -> str | None:
     """``source`` with the loader call at ``line`` given ``values`` (keyword -> Python source),
     or None when there is no such call or the result would not compile."""
@@ -55,13 +73,21 @@ def set_call_keywords(source: str, line: int, values: dict[str, str]) -> str | N
         return None
     lines = source.splitlines(keepends=True)
     edits: list[tuple[int, int, str]] = []
-    present = {kw.arg: kw for kw in call.keywords if kw.arg is not None}
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(
+        kw.arg is None for kw in call.keywords
+    ):
+        return None  # *args / **kwargs may hold the setting already: no safe edit
+    present: dict[str, ast.expr] = {
+        name: arg for name, arg in zip(LOADER_POSITIONAL, call.args, strict=False)
+    }
+    present.update({kw.arg: kw.value for kw in call.keywords if kw.arg is not None})
     missing = []
     for key, value in values.items():
-        kw = present.get(key)
-        if kw is not None and kw.value.end_lineno is not None:
-            a = _offset(lines, kw.value.lineno, kw.value.col_offset)
-            b = _offset(lines, kw.value.end_lineno, kw.value.end_col_offset or 0)
+        node = present.get(key)
+        if node is not None and node.end_lineno is not None:
+            # Given already (by keyword, or by position: DataLoader(ds, 32)): its value changes.
+            a = _offset(lines, node.lineno, node.col_offset)
+            b = _offset(lines, node.end_lineno, node.end_col_offset or 0)
             edits.append((a, b, value))
         else:
             missing.append(f"{key}={value}")

@@ -446,6 +446,23 @@ def _with_patch(f: Fix, src: LoaderSource | None, values: dict[str, object]) -> 
     return f
 
 
+def _loader_batch_patch(f: Fix, ev: WorkloadEvidence, batch: int, suggested: int) -> Fix:
+    """A larger batch as a change to the user's DataLoader call, where that loader made the
+    batch the model saw (its ``batch_size`` is that batch: not a batch sampler's)."""
+    if ev.loader is None or ev.loader.batch_size != batch:
+        return f
+    return _with_patch(f, ev.loader_source, {"batch_size": suggested})
+
+
+def _loader_pin_patch(f: Fix, ev: WorkloadEvidence) -> Fix:
+    """Pinned batches as a change to the user's DataLoader call, where the script has one that
+    does not pin (its batches are what a loop copies to the GPU; a tensor the script holds
+    itself is pinned where it is made, which the generic snippet says)."""
+    if ev.loader is None or ev.loader.pin_memory or not ev.cuda_available:
+        return f
+    return _with_patch(f, ev.loader_source, {"pin_memory": True})
+
+
 def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
     total = step_time(ev)
     out: list[Finding] = []
@@ -715,11 +732,16 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                     Evidence("launch overhead", _r(share["launch_overhead"]), "% of step"),
                 ],
                 impact=_batch_impact(batch, max(256, batch * 8), busy, "step"),
-                fix=fix(
-                    "Grow the batch until the GPU is busy (and scale the learning rate).",
-                    "batch.larger",
-                    batch_size=batch,
-                    suggested=max(256, batch * 8),
+                fix=_loader_batch_patch(
+                    fix(
+                        "Grow the batch until the GPU is busy (and scale the learning rate).",
+                        "batch.larger",
+                        batch_size=batch,
+                        suggested=max(256, batch * 8),
+                    ),
+                    ev,
+                    batch,
+                    max(256, batch * 8),
                 ),
             )
         )
@@ -893,11 +915,14 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                 impact=_impact(
                     share["copy"] * 0.8, "Pinned copies run asynchronously, overlapping compute."
                 ),
-                fix=fix(
-                    "Pin the source memory (DataLoader(pin_memory=True) or .pin_memory()) and copy "
-                    "with non_blocking=True.",
-                    "copy.pin_memory",
-                    site=_site_text(first_c.file, first_c.line) if first_c else "the copy",
+                fix=_loader_pin_patch(
+                    fix(
+                        "Pin the source memory (DataLoader(pin_memory=True) or .pin_memory()) and "
+                        "copy with non_blocking=True.",
+                        "copy.pin_memory",
+                        site=_site_text(first_c.file, first_c.line) if first_c else "the copy",
+                    ),
+                    ev,
                 ),
             )
         )
