@@ -205,3 +205,62 @@ def test_a_watched_cells_magic_line_stays_when_autocast_goes_in() -> None:
     stale = CellSource(source.replace("out = model", "y = model"), FORWARD_LOOP + "\n", 4, 1, 7)
     g = _autocast_fix(Fix(text="autocast"), CodeSource("cell [7]", FORWARD_LOOP, 4, stale))
     assert g.cell is None
+
+
+LOGGING_LOOP = """for step in range(3):
+    opt.zero_grad()
+    loss = model(torch.randn(4, 8)).float().pow(2).mean()
+    loss.backward()
+    opt.step()
+    print(f"step {step}: {loss.item():.3f}")"""
+
+
+def test_a_logging_line_that_syncs_is_changed_in_the_cell_that_ran_it(ip: Any) -> None:
+    from gpusight.rules.workload import SyncSite, _sync_fix
+    from gpusight.watch.report_builder import _sync_source
+    from gpusight.watch.source_lines import Site
+
+    ip.run_cell(
+        "import torch\nfrom torch import nn\nmodel = nn.Linear(8, 3)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n",
+        store_history=True,
+    ).raise_error()
+    ip.run_cell(LOGGING_LOOP, store_history=True).raise_error()
+    count = ip.execution_count - 1
+    name = next(n for n, c in ip.compile._filename_map.items() if c == count)
+    # The sync's site as the watch records it: shown line and the compiled name and line.
+    src = _sync_source(Site("cell", 6, "print(...)", (name, 6)), {})
+    assert src is not None and src.cell is not None and src.cell.execution_count == count
+    f = _sync_fix(Fix(text="log less often", code="# generic"), SyncSite("item", 3, source=src), 50)
+    assert f.cell is not None and f.cell.source == LOGGING_LOOP
+    lines = f.cell.patched.splitlines()
+    assert lines[5] == "    if step % 50 == 0:"
+    assert lines[6] == '        print(f"step {step}: {loss.item():.3f}")'
+    assert lines[:5] == LOGGING_LOOP.splitlines()[:5]
+    compile(f.cell.patched, "<patched cell>", "exec")
+    for n in ("model", "opt", "step", "loss"):
+        ip.user_ns.pop(n, None)
+
+
+def test_tf32_from_the_cell_what_if_goes_into_the_training_cell_below_its_magic() -> None:
+    import dataclasses
+
+    from gpusight.rerun.plan import Arm
+    from gpusight.rerun.results import _patched
+
+    source = "%%gpusight --what-if\n" + FORWARD_LOOP
+    cell = CellSource(source, FORWARD_LOOP + "\n", 4, offset=1, execution_count=9)
+    cell.torch_alias = "th"
+    arm = Arm("tf32", "TF32", {"tf32": True}, "cfg.tf32_disabled")
+    f = _patched(Fix(text="TF32"), arm, {"forward_cell": dataclasses.asdict(cell)})
+    assert f.cell is not None and f.cell.label == "cell [9]"
+    lines = f.cell.patched.splitlines()
+    assert lines[0] == "%%gpusight --what-if"
+    assert lines[1].startswith("th.backends.cuda.matmul.allow_tf32 = True")
+    assert lines[2] == "th.backends.cudnn.allow_tf32 = True"
+    assert lines[3:] == FORWARD_LOOP.splitlines()
+    # A cell that sets the precision itself: no change offered.
+    sets = "th.set_float32_matmul_precision('high')\n" + FORWARD_LOOP
+    own = CellSource(sets, sets + "\n", 5)
+    g = _patched(Fix(text="TF32"), arm, {"forward_cell": dataclasses.asdict(own)})
+    assert g.cell is None

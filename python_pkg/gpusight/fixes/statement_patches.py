@@ -264,6 +264,13 @@ def log_every_patch(source: str, line: int, path: str, every: int = 50) -> str |
     """The diff that runs the logging statement at ``line`` (a ``print``/logger call reading a
     tensor's value every step) only every ``every`` steps of its loop; None unless the line is
     such a call directly in a loop whose step counter is known."""
+    new = log_every_text(source, line, every)
+    return None if new is None else unified_diff(source, new, path)
+
+
+def log_every_text(source: str, line: int, every: int = 50) -> str | None:
+    """``source`` changed as ``log_every_patch`` says, compiled first; None where no safe
+    change exists."""
     got = _plain_statement(source, line)
     if got is None:
         return None
@@ -277,5 +284,19 @@ def log_every_patch(source: str, line: int, path: str, every: int = 50) -> str |
     counter = _step_counter(loop)
     if counter is None:
         return None
-    new = _wrapped(lines, found, f"if {counter} % {every} == 0:")
-    return _diff(source, new, path)
+    text = "".join(_wrapped(lines, found, f"if {counter} % {every} == 0:"))
+    return text if text != source and _compiles(text) else None
+
+
+def tf32_cell_text(compiled: str, torch_alias: str) -> str | None:
+    """A notebook cell's code with TF32 allowed in its first lines, under the kernel's name for
+    torch (the cell runs in a kernel that imported it; nothing is imported); None where the
+    code sets TF32 itself already."""
+    if "allow_tf32" in compiled or "float32_matmul_precision" in compiled:
+        return None
+    added = (
+        f"{torch_alias}.backends.cuda.matmul.allow_tf32 = True  # float32 matmuls on Tensor Cores\n"
+        f"{torch_alias}.backends.cudnn.allow_tf32 = True\n"
+    )
+    text = added + compiled
+    return text if _compiles(text) else None

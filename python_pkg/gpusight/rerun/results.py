@@ -16,7 +16,7 @@ from ..fixes import workload as _workload_snippets  # noqa: F401  (registers the
 from ..fixes.cell_patch import CellSource, with_cell_fix, with_statement_cell_fix
 from ..fixes.patch import loader_patch
 from ..fixes.patch_files import read_text, with_patch
-from ..fixes.statement_patches import autocast_patch, autocast_text, tf32_patch
+from ..fixes.statement_patches import autocast_patch, autocast_text, tf32_cell_text, tf32_patch
 from ..report import Evidence, Finding, Fix, Impact, Report, Severity, WhatIf
 from .driver import MIN_GAIN, Outcome, RunResult
 from .plan import Arm
@@ -49,13 +49,20 @@ def _patched(f: Fix, arm: Arm, facts: dict[str, Any]) -> Fix:
     """The measured change, as a patch of the user's own lines where they are known: the
     DataLoader call's arguments, the model's call under autocast, TF32 after ``import torch``."""
     cell = facts.get("forward_cell")
-    if arm.group == "autocast" and cell:
+    if arm.group in ("autocast", "tf32") and cell:
         src = CellSource(**cell)
-        new = autocast_text(
-            src.compiled, src.line, dtype=str(arm.changes["autocast"]), torch_alias=src.torch_alias
+        new = (
+            autocast_text(
+                src.compiled,
+                src.line,
+                dtype=str(arm.changes["autocast"]),
+                torch_alias=src.torch_alias,
+            )
+            if arm.group == "autocast"
+            else tf32_cell_text(src.compiled, src.torch_alias or "torch")
         )
         if with_statement_cell_fix(f, src, new):
-            return f  # a notebook's training cell: its forward call under autocast
+            return f  # a notebook's training cell: its forward call under autocast, or TF32 on
     if arm.group in ("autocast", "tf32"):
         # Autocast wraps the model's call; TF32 goes after the import torch of the file that
         # calls the model, else of the file that builds the loader.

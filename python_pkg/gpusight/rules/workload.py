@@ -31,7 +31,12 @@ from ..fixes import workload as _workload_snippets  # noqa: F401  (registers the
 from ..fixes.cell_patch import CellSource, with_cell_fix, with_statement_cell_fix
 from ..fixes.patch import loader_patch
 from ..fixes.patch_files import with_patch
-from ..fixes.statement_patches import autocast_patch, autocast_text, log_every_patch
+from ..fixes.statement_patches import (
+    autocast_patch,
+    autocast_text,
+    log_every_patch,
+    log_every_text,
+)
 from ..report import Evidence, Finding, Fix, Impact, Scalar, Severity, SourceLine, Verdict
 from .stalls import Stall, find_stalls, stall_phrase, workers_to_keep_up
 
@@ -430,9 +435,14 @@ def _sync_fix(f: Fix, site: SyncSite, every: int) -> Fix:
     """The fix with the user's logging line read every ``every`` steps, where that is a safe
     change of it (a print/log call in a counted loop); otherwise the snippet alone."""
     src = site.source
-    if src is not None:
-        patch = log_every_patch(src.text, src.line, src.path, every)
-        with_patch(f, patch, {src.path: src.text})
+    if src is None:
+        return f
+    if src.cell is not None:
+        new = log_every_text(src.cell.compiled, src.cell.line, every)
+        if with_statement_cell_fix(f, src.cell, new):
+            return f  # a notebook cell's logging line, changed in that cell
+    patch = log_every_patch(src.text, src.line, src.path, every)
+    with_patch(f, patch, {src.path: src.text})
     return f
 
 

@@ -90,7 +90,14 @@ def _sync_source(site: Site | None, texts: dict[str, str | None]) -> CodeSource 
     if site is None or site.origin is None:
         return None
     filename, line = site.origin
-    if filename.startswith("<") or in_library(filename):
+    if in_library(filename):
+        return None
+    # A notebook cell (the kernel's compiled name for it): its change goes into that cell.
+    cell = _quietly(lambda: cell_at(filename, line, max(0, site.line - line)))
+    if cell is not None:
+        cell.torch_alias = torch_alias()
+        return CodeSource(site.file, cell.compiled, line, cell)
+    if filename.startswith("<"):
         return None
     if filename not in texts:
         texts[filename] = CallSite(filename, site.file, line).source()
