@@ -76,7 +76,7 @@ $(CHROMIUM):
 	else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; fi
 
 # The same wheel beside Notebook 7 (no JupyterLab UI) in a fresh venv: a saved report output
-# draws there (ui-tests/notebook7-smoke.mjs, Chromium).
+# draws there and the sidebar connects to a kernel (ui-tests/notebook7-smoke.mjs, Chromium).
 NB7_VENV := build/notebook7-venv
 
 test-notebook7: test-wheel ui-tests/node_modules/.installed $(CHROMIUM) ## The wheel in Notebook 7

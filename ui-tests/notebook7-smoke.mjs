@@ -1,8 +1,10 @@
 // Notebook 7 smoke test: gpusight installed from the wheel next to `notebook` (no JupyterLab UI)
-// draws a saved report output. Starts `jupyter notebook` from the given environment on a free
-// port, opens a notebook whose one output is a gpusight report (the UI tests' full fixture),
-// and checks in Chromium that the report renders with its verdict and findings, and that no
-// page error came from the extension.
+// draws a saved report output, and its sidebar opens and connects to the notebook's kernel.
+// Starts `jupyter notebook` from the given environment on a free port, opens a notebook whose
+// one output is a gpusight report (the UI tests' full fixture), and checks in Chromium that the
+// report renders with its verdict and findings; then opens the sidebar with its command (as the
+// palette would) and waits for it to greet the kernel (gpusight's version, the Python) and offer
+// its check; and that no page error came from the extension.
 //   node ui-tests/notebook7-smoke.mjs /path/to/venv/bin/jupyter   (make test-wheel runs it)
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -79,7 +81,13 @@ async function main() {
         ]
       }
     ],
-    metadata: {},
+    metadata: {
+      kernelspec: {
+        name: 'python3',
+        display_name: 'Python 3',
+        language: 'python'
+      }
+    },
     nbformat: 4,
     nbformat_minor: 5
   };
@@ -95,6 +103,8 @@ async function main() {
       '--ServerApp.token=',
       '--ServerApp.password=',
       '--ServerApp.disable_check_xsrf=True',
+      // window.jupyterapp, to run the sidebar's command as the palette would
+      '--JupyterNotebookApp.expose_app_in_browser=True',
       `--ServerApp.root_dir=${dir}`
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] }
@@ -119,12 +129,31 @@ async function main() {
     const title = report.findings[0].title;
     await el.first().getByText(title).first().waitFor({ timeout: 30_000 });
     const verdict = report.verdict.bottleneck;
+    // The sidebar: Notebook 7 has no ILabShell; the panel goes in its left area and follows
+    // the notebook through the tracker.
+    await page.waitForFunction(
+      () => window.jupyterapp?.commands.hasCommand('gpusight:open-sidebar'),
+      null,
+      { timeout: 60_000 }
+    );
+    await page.evaluate(() =>
+      window.jupyterapp.commands.execute('gpusight:open-sidebar')
+    );
+    const side = page.locator('#gpusight-sidebar');
+    await side.waitFor({ state: 'visible', timeout: 30_000 });
+    const hello = side.locator('.jp-GpusightSidebar-connected');
+    await hello.waitFor({ timeout: 120_000 });
+    await side
+      .locator('.jp-GpusightSidebar-check')
+      .waitFor({ state: 'visible', timeout: 30_000 });
+    const greeting = (await hello.textContent()).replace(/\s+/g, ' ').trim();
     const ours = errors.filter(e => /gpusight|gs-/i.test(e));
     if (ours.length) {
       throw new Error(`page errors from gpusight: ${ours.join('; ')}`);
     }
     console.log(
-      `Notebook 7: the report renders (bottleneck ${verdict}, "${title}")`
+      `Notebook 7: the report renders (bottleneck ${verdict}, "${title}"); ` +
+        `the sidebar connects ("${greeting}")`
     );
   } catch (err) {
     console.error(log.slice(-3000));
