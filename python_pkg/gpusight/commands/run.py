@@ -86,6 +86,7 @@ def register(subparsers: Any) -> None:
     # Used by --what-if for its re-runs: what to change, where to write what the run saw.
     p.add_argument("--inject", default=None, help=argparse.SUPPRESS)
     p.add_argument("--facts", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--lean", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--min-window", type=float, default=0.0, help=argparse.SUPPRESS)
     p.add_argument("--max-window", type=float, default=0.0, help=argparse.SUPPRESS)
     p.add_argument("--quiet", action="store_true", help="no summary on stderr")
@@ -184,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
         label=label,
         min_window_s=args.min_window,
         max_window_s=args.max_window,
+        lean=args.lean,
     )
     t_start = time.monotonic()
     from ..watch import ranks as dist
@@ -284,7 +286,12 @@ def _what_if(args: argparse.Namespace, label: str) -> int:
             print(f"gpusight: {text}", file=sys.stderr, flush=True)
 
     runner = ScriptRunner(
-        args.script, args.args, steps=args.steps or 20, warmup=args.warmup, env=_rerun_env()
+        args.script,
+        args.args,
+        steps=args.steps or 20,
+        warmup=args.warmup,
+        env=_rerun_env(),
+        lean=True,
     )
     driver = Driver(runner, budget_s=args.budget, warmup=args.warmup, progress=say)
     say(f"what-if: re-running {args.script} once per change, budget {args.budget:.0f} s")

@@ -164,7 +164,11 @@ class ScriptRunner:
         python: str = sys.executable,
         env: dict[str, str] | None = None,
         cwd: str | None = None,
+        lean: bool = False,
     ) -> None:
+        self.lean = lean
+        """Unprofiled runs watch lean (``Watch.lean``): the what-if compares their step times
+        only. ``--verify`` keeps the whole watch: its comparison shows the findings too."""
         self.cwd = cwd
         """Where the script runs (None: here); ``--verify`` runs a patched copy elsewhere."""
         self.script = script
@@ -189,6 +193,8 @@ class ScriptRunner:
             "--profile-steps", "3" if profile else "0",
             "--min-window", str(MIN_WINDOW_S), "--max-window", str(MAX_WINDOW_S),
         ]  # fmt: skip
+        if self.lean and not profile:
+            cmd.append("--lean")
         if changes:
             cmd += ["--inject", json.dumps(changes)]
         cmd += [self.script, *self.args]

@@ -220,6 +220,7 @@ class Watch:
         device_types: tuple[str, ...] = DEFAULT_DEVICE_TYPES,
         min_window_s: float = 0.0,
         max_window_s: float = 0.0,
+        lean: bool = False,
     ) -> None:
         if steps is not None and steps < 1:
             raise ValueError("steps must be at least 1")
@@ -228,6 +229,10 @@ class Watch:
         self.steps = steps
         self.min_window_s = max(0.0, float(min_window_s))
         self.max_window_s = max(0.0, float(max_window_s))
+        self.lean = lean
+        """Steps, items, modules and the loader only: no sync-debug mode, no copy hooks, no
+        NVML readings (a what-if's timed runs: they compare step times, and on a step of a
+        millisecond those parts cost a few percent that the user's own run does not pay)."""
         self.warmup = warmup
         self.profile_steps = profile_steps
         self.stop_after_steps = steps is not None if stop_after_steps is None else stop_after_steps
@@ -344,7 +349,7 @@ class Watch:
         except BaseException:
             self._restore()
             raise
-        if self._cuda:
+        if self._cuda and not self.lean:
             ids = visible_gpus()
             self._sampler = NvmlSampler(
                 ids, interval_s=self.sample_interval_s, t0=self._t0, labels=range(len(ids))
@@ -440,8 +445,9 @@ class Watch:
         loader_cls = dataloader.DataLoader
         p.set_attr(loader_cls, "__init__", self._wrap_loader_init(loader_cls.__init__))
         p.set_attr(loader_cls, "__iter__", self._wrap_iter(loader_cls.__iter__))
-        p.set_attr(torch.Tensor, "to", self._wrap_copy(torch.Tensor.to))
-        p.set_attr(torch.Tensor, "cuda", self._wrap_copy(torch.Tensor.cuda))
+        if not self.lean:
+            p.set_attr(torch.Tensor, "to", self._wrap_copy(torch.Tensor.to))
+            p.set_attr(torch.Tensor, "cuda", self._wrap_copy(torch.Tensor.cuda))
         p.set_attr(torch.cuda, "synchronize", self._wrap_synchronize(torch.cuda.synchronize))
         # Sync warnings: every occurrence (not once per line), shown to us instead of printed.
         warnings.filterwarnings("always", message=SYNC_MESSAGE)
@@ -461,6 +467,9 @@ class Watch:
     def _maybe_enable_sync_mode(self) -> None:
         """Sync-debug mode needs CUDA up; never start CUDA ourselves, wait for the run to."""
         torch = self._torch
+        if self.lean and not self._sync_mode_set:
+            self._sync_mode_set = True  # left as the user has it (restored: nothing)
+            return
         if self._sync_mode_set or not self._cuda or not torch.cuda.is_initialized():
             return
         try:
