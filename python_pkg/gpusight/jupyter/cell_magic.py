@@ -1,5 +1,5 @@
 """``%%gpusight [--steps N] [--warmup K] [--profile-steps P] [--json FILE] [--label TEXT]
-[--what-if [--budget S]]``.
+[--what-if [--budget S]] [--compare-to N [--finding ID]]``.
 
 Runs the cell in the user's namespace under a watch and returns the report. The cell body is
 compiled under its own cached name, so tracebacks show it and detected syncs and copies are
@@ -17,6 +17,7 @@ import shlex
 from typing import Any, NoReturn
 
 from ..report import Report
+from . import cell_compare
 
 _LAST: Report | None = None
 
@@ -46,6 +47,18 @@ def _parser() -> _Parser:
         help="re-run the cell once per candidate change and measure each one's gain",
     )
     p.add_argument("--budget", type=float, default=120.0, help="--what-if: seconds in all")
+    p.add_argument(
+        "--compare-to",
+        default=None,
+        metavar="N|FILE",
+        help="then compare with the report of %%%%gpusight cell [N] (or a saved report)",
+    )
+    p.add_argument(
+        "--finding",
+        default=None,
+        metavar="ID",
+        help="--compare-to: the finding whose fix was applied (its predicted gain is shown)",
+    )
     # The cell line of the body's first line: 2 below a typed %%gpusight line; 1 when the
     # sidebar's "watch next cell" added the magic line the user never saw.
     p.add_argument("--first-line", type=int, default=2, help=argparse.SUPPRESS)
@@ -74,6 +87,7 @@ def run_cell(line: str, cell: str, shell: Any) -> Report:
     from ..watch.session import Watch
 
     args = parse_line(line)
+    before = cell_compare.earlier(args.compare_to) if args.compare_to else None
     transformed = shell.transform_cell(cell)
     number = running_count(shell, cell)
     filename = shell.compile.cache(transformed, number, raw_code=cell)
@@ -89,6 +103,7 @@ def run_cell(line: str, cell: str, shell: Any) -> Report:
 
         report = what_if(args, cell, code, shell, names)
         _LAST = report
+        cell_compare.remember(number, report)
         _save(report, args.json)
         return report
     w = Watch(
@@ -114,7 +129,10 @@ def run_cell(line: str, cell: str, shell: Any) -> Report:
         raise
     assert w.report is not None
     _LAST = w.report
+    cell_compare.remember(number, w.report)
     _save(w.report, args.json)
+    if before is not None:
+        print(cell_compare.render(before[0], w.report, before[1], args.finding))
     return w.report
 
 
