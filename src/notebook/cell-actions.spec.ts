@@ -1,8 +1,50 @@
 // @vitest-environment happy-dom
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { CellPatch } from '../report';
-import { APPLY_CELL_EVENT, SHOW_CELL_EVENT } from '../view/fix-card';
+import {
+  APPLY_CELL_EVENT,
+  SHOW_CELL_EVENT,
+  VERIFY_CELL_EVENT
+} from '../view/fix-card';
 import { listenForCellActions, SHOWN_CELL_CLASS } from './cell-actions';
+
+/** NotebookActions, as "Verify" uses them: runs recorded, a cell inserted below the active one. */
+const runs: string[] = [];
+vi.mock('@jupyterlab/notebook', () => ({
+  NotebookActions: {
+    run: async (nb: { widgets: FakeNbCell[]; activeCellIndex: number }) => {
+      runs.push(nb.widgets[nb.activeCellIndex].model.sharedModel.getSource());
+      return true;
+    },
+    insertBelow: (nb: {
+      widgets: FakeNbCell[];
+      activeCellIndex: number;
+      activeCell?: FakeNbCell;
+    }) => {
+      let text = '';
+      const inserted: FakeNbCell = {
+        node: document.createElement('div'),
+        model: {
+          type: 'code',
+          sharedModel: {
+            getSource: () => text,
+            setSource: (t: string) => (text = t)
+          }
+        }
+      };
+      nb.widgets.splice(nb.activeCellIndex + 1, 0, inserted);
+      nb.activeCellIndex += 1;
+      nb.activeCell = inserted;
+    }
+  }
+}));
+interface FakeNbCell {
+  node: HTMLElement;
+  model: {
+    type: string;
+    sharedModel: { getSource(): string; setSource?(t: string): void };
+  };
+}
 
 const SOURCE =
   'from torch.utils.data import DataLoader\nloader = DataLoader(ds, num_workers=0)';
@@ -83,7 +125,8 @@ function setup(cells: ReturnType<typeof cell>[]) {
     output.dispatchEvent(event);
     return {
       handled: event.defaultPrevented,
-      status: detail.status as string | null
+      status: detail.status as string | null,
+      applied: (detail as { applied?: boolean }).applied === true
     };
   };
   return { notebook, scrolled, fire };
@@ -153,6 +196,47 @@ describe('listenForCellActions', () => {
     );
     expect(fire(APPLY_CELL_EVENT).status).toMatch(
       /^Not applied: cell \[3\] is not in this notebook/
+    );
+  });
+
+  it('says a change was applied (the card then offers Verify), and not when refused', () => {
+    const cells = [
+      cell(`${SOURCE}\n`, 3),
+      cell('%%gpusight\nfor b in loader: pass', 4)
+    ];
+    const { fire } = setup(cells);
+    expect(fire(VERIFY_CELL_EVENT).status).toBe(
+      'Apply the change first (the changed cell is not in this notebook)'
+    );
+    expect(fire(APPLY_CELL_EVENT).applied).toBe(true);
+    expect(fire(APPLY_CELL_EVENT).applied).toBe(false); // applied already: the text moved on
+  });
+
+  it('verifies: the changed cell run, then the watched cell again below, compared', async () => {
+    const cells = [
+      cell(`${SOURCE}\n`, 3),
+      cell('%%gpusight --steps 20 --json before.json\nfor b in loader: pass', 4)
+    ];
+    const { notebook, fire } = setup(cells);
+    fire(APPLY_CELL_EVENT);
+    runs.length = 0;
+    expect(fire(VERIFY_CELL_EVENT).status).toBe(
+      'Verifying: the changed cell run, then the watched cell again below, compared with this report'
+    );
+    await settle();
+    await settle();
+    const verifying =
+      '%%gpusight --steps 20 --compare-to 4 --finding load.input_bound\nfor b in loader: pass';
+    expect(runs).toEqual([`${TARGET.patched}\n`, verifying]);
+    expect(notebook.widgets).toHaveLength(3);
+    expect(notebook.widgets[2].model.sharedModel.getSource()).toBe(verifying);
+  });
+
+  it('verifies only from a report under a %%gpusight cell that ran', () => {
+    const cells = [cell(`${TARGET.patched}\n`, 3), cell('train()', 4)];
+    const { fire } = setup(cells);
+    expect(fire(VERIFY_CELL_EVENT).status).toBe(
+      'Verify needs the %%gpusight cell that made this report, run'
     );
   });
 });

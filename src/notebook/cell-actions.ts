@@ -12,6 +12,7 @@ import type { CellPatch } from '../report';
 import {
   APPLY_CELL_EVENT,
   SHOW_CELL_EVENT,
+  VERIFY_CELL_EVENT,
   type CellActionDetail
 } from '../view/fix-card';
 import {
@@ -23,6 +24,7 @@ import {
   targetLines
 } from './cell-target';
 import { onceOnShell, panelOf } from './shell-events';
+import { verifyCell } from './verify-cell';
 
 type Cell = NotebookPanel['content']['widgets'][number];
 
@@ -93,7 +95,8 @@ export function showCell(
 export function applyToCell(
   tracker: INotebookTracker,
   origin: Node | null,
-  target: CellPatch
+  target: CellPatch,
+  done?: () => void
 ): string {
   const panel = panelOf(tracker, origin);
   if (!panel) {
@@ -110,17 +113,27 @@ export function applyToCell(
   // (between the two texts the report holds) never reaches.
   const edit = minimalEdit(target.source, target.patched);
   shared.updateSource(edit.start, edit.end, edit.text);
+  done?.();
   void reveal(panel, cell, target);
   return `Applied to ${cellName(target)} (not run; undo in the cell takes it back)`;
 }
 
-/** Handle `gs-show-cell` and `gs-apply-cell` from every report in the shell (once). */
+/** Handle `gs-show-cell`, `gs-apply-cell` and `gs-verify-cell` from every report in the shell
+ * (once). */
 export function listenForCellActions(
   app: JupyterFrontEnd,
   tracker: INotebookTracker
 ): void {
   onceOnShell(app, SHOW_CELL_EVENT, shell => {
-    const on = (name: string, act: typeof showCell) =>
+    const on = (
+      name: string,
+      act: (
+        tracker: INotebookTracker,
+        origin: Node | null,
+        cell: CellPatch,
+        detail: CellActionDetail
+      ) => string
+    ) =>
       shell.addEventListener(name, (event: Event) => {
         const detail = (event as CustomEvent<CellActionDetail>).detail;
         const cell = detail?.cell;
@@ -132,10 +145,13 @@ export function listenForCellActions(
           return;
         }
         const origin = event.target instanceof Node ? event.target : null;
-        detail.status = act(tracker, origin, cell);
+        detail.status = act(tracker, origin, cell, detail);
         event.preventDefault();
       });
-    on(SHOW_CELL_EVENT, showCell);
-    on(APPLY_CELL_EVENT, applyToCell);
+    on(SHOW_CELL_EVENT, (t, o, c) => showCell(t, o, c));
+    on(APPLY_CELL_EVENT, (t, o, c, d) =>
+      applyToCell(t, o, c, () => (d.applied = true))
+    );
+    on(VERIFY_CELL_EVENT, (t, o, c, d) => verifyCell(t, o, c, d.findingId));
   });
 }

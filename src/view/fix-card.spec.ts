@@ -6,7 +6,8 @@ import {
   type CellActionDetail,
   INSERT_CELL_EVENT,
   type InsertCellDetail,
-  SHOW_CELL_EVENT
+  SHOW_CELL_EVENT,
+  VERIFY_CELL_EVENT
 } from './fix-card';
 
 const HOSTILE = '</script><img src=x onerror=alert(1)>';
@@ -187,12 +188,32 @@ describe('<gs-fix-card>', () => {
     ).click();
     await el.updateComplete;
     expect(status()).toBe('gs-apply-cell done');
+    // Not applied (the host did not say so): no Verify yet.
+    const verify = () =>
+      root.querySelector('.jp-GpusightFixCard-verifyCell') as HTMLButtonElement;
+    expect(verify()).toBeNull();
+    const applied = (e: Event) => {
+      (e as CustomEvent<CellActionDetail>).detail.applied = true;
+    };
+    document.addEventListener(APPLY_CELL_EVENT, applied);
+    document.addEventListener(VERIFY_CELL_EVENT, answer);
+    (
+      root.querySelector('.jp-GpusightFixCard-applyCell') as HTMLButtonElement
+    ).click();
+    await el.updateComplete;
+    verify().click();
+    await el.updateComplete;
+    expect(status()).toBe('gs-verify-cell done');
     expect(seen.map(([t, d]) => [t, d.cell, d.findingId])).toEqual([
       [SHOW_CELL_EVENT, cell, 'load.input_bound'],
-      [APPLY_CELL_EVENT, cell, 'load.input_bound']
+      [APPLY_CELL_EVENT, cell, 'load.input_bound'],
+      [APPLY_CELL_EVENT, cell, 'load.input_bound'],
+      [VERIFY_CELL_EVENT, cell, 'load.input_bound']
     ]);
     document.removeEventListener(SHOW_CELL_EVENT, answer);
     document.removeEventListener(APPLY_CELL_EVENT, answer);
+    document.removeEventListener(APPLY_CELL_EVENT, applied);
+    document.removeEventListener(VERIFY_CELL_EVENT, answer);
     // Nobody answers (a report outside a notebook): the card says what to do instead.
     (
       root.querySelector('.jp-GpusightFixCard-applyCell') as HTMLButtonElement

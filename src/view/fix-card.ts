@@ -31,10 +31,14 @@ export interface CellActionDetail {
   cell: CellPatch;
   findingId: string | null;
   status: string | null;
+  /** Set by the host when "Apply" changed the cell: the card then offers "Verify". */
+  applied?: boolean;
 }
 
 export const SHOW_CELL_EVENT = 'gs-show-cell';
 export const APPLY_CELL_EVENT = 'gs-apply-cell';
+/** Run the changed cell, then the watched cell again, compared with this report. */
+export const VERIFY_CELL_EVENT = 'gs-verify-cell';
 
 /** Copy with the async clipboard API; fall back to a selected textarea + execCommand. */
 export async function copyText(text: string): Promise<boolean> {
@@ -135,6 +139,7 @@ export class GsFixCard extends LitElement {
 
   @state() private _status = '';
   @state() private _cellStatus = '';
+  @state() private _applied = false;
 
   override connectedCallback(): void {
     super.connectedCallback();
@@ -186,6 +191,9 @@ export class GsFixCard extends LitElement {
     this._cellStatus = event.defaultPrevented
       ? (detail.status ?? '')
       : 'No notebook here: copy the change by hand';
+    if (name === APPLY_CELL_EVENT) {
+      this._applied = detail.applied === true;
+    }
   }
 
   /** "Show the cell" / "Apply to that cell", where a host can do them. */
@@ -209,6 +217,17 @@ export class GsFixCard extends LitElement {
       >
         Apply to that cell
       </button>
+      ${
+        this._applied
+          ? html`<button
+              class="jp-GpusightFixCard-verifyCell"
+              @click=${() => this._cellAction(VERIFY_CELL_EVENT, cell)}
+              aria-label="Verify: run ${name}, then the watched cell again, compared with this report"
+            >
+              Verify
+            </button>`
+          : nothing
+      }
       <span class="jp-GpusightFixCard-cellStatus" role="status"
         >${this._cellStatus}</span
       >
@@ -324,5 +343,6 @@ declare global {
     'gs-insert-cell': CustomEvent<InsertCellDetail>;
     'gs-show-cell': CustomEvent<CellActionDetail>;
     'gs-apply-cell': CustomEvent<CellActionDetail>;
+    'gs-verify-cell': CustomEvent<CellActionDetail>;
   }
 }

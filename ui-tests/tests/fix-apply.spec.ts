@@ -7,7 +7,8 @@ import * as path from 'node:path';
  * an error (it rebuilds `loader` with the notebook's own call, changed), and "Apply to that cell"
  * changes the line of the earlier cell that built the loader, and nothing else (one undo takes
  * it back; a cell edited since the watch is refused). Then the notebook's own loop: the changed
- * cell run, the watch again, and the two runs compared.
+ * cell run, the watch again, and the two runs compared; and "Verify", which does that loop
+ * in one click and shows the measured gain beside the predicted one.
  */
 
 const EXAMPLE = path.resolve(
@@ -204,4 +205,20 @@ test('the example notebook: every fix inserted runs, Apply changes the line that
   expect(await outputText(page, compare)).toContain(
     'gpusight diff: before -> after'
   );
+
+  // Verify, after Apply: the changed cell run, then a copy of the watched cell below it that
+  // watches again and compares with the report the fix came from, prediction beside.
+  await card.getByRole('button', { name: /^Verify/ }).click();
+  await expect(status).toHaveText(/^Verifying: the changed cell run/);
+  const verifying = WATCH + 1;
+  await expect
+    .poll(() => outputText(page, verifying), { timeout: 180_000 })
+    .toContain('measured / predicted');
+  expect(await page.notebook.getCellTextInput(verifying)).toMatch(
+    /^%%gpusight --steps 20 --compare-to \d+ --finding load\.input_bound\n/
+  );
+  const verified = await outputText(page, verifying);
+  expect(verified).toMatch(/gpusight verify: cell \[\d+\] -> this cell/);
+  expect(verified).toMatch(/predicted: [\d.]+x \(load\.input_bound/);
+  expect(await errorsIn(page, verifying)).toBe(0);
 });
