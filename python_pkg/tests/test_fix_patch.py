@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -181,3 +182,38 @@ def test_a_setting_given_by_position_is_changed_in_place() -> None:
     # Settings that may hide in *args / **kwargs: no edit rather than a wrong one.
     assert set_call_keywords("DataLoader(ds, **opts)\n", 1, {"batch_size": "256"}) is None
     assert set_call_keywords("DataLoader(*args)\n", 1, {"batch_size": "256"}) is None
+
+
+# The public scenarios whose fix is a patch of their own lines on a CPU-only machine (the loader's
+# workers); on a GPU the autocast, batch and logging patches join them (benchmarks/run_whatif.py
+# --verify measures those on the H200).
+SCENARIOS_WITH_A_CPU_PATCH = ("bursty_loader", "slow_loader", "small_batch_rnn")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SCENARIOS_WITH_A_CPU_PATCH)
+def test_each_scenarios_patch_applies_and_the_patched_script_runs(
+    name: str, tmp_path: Path
+) -> None:
+    if shutil.which("patch") is None:
+        pytest.skip("no patch program")
+    scenarios = Path(__file__).resolve().parents[2] / "benchmarks" / "scenarios"
+    for f in (f"{name}.py", "_common.py"):
+        shutil.copy(scenarios / f, tmp_path / f)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    run = subprocess.run(
+        [sys.executable, "-m", "gpusight", "run", "--quiet", "--steps", "6", "--profile-steps",
+         "0", "--patch", "fix.diff", f"{name}.py", "--iters", "40"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    diff = (tmp_path / "fix.diff").read_text()
+    assert f"--- a/{name}.py" in diff and "DataLoader(" in diff
+    subprocess.run(["patch", "-p1", "-i", "fix.diff"], cwd=tmp_path, check=True,
+                   capture_output=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, f"{name}.py", "--iters", "8"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "SCENARIO_RESULT" in done.stdout
