@@ -35,7 +35,10 @@ usage:
   %gpusight diagnose MODEL LOADER [--optimizer OPT] [--loss FN] [--steps N] [--budget S] ...
                                     measure each fix on copies of MODEL fed by LOADER
   %gpusight --help                  this help
-  %%gpusight [--steps N] ...        (cell magic) watch the training code in the cell"""
+  %%gpusight [--steps N] ...        (cell magic) watch the training code in the cell
+  %%gpusight --what-if [--budget S] re-run the cell once per change, measure each one's gain
+  %%gpusight --compare-to N [--finding ID]
+                                    watch again, compare with %%gpusight cell [N]'s report"""
 
 TITLE = "Environment check and hardware benchmarks"
 INTERRUPTED = (
