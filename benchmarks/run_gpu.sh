@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Every GPU check, in sequence, through gpusight's own code; results under $OUT.
 #   bash benchmarks/run_gpu.sh [STEP...]   (from anywhere; OUT defaults to benchmarks/results/gpu-local)
-# STEPs (default: all, in this order): tests bench whatif runwhatif accuracy overhead cost multi.
+# STEPs (default: all, in this order): tests bench whatif runwhatif accuracy overhead cost callbacks
+# multi.
 # One device command may run 10 minutes: split the steps over two, e.g.
 #   bash benchmarks/run_gpu.sh tests bench             (~4 min)
 #   bash benchmarks/run_gpu.sh whatif                  (~4-6 min)
 #   bash benchmarks/run_gpu.sh accuracy overhead       (~8 min)
 #   bash benchmarks/run_gpu.sh cost                    (~9 min)
+#   bash benchmarks/run_gpu.sh callbacks               (~2 min)
 #   bash benchmarks/run_gpu.sh multi                   (2 GPUs, ~3 min)
 # Each step's output goes to the terminal and to $OUT/run_gpu.log. A step may write
 # $OUT/<name>-table.txt: the step summary and those tables are printed last.
@@ -36,7 +38,7 @@ step() { # step NAME TIMEOUT_S COMMAND...
 }
 
 STEPS=("$@")
-[ ${#STEPS[@]} -gt 0 ] || STEPS=(tests bench whatif runwhatif accuracy overhead cost multi)
+[ ${#STEPS[@]} -gt 0 ] || STEPS=(tests bench whatif runwhatif accuracy overhead cost callbacks multi)
 want() { [[ " ${STEPS[*]} " == *" $1 "* ]]; }
 
 T0=$SECONDS
@@ -59,6 +61,8 @@ want cost && step probe 120 "$PY" benchmarks/probe_profiler_after.py
 want cost && step cost 420 "$PY" benchmarks/watch_cost.py --only mlp_adam tiny_batch unbatched_inference --rounds 5 --cpus 2-5 --target-s 2 --out "$OUT/cost-launch"
 want cost && step cost-rest 600 "$PY" benchmarks/watch_cost.py --rounds 1 --budget 500 --only conv_nchw_amp fp32_transformer slow_loader bursty_loader item_per_step pageable_copy cpu_model small_batch_rnn healthy --out "$OUT/cost-rest"
 want overhead && step parts-train 120 "$PY" benchmarks/watch_parts.py --workload tiny_batch --parts bare watched --rounds 40 --block-s 0.2 --out "$OUT/parts-train"
+# The trainer callbacks against `gpusight run` on the same script (#19; the image has the frameworks).
+want callbacks && step callbacks 420 "$PY" benchmarks/callbacks_gpu.py --out "$OUT/callbacks"
 want multi && step multi 240 "$PY" benchmarks/gpu_multi.py --out "$OUT"
 
 {
