@@ -14,7 +14,10 @@ For each scenario whose ``--fix`` is a change the what-if injects from outside:
 4. error = what-if gain / true gain - 1; target within 20 %.
 5. with ``--verify``: the what-if also writes its patch (``--patch``), and where it wrote one,
    ``gpusight run --verify`` applies it to a copy and measures it; its gain against the gain
-   the what-if predicted for that fix (target within 20 %, #16).
+   the what-if predicted for that fix (target within 20 %, #16);
+6. with ``--truth-watched``: the fix's gain again with both runs under ``gpusight run --lean``,
+   the what-if's own timer, so that a miss splits into the watch's share (this truth against the
+   bare one) and the injection's (the what-if against this one).
 
 Also recorded: the verdict, and for bursty_loader the stall period (target: input_pipeline,
 period 4).
@@ -74,15 +77,38 @@ def items_per_s(out: str) -> float | None:
     return r["samples_per_step"] / mean * 1000.0 if mean else None
 
 
-def truth(name: str, variant: list[str], iters: int, rounds: int = 2) -> dict[str, Any]:
-    """The script bare and with ``variant``, alternating: gain in items per second."""
+def watched_items_per_s(report: Path) -> float | None:
+    """Items per second of a ``gpusight run`` report (its steps' clock, as the what-if reads)."""
+    try:
+        r = json.loads(report.read_text()).get("run") or {}
+    except (OSError, ValueError):
+        return None
+    step, items = r.get("step_time_ms"), r.get("items_per_step")
+    return float(items) / float(step) * 1000.0 if step and items else None
+
+
+def truth(
+    name: str, variant: list[str], iters: int, rounds: int = 2, watched: Path | None = None
+) -> dict[str, Any]:
+    """The script bare and with ``variant``, alternating: gain in items per second. With
+    ``watched`` (a folder for the reports), both run under ``gpusight run --lean``, timed as
+    the what-if's runs are: the gap between the two truths is the watch's own share."""
     script = str(SCENARIOS / f"{name}.py")
     gains, bare_ips, fix_ips = [], [], []
-    for _ in range(rounds):
+    for k in range(rounds):
         base = [sys.executable, script, "--iters", str(iters), "--warmup", "10"]
-        _, out_b, _ = run(base, 300)
-        _, out_f, _ = run(base + variant, 300)
-        b, f = items_per_s(out_b), items_per_s(out_f)
+        if watched is not None:
+            rb, rf = watched / f"{name}.bare{k}.json", watched / f"{name}.fix{k}.json"
+            lean = [sys.executable, "-m", "gpusight", "run", "--quiet", "--lean",
+                    "--profile-steps", "0", "--steps", "40", "--warmup", "10"]  # fmt: skip
+            tail = [script, "--iters", "100000"]
+            run([*lean, "--json", str(rb), *tail], 300)
+            run([*lean, "--json", str(rf), *tail, *variant], 300)
+            b, f = watched_items_per_s(rb), watched_items_per_s(rf)
+        else:
+            _, out_b, _ = run(base, 300)
+            _, out_f, _ = run(base + variant, 300)
+            b, f = items_per_s(out_b), items_per_s(out_f)
         if b and f:
             gains.append(f / b)
             bare_ips.append(b)
@@ -164,6 +190,11 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=120.0)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--verify", action="store_true", help="also --patch, then --verify it")
+    ap.add_argument(
+        "--truth-watched",
+        action="store_true",
+        help="also the fix's gain with both runs under gpusight run --lean (the what-if's timer)",
+    )
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -203,6 +234,11 @@ def main() -> int:
         ref = res.get("truth_sized") or res["truth_fix"]
         if row and ref.get("gain"):
             res["error_pct"] = round(100.0 * (row["speedup"] / ref["gain"] - 1.0), 1)
+        if args.truth_watched:
+            w = truth(name, ref["variant"], case["iters"], args.rounds, watched=out)
+            res["truth_watched"] = w
+            if row and w.get("gain"):
+                res["error_watched_pct"] = round(100.0 * (row["speedup"] / w["gain"] - 1.0), 1)
         if args.verify and (out / f"{name}.diff").exists():
             res["verify"] = verify_patch(name, out, rp)
         results[name] = res
@@ -223,6 +259,13 @@ def main() -> int:
             f"{(f'{e:+.1f}%' if e is not None else 'n/a'):>7} {r['wall_s']:7.1f} "
             f"{'ok' if ok else 'MISS'}"
         )
+        if r.get("truth_watched"):
+            w = r["truth_watched"].get("gain")
+            ew = r.get("error_watched_pct")
+            lines.append(
+                f"{'':20} both under gpusight run --lean: {(w or 0):.2f}x, what-if "
+                f"{(f'{ew:+.1f}%' if ew is not None else 'n/a')} from it"
+            )
         if r.get("stall"):
             lines.append(f"{'':20} stall: every {r['stall'].get('period_steps')} steps")
     checked = {n: r["verify"] for n, r in results.items() if r.get("verify")}
