@@ -256,3 +256,28 @@ def render_comparison(
     )
     out += ["", f"findings: {counts}"]
     return "\n".join(out) + "\n"
+
+
+# A measured gain agrees with the one a report predicted within this share of it.
+AGREE_PCT = 20.0
+
+
+def prediction_lines(
+    finding: Mapping[str, Any] | None, gain: float | None, name: str, missing: str, ratio: str
+) -> list[str]:
+    """The gain ``name`` (a report) predicted for ``finding``'s fix and how the measured
+    ``gain`` reads against it (``ratio``: what the measured gain is called); ``missing`` where
+    the report has no such finding. ``gpusight run --verify`` and ``%%gpusight --compare-to``."""
+    if finding is None:
+        return [f"  predicted: {missing}"]
+    impact = finding.get("impact") or {}
+    speedup = impact.get("speedup")
+    if not speedup:
+        return [f"  predicted: {name} gives no gain for {finding['id']}"]
+    basis = "measured by its what-if" if impact.get("basis") == "measured" else "estimated"
+    lines = [f"  predicted: {speedup:.2f}x ({finding['id']}, {basis})"]
+    if gain:
+        off = 100.0 * (gain / speedup - 1.0)
+        agree = "within" if abs(off) <= AGREE_PCT else "outside"
+        lines.append(f"  {ratio} / predicted: {off:+.0f}% ({agree} ±{AGREE_PCT:.0f}%)")
+    return lines

@@ -100,9 +100,10 @@ def cell_fix(cell: CellSource, values: dict[str, object]) -> CellFix | None:
     )
     if new_compiled is None:
         return None
-    patched = _patched_cell(cell, new_compiled)
-    if patched is None:
+    got = _patched_cell(cell, new_compiled)
+    if got is None:
         return None
+    patched = got[0]
     call = find_call(ast.parse(new_compiled), cell.line)
     if call is None:
         return None
@@ -126,9 +127,10 @@ def cell_fix(cell: CellSource, values: dict[str, object]) -> CellFix | None:
     return CellFix(patch, code)
 
 
-def _patched_cell(cell: CellSource, new_compiled: str) -> str | None:
+def _patched_cell(cell: CellSource, new_compiled: str) -> tuple[str, int, int] | None:
     """The cell's text with the lines that changed between the code that ran and
-    ``new_compiled`` replaced; None when nothing changed or the cell's text on those lines is
+    ``new_compiled`` replaced, with the changed span's first line and its end in
+    ``new_compiled`` (0-based); None when nothing changed or the cell's text on those lines is
     not what ran (edited since, or a magic)."""
     if new_compiled == cell.compiled:
         return None
@@ -142,7 +144,7 @@ def _patched_cell(cell: CellSource, new_compiled: str) -> str | None:
     middle = new[head:new_end]
     if middle and b == len(src) and not src[-1].endswith("\n"):
         middle = [*middle[:-1], _strip(middle[-1])]  # the cell's last line has no newline
-    return "".join([*src[:a], *middle, *src[b:]])
+    return "".join([*src[:a], *middle, *src[b:]]), head, new_end
 
 
 def with_statement_cell_fix(f: Fix, cell: CellSource, new_compiled: str | None) -> bool:
@@ -152,11 +154,10 @@ def with_statement_cell_fix(f: Fix, cell: CellSource, new_compiled: str | None) 
     block (a ``with``), which runs only as part of the cell."""
     if new_compiled is None:
         return False
-    patched = _patched_cell(cell, new_compiled)
-    if patched is None:
+    got = _patched_cell(cell, new_compiled)
+    if got is None:
         return False
-    old = cell.compiled.splitlines(keepends=True)
-    head, _old_end, new_end = _changed_span(old, new_compiled.splitlines(keepends=True))
+    patched, head, new_end = got
     patch = CellPatch(
         source=cell.source,
         patched=patched,

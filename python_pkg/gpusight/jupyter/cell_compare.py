@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..compare import compare_reports, render_comparison
+from ..compare import compare_reports, prediction_lines, render_comparison
 from ..report import Report
 
 _BY_COUNT: dict[int, Report] = {}
@@ -59,8 +59,6 @@ def items_per_s(report: Report) -> float | None:
 
 def render(before: Report, after: Report, name: str, finding_id: str | None) -> str:
     """The comparison as text: the measured gain first, the prediction beside it."""
-    from ..rerun.verify_text import AGREE_PCT  # the bar `gpusight run --verify` uses
-
     b, a = items_per_s(before), items_per_s(after)
     unit = "items/s" if (before.run or {}).get("items_per_step") else "steps/s"
     gain = a / b if a and b else None
@@ -68,19 +66,10 @@ def render(before: Report, after: Report, name: str, finding_id: str | None) -> 
     lines.append(f"  before:   {b:,.1f} {unit}" if b else "  before:   no steps measured")
     lines.append(f"  after:    {a:,.1f} {unit}" if a else "  after:    no steps measured")
     lines.append(f"  measured: {gain:.2f}x" if gain else "  measured: no rate to compare")
+    old = before.to_dict()
     if finding_id:
-        f = before.finding(finding_id)
-        speedup = f.impact.speedup if f is not None else None
-        if f is None:
-            lines.append(f"  predicted: {name} has no finding {finding_id}")
-        elif not speedup:
-            lines.append(f"  predicted: {name} gives no gain for {finding_id}")
-        else:
-            basis = "measured by its what-if" if f.impact.basis == "measured" else "estimated"
-            lines.append(f"  predicted: {speedup:.2f}x ({finding_id}, {basis})")
-            if gain:
-                off = 100.0 * (gain / speedup - 1.0)
-                agree = "within" if abs(off) <= AGREE_PCT else "outside"
-                lines.append(f"  measured / predicted: {off:+.0f}% ({agree} ±{AGREE_PCT:.0f}%)")
-    comparison = compare_reports(before.to_dict(), after.to_dict())
+        found = next((f for f in old["findings"] if f["id"] == finding_id), None)
+        missing = f"{name} has no finding {finding_id}"
+        lines += prediction_lines(found, gain, name, missing, "measured")
+    comparison = compare_reports(old, after.to_dict())
     return "\n".join(lines) + "\n\n" + render_comparison(comparison, name, "this cell")

@@ -3,12 +3,9 @@ gain the what-if predicted, then ``gpusight diff``'s comparison of the two runs.
 
 from __future__ import annotations
 
-from ..compare import compare_reports, render_comparison
+from ..compare import compare_reports, prediction_lines, render_comparison
 from .driver import RunResult
 from .verify import Verified
-
-# The measured gain agrees with the prediction within this share of it (the issue's bar).
-AGREE_PCT = 20.0
 
 
 def _rate(res: RunResult) -> str:
@@ -20,21 +17,8 @@ def _rate(res: RunResult) -> str:
 def _predicted(v: Verified, report_name: str | None) -> list[str]:
     if report_name is None:
         return []
-    f = v.prepared.finding
-    if f is None:
-        return [f"  predicted: this patch is not one of {report_name}'s fixes"]
-    impact = f.get("impact") or {}
-    speedup = impact.get("speedup")
-    if not speedup:
-        return [f"  predicted: {report_name} gives no gain for {f['id']}"]
-    basis = "measured by its what-if" if impact.get("basis") == "measured" else "estimated"
-    lines = [f"  predicted: {speedup:.2f}x ({f['id']}, {basis})"]
-    gain = v.gain
-    if gain:
-        off = 100.0 * (gain / speedup - 1.0)
-        agree = "within" if abs(off) <= AGREE_PCT else "outside"
-        lines.append(f"  verified / predicted: {off:+.0f}% ({agree} ±{AGREE_PCT:.0f}%)")
-    return lines
+    missing = f"this patch is not one of {report_name}'s fixes"
+    return prediction_lines(v.prepared.finding, v.gain, report_name, missing, "verified")
 
 
 def render_verified(v: Verified, diff_name: str, report_name: str | None) -> str:

@@ -24,19 +24,15 @@ How a step is split (ms per step, summing to the mean step time):
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..fixes import fix
 from ..fixes import workload as _workload_snippets  # noqa: F401  (registers the snippets)
 from ..fixes.cell_patch import CellSource, with_cell_fix, with_statement_cell_fix
-from ..fixes.patch import loader_patch
+from ..fixes.patch import loader_patch, unified_diff
 from ..fixes.patch_files import with_patch
-from ..fixes.statement_patches import (
-    autocast_patch,
-    autocast_text,
-    log_every_patch,
-    log_every_text,
-)
+from ..fixes.statement_patches import autocast_text, log_every_text
 from ..report import Evidence, Finding, Fix, Impact, Scalar, Severity, SourceLine, Verdict
 from .stalls import Stall, find_stalls, stall_phrase, workers_to_keep_up
 
@@ -419,31 +415,36 @@ def _batch_impact(batch: int, suggested: int, busy: float | None, what: str) -> 
     )
 
 
-def _autocast_fix(f: Fix, src: CodeSource | None) -> Fix:
-    """The fix with the user's forward statement run under bf16 autocast, where it is known."""
+def _statement_fix(
+    f: Fix, src: CodeSource | None, change: Callable[[str, int, str | None], str | None]
+) -> Fix:
+    """The fix with one statement of the user's changed (``change(code, line, torch_alias)``:
+    the code with it changed, or None): in the notebook cell that ran it, else in their file."""
     if src is None:
         return f
-    if src.cell is not None:
-        new = autocast_text(src.cell.compiled, src.cell.line, torch_alias=src.cell.torch_alias)
-        if with_statement_cell_fix(f, src.cell, new):
+    cell = src.cell
+    if cell is not None:
+        if with_statement_cell_fix(f, cell, change(cell.compiled, cell.line, cell.torch_alias)):
             return f
-    with_patch(f, autocast_patch(src.text, src.line, src.path), {src.path: src.text})
+    new = change(src.text, src.line, None)
+    with_patch(f, None if new is None else unified_diff(src.text, new, src.path),
+               {src.path: src.text})  # fmt: skip
     return f
+
+
+def _autocast_fix(f: Fix, src: CodeSource | None) -> Fix:
+    """The fix with the user's forward statement run under bf16 autocast, where it is known."""
+    return _statement_fix(
+        f, src, lambda code, line, alias: autocast_text(code, line, torch_alias=alias)
+    )
 
 
 def _sync_fix(f: Fix, site: SyncSite, every: int) -> Fix:
     """The fix with the user's logging line read every ``every`` steps, where that is a safe
     change of it (a print/log call in a counted loop); otherwise the snippet alone."""
-    src = site.source
-    if src is None:
-        return f
-    if src.cell is not None:
-        new = log_every_text(src.cell.compiled, src.cell.line, every)
-        if with_statement_cell_fix(f, src.cell, new):
-            return f  # a notebook cell's logging line, changed in that cell
-    patch = log_every_patch(src.text, src.line, src.path, every)
-    with_patch(f, patch, {src.path: src.text})
-    return f
+    return _statement_fix(
+        f, site.source, lambda code, line, _alias: log_every_text(code, line, every)
+    )
 
 
 def _with_patch(f: Fix, src: LoaderSource | None, values: dict[str, object]) -> Fix:

@@ -79,10 +79,16 @@ def forward_source(w: Watch) -> CodeSource | None:
     text = site.source() if site is not None else None
     if site is None or not text:
         return None
-    cell = _quietly(lambda: cell_at(site.filename, site.line, site.offset))
+    return CodeSource(site.shown, text, site.line, _cell(site.filename, site.line, site.offset))
+
+
+def _cell(filename: str, line: int, offset: int) -> CellSource | None:
+    """The notebook cell compiled as ``filename``, with the kernel's name for torch; None
+    outside a notebook or for a file."""
+    cell = _quietly(lambda: cell_at(filename, line, offset))
     if cell is not None:
         cell.torch_alias = torch_alias()
-    return CodeSource(site.shown, text, site.line, cell)
+    return cell
 
 
 def _sync_source(site: Site | None, texts: dict[str, str | None]) -> CodeSource | None:
@@ -93,9 +99,8 @@ def _sync_source(site: Site | None, texts: dict[str, str | None]) -> CodeSource 
     if in_library(filename):
         return None
     # A notebook cell (the kernel's compiled name for it): its change goes into that cell.
-    cell = _quietly(lambda: cell_at(filename, line, max(0, site.line - line)))
+    cell = _cell(filename, line, max(0, site.line - line))
     if cell is not None:
-        cell.torch_alias = torch_alias()
         return CodeSource(site.file, cell.compiled, line, cell)
     if filename.startswith("<"):
         return None
