@@ -4,35 +4,19 @@ report, the measured gain beside the one that report predicted (jupyter/cell_com
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 pytest.importorskip("IPython")
-import torch
 from IPython.core.error import UsageError
 from watch_support import SlowDataset
 
-pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
-
-
-@pytest.fixture(scope="module")
-def ip() -> Any:
-    from IPython.core.interactiveshell import InteractiveShell
-
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "gpusight")
-    return shell
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = [
+    pytest.mark.usefixtures("one_torch_thread"),
+    pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning"),
+]
 
 
 SETUP = """import torch

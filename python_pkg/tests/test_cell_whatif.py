@@ -3,7 +3,6 @@ back, cells that cannot be re-run refused (real CPU torch)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,22 +13,7 @@ from gpusight.report import Report
 from IPython.core.error import UsageError
 from watch_support import SlowDataset, snapshot
 
-
-@pytest.fixture(scope="module")
-def ip() -> Any:
-    from IPython.core.interactiveshell import InteractiveShell
-
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "gpusight")
-    return shell
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 SETUP = """

@@ -5,34 +5,17 @@ its patched text changes only the call, and the fix's code runs as it is in that
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 pytest.importorskip("IPython")
-import torch
 from gpusight.fixes.cell_patch import CellSource, cell_fix, statement_at
 from gpusight.report import Fix, Report
 from gpusight.report_parse import report_from_dict
 from watch_support import SlowDataset
 
-
-@pytest.fixture(scope="module")
-def ip() -> Any:
-    from IPython.core.interactiveshell import InteractiveShell
-
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "gpusight")
-    return shell
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 SETUP = """import torch

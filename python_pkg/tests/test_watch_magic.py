@@ -3,35 +3,17 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 pytest.importorskip("IPython")
-import torch
 from gpusight.jupyter.cell_magic import last_report
 from gpusight.report import Report
 from IPython.core.error import UsageError
 from watch_support import SlowDataset, snapshot
 
-
-@pytest.fixture(scope="module")
-def ip() -> Any:
-    from IPython.core.interactiveshell import InteractiveShell
-
-    # The process-wide shell, as the other magic tests use it (IPython allows one per process).
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "gpusight")
-    return shell
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 SETUP = """
