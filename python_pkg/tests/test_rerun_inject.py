@@ -264,3 +264,28 @@ def test_the_watch_counts_the_scripts_items_under_a_repeated_batch(tmp_path: Pat
     assert code == 0
     assert json.loads(out.read_text())["run"]["items_per_step"] == 8
     assert json.loads(facts.read_text())["injected"]["replicate"] > 10
+
+
+def test_an_optimizer_that_stepped_before_channels_last_takes_the_new_layout() -> None:
+    # The layout changes at the model's second call, after AdamW's first step made its state in
+    # NCHW; left so, its per-parameter kernels mix layouts (conv_nchw_amp's what-if read 1.40x
+    # on the H200 against its fix's 1.88x, which builds the optimizer after the change).
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 2))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, y = torch.randn(2, 3, 8, 8), torch.randint(0, 2, (2,))
+    inj = install({"channels_last": True})
+    try:
+        for _ in range(3):
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+        w = model[0].weight
+        state = opt.state[w]
+        assert w.is_contiguous(memory_format=torch.channels_last)
+        for name in ("exp_avg", "exp_avg_sq"):
+            assert state[name].stride() == w.stride(), name
+        assert inj.applied["optimizer_state_relaid"] == 2  # the conv weight's two moments
+        assert "optimizer_state_moved" not in inj.applied  # nothing changed device
+    finally:
+        inj.undo()
