@@ -251,10 +251,14 @@ def plan(facts: dict[str, Any]) -> list[Group]:
             "medium",
         )
         if not tf32_on and compute_share >= 20.0:
+            # Under autocast the matmuls and convolutions already run in half precision:
+            # TF32 reaches only what autocast leaves in float32, so it goes after the changes
+            # the watch's findings point at (on the H200 conv_nchw_amp's TF32 run took the
+            # budget that its channels_last finding needed).
             groups.append(
                 Group(
                     "tf32",
-                    compute_share * 0.9,
+                    compute_share * (0.2 if model.get("autocast") else 0.9),
                     [
                         Arm(
                             "tf32",
@@ -270,7 +274,7 @@ def plan(facts: dict[str, Any]) -> list[Group]:
                 groups.append(
                     Group(
                         "channels_last",
-                        compute_share * 0.5,
+                        compute_share * (0.95 if "load.channels_last" in ids else 0.5),
                         [
                             Arm(
                                 "channels_last",

@@ -1,0 +1,34 @@
+"""The order of `gpusight run --what-if`'s runs: what the watch's findings point at goes first,
+so that a budget spent early is spent on it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpusight.rerun.plan import plan
+
+
+def _facts(autocast: bool, ids: list[str]) -> dict[str, Any]:
+    return {
+        "cuda": True,
+        "model": {"param_devices": ["cuda"], "has_conv": True, "autocast": autocast},
+        "flags": {"cudnn.benchmark": True},
+        "breakdown_ms": {"compute": 9.0, "launch_overhead": 1.0},
+        "finding_ids": ids,
+    }
+
+
+def _order(facts: dict[str, Any]) -> list[str]:
+    return [g.name for g in plan(facts)]
+
+
+def test_a_conv_net_under_autocast_tries_channels_last_before_tf32() -> None:
+    # conv_nchw_amp on the H200: TF32 went first and its run left no budget for channels_last.
+    order = _order(_facts(autocast=True, ids=["load.channels_last"]))
+    assert order.index("channels_last") < order.index("tf32")
+
+
+def test_a_float32_model_still_tries_autocast_and_tf32_first() -> None:
+    order = _order(_facts(autocast=False, ids=["load.amp_unused"]))
+    assert order[:2] == ["autocast", "tf32"]
+    assert order.index("tf32") < order.index("channels_last")
