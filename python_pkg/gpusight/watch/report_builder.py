@@ -23,6 +23,7 @@ from ..rules.workload import (
     median_step,
     steady_start,
 )
+from .calibration import UNSEEN_FACTOR
 from .call_sites import CallSite, in_library
 from .machine import machine_facts
 from .notebook_cells import cell_at, loader_cell, torch_alias
@@ -33,6 +34,10 @@ from .trace_analysis import analyse as analyse_trace
 
 if TYPE_CHECKING:
     from .session import Watch
+
+
+NOTED_OVERHEAD_PCT = 1.0
+"""From this share of the step on, a note says what watching cost (it is in the step time)."""
 
 
 def _ms(ns: float) -> float:
@@ -375,7 +380,8 @@ def build_report(w: Watch) -> Report:
         result.stall = None
 
     total_ns = sum(r.duration_ns for r in clean)
-    overhead = 100.0 * sum(r.overhead_ns for r in clean) / total_ns if total_ns else None
+    seen = 100.0 * sum(r.overhead_ns for r in clean) / total_ns if total_ns else None
+    overhead = seen * UNSEEN_FACTOR if seen is not None else None
     kernels: dict[str, Any] = {"step_mode": ev.step_mode, "steps_from": phase}
     if stats is not None:
         kernels.update(stats.kernels_dict())
@@ -417,6 +423,14 @@ def build_report(w: Watch) -> Report:
             f"{plan.measured} measured steps, picked at random (1 in {plan.every}): on every "
             f"step of a step this short they would cost {100 * (plan.share or 0):.1f} % of it; "
             "their counts are scaled to all steps"
+        )
+    if seen is not None:
+        kernels["overhead_seen_pct"] = round(seen, 3)
+    if overhead is not None and overhead >= NOTED_OVERHEAD_PCT:
+        notes.append(
+            f"watching cost about {overhead:.1f} % of each measured step, included in the step "
+            f"time: its own clocks saw {seen:.1f} %, and on steps this short it costs about "
+            f"{UNSEEN_FACTOR:g}x what they see (calibrated against the script's own clock)"
         )
     # The per-event costs that overhead_pct adds to the hooks' own time (watch/calibration.py).
     for name, ns in w.calibration.as_dict().items():
