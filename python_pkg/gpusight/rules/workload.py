@@ -33,6 +33,7 @@ from ..fixes.cell_patch import CellSource, with_cell_fix, with_statement_cell_fi
 from ..fixes.patch import loader_patch, unified_diff
 from ..fixes.patch_files import with_patch
 from ..fixes.statement_patches import autocast_text, log_every_text
+from ..fixes.where_made import channels_last_text, pin_source_text
 from ..report import Evidence, Finding, Fix, Impact, Scalar, Severity, SourceLine, Verdict
 from .stalls import Stall, find_stalls, stall_phrase, workers_to_keep_up
 
@@ -87,6 +88,9 @@ class CopySite:
     file: str | None = None
     line: int | None = None
     code: str | None = None
+    source: CodeSource | None = None
+    """The user's file around the line, where it is a file of theirs: a fix pins the copy's
+    source where it is made."""
 
 
 @dataclass
@@ -445,6 +449,26 @@ def _sync_fix(f: Fix, site: SyncSite, every: int) -> Fix:
     return _statement_fix(
         f, site.source, lambda code, line, _alias: log_every_text(code, line, every)
     )
+
+
+def _channels_last_fix(f: Fix, src: CodeSource | None, inputs: bool) -> Fix:
+    """The fix with the user's model made channels_last where it is made, and (``inputs``: the
+    watch saw the model's input in NCHW, so it is 4-d) its input on the line that calls it."""
+    return _statement_fix(
+        f, src, lambda code, line, alias: channels_last_text(code, line, alias, inputs)
+    )
+
+
+def _pin_source_fix(f: Fix, sites: list[CopySite]) -> Fix:
+    """The fix with the host tensors that the loop copies pinned where they are made, where it
+    is not the DataLoader's change (the copies read a tensor the script holds itself): all the
+    finding's copy lines in the first one's file."""
+    first = next((c.source for c in sites if c.source is not None), None)
+    if f.patch is not None or first is None:
+        return f
+    same = [c.source for c in sites if c.source is not None and c.source.text == first.text]
+    lines = [s.line for s in same if s.path == first.path]
+    return _statement_fix(f, first, lambda code, _line, alias: pin_source_text(code, lines, alias))
 
 
 def _with_patch(f: Fix, src: LoaderSource | None, values: dict[str, object]) -> Fix:
@@ -834,8 +858,13 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                         Evidence("model channels_last", p.model_channels_last),
                     ],
                     impact=_impact(rec, "Tensor Core convolutions read NHWC without transposes."),
-                    fix=fix(
-                        "Use channels_last for the model and the inputs.", "memory.channels_last"
+                    fix=_channels_last_fix(
+                        fix(
+                            "Use channels_last for the model and the inputs.",
+                            "memory.channels_last",
+                        ),
+                        ev.forward_source,
+                        p.input_channels_last is False,
                     ),
                 )
             )
@@ -926,14 +955,17 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                 impact=_impact(
                     share["copy"] * 0.8, "Pinned copies run asynchronously, overlapping compute."
                 ),
-                fix=_loader_pin_patch(
-                    fix(
-                        "Pin the source memory (DataLoader(pin_memory=True) or .pin_memory()) and "
-                        "copy with non_blocking=True.",
-                        "copy.pin_memory",
-                        site=_site_text(first_c.file, first_c.line) if first_c else "the copy",
+                fix=_pin_source_fix(
+                    _loader_pin_patch(
+                        fix(
+                            "Pin the source memory (DataLoader(pin_memory=True) or .pin_memory()) "
+                            "and copy with non_blocking=True.",
+                            "copy.pin_memory",
+                            site=_site_text(first_c.file, first_c.line) if first_c else "the copy",
+                        ),
+                        ev,
                     ),
-                    ev,
+                    sites,
                 ),
             )
         )

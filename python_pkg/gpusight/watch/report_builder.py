@@ -309,7 +309,7 @@ def build_report(w: Watch) -> Report:
     sync_idle = stats.sync_idle_ms if stats is not None else {}
     import os
 
-    texts: dict[str, str | None] = {}  # each user file read once for the sync sites
+    texts: dict[str, str | None] = {}  # each user file read once for the sync and copy sites
     ev = WorkloadEvidence(
         step_mode=rec.kind or "block",
         step_times_ms=[_ms(r.duration_ns) for r in clean],
@@ -341,6 +341,7 @@ def build_report(w: Watch) -> Report:
                 file=a.site.file if a.site else None,
                 line=a.site.line if a.site else None,
                 code=a.site.code if a.site else None,
+                source=_sync_source(a.site, texts),
             )
             for a in w.collected.copies.values()
             if not measured or a.measured
