@@ -122,8 +122,21 @@ def test_a_logging_line_that_syncs_is_read_every_n_steps() -> None:
 
 
 @pytest.mark.parametrize(
+    "call",
+    ["log_metrics(i, loss.item())", "wandb.log({'loss': loss.item()})", "self.log(loss.item())"],
+)
+def test_a_function_that_says_it_logs_is_a_logging_line(call: str) -> None:
+    # item_per_step's own logger on the H200 got no patch: only print and logger methods were.
+    src = f"for i in range(9):\n    loss = step()\n    {call}\n"
+    new = patched(src, log_every_patch(src, 3, "t.py", every=50) or "")
+    assert f"    if i % 50 == 0:\n        {call}\n" in new
+
+
+@pytest.mark.parametrize(
     ("source", "line"),
     [
+        ("for i in range(9):\n    F.log_softmax(x.item())\n", 2),  # math, not a logger
+        ("for i in range(9):\n    catalog(x.item())\n", 2),  # "log" inside a word
         (TRAIN, 16),  # total = loss.item(): the value is used, deferring it changes the program
         (TRAIN, 17),  # already under a condition
         ("import torch\nprint(torch.ones(1).item())\n", 2),  # not in a loop

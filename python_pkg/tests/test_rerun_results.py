@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from gpusight.report import Report
 from gpusight.rerun.driver import Outcome, RunResult
 from gpusight.rerun.plan import Arm
-from gpusight.rerun.results import apply
+from gpusight.rerun.results import _fix_for, apply
 
 
 def _result(label: str, changes: dict[str, object], step_ms: float, **injected: int) -> RunResult:
@@ -35,3 +37,36 @@ def test_a_moved_model_whose_outputs_stayed_says_nothing_more() -> None:
     f = _moved().finding("code.cpu_model")
     assert f is not None and f.impact.speedup == 4.0
     assert "copied back" not in f.impact.text
+
+
+CONV = """import torch
+from torch import nn
+
+model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU())
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(2, 3, 8, 8)
+for _ in range(3):
+    out = model(x)
+    out.sum().backward()
+    opt.step()
+"""
+
+
+def test_a_measured_channels_last_is_a_patch_of_the_scripts_model_and_input(
+    tmp_path: Path,
+) -> None:
+    # conv_nchw_amp on the H200: the what-if measured channels_last, and its row's fix (which
+    # stands for the finding's) was a generic snippet with no patch.
+    script = tmp_path / "train.py"
+    script.write_text(CONV)
+    arm = Arm("channels_last", "channels_last for the model and its inputs",
+              {"channels_last": True}, "load.channels_last")  # fmt: skip
+    site = {"file": str(script), "shown": "train.py", "line": 8}
+    facts = {"forward_site": site, "model": {"has_conv": True, "input_channels_last": False}}
+    f = _fix_for(arm, 2, facts)
+    assert f.patch is not None and f.patch_files and f.patch_files[0].path == "train.py"
+    assert "+model = model.to(memory_format=torch.channels_last)" in f.patch
+    assert "+    out = model(x.contiguous(memory_format=torch.channels_last))" in f.patch
+    # An input the watch did not see in NCHW is left as it is (it may not be 4-d).
+    facts["model"]["input_channels_last"] = None
+    assert "contiguous" not in (_fix_for(arm, 2, facts).patch or "")

@@ -13,6 +13,7 @@ generic snippet stands alone. Pure text work: no torch, no imports of the code.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -24,6 +25,11 @@ _LOG_FUNCS = frozenset({"print"})
 _LOG_METHODS = frozenset(
     {"info", "debug", "warning", "log", "add_scalar", "add_scalars", "set_postfix", "write"}
 )
+# A function of the user's own that says it logs (``log_metrics``, ``wandb.log``,
+# ``mlflow.log_metric``): its statement's result is discarded, like print's. Not math whose name
+# starts so (``log_softmax``, ``log1p``), which no loop calls for nothing.
+_LOG_NAME = re.compile(r"log|log_\w+|\w+_log|print_\w+", re.IGNORECASE)
+_NOT_LOGGING = frozenset({"log_softmax", "log_prob", "log_normal_", "log_sigmoid", "logsumexp"})
 # Calls that read a tensor's value on the host (the syncs a logging line makes).
 _READS = frozenset({"item", "cpu", "tolist", "numpy"})
 _READ_FUNCS = frozenset({"float", "int", "bool"})
@@ -230,9 +236,10 @@ def _is_log_call(stmt: ast.stmt) -> bool:
     if not isinstance(stmt, ast.Expr) or not isinstance(stmt.value, ast.Call):
         return False
     f = stmt.value.func
-    return (isinstance(f, ast.Name) and f.id in _LOG_FUNCS) or (
-        isinstance(f, ast.Attribute) and f.attr in _LOG_METHODS
-    )
+    name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+    if name in _LOG_FUNCS or (isinstance(f, ast.Attribute) and name in _LOG_METHODS):
+        return True
+    return bool(_LOG_NAME.fullmatch(name)) and name.lower() not in _NOT_LOGGING
 
 
 def _reads_a_value(stmt: ast.stmt) -> bool:

@@ -80,6 +80,7 @@ def from_watch(w: Watch, wall_s: float | None = None) -> dict[str, Any]:
             "input_devices": sorted(main.input_devices),
             "has_conv": main.has_conv,
             "channels_last": main.model_channels_last,
+            "input_channels_last": main.input_channels_last,
             "autocast": main.autocast,
             "autocast_dtype": main.autocast_dtype,
             "batch_size": main.batch_size,
