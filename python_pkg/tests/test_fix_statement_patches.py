@@ -132,9 +132,23 @@ def test_a_function_that_says_it_logs_is_a_logging_line(call: str) -> None:
     assert f"    if i % 50 == 0:\n        {call}\n" in new
 
 
+def test_a_logging_line_in_a_branch_that_runs_every_step_is_read_every_n_steps() -> None:
+    # item_per_step's planted sync sits in the else of ``if args.fix:``: on the H200 it got no
+    # patch, as if a condition on the step already thinned it out.
+    src = (
+        "for i in range(9):\n    loss = step()\n    if fix:\n        pass\n"
+        "    else:\n        log_metrics(i, loss.item())\n"
+    )
+    new = patched(src, log_every_patch(src, 6, "t.py", every=50) or "")
+    assert "    else:\n        if i % 50 == 0:\n            log_metrics(i, loss.item())\n" in new
+    compile(new, "t.py", "exec")
+
+
 @pytest.mark.parametrize(
     ("source", "line"),
     [
+        ("for i in range(9):\n    if i % 10 == 0:\n        print(x.item())\n", 3),  # thinned
+        ("for i in range(9):\n    while busy:\n        print(x.item())\n", 3),  # inner while
         ("for i in range(9):\n    F.log_softmax(x.item())\n", 2),  # math, not a logger
         ("for i in range(9):\n    catalog(x.item())\n", 2),  # "log" inside a word
         (TRAIN, 16),  # total = loss.item(): the value is used, deferring it changes the program

@@ -253,6 +253,10 @@ def _reads_a_value(stmt: ast.stmt) -> bool:
     return False
 
 
+def _mentions(node: ast.expr, name: str) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node))
+
+
 def _step_counter(loop: ast.For) -> str | None:
     """``i`` of ``for i, batch in enumerate(...)`` or ``for i in range(...)``."""
     it = loop.iter
@@ -285,12 +289,23 @@ def log_every_text(source: str, line: int, every: int = 50) -> str | None:
     stmt = found.stmt
     if not (_is_log_call(stmt) and _reads_a_value(stmt)) or not found.parents:
         return None
-    loop = found.parents[-1]
-    if not isinstance(loop, ast.For) or stmt not in loop.body:
-        return None  # already under a condition, or in a loop of another kind
+    # The nearest enclosing loop, and between it and the line only ``if`` branches that do not
+    # test the step counter (``if args.fix: ... else: log(loss.item())`` is still every step;
+    # ``if i % 10 == 0:`` already is not).
+    at = next((k for k in range(len(found.parents) - 1, -1, -1)
+               if isinstance(found.parents[k], (ast.For, ast.While))), None)  # fmt: skip
+    loop = found.parents[at] if at is not None else None
+    if at is None or not isinstance(loop, ast.For):
+        return None  # no loop, or a loop of another kind
+    inside = [*found.parents[at + 1 :], stmt]
+    if inside[0] not in loop.body:
+        return None  # in the loop's else
+    branches = found.parents[at + 1 :]
     counter = _step_counter(loop)
-    if counter is None:
+    if counter is None or not all(isinstance(b, ast.If) for b in branches):
         return None
+    if any(_mentions(b.test, counter) for b in branches if isinstance(b, ast.If)):
+        return None  # already under a condition on the step
     text = "".join(_wrapped(lines, found, f"if {counter} % {every} == 0:"))
     return text if text != source and _compiles(text) else None
 
