@@ -230,6 +230,33 @@ def _utf8_col(line: str, col: int) -> int:
     return len(line.encode("utf-8")[:col].decode("utf-8", "replace"))
 
 
+@dataclass
+class ModelSite:
+    """The model's call on the line the watch knows, and where the model is made."""
+
+    tree: ast.Module
+    at: _At
+    call: ast.Call
+    model: str
+    """The file's own name for the model (``model``, ``self.net``)."""
+    made: ast.stmt
+    """The last statement that binds it before the loop: a fix of the model goes after it."""
+
+
+def model_site(source: str, line: int) -> ModelSite | None:
+    """The call of the model on ``line`` and the statement that makes it before the loop, in
+    the same scope; None where the source does not parse or the model is not made there."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    at = _at(tree, line)
+    got = None if at is None else _model_call(at, line, source)
+    if at is None or got is None:
+        return None
+    return ModelSite(tree, at, *got)
+
+
 def channels_last_text(
     source: str, line: int, torch_alias: str | None = None, inputs: bool = True
 ) -> str | None:
@@ -237,19 +264,12 @@ def channels_last_text(
     the statement that makes it before the loop, and (``inputs``) its first positional argument
     made channels_last on that line; compiled first. None where the model is not made in that
     scope, is converted already, or the file has no name for torch."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
+    site = model_site(source, line)
+    t = None if site is None else _torch(site.tree, torch_alias)
+    if site is None or t is None:
         return None
-    t = _torch(tree, torch_alias)
-    at = _at(tree, line)
-    if t is None or at is None:
-        return None
-    got = _model_call(at, line, source)
-    if got is None:
-        return None
-    call, model, after = got
-    if _converted(at, model):
+    call, model, after = site.call, site.model, site.made
+    if _converted(site.at, model):
         return None
     text = source.splitlines(keepends=True)
     first = call.args[0] if call.args else None
