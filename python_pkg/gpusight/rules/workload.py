@@ -32,6 +32,7 @@ from ..fixes import workload as _workload_snippets  # noqa: F401  (registers the
 from ..fixes.cell_patch import CellSource, with_cell_fix, with_statement_cell_fix
 from ..fixes.patch import loader_patch, unified_diff
 from ..fixes.patch_files import with_patch
+from ..fixes.placement import to_device_text
 from ..fixes.statement_patches import autocast_text, log_every_text
 from ..fixes.where_made import channels_last_text, pin_source_text
 from ..report import Evidence, Finding, Fix, Impact, Scalar, Severity, SourceLine, Verdict
@@ -459,6 +460,12 @@ def _channels_last_fix(f: Fix, src: CodeSource | None, inputs: bool) -> Fix:
     )
 
 
+def _to_device_fix(f: Fix, src: CodeSource | None) -> Fix:
+    """The fix with the user's model moved to the GPU where it is made, and the batch it is
+    called on moved in its loop, where both are known (fixes/placement.py)."""
+    return _statement_fix(f, src, lambda code, line, _alias: to_device_text(code, line))
+
+
 def _pin_source_fix(f: Fix, sites: list[CopySite]) -> Fix:
     """The fix with the host tensors that the loop copies pinned where they are made, where it
     is not the DataLoader's change (the copies read a tensor the script holds itself): all the
@@ -537,10 +544,13 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                     "faster there to it costing nothing, with the rest of the step unchanged. "
                     "gpusight run --what-if measures it.",
                 ),
-                fix=fix(
-                    "Move the model (before building the optimizer) and each batch to the GPU.",
-                    "placement.to_device",
-                    device="cuda",
+                fix=_to_device_fix(
+                    fix(
+                        "Move the model (before building the optimizer) and each batch to the GPU.",
+                        "placement.to_device",
+                        device="cuda",
+                    ),
+                    ev.forward_source,
                 ),
             )
         )
