@@ -70,3 +70,40 @@ def test_a_measured_channels_last_is_a_patch_of_the_scripts_model_and_input(
     # An input the watch did not see in NCHW is left as it is (it may not be 4-d).
     facts["model"]["input_channels_last"] = None
     assert "contiguous" not in (_fix_for(arm, 2, facts).patch or "")
+
+
+CPU_MODEL = """import torch
+from torch import nn
+
+
+def main():
+    model = nn.Linear(8, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    xs, ys = torch.randn(4, 2, 8), torch.randint(0, 2, (4, 2))
+    for i in range(10):
+        x, y = xs[i % 4], ys[i % 4]
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+"""
+
+
+def test_a_measured_to_device_is_a_patch_of_the_scripts_model_and_batch(tmp_path: Path) -> None:
+    # cpu_model on the H200: the what-if measured the model on the GPU, and its row's fix (which
+    # stands for the finding's) was the generic placement snippet.
+    script = tmp_path / "train.py"
+    script.write_text(CPU_MODEL)
+    arm = Arm("to_device", "model and batches on the GPU", {"to_device": "cuda"}, "code.cpu_model")
+    site = {"file": str(script), "shown": "train.py", "line": 11}
+    f = _fix_for(arm, 2, {"forward_site": site})
+    assert f.patch is not None and f.patch_files and f.patch_files[0].path == "train.py"
+    assert '+    model = model.to("cuda")' in f.patch
+    assert (
+        '+        x, y = x.to("cuda", non_blocking=True), y.to("cuda", non_blocking=True)'
+        in f.patch
+    )
+    assert f.code  # the snippet stays beside it
+    # A model called on a dict's entries: no patch, the snippet alone.
+    script.write_text(CPU_MODEL.replace("model(x)", "model(x['a'])"))
+    g = _fix_for(arm, 2, {"forward_site": site})
+    assert g.patch is None and g.code

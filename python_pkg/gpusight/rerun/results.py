@@ -9,6 +9,7 @@ items per second whatever the batch.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 from ..fixes import fix
@@ -16,6 +17,7 @@ from ..fixes import workload as _workload_snippets  # noqa: F401  (registers the
 from ..fixes.cell_patch import CellSource, with_cell_fix, with_statement_cell_fix
 from ..fixes.patch import loader_patch, unified_diff
 from ..fixes.patch_files import read_text, with_patch
+from ..fixes.placement import to_device_text
 from ..fixes.statement_patches import autocast_patch, autocast_text, tf32_cell_text, tf32_patch
 from ..fixes.where_made import channels_last_text
 from ..report import Evidence, Finding, Fix, Impact, Report, Severity, WhatIf
@@ -46,31 +48,48 @@ def _site_text(site: dict[str, Any]) -> str | None:
         return None
 
 
-def _channels_last(f: Fix, facts: dict[str, Any]) -> Fix:
-    """The model made channels_last where it is made, and its input on the line that calls it
-    (where the watch saw that input in NCHW: 4-d), in the notebook cell or the file."""
-    inputs = ((facts.get("model") or {}).get("input_channels_last")) is False
+def _forward_fix(
+    f: Fix, facts: dict[str, Any], change: Callable[[str, int, str | None], str | None]
+) -> Fix:
+    """The fix with the code around the model's call changed (``change(code, line,
+    torch_alias)``: the code changed, or None), in the notebook cell or the file."""
     cell = facts.get("forward_cell")
     if cell:
         src = CellSource(**cell)
-        new = channels_last_text(src.compiled, src.line, src.torch_alias, inputs)
-        if with_statement_cell_fix(f, src, new):
+        if with_statement_cell_fix(f, src, change(src.compiled, src.line, src.torch_alias)):
             return f
     site = facts.get("forward_site") or {}
     text = _site_text(site) if site.get("file") else None
     if text is None:
         return f
     shown = str(site["shown"])
-    new = channels_last_text(text, int(site["line"]), None, inputs)
+    new = change(text, int(site["line"]), None)
     return with_patch(f, unified_diff(text, new, shown) if new else None, {shown: text})
+
+
+def _channels_last(f: Fix, facts: dict[str, Any]) -> Fix:
+    """The model made channels_last where it is made, and its input on the line that calls it
+    (where the watch saw that input in NCHW: 4-d), in the notebook cell or the file."""
+    inputs = ((facts.get("model") or {}).get("input_channels_last")) is False
+    return _forward_fix(
+        f, facts, lambda code, line, alias: channels_last_text(code, line, alias, inputs)
+    )
+
+
+def _to_device(f: Fix, arm: Arm, facts: dict[str, Any]) -> Fix:
+    """The model moved to the GPU where it is made, and its batch in the loop that calls it."""
+    device = str(arm.changes.get("to_device") or "cuda")
+    return _forward_fix(f, facts, lambda code, line, _alias: to_device_text(code, line, device))
 
 
 def _patched(f: Fix, arm: Arm, facts: dict[str, Any]) -> Fix:
     """The measured change, as a patch of the user's own lines where they are known: the
     DataLoader call's arguments, the model's call under autocast, TF32 after ``import torch``,
-    the model and its input in channels_last."""
+    the model and its input in channels_last, the model and its batch on the GPU."""
     if arm.group == "channels_last":
         return _channels_last(f, facts)
+    if arm.group == "to_device":
+        return _to_device(f, arm, facts)
     cell = facts.get("forward_cell")
     if arm.group in ("autocast", "tf32") and cell:
         src = CellSource(**cell)
