@@ -188,6 +188,26 @@ def test_memory_transfer_pageable_copy() -> None:
     src = next(e.source for e in f.evidence if e.source is not None)
     assert (src.file, src.line) == ("train.py", 17)
     assert any(e.label == "copied per step" and e.value == pytest.approx(64.0) for e in f.evidence)
+    # The step becomes max(host 10, GPU 30 + copy): 60 ms copy today -> 1.1x, none -> 3.3x;
+    # with the link unknown the copy is taken twice as fast: 100 / 60 -> 1.7x.
+    assert f.impact.speedup_range == (pytest.approx(1.11, abs=0.01), pytest.approx(3.33, abs=0.01))
+    assert f.impact.speedup == pytest.approx(100 / 60, abs=0.01)
+    assert "unknown" in f.impact.text
+
+
+def test_a_pageable_copy_estimate_uses_the_pcie_link() -> None:
+    # pageable_copy on the H200 (h200-run12/c): 11.5 ms steps, 8.56 ms of them copying 77 MB,
+    # 2.0 ms of other host work, 0.98 ms of kernels; pinned, the script ran 4.45x faster. The
+    # estimate was 2.47x (a share of the copy time); from Gen5 x16 (63 GB/s) it is 4.8x.
+    w = gpu_window(compute=0.975, copy=8.561, launch_overhead=1.648, other_cpu=0.317)
+    site = CopySite("pageable_async", 6, 6 * 77_070_000, 6 * 8.5, "t.py", 9, "x.to(d)")
+    ev = evidence(step_ms=11.501, window=w, copies=[site], h2d_link_gbps=63.02)
+    f = report_of(ev).finding("code.pageable_copy")
+    assert f is not None and f.impact.basis == "estimated"
+    assert f.impact.speedup == pytest.approx(4.45, rel=0.10)
+    lo, hi = f.impact.speedup_range or (0, 0)
+    assert lo < 4.45 < hi
+    assert "63 GB/s" in f.impact.text
 
 
 def test_launch_overhead_small_batch() -> None:

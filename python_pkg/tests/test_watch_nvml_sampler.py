@@ -63,6 +63,14 @@ class FakeNvml:
     def nvmlDeviceGetPcieThroughput(self, h: int, counter: int) -> int:
         return 1000 if counter == self.NVML_PCIE_UTIL_RX_BYTES else 10
 
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, h: int) -> int:
+        if h == 1:
+            raise RuntimeError("not supported")  # a GPU not on PCIe (an SXM module's C2C)
+        return 5
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, h: int) -> int:
+        return 16
+
 
 def test_gpu_samples_with_labels_and_downsampling(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeNvml()
@@ -82,6 +90,7 @@ def test_gpu_samples_with_labels_and_downsampling(monkeypatch: pytest.MonkeyPatc
     assert first["power_w"] == 350.0 and first["sm_clock_mhz"] == 1980.0
     assert first["pcie_rx_bps"] == 1000 * 1024.0 and first["pcie_tx_bps"] == 10 * 1024.0
     assert gpu1[0]["power_w"] is None  # an unreadable field, not a failed sample
+    assert s.links == {0: (5, 16)}  # GPU 1 reports no link: left out, not guessed
     # downsampling halves the resolution across the whole run, not only its start
     assert samples[-1]["t"] > 0.1
 

@@ -196,6 +196,8 @@ class WorkloadEvidence:
     forward_source: CodeSource | None = None
     """Where the user's code calls the model (the main module's top-level forward): autocast
     wraps that statement."""
+    h2d_link_gbps: float | None = None
+    """One direction of the GPU's PCIe link at its best, after encoding (NVML; GB/s)."""
 
 
 @dataclass
@@ -381,6 +383,55 @@ def _impact(share: float, text: str) -> Impact:
         text=text,
         recoverable_pct=_r(share),
         speedup=round(speedup, 2),
+    )
+
+
+# Of a PCIe link's bandwidth after encoding, what pinned host-to-device copies reach (H200,
+# Gen5 x16: 55 of 63 GB/s, benchmarks/results/h200-bench-run7).
+PINNED_LINK_SHARE = 0.85
+
+
+def _pinned_copy_impact(split: dict[str, float], mb: float | None, link: float | None) -> Impact:
+    """Copies from pinned memory, ``non_blocking``: the host no longer waits for them (nor, for
+    a non_blocking copy from pageable memory, for the GPU's queue before them), so the step
+    becomes the longer of the host's other work and the GPU's kernels plus the copy. The copy's
+    time is a range: today's (at most) to none; the estimate is the copy at the share of the
+    link's speed that pinned copies reach, or, the link unknown, at twice today's speed."""
+    step = sum(split.values())
+    host = split["launch_overhead"] + split["other_cpu"] + split["data_wait"]
+    gpu = split["compute"] + split["communication"]
+    if step <= 0 or split["copy"] <= 0:
+        return _impact(0.0, "Pinned copies run asynchronously, overlapping compute.")
+    floor = max(host, gpu, 1e-6)
+    lo = min(MAX_RANGE, step / max(host, gpu + split["copy"], 1e-6))
+    hi = max(lo, min(MAX_RANGE, step / floor))
+    text = (
+        "Pinned and non_blocking, a copy no longer holds the host: the step becomes the longer "
+        f"of the host's other work ({host:.1f} ms) and the GPU's kernels plus the copy."
+    )
+    point = lo
+    if link and mb:
+        pinned_ms = mb / (link * PINNED_LINK_SHARE)  # MB / (GB/s) = ms
+        point = min(hi, step / max(host, gpu + min(split["copy"], pinned_ms), 1e-6))
+        text += (
+            f" The copy's {mb:.0f} MB at {PINNED_LINK_SHARE:.0%} of the PCIe link's "
+            f"{link:.0f} GB/s takes {pinned_ms:.1f} ms: about {point:.1f}x"
+        )
+    else:
+        # Pinned copies skip the host's staging copy: twice today's speed at least (6.4x on
+        # the H200: 55 against 8.6 GB/s).
+        point = min(hi, step / max(host, gpu + split["copy"] / 2, 1e-6))
+        text += (
+            f" The link's speed is unknown here; with the copy twice as fast as today: about "
+            f"{point:.1f}x"
+        )
+    text += f" (from {lo:.1f}x, the copy as long as today, to {hi:.1f}x, the copy free)."
+    return Impact(
+        basis="estimated",
+        text=text,
+        speedup=round(point, 2),
+        recoverable_pct=_r(100.0 * (1.0 - 1.0 / point)),
+        speedup_range=(round(lo, 2), round(hi, 2)),
     )
 
 
@@ -962,9 +1013,7 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                         for c in sites[:5]
                     ),
                 ],
-                impact=_impact(
-                    share["copy"] * 0.8, "Pinned copies run asynchronously, overlapping compute."
-                ),
+                impact=_pinned_copy_impact(split, mb, ev.h2d_link_gbps),
                 fix=_pin_source_fix(
                     _loader_pin_patch(
                         fix(

@@ -59,6 +59,9 @@ class NvmlSampler:
         """Why GPU metrics are missing (None when NVML works)."""
         self.busy_s = 0.0
         """Seconds spent taking samples (the sampler's own cost)."""
+        self.links: dict[int | str, tuple[int, int]] = {}
+        """Per GPU (as labelled in the samples): the PCIe generation and width its link can run
+        at (its maximum: an idle link trains down to save power)."""
 
     @property
     def available(self) -> bool:
@@ -97,6 +100,12 @@ class NvmlSampler:
                 else (gpu if isinstance(gpu, int) else i)
             )
             self._handles.append((label, h))
+            try:
+                gen = int(nv.nvmlDeviceGetMaxPcieLinkGeneration(h))
+                width = int(nv.nvmlDeviceGetMaxPcieLinkWidth(h))
+                self.links[label] = (gen, width)
+            except Exception:
+                pass  # not PCIe-attached, or not reported: the copy estimate gives a range
         if not self._handles:
             self._close_nvml()
 

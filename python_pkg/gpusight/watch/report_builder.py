@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..fixes.cell_patch import CellSource
 from ..report import Report, Verdict
 from ..rules.cpu_only_build import lead_with_cpu_only_build
+from ..rules.env_versions import pcie_gbps
 from ..rules.workload import (
     CodeSource,
     CopySite,
@@ -33,6 +34,7 @@ from .trace_analysis import HostRecord, WindowStats
 from .trace_analysis import analyse as analyse_trace
 
 if TYPE_CHECKING:
+    from .nvml_sampler import NvmlSampler
     from .session import Watch
 
 
@@ -94,6 +96,13 @@ def _cell(filename: str, line: int, offset: int) -> CellSource | None:
     if cell is not None:
         cell.torch_alias = torch_alias()
     return cell
+
+
+def _link_gbps(sampler: NvmlSampler | None) -> float | None:
+    """The slowest PCIe link of the sampled GPUs at its best (GB/s one way), if NVML said."""
+    links = [pcie_gbps(gen, width) for gen, width in (sampler.links if sampler else {}).values()]
+    known = [g for g in links if g]
+    return min(known) if known else None
 
 
 def _sync_source(site: Site | None, texts: dict[str, str | None]) -> CodeSource | None:
@@ -367,6 +376,7 @@ def build_report(w: Watch) -> Report:
         cpu_count=os.cpu_count(),
         gpu_used=gpu_used,
         nvml_util_pct=nvml_util,
+        h2d_link_gbps=_link_gbps(sampler),
     )
     result = analyse(ev)
     if rec.kind is None:
