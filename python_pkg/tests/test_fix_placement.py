@@ -15,7 +15,7 @@ import torch
 from gpusight.fixes.patch import unified_diff
 from gpusight.fixes.patch_files import text_sha256
 from gpusight.fixes.placement import to_device_text
-from gpusight.fixes.statement_patches import _compiles
+from gpusight.fixes.statement_patches import compiles
 from gpusight.rules.workload import CodeSource, Placement, WorkloadEvidence, analyse
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "benchmarks" / "scenarios"
@@ -203,7 +203,7 @@ def test_the_scenarios_patch_applies_and_runs_where_cuda_is(tmp_path: Path) -> N
         shutil.copy(SCENARIOS / f, tmp_path / f)
     src = (SCENARIOS / "cpu_model.py").read_text()
     new = moved(src)
-    assert new is not None and _compiles(new)
+    assert new is not None and compiles(new)
     (tmp_path / "fix.diff").write_text(unified_diff(src, new, "cpu_model.py"))
     subprocess.run(["patch", "-p1", "-i", "fix.diff"], cwd=tmp_path, check=True,
                    capture_output=True)  # fmt: skip

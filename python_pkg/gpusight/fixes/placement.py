@@ -16,8 +16,8 @@ from __future__ import annotations
 import ast
 import copy
 
-from .statement_patches import _compiles, _indent_of
-from .where_made import _LOOPS, ModelSite, _At, _insert, _stored, model_site
+from .statement_patches import compiles, indent_of
+from .where_made import LOOPS, At, ModelSite, insert_after, model_site, stored
 
 _Block = list[ast.stmt]
 
@@ -96,13 +96,13 @@ def _alike(block: _Block, upto: int, shape: str) -> list[tuple[int, list[str]]]:
     return out
 
 
-def _bound_batch(at: _At, k: int, name: str) -> tuple[ast.stmt, _Block, list[str]] | None:
+def _bound_batch(at: At, k: int, name: str) -> tuple[ast.stmt, _Block, list[str]] | None:
     """Inside the loop at ``at.chain[k]``: the last statement before the model's call that
     binds ``name``, with the like statements beside it; the one of them to insert after, its
     block and the names they bind. None where that statement is not a plain assignment."""
     for block, stmt in reversed(at.chain[k + 1 :]):
         upto = block.index(stmt)
-        found = next((i for i in range(upto - 1, -1, -1) if _stored(block[i], name)), None)
+        found = next((i for i in range(upto - 1, -1, -1) if stored(block[i], name)), None)
         if found is None:
             continue
         got = _assigned(block[found])
@@ -147,7 +147,7 @@ def _alone(lines: list[str], block: _Block, stmt: ast.stmt) -> bool:
     before or after it is before or after it alone."""
     if getattr(stmt, "decorator_list", None):
         return False
-    if len(_indent_of(lines, stmt.lineno).encode("utf-8")) != stmt.col_offset:
+    if len(indent_of(lines, stmt.lineno).encode("utf-8")) != stmt.col_offset:
         return False
     end = stmt.end_lineno or stmt.lineno
     return not any(s is not stmt and (s.end_lineno or s.lineno) >= stmt.lineno and s.lineno <= end
@@ -163,7 +163,7 @@ def _batch_move(site: ModelSite, lines: list[str], device: str) -> list[str] | N
     """The lines with the batch moved in the loop that calls the model; None where the batch's
     names are not known for sure."""
     at, call = site.at, site.call
-    k = max((i for i, (_, s) in enumerate(at.chain[:-1]) if isinstance(s, _LOOPS)), default=None)
+    k = max((i for i, (_, s) in enumerate(at.chain[:-1]) if isinstance(s, LOOPS)), default=None)
     first = call.args[0] if call.args else None
     if k is None or not isinstance(first, ast.Name):
         return None
@@ -184,9 +184,9 @@ def _batch_move(site: ModelSite, lines: list[str], device: str) -> list[str] | N
     move = _move(names, device)
     if before:
         at_line = anchor.lineno - 1
-        indent = _indent_of(lines, anchor.lineno)
+        indent = indent_of(lines, anchor.lineno)
         return [*lines[:at_line], f"{indent}{move}\n", *lines[at_line:]]
-    return _insert(lines, anchor, [move])
+    return insert_after(lines, anchor, [move])
 
 
 def to_device_text(source: str, line: int, device: str = "cuda") -> str | None:
@@ -202,6 +202,6 @@ def to_device_text(source: str, line: int, device: str = "cuda") -> str | None:
     if text is None:
         return None
     model = site.model
-    text = _insert(text, site.made, [f'{model} = {model}.to("{device}")'])
+    text = insert_after(text, site.made, [f'{model} = {model}.to("{device}")'])
     new = "".join(text)
-    return new if new != source and _compiles(new) else None
+    return new if new != source and compiles(new) else None

@@ -45,7 +45,7 @@ class _Found:
     """The indentation of the enclosing compound statement's header (None at module level)."""
 
 
-def _bodies(node: ast.stmt) -> Iterator[list[ast.stmt]]:
+def bodies(node: ast.stmt) -> Iterator[list[ast.stmt]]:
     for name in ("body", "orelse", "finalbody"):
         body = getattr(node, name, None)
         if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
@@ -61,14 +61,14 @@ def _find(body: list[ast.stmt], line: int, parents: list[ast.stmt]) -> _Found | 
         end = stmt.end_lineno or stmt.lineno
         if not stmt.lineno <= line <= end:
             continue
-        for inner in _bodies(stmt):
+        for inner in bodies(stmt):
             if inner[0].lineno <= line <= (inner[-1].end_lineno or inner[-1].lineno):
                 return _find(inner, line, [*parents, stmt])
         return _Found(stmt, body, parents, None)
     return None
 
 
-def _indent_of(lines: list[str], lineno: int) -> str:
+def indent_of(lines: list[str], lineno: int) -> str:
     text = lines[lineno - 1]
     return text[: len(text) - len(text.lstrip(" \t"))]
 
@@ -77,7 +77,7 @@ def _unit(lines: list[str], found: _Found, indent: str) -> str:
     """One indentation level as the file writes it (the enclosing block's step, else 4 spaces
     or a tab)."""
     if found.parents:
-        outer = _indent_of(lines, found.parents[-1].lineno)
+        outer = indent_of(lines, found.parents[-1].lineno)
         if indent.startswith(outer) and len(indent) > len(outer):
             return indent[len(outer) :]
     return "\t" if "\t" in indent else "    "
@@ -102,10 +102,10 @@ def _plain_statement(source: str, line: int) -> tuple[_Found, list[str]] | None:
     if found is None:
         return None
     stmt = found.stmt
-    if any(True for _ in _bodies(stmt)):
+    if any(True for _ in bodies(stmt)):
         return None  # the line is a compound statement's header: no one-line wrap
     lines = source.splitlines(keepends=True)
-    indent = _indent_of(lines, stmt.lineno)
+    indent = indent_of(lines, stmt.lineno)
     if len(indent.encode("utf-8")) != stmt.col_offset:
         return None  # something precedes it on its line (``a = 1; out = model(x)``, ``if c: ...``)
     end = stmt.end_lineno or stmt.lineno
@@ -119,7 +119,7 @@ def _plain_statement(source: str, line: int) -> tuple[_Found, list[str]] | None:
 
 def _wrapped(lines: list[str], found: _Found, header: str) -> list[str]:
     stmt = found.stmt
-    indent = _indent_of(lines, stmt.lineno)
+    indent = indent_of(lines, stmt.lineno)
     unit = _unit(lines, found, indent)
     end = stmt.end_lineno or stmt.lineno
     body = [unit + ln if ln.strip() else ln for ln in lines[stmt.lineno - 1 : end]]
@@ -128,7 +128,7 @@ def _wrapped(lines: list[str], found: _Found, header: str) -> list[str]:
     return [*lines[: stmt.lineno - 1], indent + header + "\n", *body, *lines[end:]]
 
 
-def _compiles(text: str) -> bool:
+def compiles(text: str) -> bool:
     try:
         compile(text, "<patched>", "exec")
     except (SyntaxError, ValueError):
@@ -138,7 +138,7 @@ def _compiles(text: str) -> bool:
 
 def _diff(old: str, new_lines: list[str], path: str) -> str | None:
     new = "".join(new_lines)
-    if new == old or not _compiles(new):
+    if new == old or not compiles(new):
         return None
     return unified_diff(old, new, path)
 
@@ -207,7 +207,7 @@ def autocast_text(
         at = _import_at(tree)
         new = [*new[:at], "import torch\n", *new[at:]]
     text = "".join(new)
-    return text if text != source and _compiles(text) else None
+    return text if text != source and compiles(text) else None
 
 
 def tf32_patch(source: str, path: str) -> str | None:
@@ -307,7 +307,7 @@ def log_every_text(source: str, line: int, every: int = 50) -> str | None:
     if any(_mentions(b.test, counter) for b in branches if isinstance(b, ast.If)):
         return None  # already under a condition on the step
     text = "".join(_wrapped(lines, found, f"if {counter} % {every} == 0:"))
-    return text if text != source and _compiles(text) else None
+    return text if text != source and compiles(text) else None
 
 
 def tf32_cell_text(compiled: str, torch_alias: str) -> str | None:
@@ -321,4 +321,4 @@ def tf32_cell_text(compiled: str, torch_alias: str) -> str | None:
         f"{torch_alias}.backends.cudnn.allow_tf32 = True\n"
     )
     text = added + compiled
-    return text if _compiles(text) else None
+    return text if compiles(text) else None

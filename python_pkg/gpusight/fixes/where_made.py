@@ -14,17 +14,17 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from .statement_patches import _bodies, _compiles, _indent_of, torch_name
+from .statement_patches import bodies, compiles, indent_of, torch_name
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _COPIES = frozenset({"to", "cuda"})
 # Values that are not tensors: ``.pin_memory()`` on them would raise.
 _CONTAINERS = (ast.Tuple, ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
 
 
 @dataclass
-class _At:
+class At:
     """The statement holding a line, with the blocks that lead to it."""
 
     chain: list[tuple[list[ast.stmt], ast.stmt]]
@@ -34,7 +34,7 @@ class _At:
     def anchor(self) -> int:
         """Index in ``chain`` of the outermost loop holding the line (else the statement):
         whatever it binds changes every step, so a fix goes before it."""
-        loops = [i for i, (_, s) in enumerate(self.chain) if isinstance(s, _LOOPS)]
+        loops = [i for i, (_, s) in enumerate(self.chain) if isinstance(s, LOOPS)]
         return loops[0] if loops else len(self.chain) - 1
 
 
@@ -43,18 +43,18 @@ def _spans(first: ast.stmt | ast.expr, line: int, last: ast.AST | None = None) -
     return first.lineno <= line <= (getattr(end, "end_lineno", None) or first.lineno)
 
 
-def _at(tree: ast.Module, line: int) -> _At | None:
-    found = _At([])
+def _at(tree: ast.Module, line: int) -> At | None:
+    found = At([])
     body: list[ast.stmt] | None = tree.body
     while body is not None:
         stmt = next((s for s in body if _spans(s, line)), None)
         if stmt is None:
             break
         if isinstance(stmt, _SCOPES):
-            found = _At([])  # a new scope: what is outside it is not its own
+            found = At([])  # a new scope: what is outside it is not its own
         else:
             found.chain.append((body, stmt))
-        body = next((b for b in _bodies(stmt) if _spans(b[0], line, b[-1])), None)
+        body = next((b for b in bodies(stmt) if _spans(b[0], line, b[-1])), None)
     return found if found.chain else None
 
 
@@ -68,7 +68,7 @@ def _dotted(node: ast.expr) -> str | None:
     return None
 
 
-def _stored(node: ast.AST, target: str) -> bool:
+def stored(node: ast.AST, target: str) -> bool:
     return any(
         isinstance(n, (ast.Name, ast.Attribute))
         and isinstance(n.ctx, ast.Store)
@@ -90,37 +90,37 @@ def _plain(stmt: ast.stmt, target: str) -> bool:
         single = len(names) == 1
         return stmt.value is not None and not (single and isinstance(stmt.value, _CONTAINERS))
     if isinstance(stmt, (ast.If, ast.With, ast.Try)):
-        inner = [s for b in _bodies(stmt) for s in b if _stored(s, target)]
+        inner = [s for b in bodies(stmt) for s in b if stored(s, target)]
         return bool(inner) and all(_plain(s, target) for s in inner)
     return False
 
 
-def _made_before(at: _At, target: str) -> ast.stmt | None:
+def _made_before(at: At, target: str) -> ast.stmt | None:
     """The statement before the loop after which ``target`` is what the loop uses: the last
     one that binds it, when that is a plain assignment; None where the loop rebinds it or it
     comes from elsewhere (a parameter not rebound, an outer scope)."""
     k = at.anchor
-    if _stored(at.chain[k][1], target):
+    if stored(at.chain[k][1], target):
         return None  # the loop's target, or made anew inside the loop
     for block, stmt in reversed(at.chain[: k + 1]):
         for s in reversed(block[: block.index(stmt)]):
-            if _stored(s, target):
+            if stored(s, target):
                 return s if _plain(s, target) else None
     return None
 
 
-def _unit(lines: list[str], at: _At) -> str:
+def _unit(lines: list[str], at: At) -> str:
     """One indentation level as the file writes it (between two nested blocks of the chain)."""
     for (_, outer), (_, inner) in zip(at.chain, at.chain[1:], strict=False):
-        a, b = _indent_of(lines, outer.lineno), _indent_of(lines, inner.lineno)
+        a, b = indent_of(lines, outer.lineno), indent_of(lines, inner.lineno)
         if b.startswith(a) and len(b) > len(a):
             return b[len(a) :]
     return "    "
 
 
-def _insert(lines: list[str], after: ast.stmt, block: list[str]) -> list[str]:
+def insert_after(lines: list[str], after: ast.stmt, block: list[str]) -> list[str]:
     end = after.end_lineno or after.lineno
-    indent = _indent_of(lines, after.lineno)
+    indent = indent_of(lines, after.lineno)
     if not lines[end - 1].endswith("\n"):
         lines = [*lines[: end - 1], lines[end - 1] + "\n", *lines[end:]]
     return [*lines[:end], *(indent + b + "\n" for b in block), *lines[end:]]
@@ -185,9 +185,9 @@ def pin_source_text(source: str, lines: list[int], torch_alias: str | None = Non
     # From the bottom up, so that the lines of what is still to insert do not move.
     for after, names, unit in sorted(pins.values(), key=lambda p: -p[0].lineno):
         block = [f"if {t}.cuda.is_available():  # pinned once: non_blocking copies overlap"]
-        text = _insert(text, after, block + [f"{unit}{n} = {n}.pin_memory()" for n in names])
+        text = insert_after(text, after, block + [f"{unit}{n} = {n}.pin_memory()" for n in names])
     new = "".join(text)
-    return new if new != source and _compiles(new) else None
+    return new if new != source and compiles(new) else None
 
 
 def _calls_a_name(call: ast.Call) -> bool:
@@ -197,7 +197,7 @@ def _calls_a_name(call: ast.Call) -> bool:
                for a in args for n in ast.walk(a))  # fmt: skip
 
 
-def _model_call(at: _At, line: int, source: str) -> tuple[ast.Call, str, ast.stmt] | None:
+def _model_call(at: At, line: int, source: str) -> tuple[ast.Call, str, ast.stmt] | None:
     """The call of the model on ``line`` (a name, or ``self.model``, made before the loop), and
     the statement that makes it: not one that calls another name in its arguments (the loss,
     around the model's call); of several, the one whose ``.parameters()`` the file reads."""
@@ -213,7 +213,7 @@ def _model_call(at: _At, line: int, source: str) -> tuple[ast.Call, str, ast.stm
     return calls[0] if len(calls) == 1 else None
 
 
-def _converted(at: _At, model: str) -> bool:
+def _converted(at: At, model: str) -> bool:
     """A statement that always runs before the loop already puts ``model`` in channels_last
     (one under an ``if`` may not run: the watch saw it NCHW)."""
     for block, stmt in at.chain[: at.anchor + 1]:
@@ -235,7 +235,7 @@ class ModelSite:
     """The model's call on the line the watch knows, and where the model is made."""
 
     tree: ast.Module
-    at: _At
+    at: At
     call: ast.Call
     model: str
     """The file's own name for the model (``model``, ``self.net``)."""
@@ -279,6 +279,6 @@ def channels_last_text(
         row = text[end - 1]
         col = _utf8_col(row, first.end_col_offset or 0)
         text[end - 1] = f"{row[:col]}.contiguous(memory_format={t}.channels_last){row[col:]}"
-    text = _insert(text, after, [f"{model} = {model}.to(memory_format={t}.channels_last)"])
+    text = insert_after(text, after, [f"{model} = {model}.to(memory_format={t}.channels_last)"])
     new = "".join(text)
-    return new if new != source and _compiles(new) else None
+    return new if new != source and compiles(new) else None
