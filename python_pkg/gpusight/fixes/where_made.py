@@ -38,32 +38,32 @@ class At:
         return loops[0] if loops else len(self.chain) - 1
 
 
-def _spans(first: ast.stmt | ast.expr, line: int, last: ast.AST | None = None) -> bool:
+def spans(first: ast.stmt | ast.expr, line: int, last: ast.AST | None = None) -> bool:
     end = last if last is not None else first
     return first.lineno <= line <= (getattr(end, "end_lineno", None) or first.lineno)
 
 
-def _at(tree: ast.Module, line: int) -> At | None:
+def at_line(tree: ast.Module, line: int) -> At | None:
     found = At([])
     body: list[ast.stmt] | None = tree.body
     while body is not None:
-        stmt = next((s for s in body if _spans(s, line)), None)
+        stmt = next((s for s in body if spans(s, line)), None)
         if stmt is None:
             break
         if isinstance(stmt, _SCOPES):
             found = At([])  # a new scope: what is outside it is not its own
         else:
             found.chain.append((body, stmt))
-        body = next((b for b in bodies(stmt) if _spans(b[0], line, b[-1])), None)
+        body = next((b for b in bodies(stmt) if spans(b[0], line, b[-1])), None)
     return found if found.chain else None
 
 
-def _dotted(node: ast.expr) -> str | None:
+def dotted(node: ast.expr) -> str | None:
     """``model`` or ``self.model``: a name, or attributes of a name."""
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
-        inner = _dotted(node.value)
+        inner = dotted(node.value)
         return None if inner is None else f"{inner}.{node.attr}"
     return None
 
@@ -72,7 +72,7 @@ def stored(node: ast.AST, target: str) -> bool:
     return any(
         isinstance(n, (ast.Name, ast.Attribute))
         and isinstance(n.ctx, ast.Store)
-        and _dotted(n) == target
+        and dotted(n) == target
         for n in ast.walk(node)
     )
 
@@ -85,7 +85,7 @@ def _plain(stmt: ast.stmt, target: str) -> bool:
         names = [
             t for x in targets for t in (x.elts if isinstance(x, ast.Tuple | ast.List) else [x])
         ]
-        if not any(_dotted(t) == target for t in names):
+        if not any(dotted(t) == target for t in names):
             return False
         single = len(names) == 1
         return stmt.value is not None and not (single and isinstance(stmt.value, _CONTAINERS))
@@ -95,17 +95,20 @@ def _plain(stmt: ast.stmt, target: str) -> bool:
     return False
 
 
-def _made_before(at: At, target: str) -> ast.stmt | None:
+def made_before(at: At, target: str, *also: str) -> ast.stmt | None:
     """The statement before the loop after which ``target`` is what the loop uses: the last
-    one that binds it, when that is a plain assignment; None where the loop rebinds it or it
-    comes from elsewhere (a parameter not rebound, an outer scope)."""
+    one that binds it (or one of ``also``: ``args`` for ``args.batch_size``), when that is a
+    plain assignment; None where the loop rebinds it or it comes from elsewhere (a parameter
+    not rebound, an outer scope)."""
+    names = (target, *also)
     k = at.anchor
-    if stored(at.chain[k][1], target):
+    if any(stored(at.chain[k][1], n) for n in names):
         return None  # the loop's target, or made anew inside the loop
     for block, stmt in reversed(at.chain[: k + 1]):
         for s in reversed(block[: block.index(stmt)]):
-            if stored(s, target):
-                return s if _plain(s, target) else None
+            hit = [n for n in names if stored(s, n)]
+            if hit:
+                return s if all(_plain(s, n) for n in hit) else None
     return None
 
 
@@ -144,7 +147,7 @@ def _copied(stmt: ast.stmt, line: int) -> list[str]:
             isinstance(n, ast.Call)
             and isinstance(n.func, ast.Attribute)
             and n.func.attr in _COPIES
-            and _spans(n, line)
+            and spans(n, line)
         ):
             name = _root(n.func.value)
             if name is not None and name not in out:
@@ -171,11 +174,11 @@ def pin_source_text(source: str, lines: list[int], torch_alias: str | None = Non
     text = source.splitlines(keepends=True)
     pins: dict[int, tuple[ast.stmt, list[str], str]] = {}  # by the statement they go after
     for line in lines:
-        at = _at(tree, line)
+        at = at_line(tree, line)
         if at is None:
             continue
         for name in _copied(at.chain[-1][1], line):
-            after = _made_before(at, name)
+            after = made_before(at, name)
             if after is not None:
                 got = pins.setdefault(id(after), (after, [], _unit(text, at)))
                 if name not in got[1]:
@@ -190,7 +193,7 @@ def pin_source_text(source: str, lines: list[int], torch_alias: str | None = Non
     return new if new != source and compiles(new) else None
 
 
-def _calls_a_name(call: ast.Call) -> bool:
+def calls_a_name(call: ast.Call) -> bool:
     """An argument calls a plain name: ``crit(model(x), y)`` is the loss, not the model."""
     args = [*call.args, *(k.value for k in call.keywords)]
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
@@ -203,9 +206,9 @@ def _model_call(at: At, line: int, source: str) -> tuple[ast.Call, str, ast.stmt
     around the model's call); of several, the one whose ``.parameters()`` the file reads."""
     calls = []
     for n in ast.walk(at.chain[-1][1]):
-        if isinstance(n, ast.Call) and _spans(n, line) and not _calls_a_name(n):
-            name = _dotted(n.func)
-            after = None if name is None else _made_before(at, name)
+        if isinstance(n, ast.Call) and spans(n, line) and not calls_a_name(n):
+            name = dotted(n.func)
+            after = None if name is None else made_before(at, name)
             if name is not None and after is not None:
                 calls.append((n, name, after))
     if len(calls) > 1:
@@ -220,7 +223,7 @@ def _converted(at: At, model: str) -> bool:
         for s in block[: block.index(stmt)]:
             simple = isinstance(s, (ast.Assign, ast.AnnAssign, ast.Expr))
             if simple and "channels_last" in ast.unparse(s):
-                if any(_dotted(n) == model for n in ast.walk(s) if isinstance(n, ast.expr)):
+                if any(dotted(n) == model for n in ast.walk(s) if isinstance(n, ast.expr)):
                     return True
     return False
 
@@ -250,7 +253,7 @@ def model_site(source: str, line: int) -> ModelSite | None:
         tree = ast.parse(source)
     except SyntaxError:
         return None
-    at = _at(tree, line)
+    at = at_line(tree, line)
     got = None if at is None else _model_call(at, line, source)
     if at is None or got is None:
         return None
