@@ -14,6 +14,7 @@ from typing import Any
 
 from ..fixes import fix
 from ..fixes import workload as _workload_snippets  # noqa: F401  (registers the snippets)
+from ..fixes.batch_knob import batch_knob_text
 from ..fixes.cell_patch import CellSource, with_cell_fix, with_statement_cell_fix
 from ..fixes.patch import loader_patch, unified_diff
 from ..fixes.patch_files import read_text, with_patch
@@ -138,8 +139,24 @@ def _patched(f: Fix, arm: Arm, facts: dict[str, Any]) -> Fix:
     return with_patch(f, loader_patch(text, int(site["line"]), shown, values), {shown: text})
 
 
+def _batch_knob(f: Fix, batch: int, facts: dict[str, Any]) -> Fix:
+    """A batch the script cuts by hand, grown where its width is set before the loop."""
+    return _forward_fix(f, facts, lambda code, line, _alias: batch_knob_text(code, line, batch))
+
+
+def _new_batch(arm: Arm, items: int | None) -> int:
+    """The batch a ``batch`` arm ran: the loader's ``batch_size``, or ``replicate`` times the
+    baseline's items."""
+    ch = arm.changes
+    return int(ch.get("batch_size") or (items or 1) * int(ch.get("replicate") or 1))
+
+
 def _fix_for(arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
-    return _patched(_snippet_for(arm, items, facts), arm, facts)
+    f = _snippet_for(arm, items, facts)
+    if arm.group == "batch" and arm.changes.get("replicate") and not arm.changes.get("batch_size"):
+        # No DataLoader made the batch (the what-if replicated the model's input).
+        return _batch_knob(f, _new_batch(arm, items), facts)
+    return _patched(f, arm, facts)
 
 
 def _snippet_for(arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
@@ -153,7 +170,7 @@ def _snippet_for(arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
             workers=int(ch.get("num_workers") or loader.get("num_workers") or 4),
         )
     if arm.group == "batch":
-        new = int(ch.get("batch_size") or (items or 1) * int(ch.get("replicate") or 1))
+        new = _new_batch(arm, items)
         if arm.finding_id == "infer.unbatched":
             return fix(f"Group {new} requests per forward.", "infer.batch_requests", batch=new)
         return fix(

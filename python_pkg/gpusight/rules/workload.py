@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from ..fixes import fix
 from ..fixes import workload as _workload_snippets  # noqa: F401  (registers the snippets)
+from ..fixes.batch_knob import batch_knob_text
 from ..fixes.cell_patch import CellSource, with_cell_fix, with_statement_cell_fix
 from ..fixes.patch import loader_patch, unified_diff
 from ..fixes.patch_files import with_patch
@@ -547,6 +548,14 @@ def _loader_batch_patch(f: Fix, ev: WorkloadEvidence, batch: int, suggested: int
     return _with_patch(f, ev.loader_source, {"batch_size": suggested})
 
 
+def _knob_batch_patch(f: Fix, src: CodeSource | None, suggested: int) -> Fix:
+    """A larger batch as a change to the knob that sets the width of a batch the script cuts
+    by hand (fixes/batch_knob.py), where no DataLoader's change made the patch."""
+    if f.patch is not None:
+        return f
+    return _statement_fix(f, src, lambda code, line, _alias: batch_knob_text(code, line, suggested))
+
+
 def _loader_pin_patch(f: Fix, ev: WorkloadEvidence) -> Fix:
     """Pinned batches as a change to the user's DataLoader call, where the script has one that
     does not pin (its batches are what a loop copies to the GPU; a tensor the script holds
@@ -828,15 +837,19 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                     Evidence("launch overhead", _r(share["launch_overhead"]), "% of step"),
                 ],
                 impact=_batch_impact(batch, max(256, batch * 8), busy, "step"),
-                fix=_loader_batch_patch(
-                    fix(
-                        "Grow the batch until the GPU is busy (and scale the learning rate).",
-                        "batch.larger",
-                        batch_size=batch,
-                        suggested=max(256, batch * 8),
+                fix=_knob_batch_patch(
+                    _loader_batch_patch(
+                        fix(
+                            "Grow the batch until the GPU is busy (and scale the learning rate).",
+                            "batch.larger",
+                            batch_size=batch,
+                            suggested=max(256, batch * 8),
+                        ),
+                        ev,
+                        batch,
+                        max(256, batch * 8),
                     ),
-                    ev,
-                    batch,
+                    ev.forward_source,
                     max(256, batch * 8),
                 ),
             )
@@ -853,7 +866,11 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                     Evidence("forward step", _r(total, 3), "ms"),
                 ],
                 impact=_batch_impact(batch, 64, busy, "forward"),
-                fix=fix("Group requests into batches.", "infer.batch_requests", batch=64),
+                fix=_knob_batch_patch(
+                    fix("Group requests into batches.", "infer.batch_requests", batch=64),
+                    ev.forward_source,
+                    64,
+                ),
             )
         )
     if ev.step_mode == "forward" and p.grad_enabled:
