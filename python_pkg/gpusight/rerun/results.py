@@ -9,19 +9,16 @@ items per second whatever the batch.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
 from typing import Any
 
 from ..fixes import fix
 from ..fixes import workload as _workload_snippets  # noqa: F401  (registers the snippets)
-from ..fixes.batch_knob import batch_knob_text
 from ..fixes.cell_patch import CellSource, with_cell_fix, with_statement_cell_fix
-from ..fixes.patch import loader_patch, unified_diff
+from ..fixes.patch import loader_patch
 from ..fixes.patch_files import read_text, with_patch
-from ..fixes.placement import to_device_text
 from ..fixes.statement_patches import autocast_patch, autocast_text, tf32_cell_text, tf32_patch
-from ..fixes.where_made import channels_last_text
 from ..report import Evidence, Finding, Fix, Impact, Report, Severity, WhatIf
+from ..rules.workload import CodeSource, channels_last_fix, knob_batch_fix, to_device_fix
 from .driver import MIN_GAIN, Outcome, RunResult
 from .plan import Arm
 
@@ -49,38 +46,16 @@ def _site_text(site: dict[str, Any]) -> str | None:
         return None
 
 
-def _forward_fix(
-    f: Fix, facts: dict[str, Any], change: Callable[[str, int, str | None], str | None]
-) -> Fix:
-    """The fix with the code around the model's call changed (``change(code, line,
-    torch_alias)``: the code changed, or None), in the notebook cell or the file."""
-    cell = facts.get("forward_cell")
-    if cell:
-        src = CellSource(**cell)
-        if with_statement_cell_fix(f, src, change(src.compiled, src.line, src.torch_alias)):
-            return f
+def _forward_source(facts: dict[str, Any]) -> CodeSource | None:
+    """The line that calls the model, as the rules' fixes take it: its notebook cell, else its
+    file's text (a cell's own file is not on disk: its text is then empty)."""
     site = facts.get("forward_site") or {}
+    cell = facts.get("forward_cell")
     text = _site_text(site) if site.get("file") else None
-    if text is None:
-        return f
-    shown = str(site["shown"])
-    new = change(text, int(site["line"]), None)
-    return with_patch(f, unified_diff(text, new, shown) if new else None, {shown: text})
-
-
-def _channels_last(f: Fix, facts: dict[str, Any]) -> Fix:
-    """The model made channels_last where it is made, and its input on the line that calls it
-    (where the watch saw that input in NCHW: 4-d), in the notebook cell or the file."""
-    inputs = ((facts.get("model") or {}).get("input_channels_last")) is False
-    return _forward_fix(
-        f, facts, lambda code, line, alias: channels_last_text(code, line, alias, inputs)
-    )
-
-
-def _to_device(f: Fix, arm: Arm, facts: dict[str, Any]) -> Fix:
-    """The model moved to the GPU where it is made, and its batch in the loop that calls it."""
-    device = str(arm.changes.get("to_device") or "cuda")
-    return _forward_fix(f, facts, lambda code, line, _alias: to_device_text(code, line, device))
+    if text is None and not cell:
+        return None
+    return CodeSource(str(site.get("shown") or ""), text or "", int(site.get("line") or 0),
+                      CellSource(**cell) if cell else None)  # fmt: skip
 
 
 def _patched(f: Fix, arm: Arm, facts: dict[str, Any]) -> Fix:
@@ -88,9 +63,10 @@ def _patched(f: Fix, arm: Arm, facts: dict[str, Any]) -> Fix:
     DataLoader call's arguments, the model's call under autocast, TF32 after ``import torch``,
     the model and its input in channels_last, the model and its batch on the GPU."""
     if arm.group == "channels_last":
-        return _channels_last(f, facts)
+        inputs = ((facts.get("model") or {}).get("input_channels_last")) is False
+        return channels_last_fix(f, _forward_source(facts), inputs)
     if arm.group == "to_device":
-        return _to_device(f, arm, facts)
+        return to_device_fix(f, _forward_source(facts), str(arm.changes.get("to_device") or "cuda"))
     cell = facts.get("forward_cell")
     if arm.group in ("autocast", "tf32") and cell:
         src = CellSource(**cell)
@@ -139,11 +115,6 @@ def _patched(f: Fix, arm: Arm, facts: dict[str, Any]) -> Fix:
     return with_patch(f, loader_patch(text, int(site["line"]), shown, values), {shown: text})
 
 
-def _batch_knob(f: Fix, batch: int, facts: dict[str, Any]) -> Fix:
-    """A batch the script cuts by hand, grown where its width is set before the loop."""
-    return _forward_fix(f, facts, lambda code, line, _alias: batch_knob_text(code, line, batch))
-
-
 def _new_batch(arm: Arm, items: int | None) -> int:
     """The batch a ``batch`` arm ran: the loader's ``batch_size``, or ``replicate`` times the
     baseline's items."""
@@ -155,7 +126,7 @@ def _fix_for(arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
     f = _snippet_for(arm, items, facts)
     if arm.group == "batch" and arm.changes.get("replicate") and not arm.changes.get("batch_size"):
         # No DataLoader made the batch (the what-if replicated the model's input).
-        return _batch_knob(f, _new_batch(arm, items), facts)
+        return knob_batch_fix(f, _forward_source(facts), _new_batch(arm, items))
     return _patched(f, arm, facts)
 
 

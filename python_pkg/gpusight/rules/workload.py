@@ -410,22 +410,19 @@ def _pinned_copy_impact(split: dict[str, float], mb: float | None, link: float |
         "Pinned and non_blocking, a copy no longer holds the host: the step becomes the longer "
         f"of the host's other work ({host:.1f} ms) and the GPU's kernels plus the copy."
     )
-    point = lo
     if link and mb:
-        pinned_ms = mb / (link * PINNED_LINK_SHARE)  # MB / (GB/s) = ms
-        point = min(hi, step / max(host, gpu + min(split["copy"], pinned_ms), 1e-6))
-        text += (
+        copy_ms = min(split["copy"], mb / (link * PINNED_LINK_SHARE))  # MB / (GB/s) = ms
+        basis = (
             f" The copy's {mb:.0f} MB at {PINNED_LINK_SHARE:.0%} of the PCIe link's "
-            f"{link:.0f} GB/s takes {pinned_ms:.1f} ms: about {point:.1f}x"
+            f"{link:.0f} GB/s takes {copy_ms:.1f} ms"
         )
     else:
         # Pinned copies skip the host's staging copy: twice today's speed at least (6.4x on
         # the H200: 55 against 8.6 GB/s).
-        point = min(hi, step / max(host, gpu + split["copy"] / 2, 1e-6))
-        text += (
-            f" The link's speed is unknown here; with the copy twice as fast as today: about "
-            f"{point:.1f}x"
-        )
+        copy_ms = split["copy"] / 2
+        basis = " The link's speed is unknown here; with the copy twice as fast as today"
+    point = min(hi, step / max(host, gpu + copy_ms, 1e-6))
+    text += f"{basis}: about {point:.1f}x"
     text += f" (from {lo:.1f}x, the copy as long as today, to {hi:.1f}x, the copy free)."
     return Impact(
         basis="estimated",
@@ -504,7 +501,7 @@ def _sync_fix(f: Fix, site: SyncSite, every: int) -> Fix:
     )
 
 
-def _channels_last_fix(f: Fix, src: CodeSource | None, inputs: bool) -> Fix:
+def channels_last_fix(f: Fix, src: CodeSource | None, inputs: bool) -> Fix:
     """The fix with the user's model made channels_last where it is made, and (``inputs``: the
     watch saw the model's input in NCHW, so it is 4-d) its input on the line that calls it."""
     return _statement_fix(
@@ -512,10 +509,10 @@ def _channels_last_fix(f: Fix, src: CodeSource | None, inputs: bool) -> Fix:
     )
 
 
-def _to_device_fix(f: Fix, src: CodeSource | None) -> Fix:
-    """The fix with the user's model moved to the GPU where it is made, and the batch it is
+def to_device_fix(f: Fix, src: CodeSource | None, device: str = "cuda") -> Fix:
+    """The fix with the user's model moved to ``device`` where it is made, and the batch it is
     called on moved in its loop, where both are known (fixes/placement.py)."""
-    return _statement_fix(f, src, lambda code, line, _alias: to_device_text(code, line))
+    return _statement_fix(f, src, lambda code, line, _alias: to_device_text(code, line, device))
 
 
 def _pin_source_fix(f: Fix, sites: list[CopySite]) -> Fix:
@@ -548,7 +545,7 @@ def _loader_batch_patch(f: Fix, ev: WorkloadEvidence, batch: int, suggested: int
     return _with_patch(f, ev.loader_source, {"batch_size": suggested})
 
 
-def _knob_batch_patch(f: Fix, src: CodeSource | None, suggested: int) -> Fix:
+def knob_batch_fix(f: Fix, src: CodeSource | None, suggested: int) -> Fix:
     """A larger batch as a change to the knob that sets the width of a batch the script cuts
     by hand (fixes/batch_knob.py), where no DataLoader's change made the patch."""
     if f.patch is not None:
@@ -604,7 +601,7 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                     "faster there to it costing nothing, with the rest of the step unchanged. "
                     "gpusight run --what-if measures it.",
                 ),
-                fix=_to_device_fix(
+                fix=to_device_fix(
                     fix(
                         "Move the model (before building the optimizer) and each batch to the GPU.",
                         "placement.to_device",
@@ -837,7 +834,7 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                     Evidence("launch overhead", _r(share["launch_overhead"]), "% of step"),
                 ],
                 impact=_batch_impact(batch, max(256, batch * 8), busy, "step"),
-                fix=_knob_batch_patch(
+                fix=knob_batch_fix(
                     _loader_batch_patch(
                         fix(
                             "Grow the batch until the GPU is busy (and scale the learning rate).",
@@ -866,7 +863,7 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                     Evidence("forward step", _r(total, 3), "ms"),
                 ],
                 impact=_batch_impact(batch, 64, busy, "forward"),
-                fix=_knob_batch_patch(
+                fix=knob_batch_fix(
                     fix("Group requests into batches.", "infer.batch_requests", batch=64),
                     ev.forward_source,
                     64,
@@ -936,7 +933,7 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                         Evidence("model channels_last", p.model_channels_last),
                     ],
                     impact=_impact(rec, "Tensor Core convolutions read NHWC without transposes."),
-                    fix=_channels_last_fix(
+                    fix=channels_last_fix(
                         fix(
                             "Use channels_last for the model and the inputs.",
                             "memory.channels_last",
