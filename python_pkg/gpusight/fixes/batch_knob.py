@@ -17,7 +17,6 @@ import ast
 
 from .statement_patches import compiles
 from .where_made import (
-    LOOPS,
     At,
     at_line,
     calls_a_name,
@@ -162,12 +161,6 @@ def _calls(at: At, line: int) -> list[ast.Call]:
             and dotted(n.func) is not None and not calls_a_name(n)]  # fmt: skip
 
 
-def _inner_loop(at: At) -> int | None:
-    """Index in ``at.chain`` of the innermost loop holding the line: it makes each batch."""
-    loops = [i for i, (_, s) in enumerate(at.chain[:-1]) if isinstance(s, LOOPS)]
-    return loops[-1] if loops else None
-
-
 def batch_knob_text(source: str, line: int, batch: int) -> str | None:
     """``source`` with the knob that sets the width of the batch the model is called on at
     ``line`` set to ``batch`` once, after the statement that binds it before the loop (see the
@@ -177,7 +170,7 @@ def batch_knob_text(source: str, line: int, batch: int) -> str | None:
     except SyntaxError:
         return None
     at = at_line(tree, line)
-    k = None if at is None else _inner_loop(at)
+    k = None if at is None else at.inner_loop
     if at is None or k is None:
         return None
     knobs = {_knob(at, k, c.args[0]) for c in _calls(at, line)} - {None}

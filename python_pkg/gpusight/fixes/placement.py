@@ -17,7 +17,7 @@ import ast
 import copy
 
 from .statement_patches import compiles, indent_of
-from .where_made import LOOPS, At, ModelSite, insert_after, model_site, stored
+from .where_made import At, ModelSite, insert_after, model_site, stored
 
 _Block = list[ast.stmt]
 
@@ -163,7 +163,7 @@ def _batch_move(site: ModelSite, lines: list[str], device: str) -> list[str] | N
     """The lines with the batch moved in the loop that calls the model; None where the batch's
     names are not known for sure."""
     at, call = site.at, site.call
-    k = max((i for i, (_, s) in enumerate(at.chain[:-1]) if isinstance(s, LOOPS)), default=None)
+    k = at.inner_loop
     first = call.args[0] if call.args else None
     if k is None or not isinstance(first, ast.Name):
         return None

@@ -297,10 +297,9 @@ def log_every_text(source: str, line: int, every: int = 50) -> str | None:
     loop = found.parents[at] if at is not None else None
     if at is None or not isinstance(loop, ast.For):
         return None  # no loop, or a loop of another kind
-    inside = [*found.parents[at + 1 :], stmt]
-    if inside[0] not in loop.body:
-        return None  # in the loop's else
     branches = found.parents[at + 1 :]
+    if [*branches, stmt][0] not in loop.body:
+        return None  # in the loop's else
     counter = _step_counter(loop)
     if counter is None or not all(isinstance(b, ast.If) for b in branches):
         return None

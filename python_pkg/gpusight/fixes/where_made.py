@@ -37,6 +37,13 @@ class At:
         loops = [i for i, (_, s) in enumerate(self.chain) if isinstance(s, LOOPS)]
         return loops[0] if loops else len(self.chain) - 1
 
+    @property
+    def inner_loop(self) -> int | None:
+        """Index in ``chain`` of the innermost loop around the line's statement: the loop that
+        makes each batch and calls the model."""
+        loops = [i for i, (_, s) in enumerate(self.chain[:-1]) if isinstance(s, LOOPS)]
+        return loops[-1] if loops else None
+
 
 def spans(first: ast.stmt | ast.expr, line: int, last: ast.AST | None = None) -> bool:
     end = last if last is not None else first
