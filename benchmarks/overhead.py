@@ -544,7 +544,7 @@ ABLATIONS = (
     "bare",
     "watched",
     "no_sampler",
-    "no_pcie",
+    "thread_sampler",
     "no_sync_mode",
     "no_copy_hook",
     "minimal",
@@ -554,38 +554,36 @@ ABLATIONS = (
 
 @contextlib.contextmanager
 def ablated(part: str) -> Iterator[None]:
-    """The watch with one part switched off, for this benchmark only: ``no_sampler`` (no NVML
-    thread), ``no_pcie`` (the thread without PCIe readings, NVML's 20 ms window each), or
-    ``no_sync_mode`` (torch's sync-debug mode left off), ``no_copy_hook`` (``Tensor.to`` and
-    ``Tensor.cuda`` left unwrapped), or ``minimal`` (all of these off: the step and module hooks
+    """The watch with one part switched off or changed, for this benchmark only: ``no_sampler``
+    (no NVML sampler at all), ``thread_sampler`` (the sampler as a thread of the watched process,
+    as before the sampler process: ``GPUSIGHT_SAMPLER=thread``), ``no_sync_mode`` (torch's
+    sync-debug mode left off), ``no_copy_hook`` (``Tensor.to`` and ``Tensor.cuda`` left
+    unwrapped), or ``minimal`` (sampler, sync mode and copy hook off: the step and module hooks
     alone), or ``all_detail`` (copies and syncs recorded on every step, however short: no
     sampling, see ``gpusight/watch/detail.py``)."""
-    from gpusight.watch import detail, session
+    from gpusight.watch import detail, sampler_process, session
     from gpusight.watch.nvml_sampler import NvmlSampler
 
-    attr = "NvmlSampler"  # the name session.py looks up when a watch starts
-    saved_sampler = getattr(session, attr)
+    # The names session.py looks up when a watch starts.
+    saved_sampler, saved_gpu_sampler = session.NvmlSampler, session.gpu_sampler
     saved_sync = session.Watch._maybe_enable_sync_mode
     saved_copy = session.Watch._wrap_copy
     saved_budget = detail.BUDGET
+    saved_env = os.environ.get(sampler_process.ENV)
 
     class Idle(NvmlSampler):
         def start(self) -> Idle:
             return self
 
-    class NoPcie(NvmlSampler):
-        def __init__(self, *a: Any, **k: Any) -> None:
-            super().__init__(*a, **k)
-            self.pcie_every = 10**9
-
-        def sample_once(self, n: int = 0) -> list[dict[str, Any]]:
-            return super().sample_once(1)  # n == 0 would read PCIe once
+    def idle(gpus: Any, interval_s: float, t0: float, labels: Any) -> Idle:
+        return Idle(gpus, interval_s=interval_s, t0=t0, labels=labels)
 
     try:
         if part in ("no_sampler", "minimal"):
-            setattr(session, attr, Idle)
-        if part == "no_pcie":
-            setattr(session, attr, NoPcie)
+            session.NvmlSampler = Idle  # type: ignore[misc]
+            session.gpu_sampler = idle  # type: ignore[assignment]
+        if part == "thread_sampler":
+            os.environ[sampler_process.ENV] = "thread"
         if part in ("no_sync_mode", "minimal"):
             session.Watch._maybe_enable_sync_mode = lambda self: None  # type: ignore[method-assign]
         if part in ("no_copy_hook", "minimal"):
@@ -595,9 +593,13 @@ def ablated(part: str) -> Iterator[None]:
         yield
     finally:
         detail.BUDGET = saved_budget
-        setattr(session, attr, saved_sampler)
+        session.NvmlSampler, session.gpu_sampler = saved_sampler, saved_gpu_sampler  # type: ignore[misc]
         session.Watch._maybe_enable_sync_mode = saved_sync  # type: ignore[method-assign]
         session.Watch._wrap_copy = saved_copy  # type: ignore[method-assign]
+        if saved_env is None:
+            os.environ.pop(sampler_process.ENV, None)
+        else:
+            os.environ[sampler_process.ENV] = saved_env
 
 
 def paired_ratio(runs: list[float], base: list[float]) -> float:

@@ -15,11 +15,13 @@ block. Variants:
 * ``mode_ignored``: torch's sync-debug mode on, its warnings filtered out (torch's own cost);
 * ``mode_relay``: the mode on, its warnings shown to a ``showwarning`` that does nothing
   (adds Python's warnings machinery);
-* ``sampler``: the NVML sampler thread alone, no watch;
+* ``sampler``: the NVML sampler as a thread of this process, alone, no watch;
+* ``sampler_process``: the NVML sampler in a process of its own (the watch's), alone;
 * the watch: ``minimal`` (step and module hooks only), ``no_sync_mode``, ``no_copy_hook``,
-  ``no_sampler``, ``no_pcie`` (the sampler without PCIe readings), ``all_detail`` (copies and
-  syncs recorded on every step: no sampling, see ``gpusight/watch/detail.py``), ``watched``
-  (the watch as it is), as ``overhead.py --ablate`` switches them off.
+  ``no_sampler``, ``thread_sampler`` (its sampler a thread of this process, as before the
+  sampler process), ``all_detail`` (copies and syncs recorded on every step: no sampling, see
+  ``gpusight/watch/detail.py``), ``watched`` (the watch as it is), as ``overhead.py --ablate``
+  switches them off.
 
 Each block also records the garbage collections it saw and, for the watch, the syncs and copies
 it recorded per step and its self-measured overhead. Last, a bare and a watched block under
@@ -53,11 +55,12 @@ PARTS = (
     "mode_ignored",
     "mode_relay",
     "sampler",
+    "sampler_process",
     "minimal",
     "no_sync_mode",
     "no_copy_hook",
     "no_sampler",
-    "no_pcie",
+    "thread_sampler",
     "all_detail",
     "watched",
 )
@@ -154,10 +157,11 @@ def sync_mode(torch: Any, relay: bool) -> Iterator[dict[str, Any]]:
 
 
 @contextlib.contextmanager
-def sampler_only() -> Iterator[dict[str, Any]]:
+def sampler_only(process: bool) -> Iterator[dict[str, Any]]:
     from gpusight.watch.nvml_sampler import NvmlSampler
+    from gpusight.watch.sampler_process import ProcessSampler, Sampler
 
-    sampler = NvmlSampler((0,), t0=time.perf_counter_ns())
+    sampler: Sampler = (ProcessSampler if process else NvmlSampler)((0,), t0=time.perf_counter())
     sampler.start()
     try:
         yield {"nvml": sampler.available}
@@ -183,8 +187,8 @@ def variant(torch: Any, part: str) -> contextlib.AbstractContextManager[dict[str
         return contextlib.nullcontext({})
     if part in ("mode_ignored", "mode_relay"):
         return sync_mode(torch, relay=part == "mode_relay")
-    if part == "sampler":
-        return sampler_only()
+    if part in ("sampler", "sampler_process"):
+        return sampler_only(process=part == "sampler_process")
     return watch_part(part)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -150,14 +151,15 @@ def test_a_scenario_runs_bare_and_watched_in_process_and_nothing_stays_patched(
 
 
 @pytest.mark.parametrize(
-    "part", ["no_sampler", "no_pcie", "no_sync_mode", "no_copy_hook", "minimal"]
+    "part", ["no_sampler", "thread_sampler", "no_sync_mode", "no_copy_hook", "minimal"]
 )
 def test_each_ablation_switches_its_part_off_and_puts_it_back(ov: ModuleType, part: str) -> None:
     import torch
     from gpusight.watch import session
 
-    sampler, sync, wrap = (
+    sampler, gpu_sampler, sync, wrap = (
         session.NvmlSampler,
+        session.gpu_sampler,
         session.Watch._maybe_enable_sync_mode,
         session.Watch._wrap_copy,
     )
@@ -167,12 +169,18 @@ def test_each_ablation_switches_its_part_off_and_puts_it_back(ov: ModuleType, pa
             torch.ones(2).to("cpu")
             thread = w._sampler is not None and w._sampler._thread is not None
             wrapped = torch.Tensor.to is not to
+        # On a GPU the watch asks gpu_sampler (this machine has none: asked here directly).
+        gpu = session.gpu_sampler((0,), 0.1, 0.0, labels=[0])
+        kind = type(gpu).__name__
+        gpu.stop()
         if part in ("no_sampler", "minimal"):
-            assert not thread
+            assert not thread and kind == "Idle"
         else:
             assert thread
+            assert kind == ("NvmlSampler" if part == "thread_sampler" else "ProcessSampler")
         assert wrapped == (part not in ("no_copy_hook", "minimal"))
     assert (session.NvmlSampler, session.Watch._maybe_enable_sync_mode) == (sampler, sync)
+    assert session.gpu_sampler is gpu_sampler and "GPUSIGHT_SAMPLER" not in os.environ
     assert session.Watch._wrap_copy == wrap and torch.Tensor.to is to
 
 

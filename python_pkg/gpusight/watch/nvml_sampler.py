@@ -3,11 +3,12 @@
 ``NvmlSampler(gpus=[0]).start()`` ... ``samples = sampler.stop()``: plain dicts in the report's
 ``Sample`` shape (``t`` in seconds since ``t0``). Without NVML (no driver, no nvidia-ml-py) it
 samples nothing from the GPU, says why in ``reason``, and records the process' CPU % through
-psutil when that is installed. Used by the watch; the sidebar reuses it for live charts.
+psutil when that is installed. The sidebar uses it for live charts; the watch runs the same loop
+in a process of its own (``sampler_process.py``, :meth:`NvmlSampler.run_here`): in a thread, the
+Python between NVML calls takes the GIL from the training thread about ten times a sample.
 
-NVML calls go through ctypes, which releases the GIL, so the thread costs the training loop
-little; a sample takes well under a millisecond except PCIe throughput, which NVML measures
-over 20 ms (sampled every ``pcie_every`` samples).
+A sample takes well under a millisecond except PCIe throughput, which NVML measures over 20 ms
+(sampled every ``pcie_every`` samples).
 """
 
 from __future__ import annotations
@@ -36,10 +37,12 @@ class NvmlSampler:
         pcie_every: int = 5,
         t0: float | None = None,
         labels: Sequence[int] | None = None,
+        cpu_pid: int | None = None,
     ) -> None:
         """``gpus``: NVML indices or UUIDs (``GPU-...``). Each sample's ``gpu`` is ``labels[i]``
         when given (the watch passes torch's device indices), else the NVML index (for a UUID,
-        its position in ``gpus``)."""
+        its position in ``gpus``). ``cpu_pid``: whose CPU % to sample (this process's by
+        default; the watch's sampler process samples its parent's)."""
         self.interval_s = interval_s
         self.max_samples = max_samples
         self.pcie_every = max(1, pcie_every)
@@ -47,6 +50,7 @@ class NvmlSampler:
         self._gpus = list(gpus)
         self._labels = list(labels) if labels is not None else None
         self._with_cpu = with_cpu
+        self._cpu_pid = cpu_pid
         self._groups: list[list[Sample]] = []  # one group (one sample per GPU) per tick
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -117,9 +121,8 @@ class NvmlSampler:
                 pass
             self._nv = None
 
-    def start(self) -> NvmlSampler:
-        if self._thread is not None:
-            return self
+    def _prepare(self) -> bool:
+        """Open NVML and the CPU counter; False when there is nothing to sample."""
         if self.t0 is None:
             self.t0 = time.perf_counter()
         self._open()
@@ -127,16 +130,35 @@ class NvmlSampler:
             try:
                 import psutil
 
-                self._proc = psutil.Process()
+                self._proc = psutil.Process(self._cpu_pid)
                 self._proc.cpu_percent(None)  # primes the counter
             except Exception:
                 self._proc = None
-        if not self._handles and self._proc is None:
+        return bool(self._handles) or self._proc is not None
+
+    def start(self) -> NvmlSampler:
+        if self._thread is not None:
+            return self
+        if not self._prepare():
             return self
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="gpusight-nvml", daemon=True)
         self._thread.start()
         return self
+
+    def run_here(self) -> list[Sample]:
+        """Sample in the calling thread until :meth:`halt` (the sampler process's loop); then
+        :meth:`stop` closes NVML."""
+        if self._prepare():
+            self._run()
+        return self.samples
+
+    def halt(self) -> None:
+        self._stop.set()
+
+    def halted(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for :meth:`halt`; whether it came."""
+        return self._stop.wait(timeout)
 
     def stop(self) -> list[Sample]:
         thread, self._thread = self._thread, None

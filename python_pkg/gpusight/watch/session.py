@@ -12,7 +12,7 @@ What is installed for the duration of the watch (and removed again, also on erro
   the user's source line (a ``non_blocking=True`` copy from pageable memory is a hidden sync);
 * CUDA sync-debug mode ``warn`` and a ``warnings.showwarning`` hook that turns each sync warning
   into a count at the user's source line; a wrapper of ``torch.cuda.synchronize``;
-* a ``torch.profiler`` window of a few steps right after warm-up; an NVML sampler thread.
+* a ``torch.profiler`` window of a few steps right after warm-up; an NVML sampler process.
 
 The hooks cost a few microseconds each; the watch measures its own time in them, adds per
 event what their clocks cannot see (torch's dispatch to a module hook, the wrapper layer,
@@ -52,6 +52,7 @@ from .patches import Patches
 from .placement import INSPECT_CALLS, ModuleInfo, inspect_module, observe_call
 from .profiler_window import CUPTI_TEARDOWN, ProfilerWindow
 from .recorder import StepRecorder
+from .sampler_process import Sampler, gpu_sampler
 from .source_lines import Site, SourceMap
 
 SYNC_MESSAGE = "called a synchronizing CUDA operation"
@@ -251,7 +252,7 @@ class Watch:
         self._torch: Any = None
         self._rec: StepRecorder | None = None
         self._window: ProfilerWindow | None = None
-        self._sampler: NvmlSampler | None = None
+        self._sampler: Sampler | None = None
         self._cuda = False
         self._t0_ns = 0
         self._t0 = 0.0
@@ -351,12 +352,13 @@ class Watch:
             raise
         if self._cuda and not self.lean:
             ids = visible_gpus()
-            self._sampler = NvmlSampler(
-                ids, interval_s=self.sample_interval_s, t0=self._t0, labels=range(len(ids))
+            self._sampler = gpu_sampler(
+                ids, self.sample_interval_s, self._t0, labels=range(len(ids))
             )
         else:
+            # The host's CPU % alone: no GPU to watch, or a lean run that times the user's steps.
             self._sampler = NvmlSampler((), interval_s=self.sample_interval_s, t0=self._t0)
-        self._sampler.start()
+            self._sampler.start()
         self._rec.current.start_ns = perf_counter_ns()
         return self
 
@@ -1054,7 +1056,7 @@ class Watch:
         return self._window
 
     @property
-    def sampler(self) -> NvmlSampler | None:
+    def sampler(self) -> Sampler | None:
         return self._sampler
 
     @property
