@@ -170,11 +170,6 @@ def test_no_batch_knob_patch(source: str, call: str, why: str) -> None:
     assert batch_knob_text(source, line_of(source, call), 64) is None, why
 
 
-def test_the_tiny_batch_scenario_shapes_its_batch_in_a_helper_and_gets_no_patch() -> None:
-    src = (SCENARIOS / "tiny_batch.py").read_text()
-    assert batch_knob_text(src, line_of(src, "model(xs[i % 16])"), 1024) is None
-
-
 UNBATCHED = (SCENARIOS / "unbatched_inference.py").read_text()
 GROUP = "    group = args.batch or (64 if args.fix else 1)\n"
 

@@ -8,20 +8,25 @@ sets the knob once, ``bs = N``, after the last statement that binds it before th
 ``args.batch_size``: after the one that binds ``args`` or it), so that the loop's step and the
 slice grow together. Where the width is a literal, another expression, bound in the loop, a
 parameter never rebound, or the slices disagree on it, there is no patch: the fix's generic
-snippet stands alone. Pure text work: no torch, no imports of the code.
+snippet stands alone. Where no slice cuts the batch, the input may be made by a torch factory
+sized by a knob (``torch.randn(bs, ...)``, also in a helper of the file that returns it): the
+knob is set where it is last bound before the factory (factory_batch.py). Pure text work: no
+torch, no imports of the code.
 """
 
 from __future__ import annotations
 
 import ast
 
-from .statement_patches import compiles
+from .factory_batch import Sized, factory_site
+from .statement_patches import compiles, indent_of
 from .where_made import (
     At,
     at_line,
     calls_a_name,
     dotted,
     insert_after,
+    insert_before,
     made_before,
     spans,
     stored,
@@ -161,10 +166,28 @@ def _calls(at: At, line: int) -> list[ast.Call]:
             and dotted(n.func) is not None and not calls_a_name(n)]  # fmt: skip
 
 
-def batch_knob_text(source: str, line: int, batch: int) -> str | None:
+def _slice_site(at: At, knob: str | None) -> Sized | None:
+    """The knob set after the last statement that binds it (or its object) before the loop."""
+    if knob is None:
+        return None
+    root = knob.split(".")[0]
+    after = made_before(at, knob, *([root] if root != knob else []))
+    return None if after is None else Sized(knob, after=after)
+
+
+def _starts_line(lines: list[str], stmt: ast.stmt) -> bool:
+    """``stmt`` begins its line (not ``def f(bs): x = ...``): its indentation is the block's."""
+    return len(indent_of(lines, stmt.lineno)) == stmt.col_offset
+
+
+def batch_knob_text(
+    source: str, line: int, batch: int, torch_alias: str | None = None
+) -> str | None:
     """``source`` with the knob that sets the width of the batch the model is called on at
     ``line`` set to ``batch`` once, after the statement that binds it before the loop (see the
-    module's docstring); compiled first. None where that knob is not known for sure."""
+    module's docstring), or where a factory that sizes the input by it binds it last
+    (factory_batch.py; ``torch_alias``: the kernel's name for torch, in a notebook); compiled
+    first. None where that knob is not known for sure."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -173,15 +196,20 @@ def batch_knob_text(source: str, line: int, batch: int) -> str | None:
     k = None if at is None else at.inner_loop
     if at is None or k is None:
         return None
-    knobs = {_knob(at, k, c.args[0]) for c in _calls(at, line)} - {None}
-    knob = knobs.pop() if len(knobs) == 1 else None
-    if knob is None:
+    calls = _calls(at, line)
+    knobs = {_knob(at, k, c.args[0]) for c in calls} - {None}
+    if knobs:
+        site = _slice_site(at, knobs.pop()) if len(knobs) == 1 else None
+    else:  # no slice cuts the batch: a factory may size it
+        site = factory_site(tree, at, calls, torch_alias)
+    where = None if site is None else site.after or site.before
+    lines = source.splitlines(keepends=True)
+    if site is None or where is None or not _starts_line(lines, where):
         return None
-    root = knob.split(".")[0]
-    after = made_before(at, knob, *([root] if root != knob else []))
-    if after is None:
-        return None
-    line_text = f"{knob} = {batch}  # a larger batch: the same launches, more items"
-    text = insert_after(source.splitlines(keepends=True), after, [line_text])
+    knob_line = [f"{site.knob} = {batch}  # a larger batch: the same launches, more items"]
+    if site.after is not None:
+        text = insert_after(lines, site.after, knob_line)
+    else:
+        text = insert_before(lines, where, knob_line)
     new = "".join(text)
     return new if new != source and compiles(new) else None

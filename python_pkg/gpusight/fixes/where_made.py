@@ -136,6 +136,12 @@ def insert_after(lines: list[str], after: ast.stmt, block: list[str]) -> list[st
     return [*lines[:end], *(indent + b + "\n" for b in block), *lines[end:]]
 
 
+def insert_before(lines: list[str], before: ast.stmt, block: list[str]) -> list[str]:
+    start = before.lineno - 1
+    indent = indent_of(lines, before.lineno)
+    return [*lines[:start], *(indent + b + "\n" for b in block), *lines[start:]]
+
+
 def _root(node: ast.expr) -> str | None:
     """``host`` of ``host[i % n]`` or ``host``; None for a dict's entry (``batch["x"]``), an
     attribute or a call's result."""

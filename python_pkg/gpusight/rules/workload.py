@@ -547,10 +547,13 @@ def _loader_batch_patch(f: Fix, ev: WorkloadEvidence, batch: int, suggested: int
 
 def knob_batch_fix(f: Fix, src: CodeSource | None, suggested: int) -> Fix:
     """A larger batch as a change to the knob that sets the width of a batch the script cuts
-    by hand (fixes/batch_knob.py), where no DataLoader's change made the patch."""
+    by hand or makes with a torch factory (fixes/batch_knob.py), where no DataLoader's change
+    made the patch."""
     if f.patch is not None:
         return f
-    return _statement_fix(f, src, lambda code, line, _alias: batch_knob_text(code, line, suggested))
+    return _statement_fix(
+        f, src, lambda code, line, alias: batch_knob_text(code, line, suggested, alias)
+    )
 
 
 def _loader_pin_patch(f: Fix, ev: WorkloadEvidence) -> Fix:
