@@ -69,6 +69,8 @@ def test_a_short_cpu_run_writes_its_table_and_restores_everything(
                 "5",
                 "--top",
                 "3",
+                "--settle-s",
+                "0.01",
             ]
         )
     finally:
@@ -78,4 +80,7 @@ def test_a_short_cpu_run_writes_its_table_and_restores_everything(
     assert got["restore_problems"] == []
     assert set(got["variants"]) == {"bare", "minimal", "watched"}
     assert all(len(v["blocks"]) == 2 for v in got["variants"].values())
+    # The loop thread's CPU time a step, beside its wall time, and its paired figure.
+    assert all(0 < b["cpu_ms"] for v in got["variants"].values() for b in v["blocks"])
+    assert "cpu_paired_pct" in got["variants"]["watched"]
     assert "watched" in (tmp_path / "watch-parts.txt").read_text()
