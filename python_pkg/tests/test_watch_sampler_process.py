@@ -167,3 +167,25 @@ def test_asking_for_the_thread(monkeypatch: pytest.MonkeyPatch) -> None:
         assert isinstance(s, ProcessSampler)
     finally:
         s.stop()
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_watch_samples_it_from_its_process() -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from gpusight.watch.session import Watch
+
+    model = torch.nn.Linear(256, 256).cuda()
+    x = torch.randn(64, 256, device="cuda")
+    with Watch(warmup=2, profile_steps=0, stop_after_steps=False) as w:
+        end = time.perf_counter() + 1.5
+        while time.perf_counter() < end:
+            model(x).sum().backward()
+    assert isinstance(w.sampler, ProcessSampler)
+    assert w.sampler.available and w.sampler.reason is None
+    assert w.sampler.links  # the GPU's PCIe link, read in the child
+    timeline = w.report.to_dict()["run"]["timeline"]
+    assert len(timeline) >= 5
+    assert all(s.get("util_pct") is not None and s["gpu"] == 0 for s in timeline)
+    assert timeline[-1]["t"] < 1.5 + 1.0  # on the watch's clock
