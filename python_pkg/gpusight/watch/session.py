@@ -56,6 +56,8 @@ from .sampler_process import Sampler, gpu_sampler
 from .source_lines import Site, SourceMap
 
 SYNC_MESSAGE = "called a synchronizing CUDA operation"
+# Step kinds that outrank a forward's end (recorder.KINDS): under them a forward ends no step.
+_DRIVE_PAST_FORWARD = frozenset({"optimizer", "backward"})
 DEFAULT_DEVICE_TYPES = ("cuda", "xpu", "mps", "hpu", "privateuseone")
 MAX_TOP_MODULES = 8
 LONG_STEP_NS = 1_000_000_000
@@ -766,7 +768,13 @@ class Watch:
         if rec.recording_window:
             rec.window.framework.append((self._fwd_t0, t))
         info = self._fwd_top_info
-        if info is None or info.n_params == 0 or not self._boundary("forward", t):
+        # Once an optimizer or backward ends the steps, a forward never does: no boundary call.
+        if (
+            info is None
+            or info.n_params == 0
+            or rec.kind in _DRIVE_PAST_FORWARD
+            or not self._boundary("forward", t)
+        ):
             cur.overhead_ns += perf_counter_ns() - t
         return None
 
@@ -790,7 +798,7 @@ class Watch:
             if rec.recording_window:
                 rec.window.framework.append((t0, t1))
             cur.overhead_ns += w.calibration.wrapper_ns
-            if not w._boundary("backward", t1):
+            if rec.kind == "optimizer" or not w._boundary("backward", t1):
                 cur.overhead_ns += perf_counter_ns() - t1
             return out
 
