@@ -1,4 +1,4 @@
-"""The sidebar's kernel side: the live Sampler (a real thread) and the comm Hub's handlers.
+"""The sidebar's kernel side: the live Sampler (a real sampler process) and the comm Hub's handlers.
 
 The Hub is driven with plain message dicts and a list as its "comm"; one test starts a real
 ipykernel and checks that samples keep streaming over the comm while a cell keeps it busy.
@@ -9,6 +9,8 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -24,13 +26,16 @@ from gpusight.jupyter import comm as gs_comm
 from gpusight.jupyter.comm import Hub
 from gpusight.jupyter.monitor import MAX_CAPACITY, MIN_CAPACITY, Sampler, to_tick
 from gpusight.report_schema import validate
+from gpusight.watch.sampler_process import ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 Msg = dict[str, Any]
 
 
 def sampler_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "gpusight-nvml"]
+    """The monitor's threads in this process: the reader of the sampler process's ticks, or
+    (the fallback) the sampling thread itself."""
+    return [t for t in threading.enumerate() if t.name in ("gpusight-monitor", "gpusight-nvml")]
 
 
 def wait_for(cond: Callable[[], bool], timeout: float = 5.0) -> bool:
@@ -182,6 +187,169 @@ def test_configure_and_stop_from_inside_on_tick(sampler: Sampler) -> None:
     assert not sampler.running and sampler.errors == 0
     time.sleep(0.3)
     assert len(got) == 1
+
+
+# --- the sampler process: the kernel only reads its lines ------------------------------------
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or a zombie: it has exited."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def _parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def _gaps(ticks: list[Msg]) -> list[float]:
+    return [b["t"] - a["t"] for a, b in itertools.pairwise(ticks)]
+
+
+needs_proc = pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+
+
+@needs_proc
+def test_ticks_come_from_a_child_process_on_this_clock(sampler: Sampler) -> None:
+    got: list[Msg] = []
+    sampler.on_tick = got.append
+    sampler.start()
+    pid = sampler.child_pid
+    assert pid is not None and pid != os.getpid() and _parent_of(pid) == os.getpid()
+    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    assert b"gpusight.watch.sampler_process" in cmdline
+    assert wait_for(lambda: len(got) >= 2)
+    assert sampler.fallback is None
+    assert 0 < got[0]["t"] < got[-1]["t"] <= sampler.now()  # the child times on our clock
+    assert got[-1]["host"]["host_mem_used_bytes"] > 0  # read in the child
+    sampler.stop()
+    assert sampler.child_pid is None and _gone(pid)
+    # Resumed: a new child, the same clock.
+    last = got[-1]["t"]
+    sampler.start()
+    assert sampler.child_pid not in (None, pid)
+    assert wait_for(lambda: len(got) >= 3 and got[-1]["t"] > last)
+
+
+def test_one_reader_thread_while_running_none_after_stop(sampler: Sampler) -> None:
+    before = set(threading.enumerate())
+    sampler.start()
+    assert wait_for(lambda: len(sampler) >= 1)
+    added = set(threading.enumerate()) - before
+    assert [t.name for t in added] == ["gpusight-monitor"]
+    sampler.stop()
+    assert set(threading.enumerate()) - before == set()
+
+
+def test_configure_retimes_the_running_child(sampler: Sampler) -> None:
+    got: list[Msg] = []
+    sampler.on_tick = got.append
+    sampler.start()
+    pid = sampler.child_pid
+    assert wait_for(lambda: len(got) >= 4)
+    sampler.configure(hz=2)
+    n = len(got)
+    # The sample the child was waiting for comes at the old rate, the next ones at 2 Hz.
+    assert wait_for(lambda: len(got) >= n + 3)
+    assert sampler.child_pid == pid  # retimed, not restarted
+    fast, slow = _gaps(got[:n]), _gaps(got[n:])
+    assert sorted(fast)[len(fast) // 2] < 0.2
+    assert 0.35 < slow[-1] < 0.8, slow
+
+
+@needs_proc
+def test_stop_answers_while_a_forked_worker_holds_the_pipes(sampler: Sampler) -> None:
+    """DataLoader workers are forks of the kernel: they hold the child's stdin too, so closing
+    ours would not reach the child; the "stop" line does."""
+    sampler.start()
+    pid = sampler.child_pid
+    assert pid is not None and wait_for(lambda: len(sampler) >= 1)
+    worker = os.fork()
+    if worker == 0:  # outlives the stop below
+        time.sleep(3)
+        os._exit(0)
+    try:
+        began = time.perf_counter()
+        sampler.stop()
+        assert time.perf_counter() - began < 1.0
+        assert _gone(pid) and sampler_threads() == [] and sampler.fallback is None
+    finally:
+        os.kill(worker, signal.SIGKILL)
+        os.waitpid(worker, 0)
+
+
+@needs_proc
+def test_stop_from_inside_on_tick_ends_the_child(sampler: Sampler) -> None:
+    pids: list[int | None] = []
+
+    def stop_here(tick: Msg) -> None:
+        pids.append(sampler.child_pid)
+        sampler.stop()
+
+    sampler.on_tick = stop_here
+    sampler.start()
+    assert wait_for(lambda: len(pids) >= 1)
+    (pid,) = pids
+    assert pid is not None
+    assert wait_for(lambda: sampler_threads() == [] and _gone(pid))
+    assert not sampler.running and sampler.errors == 0
+    time.sleep(0.3)
+    assert len(pids) == 1 and len(sampler) == 1
+
+
+def test_a_child_that_dies_leaves_the_sampling_to_a_thread(sampler: Sampler) -> None:
+    got: list[Msg] = []
+    sampler.on_tick = got.append
+    sampler.start()
+    assert wait_for(lambda: len(got) >= 1)
+    pid = sampler.child_pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    assert wait_for(lambda: sampler.fallback is not None)
+    assert "killed by signal 9" in (sampler.fallback or "")
+    assert sampler.running and sampler.child_pid is None
+    n = len(got)
+    assert wait_for(lambda: len(got) >= n + 2)  # the thread carries on, on the same clock
+    assert got[n]["t"] > got[n - 1]["t"] and "host_cpu_pct" in got[-1]["host"]
+    assert [t.name for t in sampler_threads()] == ["gpusight-nvml"]
+    sampler.stop()
+    assert sampler_threads() == []
+
+
+@pytest.mark.parametrize(
+    "executable, why",
+    [
+        ("missing", "no process could start"),  # Popen raises
+        ("false", "the sampler process ended (exit 1)"),  # starts, then fails
+    ],
+)
+def test_a_child_that_cannot_sample_leaves_it_to_a_thread(
+    sampler: Sampler,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    executable: str,
+    why: str,
+) -> None:
+    path = shutil.which("false") if executable == "false" else str(tmp_path / "no-python")
+    monkeypatch.setattr(sys, "executable", path)
+    sampler.start()
+    assert wait_for(lambda: sampler.fallback is not None)
+    assert why in (sampler.fallback or ""), sampler.fallback
+    assert wait_for(lambda: len(sampler) >= 2)
+    assert sampler.child_pid is None
+    assert [t.name for t in sampler_threads()] == ["gpusight-nvml"]
+
+
+def test_asking_for_the_thread(sampler: Sampler, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV, "thread")
+    sampler.start()
+    assert sampler.child_pid is None and sampler.fallback is None
+    assert [t.name for t in sampler_threads()] == ["gpusight-nvml"]
+    assert wait_for(lambda: len(sampler) >= 1)
 
 
 def test_to_tick_keeps_gpu_fields_and_host_figures() -> None:

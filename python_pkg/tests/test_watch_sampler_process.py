@@ -3,6 +3,7 @@ the parent's CPU %); the GPU path of the child's loop runs against the stand-in 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -14,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from gpusight.jupyter.monitor import to_tick
 from gpusight.watch import nvml_sampler, sampler_process
 from gpusight.watch.nvml_sampler import NvmlSampler
 from gpusight.watch.sampler_process import ProcessSampler, gpu_sampler
@@ -71,6 +73,39 @@ def test_the_gpu_path_round_trips_labels_and_links(monkeypatch: pytest.MonkeyPat
     assert s.links == {0: (5, 16)}  # GPU 1 reports no PCIe link
     assert {x["gpu"] for x in s.samples} == {0, 1}
     assert any(x.get("pcie_rx_bps") == 1000 * 1024.0 for x in s.samples)
+
+
+def test_the_monitors_stream_writes_each_sample_as_a_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The monitor's child loop (``_stream``) with a stand-in NVML: one JSON line a sample, with
+    the host's figures, NVML's state on the first; ``hz`` retimes it and ``stop`` ends it."""
+    monkeypatch.setattr(nvml_sampler, "_nvml", lambda: FakeNvml())
+    r, w = os.pipe()
+    monkeypatch.setattr(sys, "stdin", os.fdopen(r))
+    out = io.BytesIO()
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(out))
+    config = {
+        "gpus": [0, 1],
+        "interval_s": 0.5,
+        "t0": time.perf_counter(),
+        "labels": None,
+        "max_samples": 8,
+        "pcie_every": 1,
+        "parent": os.getpid(),
+        "stream": True,
+    }
+    os.write(w, b"hz 100\n")  # from 2 Hz
+    threading.Timer(0.8, lambda: os.write(w, b"stop\n")).start()
+    sampler_process._stream(config)
+    os.close(w)
+
+    lines = [json.loads(x) for x in out.getvalue().splitlines()]
+    assert len(lines) >= 10  # 2 at 2 Hz
+    assert lines[0]["available"] is True and lines[0]["reason"] is None
+    assert all("available" not in x for x in lines[1:])
+    tick = to_tick(lines[0]["samples"], lines[0]["host"])
+    assert [g["gpu"] for g in tick["gpus"]] == [0, 1]
+    assert tick["gpus"][0]["util_pct"] == 50.0 and tick["gpus"][0]["pcie_rx_bps"] == 1000 * 1024.0
+    assert tick["host"]["host_mem_used_bytes"] > 0 and "cpu_pct" in tick["host"]
 
 
 def test_a_child_that_fails_says_so() -> None:

@@ -9,7 +9,7 @@ browser -> kernel
     ``export`` {request, report_id}; ``report.get`` {request, report_id}
 kernel -> browser
     ``hello`` (version, executable, capabilities, earlier reports); ``monitor.status``;
-    ``tick`` {tick} (from the sampler thread, also while a cell runs); ``ticks`` {ticks} (backlog);
+    ``tick`` {tick} (from the monitor thread, also while a cell runs); ``ticks`` {ticks} (backlog);
     ``cell`` {event: start|end, t}; ``progress`` {request, stage, fraction};
     ``report`` {request, entry, report}; ``watch.status`` {armed}; ``exported`` {request, path};
     ``error`` {request, message}

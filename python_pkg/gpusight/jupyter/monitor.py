@@ -1,17 +1,23 @@
 """The live monitor behind the sidebar: NVML samples (or the host's CPU and memory) at 2-10 Hz.
 
-``Sampler(hz=5, capacity=3000, on_tick=send).start()`` calls ``on_tick(tick)`` from a background
-thread once per tick and keeps the last ``capacity`` ticks in a ring (``collections.deque``), so
-an hour at 10 Hz costs no more memory than the ring holds. A tick is::
+``Sampler(hz=5, capacity=3000, on_tick=send).start()`` calls ``on_tick(tick)`` once per tick
+and keeps the last ``capacity`` ticks in a ring (``collections.deque``), so an hour at 10 Hz costs
+no more memory than the ring holds. A tick is::
 
     {"t": 12.3,                      # seconds on the sampler's clock (see now())
      "gpus": [{"gpu": 0, "util_pct": 97.0, "mem_used_bytes": ..., "power_w": ...,
                "sm_clock_mhz": ..., "pcie_rx_bps": ..., "pcie_tx_bps": ...}],
      "host": {"cpu_pct": ..., "host_cpu_pct": ..., "host_mem_used_bytes": ..., "host_mem_pct": ...}}
 
-The GPU readings come from the watch's :class:`~gpusight.watch.nvml_sampler.NvmlSampler` (one
-NVML reader in the package); this module adds the ring, the host figures (psutil) and a clock
-that survives pause and resume. Without NVML ``gpus`` is empty and ``reason`` says why.
+The readings come from the watch's :class:`~gpusight.watch.nvml_sampler.NvmlSampler` (one NVML
+reader in the package) and the host figures (psutil), both read in a child process that streams
+each tick back as a line (:class:`~gpusight.watch.sampler_process.StreamingSampler`): as a thread
+of the kernel the sampler took the GIL from the user's training loop about ten times a tick
+(+2.3 % of a launch-bound step on an H200, +0.9 % as a process), while the kernel's reader of
+those lines does one blocking read and a parse a tick. Where no process can start, or the child
+dies, the same loop runs as a thread here and ``fallback`` says why; ``GPUSIGHT_SAMPLER=thread``
+asks for the thread. This module adds the ring and a clock that survives pause and resume.
+Without NVML ``gpus`` is empty and ``reason`` says why.
 
 Imports neither IPython nor comm: ``benchmarks/gpu_monitor.py`` runs it in a plain Python.
 """
@@ -19,13 +25,16 @@ Imports neither IPython nor comm: ``benchmarks/gpu_monitor.py`` runs it in a pla
 from __future__ import annotations
 
 import importlib.util
+import os
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from ..watch.host_reader import HostReader
 from ..watch.nvml_sampler import NvmlSampler
+from ..watch.sampler_process import ENV, StreamingSampler, pcie_every
 
 Tick = dict[str, Any]
 Sample = dict[str, float | int | None]
@@ -52,41 +61,6 @@ def clamp_hz(hz: float) -> float:
 
 def clamp_capacity(capacity: int) -> int:
     return min(MAX_CAPACITY, max(MIN_CAPACITY, int(capacity)))
-
-
-class HostReader:
-    """System-wide CPU % and memory through psutil (None where psutil is missing)."""
-
-    def __init__(self) -> None:
-        try:
-            import psutil
-        except ImportError:
-            self._ps: Any = None
-            self.reason: str | None = "psutil is not installed: no host CPU or memory figures"
-            return
-        self._ps = psutil
-        self.reason = None
-        psutil.cpu_percent(None)  # primes the counter: the next call measures from here
-
-    @property
-    def available(self) -> bool:
-        return self._ps is not None
-
-    def read(self) -> dict[str, float | None]:
-        if self._ps is None:
-            return {}
-        out: dict[str, float | None] = {}
-        try:
-            out["host_cpu_pct"] = float(self._ps.cpu_percent(None))
-        except Exception:
-            out["host_cpu_pct"] = None
-        try:
-            vm = self._ps.virtual_memory()
-            out["host_mem_used_bytes"] = float(vm.total - vm.available)
-            out["host_mem_pct"] = float(vm.percent)
-        except Exception:
-            out["host_mem_used_bytes"] = out["host_mem_pct"] = None
-        return out
 
 
 def gpu_inventory() -> tuple[list[dict[str, Any]], str | None]:
@@ -147,11 +121,15 @@ class Sampler:
         # so that an on_tick that calls configure() cannot deadlock against it.
         self._tick_lock = threading.Lock()
         self._tick_thread: int | None = None
-        self._inner: NvmlSampler | None = None
-        self._host: HostReader | None = None
+        # The running sampler: the child process's stream, or (the fallback) the thread.
+        self._inner: StreamingSampler | NvmlSampler | None = None
+        self._host: HostReader | None = None  # the thread's; the child reads its own
         self._inventory: tuple[list[dict[str, Any]], str | None] | None = None
         self.errors = 0
         """Ticks whose ``on_tick`` raised (the stream goes on; the count says it happened)."""
+        self.fallback: str | None = None
+        """Why the sampling runs in a thread of this process rather than in a child process
+        (None while a process samples, or where ``GPUSIGHT_SAMPLER=thread`` asked for it)."""
 
     # --- clock and configuration ----------------------------------------------------------
 
@@ -170,17 +148,19 @@ class Sampler:
     def configure(self, hz: float | None = None, capacity: int | None = None) -> None:
         """Change the rate or the ring's size; a running sampler goes on at the new rate.
 
-        Safe from inside ``on_tick``: the sampling thread is retimed, not restarted (it cannot
-        join itself)."""
+        Safe from inside ``on_tick``: the sampler is retimed, not restarted (the thread that
+        calls ``on_tick`` cannot join itself)."""
         with self._lock:
             if capacity is not None and clamp_capacity(capacity) != self.capacity:
                 self._ring = deque(self._ring, maxlen=clamp_capacity(capacity))
             if hz is not None and clamp_hz(hz) != self._hz:
                 self._hz = clamp_hz(hz)
                 inner = self._inner
-                if inner is not None:
+                if isinstance(inner, StreamingSampler):
+                    inner.retime(self._hz)
+                elif inner is not None:
                     inner.interval_s = 1.0 / self._hz
-                    inner.pcie_every = max(1, round(self._hz / 2))
+                    inner.pcie_every = pcie_every(self._hz)
 
     # --- what is measured -----------------------------------------------------------------
 
@@ -216,6 +196,12 @@ class Sampler:
     def running(self) -> bool:
         return self._inner is not None
 
+    @property
+    def child_pid(self) -> int | None:
+        """The pid of the process that samples, while one does (None for the thread)."""
+        inner = self._inner
+        return inner.pid if isinstance(inner, StreamingSampler) else None
+
     def start(self) -> Sampler:
         """Start sampling (again); calling it while running does nothing."""
         with self._lock:
@@ -224,7 +210,7 @@ class Sampler:
         return self
 
     def stop(self) -> None:
-        """Stop and join the thread; the ring keeps what it holds. Safe to call twice.
+        """Stop the sampler and join its thread; the ring keeps what it holds. Safe to call twice.
 
         Returns once no ``on_tick`` runs any more (a slow one is waited for), and no tick is
         recorded after it. From inside ``on_tick`` it returns at once: the thread ends when
@@ -234,7 +220,7 @@ class Sampler:
         if inner is None:
             return
         if self._tick_thread == threading.get_ident():
-            # Called by on_tick on the sampling thread, which cannot join itself.
+            # Called by on_tick on the thread that calls it, which cannot join itself.
             threading.Thread(target=inner.stop, name="gpusight-monitor-stop", daemon=True).start()
             return
         inner.stop()
@@ -242,36 +228,70 @@ class Sampler:
             pass
 
     def _start_inner(self) -> None:
-        gpus, _ = self.inventory()
+        gpus = [g["index"] for g in self.inventory()[0]]
+        if os.environ.get(ENV, "process") == "thread":
+            self.fallback = None  # asked for
+            self._start_thread(gpus)
+            return
+        child = StreamingSampler(
+            gpus,
+            hz=self._hz,
+            t0=self._t0,  # the ticks' times on this clock (perf_counter is system-wide)
+            max_samples=max(8, 2 * len(gpus)),
+            on_exit=lambda why: self._child_ended(child, gpus, why),
+        )
+        child.subscribe(self._listener(child))
+        self._inner = child
+        try:
+            child.start()
+        except OSError as exc:
+            self._start_thread(gpus)
+            self.fallback = f"no process could start ({exc}): sampling in a thread of the kernel"
+            return
+        self.fallback = None
+
+    def _child_ended(self, child: StreamingSampler, gpus: list[int], why: str) -> None:
+        """The sampler process ended unasked (on its reader's thread): go on in a thread."""
+        with self._lock:
+            if self._inner is not child:  # stopped meanwhile: that was the end asked for
+                return
+            self._start_thread(gpus)
+            # Set once the thread is in place: whoever reads it sees the sampler it speaks of.
+            self.fallback = f"the sampler process ended ({why}): sampling in a thread of the kernel"
+
+    def _start_thread(self, gpus: list[int]) -> None:
         self._host = HostReader()
         inner = NvmlSampler(
-            gpus=[g["index"] for g in gpus],
+            gpus=gpus,
             interval_s=1.0 / self._hz,
             with_cpu=True,
             # The inner list is only a by-product here (this ring is the history): keep it tiny.
             max_samples=max(8, 2 * len(gpus)),
-            # PCIe throughput costs NVML 20 ms per direction: read it about twice a second.
-            pcie_every=max(1, round(self._hz / 2)),
+            pcie_every=pcie_every(self._hz),
             t0=self._t0,
         )
+        inner.subscribe(self._listener(inner))
+        self._inner = inner
+        inner.start()
 
-        def on_group(group: list[Sample]) -> None:
+    def _listener(self, inner: StreamingSampler | NvmlSampler) -> Callable[..., None]:
+        def on_group(group: list[Sample], host: dict[str, float | None] | None = None) -> None:
             with self._tick_lock:
                 if self._inner is not inner:  # stopped (or restarted) meanwhile: not ours
                     return
                 self._tick_thread = threading.get_ident()
                 try:
-                    self.record(group)
+                    self.record(group, host)
                 finally:
                     self._tick_thread = None
 
-        inner.subscribe(on_group)
-        self._inner = inner
-        inner.start()
+        return on_group
 
-    def record(self, group: list[Sample]) -> Tick:
-        """Add one NvmlSampler group to the ring (the sampler thread calls this every tick)."""
-        host = self._host.read() if self._host is not None else {}
+    def record(self, group: list[Sample], host: dict[str, float | None] | None = None) -> Tick:
+        """Add one NvmlSampler group to the ring (the reader or sampler thread calls this every
+        tick); ``host``: the host figures the sampler process read with it, else read here."""
+        if host is None:
+            host = self._host.read() if self._host is not None else {}
         tick = to_tick(group, host)
         self._ring.append(tick)
         callback = self.on_tick

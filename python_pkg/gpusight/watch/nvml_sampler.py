@@ -1,11 +1,12 @@
-"""Sample GPU utilisation, memory, power, SM clock and PCIe traffic in a background thread.
+"""Sample GPU utilisation, memory, power, SM clock and PCIe traffic in a loop of its own: a
+background thread, or (the watch's and the sidebar's way) a sampler process's main thread.
 
 ``NvmlSampler(gpus=[0]).start()`` ... ``samples = sampler.stop()``: plain dicts in the report's
 ``Sample`` shape (``t`` in seconds since ``t0``). Without NVML (no driver, no nvidia-ml-py) it
 samples nothing from the GPU, says why in ``reason``, and records the process' CPU % through
-psutil when that is installed. The sidebar uses it for live charts; the watch runs the same loop
-in a process of its own (``sampler_process.py``, :meth:`NvmlSampler.run_here`): in a thread, the
-Python between NVML calls takes the GIL from the training thread about ten times a sample.
+psutil when that is installed. The watch and the sidebar's live charts run the loop in a process
+of their own (``sampler_process.py``, :meth:`NvmlSampler.run_here`): in a thread, the Python
+between NVML calls takes the GIL from the training thread about ten times a sample.
 
 A sample takes well under a millisecond except PCIe throughput, which NVML measures over 20 ms
 (sampled every ``pcie_every`` samples).
