@@ -132,6 +132,7 @@ def main() -> int:
 
     phases: list[dict[str, Any]] = []
     sampler.start()
+    child = sampler.child_pid  # the sampler process's (None: a thread of this process samples)
     wall0 = time.perf_counter()
     try:
         for name, seconds in PHASES:
@@ -155,6 +156,8 @@ def main() -> int:
     )
     checks = {
         "ticks_per_s": len(ticks) / wall,
+        # As in a kernel: NVML read in a child process, not a thread of the training process.
+        "sampled_in_a_process": child is not None and sampler.fallback is None,
         "every_phase_sampled": all(
             p["ticks"] >= 0.8 * HZ * (p["end"] - p["start"]) for p in phases
         ),
@@ -174,6 +177,8 @@ def main() -> int:
         f"gpusight monitor on {gpus[0]['name']} (NVML GPU {gpu}), {HZ:g} Hz, "
         f"{len(ticks)} ticks in {wall:.1f} s ({checks['ticks_per_s']:.1f}/s), "
         f"sampler errors {sampler.errors}",
+        f"sampled in: {'a process (pid ' + str(child) + ')' if child else 'a thread'}"
+        f"{'; fallback: ' + sampler.fallback if sampler.fallback else ''}",
         "",
         f"{'phase':<7} {'from s':>7} {'to s':>7} {'ticks':>5} {'steps':>5} "
         f"{'util mean':>9} {'settled':>8} {'max':>5} {'power W':>8} {'mem GiB':>8}",
@@ -209,7 +214,7 @@ def main() -> int:
         ),
         "utf-8",
     )
-    ok = checks["every_phase_sampled"] and checks["train_rises"] and checks["idle_falls"]
+    ok = all(v for k, v in checks.items() if k != "ticks_per_s")
     return 0 if ok else 1
 
 
