@@ -189,6 +189,17 @@ def test_the_watch_falls_back_on_the_thread(monkeypatch: pytest.MonkeyPatch) -> 
         s.stop()
 
 
+def test_an_embedded_interpreter_samples_in_a_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(nvml_sampler, "_nvml", lambda: FakeNvml())
+    monkeypatch.setattr(sys, "executable", "")
+    s = gpu_sampler((0,), 0.02, time.perf_counter(), labels=[0])
+    try:
+        assert isinstance(s, NvmlSampler) and s.available
+        assert s.reason is not None and "sys.executable is empty" in s.reason
+    finally:
+        s.stop()
+
+
 def test_asking_for_the_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(sampler_process.ENV, "thread")
     s = gpu_sampler((0,), 0.02, time.perf_counter(), labels=[0])

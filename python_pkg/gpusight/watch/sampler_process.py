@@ -268,6 +268,8 @@ def pcie_every(hz: float) -> int:
 
 
 def _spawn(config: dict[str, Any]) -> subprocess.Popen[bytes]:
+    if not sys.executable:  # an embedded interpreter: no Python to start a child with
+        raise OSError("this interpreter does not know its executable (sys.executable is empty)")
     return subprocess.Popen(
         [sys.executable, "-m", __name__, json.dumps(config)],
         stdin=subprocess.PIPE,
