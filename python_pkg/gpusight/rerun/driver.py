@@ -241,6 +241,23 @@ def judge(res: RunResult) -> RunResult:
     return res
 
 
+def sweep_step_ratio(
+    control_ms: float, seen: list[tuple[float, RunResult]], slowdown: float
+) -> float:
+    """How many times the control's step a run at ``slowdown`` (a batch ``k`` times larger)
+    will take, from the runs of the sweep so far (``(k, run)``): the line through the last two
+    points (the control's at ``k = 1`` when one run is in), never falling, and between the
+    largest step seen and ``k`` times the control's (a step that grows with its batch).
+
+    ``k`` times the control's step alone skipped the x64 run of a launch-bound loop whose x16
+    step was no longer than its control's (it needed 7 s, the forecast said 40)."""
+    points = [(1.0, control_ms), *sorted((k, float(r.step_ms or 0.0)) for k, r in seen)]
+    (k0, s0), (k1, s1) = points[-2], points[-1]
+    slope = max(0.0, (s1 - s0) / (k1 - k0)) if k1 > k0 else 0.0
+    step = s1 + slope * (slowdown - k1)
+    return min(max(1.0, slowdown), max(1.0, step / control_ms, s1 / control_ms))
+
+
 class Driver:
     """Runs the re-runs within the budget; ``progress(text)`` hears of each."""
 
@@ -276,11 +293,18 @@ class Driver:
         self.progress(f"what-if {n}: {label}: {what} ({res.wall_s:.1f} s)")
         return res
 
-    def forecast_s(self, control: RunResult, arm: Arm) -> float:
-        """A run's wall time: the control's, with its steps ``arm.slowdown`` times longer."""
+    def forecast_s(
+        self, control: RunResult, arm: Arm, seen: list[tuple[float, RunResult]] | None = None
+    ) -> float:
+        """A run's wall time: the control's, with its steps ``arm.slowdown`` times longer, or
+        (``seen``: the sweep's runs so far, each with its slowdown) as long as the step time
+        the runs so far point to (:func:`sweep_step_ratio`)."""
         step_s = (control.step_ms or 0.0) / 1000.0
         stepping = min(control.wall_s, step_s * (control.steps + self.warmup + 3))
-        return control.wall_s + stepping * (max(1.0, arm.slowdown) - 1.0)
+        ratio = max(1.0, arm.slowdown)
+        if seen and control.step_ms:
+            ratio = sweep_step_ratio(control.step_ms, seen, arm.slowdown)
+        return control.wall_s + stepping * (ratio - 1.0)
 
     # -- the whole what-if ------------------------------------------------------------------
     def what_if(self) -> Outcome:
@@ -320,6 +344,7 @@ class Driver:
         for g in groups:
             gains: list[float | None] = []
             best: tuple[float, Arm] | None = None
+            first = len(out.arms)  # this group's runs are out.arms[first:]
             for arm in g.arms:
                 if arm.skipped:
                     out.arms.append((arm, None))
@@ -328,7 +353,13 @@ class Driver:
                     arm.skipped = "the sweep stopped at its knee (no gain past the point before)"
                     out.arms.append((arm, None))
                     continue
-                need = self.forecast_s(ref, arm)
+                # A batch sweep's steps so far say how its next step grows.
+                seen = [
+                    (a.slowdown, r)
+                    for a, r in out.arms[first:]
+                    if r is not None and r.ok and r.step_ms and a.slowdown > 1.0
+                ]
+                need = self.forecast_s(ref, arm, seen)
                 if need > self.left_s():
                     arm.skipped = (
                         f"over the budget: needs ~{need:.0f} s, {max(0.0, self.left_s()):.0f} s "
