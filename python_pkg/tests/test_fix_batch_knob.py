@@ -5,11 +5,6 @@ scenario patched with ``patch -p1`` and run on the CPU."""
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,8 +22,8 @@ from gpusight.rules.workload import (
     WorkloadEvidence,
     analyse,
 )
+from scenario_support import SCENARIOS, apply_patch, copy_scenario, run_scenario, watch_scenario
 
-SCENARIOS = Path(__file__).resolve().parents[2] / "benchmarks" / "scenarios"
 NOTE = "  # a larger batch: the same launches, more items"
 
 
@@ -251,30 +246,19 @@ def test_the_scenarios_patch_from_a_watched_run_applies_and_runs_on_the_cpu(
 ) -> None:
     # The whole path: the watch finds infer.unbatched on the CPU, `--patch` writes the knob's
     # diff, `patch -p1` applies it, and the patched script serves 64 requests per forward.
-    if shutil.which("patch") is None:
-        pytest.skip("no patch program")
-    for name in ("unbatched_inference.py", "_common.py"):
-        shutil.copy(SCENARIOS / name, tmp_path / name)
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    watched = subprocess.run(
-        [sys.executable, "-m", "gpusight", "run", "--quiet", "--steps", "16", "--profile-steps",
-         "0", "--patch", "fix.diff", "unbatched_inference.py", "--iters", "60", "--device",
-         "cpu"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    copy_scenario("unbatched_inference", tmp_path)
+    watched = watch_scenario(
+        tmp_path, "--steps", "16", "--profile-steps", "0", "--patch", "fix.diff",
+        "unbatched_inference.py", "--iters", "60", "--device", "cpu",
     )  # fmt: skip
     assert watched.returncode == 0, watched.stderr[-2000:]
     diff = (tmp_path / "fix.diff").read_text()
     assert f"+    group = 64{NOTE}" in diff, diff
-    subprocess.run(["patch", "-p1", "-i", "fix.diff"], cwd=tmp_path, check=True,
-                   capture_output=True)  # fmt: skip
+    apply_patch(tmp_path)
     patched = (tmp_path / "unbatched_inference.py").read_text()
     assert patched == batch_knob_text(UNBATCHED, line_of(UNBATCHED, "model(batch)"), 64)
     assert compiles(patched)
-    done = subprocess.run(
-        [sys.executable, "unbatched_inference.py", "--device", "cpu", "--iters", "4",
-         "--warmup", "1"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    row = next(ln for ln in done.stdout.splitlines() if ln.startswith("SCENARIO_RESULT "))
-    assert json.loads(row.removeprefix("SCENARIO_RESULT "))["samples_per_step"] == 64
+    result = run_scenario(
+        tmp_path, "unbatched_inference", "--device", "cpu", "--iters", "4", "--warmup", "1"
+    )
+    assert result["samples_per_step"] == 64

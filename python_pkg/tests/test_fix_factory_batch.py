@@ -5,11 +5,6 @@ and the what-if row's fix, and the scenario patched with ``patch -p1`` and run o
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +13,8 @@ from gpusight.fixes.statement_patches import compiles
 from gpusight.rerun.plan import Arm
 from gpusight.rerun.results import _fix_for
 from gpusight.rules.workload import CodeSource, analyse
-from test_fix_batch_knob import NOTE, SCENARIOS, _launch_bound, line_of
+from scenario_support import SCENARIOS, apply_patch, copy_scenario, run_scenario
+from test_fix_batch_knob import NOTE, _launch_bound, line_of
 
 TINY = (SCENARIOS / "tiny_batch.py").read_text()
 TINY_CALL = "model(xs[i % 16])"
@@ -275,22 +271,13 @@ def test_the_tiny_batch_patch_applies_and_runs_on_the_cpu(tmp_path: Path) -> Non
     # The watch raises load.small_batch only on a GPU run, so the finding comes from a GPU-like
     # run's evidence over the real scenario; its diff is applied with `patch -p1` and the
     # patched script trains 256 samples per step on the CPU.
-    if shutil.which("patch") is None:
-        pytest.skip("no patch program")
-    for name in ("tiny_batch.py", "_common.py"):
-        shutil.copy(SCENARIOS / name, tmp_path / name)
+    copy_scenario("tiny_batch", tmp_path)
     ev = _launch_bound("optimizer", 8, CodeSource("tiny_batch.py", TINY, line_of(TINY, TINY_CALL)))
     fix = next(f for f in analyse(ev).findings if f.id == "load.small_batch").fix
-    (tmp_path / "fix.diff").write_text(fix.patch or "")
-    subprocess.run(["patch", "-p1", "-i", "fix.diff"], cwd=tmp_path, check=True,
-                   capture_output=True)  # fmt: skip
+    apply_patch(tmp_path, fix.patch or "")
     patched = (tmp_path / "tiny_batch.py").read_text()
     assert patched == batch_knob_text(TINY, line_of(TINY, TINY_CALL), 256)
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    done = subprocess.run(
-        [sys.executable, "tiny_batch.py", "--device", "cpu", "--iters", "4", "--warmup", "1"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    row = next(ln for ln in done.stdout.splitlines() if ln.startswith("SCENARIO_RESULT "))
-    assert json.loads(row.removeprefix("SCENARIO_RESULT "))["samples_per_step"] == 256
+    result = run_scenario(
+        tmp_path, "tiny_batch", "--device", "cpu", "--iters", "4", "--warmup", "1"
+    )
+    assert result["samples_per_step"] == 256

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from gpusight.cli import main
 from gpusight.fixes.patch import loader_patch, set_call_keywords
 from gpusight.fixes.patch_files import made_from, text_sha256
 from gpusight.report import load_report
+from scenario_support import apply_patch, copy_scenario, run_scenario, watch_scenario
 
 SRC = """import torch
 from torch.utils.data import DataLoader
@@ -195,28 +195,16 @@ SCENARIOS_WITH_A_CPU_PATCH = ("bursty_loader", "slow_loader", "small_batch_rnn")
 def test_each_scenarios_patch_applies_and_the_patched_script_runs(
     name: str, tmp_path: Path
 ) -> None:
-    if shutil.which("patch") is None:
-        pytest.skip("no patch program")
-    scenarios = Path(__file__).resolve().parents[2] / "benchmarks" / "scenarios"
-    for f in (f"{name}.py", "_common.py"):
-        shutil.copy(scenarios / f, tmp_path / f)
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    run = subprocess.run(
-        # 16 steps: small_batch_rnn's loader wait on the CPU is ~10 % of its step, and over 6
-        # steps of a busy 2-core machine it once read under the finding's 5 % (no patch).
-        [sys.executable, "-m", "gpusight", "run", "--quiet", "--steps", "16", "--profile-steps",
-         "0", "--patch", "fix.diff", f"{name}.py", "--iters", "60"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    copy_scenario(name, tmp_path)
+    # 16 steps: small_batch_rnn's loader wait on the CPU is ~10 % of its step, and over 6 steps
+    # of a busy 2-core machine it once read under the finding's 5 % (no patch).
+    run = watch_scenario(
+        tmp_path, "--steps", "16", "--profile-steps", "0", "--patch", "fix.diff", f"{name}.py",
+        "--iters", "60",
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
     assert (tmp_path / "fix.diff").exists(), run.stderr[-2000:]
     diff = (tmp_path / "fix.diff").read_text()
     assert f"--- a/{name}.py" in diff and "DataLoader(" in diff
-    subprocess.run(["patch", "-p1", "-i", "fix.diff"], cwd=tmp_path, check=True,
-                   capture_output=True)  # fmt: skip
-    done = subprocess.run(
-        [sys.executable, f"{name}.py", "--iters", "8"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "SCENARIO_RESULT" in done.stdout
+    apply_patch(tmp_path)
+    assert run_scenario(tmp_path, name, "--iters", "8")  # it ran and said its SCENARIO_RESULT

@@ -4,10 +4,6 @@ finding that carries it, and the public scenario patched with ``patch -p1``."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,8 +13,8 @@ from gpusight.fixes.patch_files import text_sha256
 from gpusight.fixes.placement import to_device_text
 from gpusight.fixes.statement_patches import compiles
 from gpusight.rules.workload import CodeSource, Placement, WorkloadEvidence, analyse
+from scenario_support import SCENARIOS, apply_patch, copy_scenario, run_scenario
 
-SCENARIOS = Path(__file__).resolve().parents[2] / "benchmarks" / "scenarios"
 MOVE_X = 'x = x.to("cuda", non_blocking=True)'
 MOVE_XY = 'x, y = x.to("cuda", non_blocking=True), y.to("cuda", non_blocking=True)'
 
@@ -197,23 +193,12 @@ def test_the_cpu_model_finding_carries_the_patch() -> None:
 def test_the_scenarios_patch_applies_and_runs_where_cuda_is(tmp_path: Path) -> None:
     # The scenario requires CUDA (REQUIRES_CUDA): on a CPU-only machine the patched script is
     # only compiled and applied; with CUDA it runs.
-    if shutil.which("patch") is None:
-        pytest.skip("no patch program")
-    for f in ("cpu_model.py", "_common.py"):
-        shutil.copy(SCENARIOS / f, tmp_path / f)
+    copy_scenario("cpu_model", tmp_path)
     src = (SCENARIOS / "cpu_model.py").read_text()
     new = moved(src)
     assert new is not None and compiles(new)
-    (tmp_path / "fix.diff").write_text(unified_diff(src, new, "cpu_model.py"))
-    subprocess.run(["patch", "-p1", "-i", "fix.diff"], cwd=tmp_path, check=True,
-                   capture_output=True)  # fmt: skip
+    apply_patch(tmp_path, unified_diff(src, new, "cpu_model.py"))
     assert (tmp_path / "cpu_model.py").read_text() == new
     if not torch.cuda.is_available():
         return
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    done = subprocess.run(
-        [sys.executable, "cpu_model.py", "--iters", "4", "--warmup", "1"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "SCENARIO_RESULT" in done.stdout
+    assert run_scenario(tmp_path, "cpu_model", "--iters", "4", "--warmup", "1")  # its result

@@ -7,9 +7,6 @@ with ``patch -p1`` and run on the CPU."""
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,8 +23,7 @@ from gpusight.rules.workload import (
     analyse,
 )
 from gpusight.watch.session import Watch
-
-SCENARIOS = Path(__file__).resolve().parents[2] / "benchmarks" / "scenarios"
+from scenario_support import SCENARIOS, apply_patch, copy_scenario, run_scenario
 
 MODULE_LEVEL = """import torch
 
@@ -327,20 +323,9 @@ def test_the_scenarios_patch_applies_and_the_patched_script_runs_on_the_cpu(
 ) -> None:
     # On a CPU these findings are not raised (no pageable copies, no Tensor Core convolutions),
     # so the patch is made from the scenario's real text at the lines the watch records.
-    if shutil.which("patch") is None:
-        pytest.skip("no patch program")
-    for f in (f"{name}.py", "_common.py"):
-        shutil.copy(SCENARIOS / f, tmp_path / f)
+    copy_scenario(name, tmp_path)
     diff = _scenario_diff(name)
     assert diff is not None
-    (tmp_path / "fix.diff").write_text(diff)
-    subprocess.run(["patch", "-p1", "-i", "fix.diff"], cwd=tmp_path, check=True,
-                   capture_output=True)  # fmt: skip
+    apply_patch(tmp_path, diff)
     assert "channels_last" in diff or "pin_memory()" in diff
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    done = subprocess.run(
-        [sys.executable, f"{name}.py", "--device", "cpu", "--iters", "4", "--warmup", "1"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "SCENARIO_RESULT" in done.stdout
+    assert run_scenario(tmp_path, name, "--device", "cpu", "--iters", "4", "--warmup", "1")
