@@ -82,7 +82,6 @@ class ProcessSampler:
         self._samples: list[Sample] = []
         self._available = False
         self._proc: subprocess.Popen[bytes] | None = None
-        self._stopped = False
 
     @property
     def available(self) -> bool:
@@ -104,9 +103,8 @@ class ProcessSampler:
 
     def stop(self) -> list[Sample]:
         proc, self._proc = self._proc, None
-        if proc is None or self._stopped:
+        if proc is None:
             return self.samples
-        self._stopped = True
         try:
             # "stop" rather than closing stdin: DataLoader workers forked from the user's
             # process hold the pipe's write end too, so the child might never see EOF.
@@ -123,8 +121,7 @@ class ProcessSampler:
         try:
             got = json.loads(out.decode("utf-8"))
         except ValueError:
-            tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit {code}"]
-            self.reason = f"the GPU sampler process failed: {tail[0]}"
+            self.reason = f"the GPU sampler process failed: {_how(code, err)}"
             return
         self._samples = list(got.get("samples", []))
         self._available = bool(got.get("available"))
@@ -291,7 +288,12 @@ def _ended(proc: subprocess.Popen[bytes]) -> str:
     err = proc.stderr.read() if proc.stderr is not None else b""
     for pipe in (proc.stdout, proc.stderr):
         _close(pipe)
-    if code < 0:
+    return _how(code, err)
+
+
+def _how(code: int | None, err: bytes) -> str:
+    """How a child ended, in words: its signal, or its exit code and last line on stderr."""
+    if code is not None and code < 0:
         return f"killed by signal {-code}"
     tail = err.decode("utf-8", "replace").strip().splitlines()[-1:]
     return f"exit {code}: {tail[0]}" if tail else f"exit {code}"
