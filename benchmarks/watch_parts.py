@@ -159,9 +159,10 @@ def sync_mode(torch: Any, relay: bool) -> Iterator[dict[str, Any]]:
 @contextlib.contextmanager
 def sampler_only(process: bool) -> Iterator[dict[str, Any]]:
     from gpusight.watch.nvml_sampler import NvmlSampler
-    from gpusight.watch.sampler_process import ProcessSampler, Sampler
+    from gpusight.watch.sampler_process import ProcessSampler, WatchSampler
 
-    sampler: Sampler = (ProcessSampler if process else NvmlSampler)((0,), t0=time.perf_counter())
+    kind = ProcessSampler if process else NvmlSampler
+    sampler: WatchSampler = kind((0,), t0=time.perf_counter())
     sampler.start()
     try:
         yield {"nvml": sampler.available}

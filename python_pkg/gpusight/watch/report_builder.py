@@ -34,7 +34,7 @@ from .trace_analysis import HostRecord, WindowStats
 from .trace_analysis import analyse as analyse_trace
 
 if TYPE_CHECKING:
-    from .sampler_process import Sampler
+    from .sampler_process import WatchSampler
     from .session import Watch
 
 
@@ -98,7 +98,7 @@ def _cell(filename: str, line: int, offset: int) -> CellSource | None:
     return cell
 
 
-def _link_gbps(sampler: Sampler | None) -> float | None:
+def _link_gbps(sampler: WatchSampler | None) -> float | None:
     """The slowest PCIe link of the sampled GPUs at its best (GB/s one way), if NVML said."""
     links = [pcie_gbps(gen, width) for gen, width in (sampler.links if sampler else {}).values()]
     known = [g for g in links if g]

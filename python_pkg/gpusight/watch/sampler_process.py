@@ -37,7 +37,7 @@ ENV = "GPUSIGHT_SAMPLER"
 STOP_TIMEOUT_S = 5.0
 
 
-class Sampler(Protocol):
+class WatchSampler(Protocol):
     """What the watch reads from its sampler (the thread's and the process's alike)."""
 
     reason: str | None
@@ -50,7 +50,7 @@ class Sampler(Protocol):
     @property
     def samples(self) -> list[Sample]: ...
 
-    def start(self) -> Sampler: ...
+    def start(self) -> WatchSampler: ...
 
     def stop(self) -> list[Sample]: ...
 
@@ -317,7 +317,7 @@ def _child_env() -> dict[str, str]:
 
 def gpu_sampler(
     gpus: Sequence[int | str], interval_s: float, t0: float, labels: Sequence[int]
-) -> Sampler:
+) -> WatchSampler:
     """The watch's started GPU sampler: a child process, else (``GPUSIGHT_SAMPLER=thread``, or
     no process could start) the thread, with ``reason`` saying why where it is not asked for."""
     if os.environ.get(ENV, "process") != "thread":

@@ -52,7 +52,7 @@ from .patches import Patches
 from .placement import INSPECT_CALLS, ModuleInfo, inspect_module, observe_call
 from .profiler_window import CUPTI_TEARDOWN, ProfilerWindow
 from .recorder import StepRecorder
-from .sampler_process import Sampler, gpu_sampler
+from .sampler_process import WatchSampler, gpu_sampler
 from .source_lines import Site, SourceMap
 
 SYNC_MESSAGE = "called a synchronizing CUDA operation"
@@ -254,7 +254,7 @@ class Watch:
         self._torch: Any = None
         self._rec: StepRecorder | None = None
         self._window: ProfilerWindow | None = None
-        self._sampler: Sampler | None = None
+        self._sampler: WatchSampler | None = None
         self._cuda = False
         self._t0_ns = 0
         self._t0 = 0.0
@@ -1064,7 +1064,7 @@ class Watch:
         return self._window
 
     @property
-    def sampler(self) -> Sampler | None:
+    def sampler(self) -> WatchSampler | None:
         return self._sampler
 
     @property
