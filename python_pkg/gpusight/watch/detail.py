@@ -13,7 +13,15 @@ cost. When that is more than ``BUDGET`` of the step, from then on each step reco
 probability 1/k, k the smallest that brings the cost within budget (at most ``MAX_EVERY``).
 Random, not every k-th step: a pattern that repeats every few steps (a log line every 10
 steps) is then neither always nor never seen. Counts are scaled by measured / detailed steps.
-The step boundaries, the data wait and the module hooks run on every step.
+The step boundaries and the data wait run on every step.
+
+The module hooks and the forward/backward/optimizer clocks (the step's framework time) are
+sampled the same way, on their own budget, where a training step is short: on a 2 ms launch-bound
+step they cost more than everything else the watch does (torch takes its slow hook path through
+the model's call and two Python hooks run; ``benchmarks/hook_cost.py``). Steps that an optimizer
+or a backward ends need them for nothing but that time, so on the other steps (``full`` false)
+the hooks come off the model and the framework time is the mean of the steps that timed it.
+Steps that a model call ends (inference) keep them: the call is the step boundary.
 """
 
 from __future__ import annotations
@@ -27,12 +35,17 @@ BUDGET = 0.002
 """The detail's share of the step, by the watch's own clocks, that every step may pay."""
 MAX_EVERY = 16
 TRIM = 2
+HOOK_BUDGET = 0.002
+"""The module hooks' and framework clocks' share of the step (by the watch's own clocks, less the
+detail) that every step may pay."""
 
 
 class _Step(Protocol):
     phase: str
     detail: bool
     detail_ns: int
+    overhead_ns: int
+    full: bool
 
     @property
     def duration_ns(self) -> int: ...
@@ -43,6 +56,13 @@ def every_for(share: float) -> int:
     if share <= BUDGET:
         return 1
     return min(MAX_EVERY, math.ceil(share / BUDGET))
+
+
+def full_every_for(share: float) -> int:
+    """1 in how many steps runs the module hooks, for hooks that cost ``share`` of a step."""
+    if share <= HOOK_BUDGET:
+        return 1
+    return min(MAX_EVERY, math.ceil(share / HOOK_BUDGET))
 
 
 def census_share(steps: list[tuple[int, int]]) -> float:
@@ -62,8 +82,15 @@ class DetailPlan:
         """Measured steps that recorded the detail."""
         self.share: float | None = None
         """The detail's share of the step over the census, by the watch's own clocks."""
+        self.full_every = 1
+        """1: every step runs the module hooks and times its framework calls."""
+        self.full = 0
+        """Measured steps that did."""
+        self.hook_share: float | None = None
+        """The rest of the watch's share of the step over the census (hooks, clocks, records)."""
         self._rng = random.Random(seed)
         self._census: list[tuple[int, int]] = []
+        self._hook_census: list[tuple[int, int]] = []
 
     @property
     def decided(self) -> bool:
@@ -75,15 +102,25 @@ class DetailPlan:
         self.measured += 1
         if step.detail:
             self.detailed += 1
+        if step.full:
+            self.full += 1
         if self.share is None:
             self._census.append((step.detail_ns, step.duration_ns))
+            self._hook_census.append((step.overhead_ns - step.detail_ns, step.duration_ns))
             if self.measured >= CENSUS:
                 self.share = census_share(self._census)
                 self.every = every_for(self.share)
+                self.hook_share = census_share(self._hook_census)
+                self.full_every = full_every_for(self.hook_share)
 
     def next_records(self) -> bool:
         """Whether the next step records the detail."""
         return self.every == 1 or self._rng.random() * self.every < 1.0
+
+    def next_full(self) -> bool:
+        """Whether the next step runs the module hooks and times its framework calls (only
+        asked where an optimizer or a backward ends the steps)."""
+        return self.full_every == 1 or self._rng.random() * self.full_every < 1.0
 
     def scale(self, count: int) -> int:
         """A count from the detailed steps, for all measured steps."""

@@ -39,6 +39,9 @@ class StepRecord:
     """Whether this step recorded copies and syncs (``detail.py``)."""
     detail_ns: int = 0
     """Of ``overhead_ns``, what recording them cost."""
+    full: bool = True
+    """Whether this step ran the module hooks and timed its forward, backward and optimizer
+    calls (``framework_ns``); see ``detail.py``."""
     epoch: bool = False
     """A new DataLoader iterator (an epoch, with fresh workers unless persistent) began here."""
 
@@ -53,6 +56,7 @@ class StepRecord:
         self.overhead_ns += other.overhead_ns
         self.syncs += other.syncs
         self.detail_ns += other.detail_ns
+        self.full = self.full and other.full
         self.epoch = self.epoch or other.epoch
 
 

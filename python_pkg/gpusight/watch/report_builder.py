@@ -215,6 +215,14 @@ def _memory(w: Watch) -> tuple[int | None, int | None, int | None]:
         return None, None, None
 
 
+def _framework_per_step(steps: list[StepRecord]) -> list[float]:
+    """Framework ms per step; a light step (no module hooks or framework clocks, ``detail.py``)
+    gets the mean of those that timed it."""
+    timed = [r.framework_ns for r in steps if r.full]
+    mean = sum(timed) / len(timed) if timed else 0.0
+    return [_ms(r.framework_ns if r.full else mean) for r in steps]
+
+
 def _copy_per_step(steps: list[StepRecord]) -> list[float]:
     """Host copy ms per step; a step that did not record its copies (``detail.py``) gets the
     mean of those that did."""
@@ -324,7 +332,7 @@ def build_report(w: Watch) -> Report:
         step_times_ms=[_ms(r.duration_ns) for r in clean],
         data_wait_ms=[_ms(r.data_ns) for r in clean],
         host_copy_ms=_copy_per_step(clean),
-        framework_ms=[_ms(r.framework_ns) for r in clean],
+        framework_ms=_framework_per_step(clean),
         cuda_available=cuda,
         cuda_devices=int(torch.cuda.device_count()) if cuda else 0,
         window=_gpu_window(stats) if stats is not None else None,
@@ -428,6 +436,18 @@ def build_report(w: Watch) -> Report:
         kernels["detail_every"] = plan.every
         kernels["detail_steps"] = plan.detailed
         kernels["detail_cost_pct"] = round(100.0 * (plan.share or 0.0), 3)
+    if plan.hook_share is not None:
+        kernels["module_hooks_every"] = plan.full_every
+        kernels["module_hooks_steps"] = plan.full
+        kernels["module_hooks_cost_pct"] = round(100.0 * plan.hook_share, 3)
+    if measured and plan.full < plan.measured:
+        notes.append(
+            f"the model's forward, backward and optimizer calls were timed on {plan.full} of "
+            f"{plan.measured} measured steps, picked at random (1 in {plan.full_every}): on every "
+            f"step of a step this short the hooks that time them would cost "
+            f"{100 * (plan.hook_share or 0):.1f} % of it; the other steps' framework time is the "
+            "mean of those"
+        )
     if measured and plan.every > 1:
         notes.append(
             f"host-to-device copies and host syncs were recorded on {plan.detailed} of "

@@ -268,6 +268,7 @@ class Watch:
         self._bwd_depth = 0
         self._switched = False
         self._global_handles: list[Any] = []
+        self._module_handles: list[Any] = []
         self._top_modules: dict[int, Any] = {}
         self._sync_mode_before: int | None = None
         self._sync_mode_set = False
@@ -297,6 +298,9 @@ class Watch:
         # cost a short step more than their budget (detail.py).
         self.detail = DetailPlan()
         self._detail = True
+        # Whether the current step runs the module hooks and framework clocks (detail.py).
+        self._full = True
+        self._light_ok: bool | None = None
 
     # -- context manager ----------------------------------------------------------------------
     def __enter__(self) -> Watch:
@@ -513,17 +517,47 @@ class Watch:
         for h in self._global_handles:
             h.remove()
         self._global_handles = []
+        self._patches.add("module hooks", self._unhook_top_modules)
+        self._hook_top_modules()
+
+    def _hook_top_modules(self) -> None:
         self._fwd_depth = 0
         self._fwd_top = None
         for module in list(self._top_modules.values())[:MAX_TOP_MODULES]:
             # First of the module's pre-hooks: the clock starts before theirs, and the call is
             # seen as the script made it (a what-if's hook that repeats the batch comes after).
-            self._patches.handle(
-                "module pre-hook", module.register_forward_pre_hook(self._fwd_pre, prepend=True)
+            self._module_handles.append(
+                module.register_forward_pre_hook(self._fwd_pre, prepend=True)
             )
-            self._patches.handle(
-                "module hook", module.register_forward_hook(self._fwd_post, always_call=True)
+            self._module_handles.append(
+                module.register_forward_hook(self._fwd_post, always_call=True)
             )
+
+    def _unhook_top_modules(self) -> None:
+        handles, self._module_handles = self._module_handles, []
+        for h in handles:
+            h.remove()
+        self._fwd_depth = 0
+        self._fwd_top = None
+
+    def _light_allowed(self) -> bool:
+        """Light steps take the hooks off the model and put them back: not on a model compiled
+        in place (``model.compile()``), whose compiled call traces its hooks and would compile
+        again at each change. Decided once."""
+        if self._light_ok is None:
+            self._light_ok = all(
+                getattr(m, "_compiled_call_impl", None) is None for m in self._top_modules.values()
+            )
+        return self._light_ok
+
+    def _set_full(self, on: bool) -> None:
+        """The next step runs the module hooks and times its framework calls, or not (a light
+        step: the hooks come off the model, so torch's call takes its hook-free path)."""
+        self._full = on
+        if on:
+            self._hook_top_modules()
+        else:
+            self._unhook_top_modules()
 
     # -- the profiler window ------------------------------------------------------------------
     def _start_window(self) -> None:
@@ -600,8 +634,17 @@ class Watch:
         detail = plan.next_records() if plan.every > 1 else True
         if detail is not self._detail:
             self._set_detail(detail)
+        # Light steps only where the model's call does not end the step (detail.py).
+        full = (
+            plan.next_full()
+            if plan.full_every > 1 and rec.kind in _DRIVE_PAST_FORWARD and self._light_allowed()
+            else True
+        )
+        if full is not self._full:
+            self._set_full(full)
         nxt = rec.begin_next(perf_counter_ns())
         nxt.detail = detail
+        nxt.full = full
         if not transition:
             nxt.overhead_ns += nxt.start_ns - t
         if rec.steps is not None and rec.done():
@@ -679,7 +722,7 @@ class Watch:
     # -- hooks --------------------------------------------------------------------------------
     # Each starts with the same test as ``_mine()``, inlined: it runs several times a step.
     def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
-        if get_ident() != self._tid:
+        if get_ident() != self._tid or not self._full:
             return
         if self._opt_clock is None:
             self._opt_clock = id(opt)
@@ -786,6 +829,10 @@ class Watch:
             rec = w._rec
             if w._bwd_depth or get_ident() != w._tid or rec is None:
                 return orig(*args, **kwargs)
+            if not w._full and rec.kind == "optimizer":
+                # A light step: an optimizer ends it, and its backward is not timed.
+                rec.current.overhead_ns += w.calibration.wrapper_ns
+                return orig(*args, **kwargs)
             w._bwd_depth += 1
             t0 = perf_counter_ns()
             try:
@@ -794,7 +841,8 @@ class Watch:
                 w._bwd_depth -= 1
             t1 = perf_counter_ns()
             cur = rec.current
-            cur.framework_ns += t1 - t0
+            if w._full:
+                cur.framework_ns += t1 - t0
             if rec.recording_window:
                 rec.window.framework.append((t0, t1))
             cur.overhead_ns += w.calibration.wrapper_ns

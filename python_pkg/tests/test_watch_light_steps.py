@@ -1,0 +1,154 @@
+"""Light steps (``watch/detail.py``): on a short training step the module hooks and framework
+clocks run on 1 in k steps; the other steps take the hooks off the model. Real CPU torch."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from gpusight.watch import detail
+from gpusight.watch.detail import DetailPlan, full_every_for
+from gpusight.watch.recorder import StepRecord
+from gpusight.watch.session import Watch
+from torch import nn
+from watch_support import small_model, snapshot
+
+
+def _step(ms: float, overhead_us: float, detail_us: float = 0.0) -> StepRecord:
+    r = StepRecord(1, "measure", 0, int(ms * 1e6))
+    r.overhead_ns = int((overhead_us + detail_us) * 1e3)
+    r.detail_ns = int(detail_us * 1e3)
+    return r
+
+
+def test_full_every_keeps_the_hooks_within_their_budget() -> None:
+    assert full_every_for(0.0) == 1
+    assert full_every_for(detail.HOOK_BUDGET) == 1
+    assert full_every_for(detail.HOOK_BUDGET * 3.5) == 4
+    assert full_every_for(1.0) == detail.MAX_EVERY
+
+
+def test_the_census_splits_the_hooks_cost_from_the_detail() -> None:
+    # 30 us of hooks in a 2 ms step (1.5 %): sampled; the 1 us of detail is not.
+    plan = DetailPlan()
+    for _ in range(detail.CENSUS):
+        plan.step_ended(_step(2.0, 30.0, detail_us=1.0))
+    assert plan.every == 1
+    assert plan.hook_share == pytest.approx(30e-3 / 2.0)
+    assert plan.full_every == full_every_for(30e-3 / 2.0) == 8
+    # The same hooks in a 50 ms step: every step.
+    long = DetailPlan()
+    for _ in range(detail.CENSUS):
+        long.step_ended(_step(50.0, 30.0))
+    assert long.full_every == 1 and long.next_full()
+
+
+def _train(model: nn.Module, steps: int, sleep_s: float = 0.0, compile_at: int = -1) -> None:
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(4, 32), torch.randn(4, 4)
+    for i in range(steps):
+        if i == compile_at:
+            model._compiled_call_impl = model._call_impl  # where model.compile() puts its call
+        if sleep_s:
+            time.sleep(sleep_s)
+        loss = nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+def test_a_short_training_step_takes_the_hooks_off_on_most_steps_and_restores_all() -> None:
+    before = snapshot()
+    model = small_model()
+    hooks_during: list[int] = []
+    w = Watch(warmup=2, profile_steps=0, stop_after_steps=False, device_types=("meta",))
+    with w:
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        x, y = torch.randn(4, 32), torch.randn(4, 4)
+        for _ in range(400):
+            loss = nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            hooks_during.append(len(model._forward_hooks) + len(model._forward_pre_hooks))
+    assert snapshot() == before
+    # No hook of ours left on the model, and none of the user's touched.
+    assert not model._forward_hooks and not model._forward_pre_hooks
+    plan = w.detail
+    rec = w.recorder
+    assert rec is not None and rec.kind == "optimizer"
+    assert plan.full_every > 1, plan.hook_share
+    measured = [r for r in rec.records if r.phase == "measure"]
+    light = [r for r in measured if not r.full]
+    full = [r for r in measured if r.full]
+    assert light and len(full) >= detail.CENSUS
+    assert plan.full == len(full) < len(measured)
+    # Light steps time no framework call and pay less of the watch; the model's hooks were off
+    # after them (0) and on after full ones (2).
+    assert all(r.framework_ns == 0 for r in light)
+    assert all(r.framework_ns > 0 for r in full)
+    assert 0 in hooks_during and 2 in hooks_during
+    light_cost = sum(r.overhead_ns for r in light) / len(light)
+    full_cost = sum(r.overhead_ns for r in full[detail.CENSUS :] or full) / max(
+        1, len(full[detail.CENSUS :] or full)
+    )
+    assert light_cost < full_cost
+    rep = w.report
+    assert rep is not None and rep.run is not None
+    rep.validate()
+    k = rep.run["kernels"]
+    assert k["module_hooks_every"] == plan.full_every
+    assert k["module_hooks_steps"] == plan.full
+    assert any("were timed on" in n for n in rep.notes)
+
+
+def test_light_steps_get_the_timed_steps_mean_framework_time() -> None:
+    from gpusight.watch.report_builder import _framework_per_step
+
+    a, b, c = (StepRecord(i, "measure", 0, 10) for i in range(3))
+    a.framework_ns, b.framework_ns = 2_000_000, 4_000_000
+    c.full = False
+    assert _framework_per_step([a, b, c]) == [2.0, 4.0, 3.0]
+
+
+def test_hooks_within_their_budget_run_on_every_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A budget this VM's cache-cold hooks stay within after a 30 ms step (~0.3 % of it here).
+    monkeypatch.setattr(detail, "HOOK_BUDGET", 0.05)
+    model = small_model()
+    w = Watch(warmup=2, profile_steps=0, stop_after_steps=False, device_types=("meta",))
+    with w:
+        _train(model, detail.CENSUS + 8, sleep_s=0.03)
+    rec = w.recorder
+    assert rec is not None
+    assert w.detail.full_every == 1, w.detail.hook_share
+    assert all(r.full and r.framework_ns > 0 for r in rec.records if r.phase == "measure")
+    rep = w.report
+    assert rep is not None
+    assert not any("were timed on" in n for n in rep.notes)
+
+
+def test_inference_steps_keep_their_hooks_the_call_ends_the_step() -> None:
+    model = small_model().eval()
+    x = torch.randn(2, 32)
+    w = Watch(warmup=2, profile_steps=0, stop_after_steps=False, device_types=("meta",))
+    with w, torch.inference_mode():
+        for _ in range(300):
+            model(x)
+    rec = w.recorder
+    assert rec is not None and rec.kind == "forward"
+    measured = [r for r in rec.records if r.phase == "measure"]
+    assert len(measured) > 250 and all(r.full for r in measured)
+
+
+def test_a_model_compiled_in_place_keeps_its_hooks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``model.compile()`` traces the model's hooks: taking them off and on would compile it
+    again each time. (Marked as compiled here; compiling for real is slow on the CPU.)"""
+    model = small_model()
+    w = Watch(warmup=2, profile_steps=0, stop_after_steps=False, device_types=("meta",))
+    with w:
+        _train(model, 300, compile_at=1)
+    rec = w.recorder
+    assert rec is not None
+    assert w.detail.full_every > 1  # short enough to sample...
+    assert all(r.full for r in rec.records if r.phase == "measure")  # ...but it stays on
