@@ -549,6 +549,7 @@ ABLATIONS = (
     "no_copy_hook",
     "minimal",
     "all_detail",
+    "all_hooks",
 )
 
 
@@ -560,7 +561,8 @@ def ablated(part: str) -> Iterator[None]:
     sync-debug mode left off), ``no_copy_hook`` (``Tensor.to`` and ``Tensor.cuda`` left
     unwrapped), or ``minimal`` (sampler, sync mode and copy hook off: the step and module hooks
     alone), or ``all_detail`` (copies and syncs recorded on every step, however short: no
-    sampling, see ``gpusight/watch/detail.py``)."""
+    sampling, see ``gpusight/watch/detail.py``), or ``all_hooks`` (the module hooks and framework
+    clocks on every step: no light steps, as before they were sampled)."""
     from gpusight.watch import detail, sampler_process, session
     from gpusight.watch.nvml_sampler import NvmlSampler
 
@@ -568,7 +570,7 @@ def ablated(part: str) -> Iterator[None]:
     saved_sampler, saved_gpu_sampler = session.NvmlSampler, session.gpu_sampler
     saved_sync = session.Watch._maybe_enable_sync_mode
     saved_copy = session.Watch._wrap_copy
-    saved_budget = detail.BUDGET
+    saved_budget, saved_hook_budget = detail.BUDGET, detail.HOOK_BUDGET
     saved_env = os.environ.get(sampler_process.ENV)
 
     class Idle(NvmlSampler):
@@ -590,9 +592,11 @@ def ablated(part: str) -> Iterator[None]:
             session.Watch._wrap_copy = lambda self, orig: orig  # type: ignore[method-assign]
         if part == "all_detail":
             detail.BUDGET = 1.0
+        if part == "all_hooks":
+            detail.HOOK_BUDGET = 1.0
         yield
     finally:
-        detail.BUDGET = saved_budget
+        detail.BUDGET, detail.HOOK_BUDGET = saved_budget, saved_hook_budget
         session.NvmlSampler, session.gpu_sampler = saved_sampler, saved_gpu_sampler  # type: ignore[misc]
         session.Watch._maybe_enable_sync_mode = saved_sync  # type: ignore[method-assign]
         session.Watch._wrap_copy = saved_copy  # type: ignore[method-assign]

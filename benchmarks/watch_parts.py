@@ -20,7 +20,8 @@ block. Variants:
 * the watch: ``minimal`` (step and module hooks only), ``no_sync_mode``, ``no_copy_hook``,
   ``no_sampler``, ``thread_sampler`` (its sampler a thread of this process, as before the
   sampler process), ``all_detail`` (copies and syncs recorded on every step: no sampling, see
-  ``gpusight/watch/detail.py``), ``watched`` (the watch as it is), as ``overhead.py --ablate``
+  ``gpusight/watch/detail.py``), ``all_hooks`` (the module hooks and framework clocks on every
+  step: no light steps), ``watched`` (the watch as it is), as ``overhead.py --ablate``
   switches them off.
 
 Each block also records the garbage collections it saw and, for the watch, the syncs and copies
@@ -62,9 +63,12 @@ PARTS = (
     "no_sampler",
     "thread_sampler",
     "all_detail",
+    "all_hooks",
     "watched",
 )
-WARM_STEPS = 8
+# Past the watch's warm-up (3) and its census (16 measured steps, gpusight/watch/detail.py),
+# after which a long run's steps are what they will be for the rest of it.
+WARM_STEPS = 24
 # The H200 host has phases of a second or more where the same step takes 1.5-2x as long (any
 # variant; DVFS?): a round whose two blocks differ by more than this straddles two of them.
 SAME_STATE = 1.2  # the watch's 3 warm-up steps and its hook switch happen before the timed ones

@@ -1,0 +1,135 @@
+"""The watch's own cost per training step, in microseconds, on a step that costs almost nothing.
+
+    PYTHONPATH=python_pkg:benchmarks python3 benchmarks/hook_cost.py --rounds 40 --out DIR
+
+On a launch-bound GPU step (2 ms, ~90 launches) the watch's hooks are a few percent, and the
+GPU host's noise (10-15 % between seconds) hides a change of a few microseconds. The hooks'
+Python is the same on any device, so this times it on the CPU, on tiny_batch's shape of step
+(seven ``Linear`` and six ``ReLU`` in a ``Sequential``, cross-entropy, AdamW) with 4-wide layers:
+the step is torch's dispatch and little else, and a microsecond of the watch is visible.
+
+Blocks of steps alternate bare and watched (``watch_parts.py``'s parts, rotated each round);
+the figure is the median over rounds of (watched block's median step - the round's bare one),
+in microseconds, and the same of the loop thread's CPU time a step (what a shared machine's
+other work takes from the wall clock is not in it). Writes ``OUT/hook-cost.json``; prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+WARM = 24  # past the watch's warm-up (3) and census (16 steps, gpusight/watch/detail.py)
+
+
+class TinyStep:
+    def __init__(self, torch: Any, width: int, depth: int, foreach: bool) -> None:
+        nn = torch.nn
+        torch.manual_seed(0)
+        layers: list[Any] = []
+        for _ in range(depth):
+            layers += [nn.Linear(width, width), nn.ReLU()]
+        self.torch = torch
+        self.model = nn.Sequential(*layers, nn.Linear(width, 10))
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, foreach=foreach)
+        self.x = torch.randn(8, width)
+        self.y = torch.randint(0, 10, (8,))
+
+    def step(self) -> None:
+        f = self.torch.nn.functional
+        loss = f.cross_entropy(self.model(self.x), self.y)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+
+
+def block(work: TinyStep, part: str, n: int) -> dict[str, float]:
+    from watch_parts import variant
+
+    with variant(work.torch, part) as info:
+        for _ in range(WARM):
+            work.step()
+        cpu0 = time.thread_time_ns()
+        ends = [time.perf_counter_ns()]
+        for _ in range(n):
+            work.step()
+            ends.append(time.perf_counter_ns())
+        cpu = time.thread_time_ns() - cpu0
+    steps = [(b - a) / 1e3 for a, b in pairwise(ends)]
+    # The thread's CPU time too: on a shared machine the wall clock also counts time the
+    # thread waited to run.
+    out = {"median_us": statistics.median(steps), "cpu_us": cpu / n / 1e3}
+    w = info.get("watch")
+    if w is not None and w.recorder is not None:
+        measured = [r for r in w.recorder.records if r.phase == "measure"]
+        out["self_us"] = sum(r.overhead_ns for r in measured) / max(1, len(measured)) / 1e3
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--parts", nargs="*", default=["bare", "all_hooks", "watched"])
+    p.add_argument("--rounds", type=int, default=40)
+    p.add_argument("--steps", type=int, default=300, help="timed steps a block")
+    p.add_argument("--width", type=int, default=4)
+    p.add_argument("--depth", type=int, default=6)
+    p.add_argument("--out", default=None)
+    args = p.parse_args()
+    import torch
+
+    torch.set_num_threads(1)  # torch's intra-op pool would only add noise to a 4-wide step
+    parts = list(dict.fromkeys(["bare", *args.parts]))
+    work = TinyStep(torch, args.width, args.depth, foreach=True)
+    blocks: dict[str, list[dict[str, float]]] = {p: [] for p in parts}
+    for r in range(args.rounds):
+        order = parts[r % len(parts) :] + parts[: r % len(parts)]
+        for part in order:
+            blocks[part].append(block(work, part, args.steps))
+    rows = {}
+    for part in parts:
+        row: dict[str, Any] = {}
+        for key, name in (("median_us", "wall"), ("cpu_us", "cpu")):
+            bare = [b[key] for b in blocks["bare"]]
+            mine = [b[key] for b in blocks[part]]
+            diffs = sorted(m - b for m, b in zip(mine, bare, strict=True))
+            k = len(diffs) // 4
+            row[f"{name}_step_us"] = statistics.median(mine)
+            row[f"{name}_extra_us"] = statistics.median(diffs)
+            row[f"{name}_extra_iqr_us"] = [diffs[k], diffs[-k - 1]] if k else [diffs[0], diffs[-1]]
+        selfs = [b["self_us"] for b in blocks[part] if "self_us" in b]
+        row["self_us"] = statistics.median(selfs) if selfs else None
+        rows[part] = row
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="hook-cost-"))
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {"torch": torch.__version__, "args": vars(args)}
+    (out / "hook-cost.json").write_text(json.dumps({"meta": meta, "parts": rows}, indent=1))
+    print(f"hook cost on cpu (torch {torch.__version__}), {args.rounds} x {args.steps} steps")
+    print(
+        f"{'part':10} {'step us':>8} {'extra us':>9} {'IQR':>15} "
+        f"{'cpu us':>8} {'extra':>7} {'IQR':>15} {'self us':>8}"
+    )
+    for part, r in rows.items():
+        w, c, s = r["wall_extra_iqr_us"], r["cpu_extra_iqr_us"], r["self_us"]
+        print(
+            f"{part:10} {r['wall_step_us']:8.1f} {r['wall_extra_us']:+9.1f} "
+            f"{w[0]:+7.1f}..{w[1]:+6.1f} {r['cpu_step_us']:8.1f} {r['cpu_extra_us']:+7.1f} "
+            f"{c[0]:+7.1f}..{c[1]:+6.1f} {'-' if s is None else f'{s:8.1f}'}"
+        )
+    print("step us: the block's median step (wall); cpu us: the loop thread's CPU time a step;")
+    print("extra: median over rounds of the part's figure minus the round's bare one, IQR its")
+    print("quartiles; self us: what the watch's own clocks saw a measured step")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
