@@ -54,6 +54,7 @@ class TinyStep:
 
 
 def block(work: TinyStep, part: str, n: int) -> dict[str, float]:
+    """``WARM`` steps, then ``n`` timed ones, under ``part``."""
     from watch_parts import variant
 
     with variant(work.torch, part) as info:
@@ -73,10 +74,12 @@ def block(work: TinyStep, part: str, n: int) -> dict[str, float]:
     if w is not None and w.recorder is not None:
         measured = [r for r in w.recorder.records if r.phase == "measure"]
         out["self_us"] = sum(r.overhead_ns for r in measured) / max(1, len(measured)) / 1e3
+        out["measured_steps"] = len(measured)
+        out["full_steps"] = sum(r.full for r in measured)  # the module hooks on (detail.py)
     return out
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--parts", nargs="*", default=["bare", "all_hooks", "watched"])
     p.add_argument("--rounds", type=int, default=40)
@@ -84,17 +87,21 @@ def main() -> int:
     p.add_argument("--width", type=int, default=4)
     p.add_argument("--depth", type=int, default=6)
     p.add_argument("--out", default=None)
-    args = p.parse_args()
+    args = p.parse_args(argv)
     import torch
 
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)  # torch's intra-op pool would only add noise to a 4-wide step
     parts = list(dict.fromkeys(["bare", *args.parts]))
     work = TinyStep(torch, args.width, args.depth, foreach=True)
     blocks: dict[str, list[dict[str, float]]] = {p: [] for p in parts}
-    for r in range(args.rounds):
-        order = parts[r % len(parts) :] + parts[: r % len(parts)]
-        for part in order:
-            blocks[part].append(block(work, part, args.steps))
+    try:
+        for r in range(args.rounds):
+            order = parts[r % len(parts) :] + parts[: r % len(parts)]
+            for part in order:
+                blocks[part].append(block(work, part, args.steps))
+    finally:
+        torch.set_num_threads(threads)
     rows = {}
     for part in parts:
         row: dict[str, Any] = {}
@@ -108,6 +115,9 @@ def main() -> int:
             row[f"{name}_extra_iqr_us"] = [diffs[k], diffs[-k - 1]] if k else [diffs[0], diffs[-1]]
         selfs = [b["self_us"] for b in blocks[part] if "self_us" in b]
         row["self_us"] = statistics.median(selfs) if selfs else None
+        if selfs:
+            row["full_steps"] = sum(int(b["full_steps"]) for b in blocks[part])
+            row["measured_steps"] = sum(int(b["measured_steps"]) for b in blocks[part])
         rows[part] = row
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="hook-cost-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -116,18 +126,20 @@ def main() -> int:
     print(f"hook cost on cpu (torch {torch.__version__}), {args.rounds} x {args.steps} steps")
     print(
         f"{'part':10} {'step us':>8} {'extra us':>9} {'IQR':>15} "
-        f"{'cpu us':>8} {'extra':>7} {'IQR':>15} {'self us':>8}"
+        f"{'cpu us':>8} {'extra':>7} {'IQR':>15} {'self us':>8} {'hooked':>9}"
     )
     for part, r in rows.items():
         w, c, s = r["wall_extra_iqr_us"], r["cpu_extra_iqr_us"], r["self_us"]
+        hooked = f"{r['full_steps']}/{r['measured_steps']}" if "full_steps" in r else "-"
         print(
             f"{part:10} {r['wall_step_us']:8.1f} {r['wall_extra_us']:+9.1f} "
             f"{w[0]:+7.1f}..{w[1]:+6.1f} {r['cpu_step_us']:8.1f} {r['cpu_extra_us']:+7.1f} "
-            f"{c[0]:+7.1f}..{c[1]:+6.1f} {'-' if s is None else f'{s:8.1f}'}"
+            f"{c[0]:+7.1f}..{c[1]:+6.1f} {'-' if s is None else f'{s:8.1f}'} {hooked:>9}"
         )
     print("step us: the block's median step (wall); cpu us: the loop thread's CPU time a step;")
     print("extra: median over rounds of the part's figure minus the round's bare one, IQR its")
-    print("quartiles; self us: what the watch's own clocks saw a measured step")
+    print("quartiles; self us: what the watch's own clocks saw a measured step; hooked: the")
+    print("measured steps that ran the module hooks, of all (the rest light steps)")
     return 0
 
 

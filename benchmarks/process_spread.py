@@ -154,33 +154,11 @@ def analyse(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--only", nargs="*", default=["tiny_batch", "unbatched_inference"])
-    p.add_argument("--envs", nargs="*", default=list(ENVS), choices=list(ENVS))
-    p.add_argument("--procs", type=int, default=8, help="processes per scenario and env")
-    p.add_argument("--iters", type=int, default=1500)
-    p.add_argument("--control-s", type=float, default=0.8)
-    p.add_argument("--cpus", default=None, help="taskset -c LIST for every process")
-    p.add_argument("--timeout", type=float, default=120.0)
-    p.add_argument("--out", default=None)
-    args = p.parse_args()
-    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="spread-"))
-    out.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="spread-runs-"))
-    result: dict[str, Any] = {"args": vars(args), "scenarios": {}}
+def table(scenarios: dict[str, Any]) -> str:
     rows = []
-    for name in args.only:
-        script = SCENARIOS / f"{name}.py"
-        runs: list[dict[str, Any]] = []
-        # Environments interleaved, so a drift of the host weighs on each alike.
-        for i in range(args.procs):
-            for env_name in args.envs:
-                runs.append(one(script, env_name, args.iters, work, f"{name}-{i}-{env_name}", args))
-        by_env = {e: analyse([r for r in runs if r["env"] == e]) for e in args.envs}
-        result["scenarios"][name] = {"runs": runs, "by_env": by_env}
-        (out / "process-spread.json").write_text(json.dumps(result, indent=1))
-        for e, a in by_env.items():
+    for name, res in scenarios.items():
+        runs = res["runs"]
+        for e, a in res["by_env"].items():
             if "main" not in a:
                 err = next((r["error"] for r in runs if r["env"] == e and "error" in r), "")
                 rows.append(f"{name:20} {e:9} failed: {err[-120:]!r}")
@@ -203,7 +181,43 @@ def main() -> int:
         "\ncorr: the two's correlation across processes; halves: median |second half / first"
         " half - 1| within a process; ctl ba: the same for the control loop before and after."
     )
-    text = "\n".join([head, *rows, "", notes])
+    return "\n".join([head, *rows, "", notes])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--only", nargs="*", default=["tiny_batch", "unbatched_inference"])
+    p.add_argument("--envs", nargs="*", default=list(ENVS), choices=list(ENVS))
+    p.add_argument("--procs", type=int, default=8, help="processes per scenario and env")
+    p.add_argument("--iters", type=int, default=1500)
+    p.add_argument("--control-s", type=float, default=0.8)
+    p.add_argument("--cpus", default=None, help="taskset -c LIST for every process")
+    p.add_argument("--timeout", type=float, default=120.0)
+    p.add_argument("--out", default=None)
+    p.add_argument(
+        "--table-from",
+        default=None,
+        help="print the table of a saved process-spread.json (a run cut short writes no table)",
+    )
+    args = p.parse_args()
+    if args.table_from:
+        print(table(json.loads(Path(args.table_from).read_text())["scenarios"]))
+        return 0
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="spread-"))
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="spread-runs-"))
+    result: dict[str, Any] = {"args": vars(args), "scenarios": {}}
+    for name in args.only:
+        script = SCENARIOS / f"{name}.py"
+        runs: list[dict[str, Any]] = []
+        # Environments interleaved, so a drift of the host weighs on each alike.
+        for i in range(args.procs):
+            for env_name in args.envs:
+                runs.append(one(script, env_name, args.iters, work, f"{name}-{i}-{env_name}", args))
+        by_env = {e: analyse([r for r in runs if r["env"] == e]) for e in args.envs}
+        result["scenarios"][name] = {"runs": runs, "by_env": by_env}
+        (out / "process-spread.json").write_text(json.dumps(result, indent=1))
+    text = table(result["scenarios"])
     (out / "process-spread.txt").write_text(text + "\n")
     print(text)
     return 0

@@ -30,7 +30,12 @@ in the environment: torch's profiler then tears CUPTI down when it stops).
 
 ``--cpus 2-5`` pins every process (bare and watched alike) to those cores: a launch-bound step's
 pace depends on which core runs it, and unpinned processes of the same script differed by up
-to 25 % on the H200's host.
+to 25 % on the H200's host. Pinned, they still differ by 10-30 %: ``process_spread.py`` found
+the host's pace changing within a process over seconds (a run's two halves 6.6 % apart, a
+control loop before and after its steps 14 %), so a few percent of the watch's steady cost is
+resolved by blocks alternated within one process (``watch_parts.py``), not by these rounds;
+what this benchmark alone shows is the window's extra wall, the exit cost and the report's
+figures beside the script's own clock.
 
 Writes ``OUT/watch-cost.json`` and ``OUT/watch-cost-table.txt`` (printed last). Exit code 1 when
 a run failed.
