@@ -152,3 +152,33 @@ def test_a_model_compiled_in_place_keeps_its_hooks(monkeypatch: pytest.MonkeyPat
     assert rec is not None
     assert w.detail.full_every > 1  # short enough to sample...
     assert all(r.full for r in rec.records if r.phase == "measure")  # ...but it stays on
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_once_torch_compile_compiled_something_the_hooks_stay_on() -> None:
+    """A compiled function that calls the model traces the model's hooks (dynamo's eager
+    backend here: no C++ compiler needed), and each change of them would compile it again."""
+    import torch._dynamo.utils as dynamo_utils
+
+    model = small_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    @torch.compile(backend="eager")
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return model(x)
+
+    x, y = torch.randn(4, 32), torch.randn(4, 4)
+    graphs = dynamo_utils.counters["stats"]["unique_graphs"]
+    w = Watch(warmup=2, profile_steps=0, stop_after_steps=False, device_types=("meta",))
+    with w:
+        for _ in range(200):
+            loss = nn.functional.mse_loss(forward(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    assert dynamo_utils.counters["stats"]["unique_graphs"] > graphs  # compiled while watched
+    rec = w.recorder
+    assert rec is not None and rec.kind == "optimizer"
+    assert w.detail.full_every > 1  # short enough to sample...
+    assert all(r.full for r in rec.records if r.phase == "measure")  # ...but it stays on
+    assert not model._forward_hooks and not model._forward_pre_hooks

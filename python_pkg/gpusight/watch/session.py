@@ -202,6 +202,17 @@ def sync_kind(code: str | None) -> str:
     return "sync"
 
 
+def _compiled_graphs() -> int:
+    """Graphs torch.compile has compiled in this process so far (0 before dynamo is imported)."""
+    dynamo = sys.modules.get("torch._dynamo.utils")
+    if dynamo is None:
+        return 0
+    try:
+        return int(dynamo.counters["stats"]["unique_graphs"])
+    except Exception:  # a torch without these counters: nothing to compare
+        return 0
+
+
 class Watch:
     """Instrument the code run inside it; ``report`` holds the diagnosis afterwards.
 
@@ -301,6 +312,7 @@ class Watch:
         # Whether the current step runs the module hooks and framework clocks (detail.py).
         self._full = True
         self._light_ok: bool | None = None
+        self._graphs_at_start = 0
 
     # -- context manager ----------------------------------------------------------------------
     def __enter__(self) -> Watch:
@@ -332,6 +344,7 @@ class Watch:
 
         self._torch = torch
         self._started = True
+        self._graphs_at_start = _compiled_graphs()
         self._tid = threading.get_ident()
         self._native_tid = threading.get_native_id()
         self._pid = os.getpid()
@@ -541,13 +554,20 @@ class Watch:
         self._fwd_top = None
 
     def _light_allowed(self) -> bool:
-        """Light steps take the hooks off the model and put them back: not on a model compiled
-        in place (``model.compile()``), whose compiled call traces its hooks and would compile
-        again at each change. Decided once."""
+        """Light steps take the hooks off the model and put them back: not where compiled code
+        may trace them and compile again at each change. Not on a model compiled in place
+        (``model.compile()``: its compiled call runs its hooks), decided once; and not once
+        torch.compile has compiled anything (a compiled step function that calls the model
+        traces the model's hooks too) since the watch started, asked at each step (a counter's
+        lookup)."""
         if self._light_ok is None:
             self._light_ok = all(
                 getattr(m, "_compiled_call_impl", None) is None for m in self._top_modules.values()
             )
+        if not self._light_ok:
+            return False
+        if _compiled_graphs() != self._graphs_at_start:
+            self._light_ok = False
         return self._light_ok
 
     def _set_full(self, on: bool) -> None:
