@@ -43,7 +43,7 @@ want() { [[ " ${STEPS[*]} " == *" $1 "* ]]; }
 
 T0=$SECONDS
 # Every test marked `gpu` (bench, watch, what-if), skipped elsewhere.
-want tests && step gpu-tests 150 "$PY" -m pytest -q -m gpu --noconftest -p no:cacheprovider python_pkg/tests/test_bench_gpu.py python_pkg/tests/test_watch_hot_path.py python_pkg/tests/test_whatif_gpu.py python_pkg/tests/test_inference.py python_pkg/tests/test_rerun_inject.py python_pkg/tests/test_watch_sampler_process.py
+want tests && step gpu-tests 150 "$PY" -m pytest -q -m gpu --noconftest -p no:cacheprovider python_pkg/tests/test_bench_gpu.py python_pkg/tests/test_watch_hot_path.py python_pkg/tests/test_whatif_gpu.py python_pkg/tests/test_inference.py python_pkg/tests/test_rerun_inject.py python_pkg/tests/test_watch_sampler_process.py python_pkg/tests/test_watch_light_steps.py
 want bench && step bench 330 "$PY" benchmarks/gpu_bench.py --out "$OUT"
 want whatif && step whatif 420 "$PY" benchmarks/gpu_whatif.py --out "$OUT/whatif"
 # gpusight run --what-if on each scenario's unmodified script vs its fix (SCENARIOS="a b" for some).
@@ -60,7 +60,7 @@ want overhead && step parts 150 "$PY" benchmarks/watch_parts.py --parts bare wat
 want cost && step probe 120 "$PY" benchmarks/probe_profiler_after.py
 want cost && step cost 420 "$PY" benchmarks/watch_cost.py --only mlp_adam tiny_batch unbatched_inference --rounds 5 --cpus 2-5 --target-s 2 --out "$OUT/cost-launch"
 want cost && step cost-rest 600 "$PY" benchmarks/watch_cost.py --rounds 1 --budget 500 --only conv_nchw_amp fp32_transformer slow_loader bursty_loader item_per_step pageable_copy cpu_model small_batch_rnn healthy --out "$OUT/cost-rest"
-want overhead && step parts-train 120 "$PY" benchmarks/watch_parts.py --workload tiny_batch --parts bare watched --rounds 40 --block-s 0.2 --out "$OUT/parts-train"
+want overhead && step parts-train 150 "$PY" benchmarks/watch_parts.py --workload tiny_batch --parts bare watched all_hooks --rounds 40 --block-s 0.15 --settle-s 0.5 --out "$OUT/parts-train"
 # The trainer callbacks against `gpusight run` on the same script (#19; the image has the frameworks).
 want callbacks && step callbacks 420 "$PY" benchmarks/callbacks_gpu.py --out "$OUT/callbacks"
 want multi && step multi 240 "$PY" benchmarks/gpu_multi.py --out "$OUT"

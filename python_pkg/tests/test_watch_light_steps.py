@@ -182,3 +182,40 @@ def test_once_torch_compile_compiled_something_the_hooks_stay_on() -> None:
     assert w.detail.full_every > 1  # short enough to sample...
     assert all(r.full for r in rec.records if r.phase == "measure")  # ...but it stays on
     assert not model._forward_hooks and not model._forward_pre_hooks
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_launch_bound_cuda_training_step_runs_light_steps_with_the_profiler_window() -> None:
+    """tiny_batch's shape on a GPU, with the profiler window: light steps after the census, the
+    loss read every 10 steps still counted as a sync, and the report valid."""
+    torch.manual_seed(0)
+    layers: list[nn.Module] = []
+    for _ in range(6):
+        layers += [nn.Linear(1024, 1024), nn.ReLU()]
+    model = nn.Sequential(*layers, nn.Linear(1024, 10)).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    xs = torch.randn(16, 8, 1024, device="cuda")
+    ys = torch.randint(0, 10, (16, 8), device="cuda")
+    w = Watch(warmup=3, profile_steps=3, stop_after_steps=False)
+    with w:
+        for i in range(400):
+            loss = nn.functional.cross_entropy(model(xs[i % 16]), ys[i % 16])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            if i % 10 == 0:
+                loss.item()
+    assert not model._forward_hooks and not model._forward_pre_hooks
+    rec = w.recorder
+    assert rec is not None and rec.kind == "optimizer"
+    measured = [r for r in rec.records if r.phase == "measure"]
+    assert w.detail.full_every > 1, w.detail.hook_share
+    assert detail.CENSUS <= sum(r.full for r in measured) < len(measured)
+    rep = w.report
+    assert rep is not None and rep.run is not None
+    rep.validate()
+    assert rep.run["kernels"]["module_hooks_every"] == w.detail.full_every
+    items = [s for s in rep.run["syncs"] if s["kind"] == "item"]
+    assert items and abs(items[0]["count"] - len(measured) / 10) <= len(measured) / 10 * 0.5
+    assert rep.verdict is not None and rep.verdict.bottleneck != "none"
