@@ -1,12 +1,16 @@
-"""The watch's own cost per training step, in microseconds, on a step that costs almost nothing.
+"""The watch's own cost per step, in microseconds, on a step that costs almost nothing.
 
     PYTHONPATH=python_pkg:benchmarks python3 benchmarks/hook_cost.py --rounds 40 --out DIR
+    PYTHONPATH=python_pkg:benchmarks python3 benchmarks/hook_cost.py --workload infer \\
+        --parts bare minimal watched
 
 On a launch-bound GPU step (2 ms, ~90 launches) the watch's hooks are a few percent, and the
 GPU host's noise (10-15 % between seconds) hides a change of a few microseconds. The hooks'
 Python is the same on any device, so this times it on the CPU, on tiny_batch's shape of step
 (seven ``Linear`` and six ``ReLU`` in a ``Sequential``, cross-entropy, AdamW) with 4-wide layers:
 the step is torch's dispatch and little else, and a microsecond of the watch is visible.
+``--workload infer``: one call of a 2-wide ``Linear`` under ``inference_mode``, each call a step
+(inference keeps the module hooks on every step: the call ends the step).
 
 Blocks of steps alternate bare and watched (``watch_parts.py``'s parts, rotated each round);
 the figure is the median over rounds of (watched block's median step - the round's bare one),
@@ -53,7 +57,19 @@ class TinyStep:
         self.opt.step()
 
 
-def block(work: TinyStep, part: str, n: int) -> dict[str, float]:
+class TinyInference:
+    def __init__(self, torch: Any, width: int) -> None:
+        torch.manual_seed(0)
+        self.torch = torch
+        self.model = torch.nn.Linear(width, width).eval()
+        self.x = torch.randn(1, width)
+
+    def step(self) -> None:
+        with self.torch.inference_mode():
+            self.model(self.x)
+
+
+def block(work: TinyStep | TinyInference, part: str, n: int) -> dict[str, float]:
     """``WARM`` steps, then ``n`` timed ones, under ``part``."""
     from watch_parts import variant
 
@@ -84,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--parts", nargs="*", default=["bare", "all_hooks", "watched"])
     p.add_argument("--rounds", type=int, default=40)
     p.add_argument("--steps", type=int, default=300, help="timed steps a block")
-    p.add_argument("--width", type=int, default=4)
+    p.add_argument("--workload", choices=("train", "infer"), default="train")
+    p.add_argument("--width", type=int, default=None, help="default 4 (train), 2 (infer)")
     p.add_argument("--depth", type=int, default=6)
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
@@ -93,7 +110,11 @@ def main(argv: list[str] | None = None) -> int:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # torch's intra-op pool would only add noise to a 4-wide step
     parts = list(dict.fromkeys(["bare", *args.parts]))
-    work = TinyStep(torch, args.width, args.depth, foreach=True)
+    work: TinyStep | TinyInference = (
+        TinyStep(torch, args.width or 4, args.depth, foreach=True)
+        if args.workload == "train"
+        else TinyInference(torch, args.width or 2)
+    )
     blocks: dict[str, list[dict[str, float]]] = {p: [] for p in parts}
     try:
         for r in range(args.rounds):
@@ -123,7 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     meta = {"torch": torch.__version__, "args": vars(args)}
     (out / "hook-cost.json").write_text(json.dumps({"meta": meta, "parts": rows}, indent=1))
-    print(f"hook cost on cpu (torch {torch.__version__}), {args.rounds} x {args.steps} steps")
+    print(
+        f"hook cost on cpu, {args.workload} (torch {torch.__version__}), "
+        f"{args.rounds} x {args.steps} steps"
+    )
     print(
         f"{'part':10} {'step us':>8} {'extra us':>9} {'IQR':>15} "
         f"{'cpu us':>8} {'extra':>7} {'IQR':>15} {'self us':>8} {'hooked':>9}"

@@ -74,3 +74,14 @@ def test_process_spread_runs_processes_and_reprints_its_table(
     finally:
         sys.argv = argv
     assert capsys.readouterr().out.strip() == text.strip()
+
+
+def test_hook_cost_inference_keeps_the_hooks_on_every_step(
+    restore_path: None, tmp_path: Path
+) -> None:
+    hc = _load("hook_cost")
+    argv = ["--workload", "infer", "--parts", "bare", "watched", "--rounds", "1", "--steps", "40"]
+    assert hc.main([*argv, "--out", str(tmp_path)]) == 0
+    watched = json.loads((tmp_path / "hook-cost.json").read_text())["parts"]["watched"]
+    # Each call of the model is a step, and its hooks are the boundary: never a light step.
+    assert watched["full_steps"] == watched["measured_steps"] > 40
