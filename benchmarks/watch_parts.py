@@ -197,8 +197,10 @@ def variant(torch: Any, part: str) -> contextlib.AbstractContextManager[dict[str
     return watch_part(part)
 
 
-def block(work: Workload, part: str, n: int, settle_s: float = 0.0) -> dict[str, Any]:
-    """``settle_s`` idle, ``WARM_STEPS`` steps, then ``n`` timed ones, under ``part``.
+def block(
+    work: Workload, part: str, n: int, settle_s: float = 0.0, warm: int = WARM_STEPS
+) -> dict[str, Any]:
+    """``settle_s`` idle, ``warm`` steps, then ``n`` timed ones, under ``part``.
 
     The pause lets the watch's sampler process start (a Python start-up on another core) before
     the timed steps, as it does once at the start of a real run; every variant pauses alike."""
@@ -207,7 +209,7 @@ def block(work: Workload, part: str, n: int, settle_s: float = 0.0) -> dict[str,
     with variant(work.torch, part) as info:
         if settle_s:
             time.sleep(settle_s)
-        for _ in range(WARM_STEPS):
+        for _ in range(warm):
             work.step()
         work.sync()
         gc_before = sum(s["collections"] for s in gc.get_stats())
@@ -237,7 +239,7 @@ def block(work: Workload, part: str, n: int, settle_s: float = 0.0) -> dict[str,
         out["copies_per_step"] = sum(a.measured for a in w.collected.copies.values()) / k
         out["detail_every"] = w.detail.every
     if "warnings" in info:
-        out["warnings_per_step"] = info["warnings"] / (n + WARM_STEPS)
+        out["warnings_per_step"] = info["warnings"] / (n + warm)
     return out
 
 
@@ -385,7 +387,7 @@ def run(args: argparse.Namespace) -> int:
             k = max(r, 0) % len(parts)
             for part in parts[k:] + parts[:k]:
                 before = restorable(torch)
-                b = block(work, part, n, args.settle_s)
+                b = block(work, part, n, args.settle_s, args.warm_steps)
                 problems += [f"{part}: {c}" for c in changed(before, restorable(torch))]
                 print(
                     f"  round {r:>2} {part:<13} {b['median_ms']:.4f} ms",
@@ -409,6 +411,8 @@ def run(args: argparse.Namespace) -> int:
     if problems:
         lines.append("LEFT CHANGED: " + "; ".join(problems))
     result["restore_problems"] = problems
+    result["warm_steps"] = args.warm_steps
+    result["settle_s"] = args.settle_s
     text = "\n".join(lines)
     print("\n" + text, flush=True)
     write_results(args.out, "watch-parts", result, text)
@@ -432,6 +436,14 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=0.3,
         help="idle seconds at the start of each block (the sampler process starts meanwhile)",
+    )
+    ap.add_argument(
+        "--warm-steps",
+        type=int,
+        default=WARM_STEPS,
+        help="untimed steps at the start of each block, under its part: past the watch's census "
+        "by default; a few hundred also past what it learns once per line (is a copy's source "
+        "pinned: its first 32 copies), as in a long run",
     )
     ap.add_argument("--profile-steps", type=int, default=300)
     ap.add_argument("--top", type=int, default=25)

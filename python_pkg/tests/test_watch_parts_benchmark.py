@@ -71,6 +71,8 @@ def test_a_short_cpu_run_writes_its_table_and_restores_everything(
                 "3",
                 "--settle-s",
                 "0.01",
+                "--warm-steps",
+                "30",
             ]
         )
     finally:
@@ -78,6 +80,7 @@ def test_a_short_cpu_run_writes_its_table_and_restores_everything(
     assert rc == 0  # 1 when a watch left something changed
     got = json.loads((tmp_path / "watch-parts.json").read_text())
     assert got["restore_problems"] == []
+    assert got["warm_steps"] == 30 and got["settle_s"] == 0.01
     assert set(got["variants"]) == {"bare", "minimal", "watched"}
     assert all(len(v["blocks"]) == 2 for v in got["variants"].values())
     # The loop thread's CPU time a step, beside its wall time, and its paired figure.
