@@ -208,7 +208,8 @@ def _compiled_graphs() -> int:
     if dynamo is None:
         return 0
     try:
-        return int(dynamo.counters["stats"]["unique_graphs"])
+        # .get: a Counter's missing key goes through Python (__missing__); this runs each step.
+        return int(dynamo.counters["stats"].get("unique_graphs", 0))
     except Exception:  # a torch without these counters: nothing to compare
         return 0
 
