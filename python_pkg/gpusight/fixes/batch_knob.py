@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ast
 
-from .factory_batch import Sized, factory_site
+from .factory_batch import Sized, bound_before, factory_site
 from .statement_patches import compiles, indent_of
 from .where_made import (
     At,
@@ -27,7 +27,6 @@ from .where_made import (
     dotted,
     insert_after,
     insert_before,
-    made_before,
     spans,
     stored,
 )
@@ -168,11 +167,8 @@ def _calls(at: At, line: int) -> list[ast.Call]:
 
 def _slice_site(at: At, knob: str | None) -> Sized | None:
     """The knob set after the last statement that binds it (or its object) before the loop."""
-    if knob is None:
-        return None
-    root = knob.split(".")[0]
-    after = made_before(at, knob, *([root] if root != knob else []))
-    return None if after is None else Sized(knob, after=after)
+    after = None if knob is None else bound_before(at, knob)
+    return None if knob is None or after is None else Sized(knob, after=after)
 
 
 def _starts_line(lines: list[str], stmt: ast.stmt) -> bool:

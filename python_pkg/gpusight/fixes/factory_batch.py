@@ -33,18 +33,22 @@ _INT_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Mod, ast.FloorDiv)
 _HOPS = 8
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
 class Sized:
     """The knob that sizes a batch, and where a patch sets it: after ``after`` (its last binding
     before the factory), else before ``before`` (the first statement of the function whose
-    parameter it is)."""
+    parameter it is). Equal when the knob and both statements are (ast nodes by identity)."""
 
     knob: str
     after: ast.stmt | None = None
     before: ast.stmt | None = None
 
-    def same(self, other: Sized) -> bool:
-        return (self.knob, self.after, self.before) == (other.knob, other.after, other.before)
+
+def bound_before(at: At, knob: str) -> ast.stmt | None:
+    """The last statement that binds ``knob`` (or, for ``args.batch_size``, its object) before
+    ``at``'s loop: where a patch sets the knob."""
+    root = knob.split(".")[0]
+    return made_before(at, knob, *([root] if root != knob else []))
 
 
 def _counters(at: At) -> set[str]:
@@ -254,8 +258,7 @@ class _Trace:
         knob = None if sizes is None or dim >= len(sizes) else _knob_name(sizes[dim])
         if knob is None:
             return None
-        root = knob.split(".")[0]
-        after = made_before(at, knob, *([root] if root != knob else []))
+        after = bound_before(at, knob)
         if after is not None:
             return Sized(knob, after=after)
         fn = next((s for s in ast.walk(self.tree) if isinstance(s, ast.FunctionDef)
@@ -299,7 +302,7 @@ def factory_site(
         return None
     found = [(c, s) for c in calls if (s := _Trace(tree, t).sized(at, c.args[0], 0))]
     site = found[0][1] if found else None
-    if site is None or any(not s.same(site) for _, s in found):
+    if site is None or any(s != site for _, s in found):
         return None  # no factory's knob, or two that differ
     loop = at.chain[at.anchor][1]
     if stored(loop, site.knob) or stored(loop, site.knob.split(".")[0]):
@@ -309,6 +312,6 @@ def factory_site(
             if isinstance(a, ast.Constant) or _is_int(a, _counters(at_a)):
                 continue  # not a tensor
             lab = _Trace(tree, t).sized(at_a, a, 0)
-            if lab is None or not lab.same(site):
+            if lab is None or lab != site:
                 return None  # labels sized otherwise (or not known): they would not follow
     return site
