@@ -215,20 +215,24 @@ def _memory(w: Watch) -> tuple[int | None, int | None, int | None]:
         return None, None, None
 
 
+def _sampled_ms(values: list[tuple[int, bool]]) -> list[float]:
+    """ms per step from ``(ns, recorded)`` pairs: a step that did not record the figure (a step
+    sampled out, ``detail.py``) gets the mean of those that did."""
+    kept = [ns for ns, recorded in values if recorded]
+    mean = sum(kept) / len(kept) if kept else 0.0
+    return [_ms(ns if recorded else mean) for ns, recorded in values]
+
+
 def _framework_per_step(steps: list[StepRecord]) -> list[float]:
-    """Framework ms per step; a light step (no module hooks or framework clocks, ``detail.py``)
-    gets the mean of those that timed it."""
-    timed = [r.framework_ns for r in steps if r.full]
-    mean = sum(timed) / len(timed) if timed else 0.0
-    return [_ms(r.framework_ns if r.full else mean) for r in steps]
+    """Framework ms per step; a light step (no module hooks or framework clocks) gets the mean
+    of those that timed it."""
+    return _sampled_ms([(r.framework_ns, r.full) for r in steps])
 
 
 def _copy_per_step(steps: list[StepRecord]) -> list[float]:
-    """Host copy ms per step; a step that did not record its copies (``detail.py``) gets the
-    mean of those that did."""
-    recorded = [r.copy_ns for r in steps if r.detail]
-    mean = sum(recorded) / len(recorded) if recorded else 0.0
-    return [_ms(r.copy_ns if r.detail else mean) for r in steps]
+    """Host copy ms per step; a step that did not record its copies gets the mean of those that
+    did."""
+    return _sampled_ms([(r.copy_ns, r.detail) for r in steps])
 
 
 def _per_run(window_ms: float | None, stats: WindowStats | None, steps: int) -> float | None:
