@@ -25,7 +25,6 @@ Imports neither IPython nor comm: ``benchmarks/gpu_monitor.py`` runs it in a pla
 from __future__ import annotations
 
 import importlib.util
-import os
 import threading
 import time
 from collections import deque
@@ -34,7 +33,7 @@ from typing import Any
 
 from ..watch.host_reader import HostReader
 from ..watch.nvml_sampler import NvmlSampler
-from ..watch.sampler_process import ENV, StreamingSampler, pcie_every
+from ..watch.sampler_process import StreamingSampler, pcie_every, thread_asked
 
 Tick = dict[str, Any]
 Sample = dict[str, float | int | None]
@@ -229,7 +228,7 @@ class Sampler:
 
     def _start_inner(self) -> None:
         gpus = [g["index"] for g in self.inventory()[0]]
-        if os.environ.get(ENV, "process") == "thread":
+        if thread_asked():
             self.fallback = None  # asked for
             self._start_thread(gpus)
             return

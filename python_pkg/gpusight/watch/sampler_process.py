@@ -315,21 +315,25 @@ def _child_env() -> dict[str, str]:
     return env
 
 
+def thread_asked() -> bool:
+    """``GPUSIGHT_SAMPLER=thread``: sample in a thread of this process, not in a child."""
+    return os.environ.get(ENV, "process") == "thread"
+
+
 def gpu_sampler(
     gpus: Sequence[int | str], interval_s: float, t0: float, labels: Sequence[int]
 ) -> WatchSampler:
     """The watch's started GPU sampler: a child process, else (``GPUSIGHT_SAMPLER=thread``, or
     no process could start) the thread, with ``reason`` saying why where it is not asked for."""
-    if os.environ.get(ENV, "process") != "thread":
-        proc = ProcessSampler(gpus, interval_s=interval_s, t0=t0, labels=labels)
+    why = None
+    if not thread_asked():
         try:
-            return proc.start()
+            return ProcessSampler(gpus, interval_s=interval_s, t0=t0, labels=labels).start()
         except OSError as exc:
             why = f"the GPU sampler ran as a thread: no process could start ({exc})"
-        thread = NvmlSampler(gpus, interval_s=interval_s, t0=t0, labels=labels).start()
-        thread.reason = thread.reason or why
-        return thread
-    return NvmlSampler(gpus, interval_s=interval_s, t0=t0, labels=labels).start()
+    thread = NvmlSampler(gpus, interval_s=interval_s, t0=t0, labels=labels).start()
+    thread.reason = thread.reason or why
+    return thread
 
 
 def _child_sampler(config: dict[str, Any]) -> NvmlSampler:
