@@ -13,14 +13,11 @@ from gpusight.watch import detail
 from gpusight.watch.detail import DetailPlan, every_for
 from gpusight.watch.recorder import StepRecord
 from gpusight.watch.session import SYNC_MESSAGE, Watch
-from watch_support import small_model, snapshot
+from watch_support import measured_step, small_model, snapshot
 
 
 def _step(ms: float, detail_us: float, recorded: bool = True) -> StepRecord:
-    r = StepRecord(1, "measure", 0, int(ms * 1e6))
-    r.detail = recorded
-    r.detail_ns = int(detail_us * 1e3)
-    return r
+    return measured_step(ms, detail_us=detail_us, recorded=recorded)
 
 
 def test_every_for_keeps_the_detail_within_budget() -> None:

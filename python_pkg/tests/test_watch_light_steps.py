@@ -12,14 +12,11 @@ from gpusight.watch.detail import DetailPlan, full_every_for
 from gpusight.watch.recorder import StepRecord
 from gpusight.watch.session import Watch
 from torch import nn
-from watch_support import small_model, snapshot
+from watch_support import measured_step, small_model, snapshot
 
 
 def _step(ms: float, overhead_us: float, detail_us: float = 0.0) -> StepRecord:
-    r = StepRecord(1, "measure", 0, int(ms * 1e6))
-    r.overhead_ns = int((overhead_us + detail_us) * 1e3)
-    r.detail_ns = int(detail_us * 1e3)
-    return r
+    return measured_step(ms, detail_us=detail_us, hooks_us=overhead_us)
 
 
 def test_full_every_keeps_the_hooks_within_their_budget() -> None:

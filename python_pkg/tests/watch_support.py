@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from gpusight.watch.recorder import StepRecord
 from torch import nn
 from torch.utils.data import Dataset
 
@@ -33,6 +34,18 @@ class SlowDataset(Dataset[tuple[torch.Tensor, int]]):
         x = torch.randn(self.dim)
         self.spent.append(time.perf_counter() - t)
         return x, i % 4
+
+
+def measured_step(
+    ms: float, detail_us: float = 0.0, hooks_us: float = 0.0, recorded: bool = True
+) -> StepRecord:
+    """A measured step's record of ``ms``: the watch's own time in it is ``hooks_us`` plus
+    ``detail_us`` (what recording copies and syncs cost, when ``recorded``)."""
+    r = StepRecord(1, "measure", 0, int(ms * 1e6))
+    r.detail = recorded
+    r.detail_ns = int(detail_us * 1e3)
+    r.overhead_ns = int((hooks_us + detail_us) * 1e3)
+    return r
 
 
 def small_model(dim: int = 32) -> nn.Module:
