@@ -25,8 +25,6 @@ import json
 import statistics
 import sys
 import tempfile
-import time
-from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +47,9 @@ class TinyStep:
         self.x = torch.randn(8, width)
         self.y = torch.randint(0, 10, (8,))
 
+    def sync(self) -> None:
+        """Nothing to wait for: the step runs on the CPU."""
+
     def step(self) -> None:
         f = self.torch.nn.functional
         loss = f.cross_entropy(self.model(self.x), self.y)
@@ -64,35 +65,27 @@ class TinyInference:
         self.model = torch.nn.Linear(width, width).eval()
         self.x = torch.randn(1, width)
 
+    def sync(self) -> None:
+        """Nothing to wait for: the step runs on the CPU."""
+
     def step(self) -> None:
         with self.torch.inference_mode():
             self.model(self.x)
 
 
 def block(work: TinyStep | TinyInference, part: str, n: int) -> dict[str, float]:
-    """``WARM`` steps, then ``n`` timed ones, under ``part``."""
-    from watch_parts import variant
+    """``WARM`` steps, then ``n`` timed ones, under ``part`` (``watch_parts.py``'s block), in
+    microseconds."""
+    from watch_parts import block as timed_block
 
-    with variant(work.torch, part) as info:
-        for _ in range(WARM):
-            work.step()
-        cpu0 = time.thread_time_ns()
-        ends = [time.perf_counter_ns()]
-        for _ in range(n):
-            work.step()
-            ends.append(time.perf_counter_ns())
-        cpu = time.thread_time_ns() - cpu0
-    steps = [(b - a) / 1e3 for a, b in pairwise(ends)]
+    out = timed_block(work, part, n, warm=WARM)
     # The thread's CPU time too: on a shared machine the wall clock also counts time the
     # thread waited to run.
-    out = {"median_us": statistics.median(steps), "cpu_us": cpu / n / 1e3}
-    w = info.get("watch")
-    if w is not None and w.recorder is not None:
-        measured = [r for r in w.recorder.records if r.phase == "measure"]
-        out["self_us"] = sum(r.overhead_ns for r in measured) / max(1, len(measured)) / 1e3
-        out["measured_steps"] = len(measured)
-        out["full_steps"] = sum(r.full for r in measured)  # the module hooks on (detail.py)
-    return out
+    got = {"median_us": out["median_ms"] * 1e3, "cpu_us": out["cpu_ms"] * 1e3}
+    for key in ("self_us", "measured_steps", "full_steps"):
+        if key in out:
+            got[key] = out[key]
+    return got
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -235,6 +235,8 @@ def block(
         measured = [r for r in rec.records if r.phase == "measure"] if rec is not None else []
         k = max(1, len(measured))
         out["self_us"] = sum(r.overhead_ns for r in measured) / k / 1e3
+        out["measured_steps"] = len(measured)
+        out["full_steps"] = sum(r.full for r in measured)  # the module hooks on (detail.py)
         out["syncs_per_step"] = sum(a.measured for a in w.collected.syncs.values()) / k
         out["copies_per_step"] = sum(a.measured for a in w.collected.copies.values()) / k
         out["detail_every"] = w.detail.every
