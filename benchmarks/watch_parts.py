@@ -6,8 +6,8 @@
 anew, and whole runs of the shortest step differ by more than the effect looked for. Here one
 model serves blocks of steps, each block under one variant, the order rotated from round to
 round: ``--workload unbatched_inference`` (default; the shortest, most launch-bound step of the
-suite, one copy in and one ``.cpu()`` out) or ``tiny_batch`` (an MLP trained 8 samples a step:
-optimizer and backward hooks, no copy, no sync). A
+suite, one copy in and one ``.cpu()`` out), ``tiny_batch`` (an MLP trained 8 samples a step:
+optimizer and backward hooks, no copy, no sync) or ``mlp_adam`` (19 modules, Adam, batch 32). A
 variant's figure is the median over rounds of its block's median step over that round's bare
 block. Variants:
 
@@ -36,6 +36,7 @@ import argparse
 import contextlib
 import cProfile
 import gc
+import math
 import pstats
 import statistics
 import sys
@@ -72,10 +73,16 @@ WARM_STEPS = 24
 # The H200 host has phases of a second or more where the same step takes 1.5-2x as long (any
 # variant; DVFS?): a round whose two blocks differ by more than this straddles two of them.
 SAME_STATE = 1.2  # the watch's 3 warm-up steps and its hook switch happen before the timed ones
+FULL_CLOCK = 0.97
+"""A block ran at the GPU's full clock when its SM clock, read before and after its timed steps,
+was within this of the highest read in the run (``SmClock``)."""
 
 
 class Workload:
     """``unbatched_inference``: one request per forward, its answer copied back."""
+
+    clock: Any = None
+    """An ``SmClock`` set by ``run``: ``block`` reads it around the timed steps."""
 
     def __init__(self, torch: Any) -> None:
         import unbatched_inference
@@ -132,7 +139,57 @@ class TrainWorkload(Workload):
         return contextlib.nullcontext()
 
 
-WORKLOADS = {"unbatched_inference": Workload, "tiny_batch": TrainWorkload}
+class MlpAdamWorkload(TrainWorkload):
+    """``mlp_adam``: an MLP of 19 small modules (residual blocks) trained with Adam at batch 32,
+    as that scenario's ``main`` builds it."""
+
+    def __init__(self, torch: Any) -> None:
+        import mlp_adam
+
+        self.torch = torch
+        self.dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.gpu = self.dev.type == "cuda"
+        width = 512 if self.gpu else 64
+        self.model = mlp_adam.Net(width).to(self.dev)
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-3)
+        self.xs = torch.randn(8, 32, width, device=self.dev)
+        self.ys = torch.randint(0, 10, (8, 32), device=self.dev)
+        self.i = 0
+
+
+WORKLOADS = {
+    "unbatched_inference": Workload,
+    "tiny_batch": TrainWorkload,
+    "mlp_adam": MlpAdamWorkload,
+}
+
+
+class SmClock:
+    """The GPU's SM clock (MHz) by NVML, read before and after a block's timed steps (outside
+    them): a step that waits for the GPU (inference's ``.cpu()``) runs at the GPU's clock, which
+    the driver lowers while the GPU idles and raises under load. None without NVML."""
+
+    def __init__(self, gpu: bool) -> None:
+        self._nv: Any = None
+        self._h: Any = None
+        if not gpu:
+            return
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self._h = pynvml.nvmlDeviceGetHandleByIndex(0)
+            self._nv = pynvml
+        except Exception:  # no NVML: blocks carry no clock
+            self._nv = None
+
+    def read(self) -> int | None:
+        if self._nv is None:
+            return None
+        try:
+            return int(self._nv.nvmlDeviceGetClockInfo(self._h, self._nv.NVML_CLOCK_SM))
+        except Exception:
+            return None
 
 
 @contextlib.contextmanager
@@ -212,6 +269,8 @@ def block(
         for _ in range(warm):
             work.step()
         work.sync()
+        clock = getattr(work, "clock", None)  # hook_cost.py's CPU workloads have none
+        mhz0 = clock.read() if clock is not None else None
         gc_before = sum(s["collections"] for s in gc.get_stats())
         cpu0 = time.thread_time_ns()
         ends = [time.perf_counter_ns()]
@@ -220,6 +279,7 @@ def block(
             ends.append(time.perf_counter_ns())
         cpu = time.thread_time_ns() - cpu0
         gcs = sum(s["collections"] for s in gc.get_stats()) - gc_before
+        mhz1 = clock.read() if clock is not None else None
     steps = [(b - a) / 1e6 for a, b in pairwise(ends)]
     out: dict[str, Any] = {
         "median_ms": statistics.median(steps),
@@ -229,6 +289,8 @@ def block(
         "cpu_ms": cpu / n / 1e6,
         "gc_per_1000_steps": round(1000 * gcs / n, 2),
     }
+    if mhz0 is not None and mhz1 is not None:
+        out["sm_mhz"] = [mhz0, mhz1]
     w = info.get("watch")
     if w is not None:
         rec = w.recorder
@@ -286,6 +348,35 @@ def profile_diff(
     return lines
 
 
+def median_ci(xs: list[float], conf: float = 0.95) -> tuple[float, float] | None:
+    """A distribution-free interval for the median: the order statistics whose ranks a
+    Binomial(n, 1/2) puts outside with probability at most ``1 - conf``. None for too few."""
+    n = len(xs)
+    alpha = (1 - conf) / 2
+    cdf, j = 0.0, -1
+    while cdf + math.comb(n, j + 1) / 2**n <= alpha:
+        j += 1
+        cdf += math.comb(n, j) / 2**n
+    if j < 0:
+        return None
+    s = sorted(xs)
+    return s[j], s[n - 1 - j]
+
+
+def full_clock_rounds(bare: list[dict[str, Any]], bs: list[dict[str, Any]]) -> list[float]:
+    """Block / bare block over the rounds where both ran at the GPU's full clock (both reads,
+    before and after, within ``FULL_CLOCK`` of the highest seen); empty without clocks."""
+    top = max((max(b["sm_mhz"]) for b in (*bare, *bs) if "sm_mhz" in b), default=0)
+    if not top:
+        return []
+
+    def full(b: dict[str, Any]) -> bool:
+        return "sm_mhz" in b and min(b["sm_mhz"]) >= FULL_CLOCK * top
+
+    return [b["median_ms"] / a["median_ms"] for a, b in zip(bare, bs, strict=True)
+            if full(a) and full(b)]  # fmt: skip
+
+
 def lower_quartile(xs: list[float]) -> float:
     return statistics.quantiles(xs, n=4, method="inclusive")[0] if len(xs) > 1 else xs[0]
 
@@ -308,10 +399,13 @@ def summary(
         f"{rounds} rounds, order rotated",
         "q1: lower quartile of the blocks' median steps, vs bare's; paired: median over rounds "
         "of block / that round's bare block; same state: the same over the rounds where the two "
-        f"are within {100 * (SAME_STATE - 1):.0f} % of each other (their count); cpu paired: "
-        "as paired, of the loop thread's CPU time a step (time the thread waited to run left out)",
-        f"{'variant':<14} {'q1 ms':>8} {'q1 vs bare':>10} {'paired':>8} {'same state':>12} "
-        f"{'cpu paired':>10} "
+        f"are within {100 * (SAME_STATE - 1):.0f} % of each other (their count); 95 % CI: of "
+        "paired's median (order statistics); full clock: as paired, over the rounds where both "
+        f"blocks ran within {100 * (1 - FULL_CLOCK):.0f} % of the GPU's highest SM clock (their "
+        "count); cpu paired: as paired, of the loop thread's CPU time a step (time the thread "
+        "waited to run left out)",
+        f"{'variant':<14} {'q1 ms':>8} {'q1 vs bare':>10} {'paired':>8} {'95 % CI':>15} "
+        f"{'same state':>12} {'full clock':>12} {'cpu paired':>10} "
         f"{'gc/1k':>6} "
         f"{'syncs':>6} {'copies':>6} {'self us':>8} {'1 in':>5}",
     ]
@@ -337,6 +431,13 @@ def summary(
             row["q1_pct"] = round(100 * (q / base_q - 1), 2)
             ratios = [b["median_ms"] / a["median_ms"] for a, b in zip(bare, bs, strict=True)]
             row["paired_pct"] = round(100 * (statistics.median(ratios) - 1), 2)
+            ci = median_ci(ratios)
+            if ci is not None:
+                row["paired_ci_pct"] = [round(100 * (x - 1), 2) for x in ci]
+            full = full_clock_rounds(bare, bs)
+            if full:
+                row["full_clock_pct"] = round(100 * (statistics.median(full) - 1), 2)
+                row["full_clock_rounds"] = len(full)
             cpu = [b["cpu_ms"] / a["cpu_ms"] for a, b in zip(bare, bs, strict=True)
                    if a.get("cpu_ms") and b.get("cpu_ms")]  # fmt: skip
             if cpu:
@@ -358,8 +459,14 @@ def summary(
         )
         syncs = mid["syncs_per_step"] or mid["warnings_per_step"]
         cp = f"{row['cpu_paired_pct']:+.1f}%" if "cpu_paired_pct" in row else ""
+        ci_s = "{:+.1f}..{:+.1f}%".format(*row["paired_ci_pct"]) if "paired_ci_pct" in row else ""
+        fc = (
+            f"{row['full_clock_pct']:+.1f}% ({row['full_clock_rounds']})"
+            if "full_clock_pct" in row
+            else ""
+        )
         lines.append(
-            f"{part:<14} {q:>8.4f} {qp:>10} {pp:>8} {ss:>12} {cp:>10} "
+            f"{part:<14} {q:>8.4f} {qp:>10} {pp:>8} {ci_s:>15} {ss:>12} {fc:>12} {cp:>10} "
             f"{mid['gc_per_1000_steps']:>6} "
             f"{syncs:>6} {mid['copies_per_step']:>6} {mid['self_us']:>8} {mid['detail_every']:>5}"
         )
@@ -372,6 +479,7 @@ def run(args: argparse.Namespace) -> int:
     from overhead import changed, restorable, write_results
 
     work = WORKLOADS[args.workload](torch)
+    work.clock = SmClock(work.gpu)
     parts = tuple(args.parts or PARTS)
     with work.mode():
         for _ in range(30):
@@ -429,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
         "--workload",
         choices=sorted(WORKLOADS),
         default="unbatched_inference",
-        help="the scenario whose model and loop body run (both launch-bound, short steps)",
+        help="the scenario whose model and loop body run (all launch-bound, short steps)",
     )
     ap.add_argument("--block-s", type=float, default=0.4, help="seconds of timed steps a block")
     ap.add_argument("--parts", nargs="*", choices=PARTS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import random
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,6 +48,33 @@ def test_paired_and_same_state_figures_leave_out_the_slow_phases(wp: ModuleType)
     assert any(line.startswith("watched") and "+3.0%" in line for line in lines)
 
 
+def test_the_median_interval_has_its_order_statistics_and_coverage(wp: ModuleType) -> None:
+    # n = 20: P(B <= 5) = 0.021 <= 0.025 < P(B <= 6), so the 6th and 15th values.
+    assert wp.median_ci([float(x) for x in range(20)]) == (5.0, 14.0)
+    assert wp.median_ci([1.0, 2.0, 3.0, 4.0, 5.0]) is None  # 2 * 1/32 > 5 %: no interval
+    rng = random.Random(7)
+    covered = 0
+    for _ in range(2000):
+        lo, hi = wp.median_ci([rng.gauss(0.0, 1.0) for _ in range(15)])
+        covered += lo <= 0.0 <= hi
+    assert 0.94 <= covered / 2000 <= 0.99
+
+
+def test_full_clock_rounds_pair_only_blocks_at_the_gpus_full_clock(wp: ModuleType) -> None:
+    bare = _blocks([1.0, 2.0, 1.0, 1.0])
+    watched = _blocks([1.02, 1.02, 2.0, 1.04])
+    clocks = [(1980, 1980), (1980, 600), (1980, 1980), (1965, 1980)]  # bare's 2nd slowed down
+    for b, c in zip(bare, clocks, strict=True):
+        b["sm_mhz"] = list(c)
+    for w, c in zip(watched, [(1980, 1980), (1980, 1980), (345, 1980), (1980, 1980)], strict=True):
+        w["sm_mhz"] = list(c)
+    assert wp.full_clock_rounds(bare, watched) == pytest.approx([1.02, 1.04])
+    _, result = wp.summary({"bare": bare, "watched": watched}, 100, 4, "cuda", "2.x")
+    row = result["variants"]["watched"]
+    assert row["full_clock_rounds"] == 2 and row["full_clock_pct"] == pytest.approx(3.0)
+    assert wp.full_clock_rounds(_blocks([1.0]), _blocks([1.1])) == []  # no clocks: no figure
+
+
 def test_a_short_cpu_run_writes_its_table_and_restores_everything(
     wp: ModuleType, tmp_path: Path
 ) -> None:
@@ -87,3 +115,17 @@ def test_a_short_cpu_run_writes_its_table_and_restores_everything(
     assert all(0 < b["cpu_ms"] for v in got["variants"].values() for b in v["blocks"])
     assert "cpu_paired_pct" in got["variants"]["watched"]
     assert "watched" in (tmp_path / "watch-parts.txt").read_text()
+
+
+@pytest.mark.parametrize("name", ["unbatched_inference", "tiny_batch", "mlp_adam"])
+def test_every_workload_steps_on_the_cpu_and_trains_its_own_model(
+    wp: ModuleType, name: str
+) -> None:
+    work = wp.WORKLOADS[name](torch)
+    before = [p.detach().clone() for p in work.model.parameters()]
+    with work.mode():
+        for _ in range(2):
+            work.step()
+    work.sync()
+    moved = any(not torch.equal(a, p) for a, p in zip(before, work.model.parameters(), strict=True))
+    assert moved is (name != "unbatched_inference")  # training steps update it; inference not
