@@ -1,0 +1,315 @@
+"""The watch's cost on a short step, bare and watched blocks interleaved every few steps.
+
+    PYTHONPATH=python_pkg python3 benchmarks/watch_interleaved.py --workload unbatched_inference \\
+        --pairs 400 --block-steps 25 --out "$OUT/interleaved"
+
+``watch_parts.py`` starts a fresh watch for each block, so its blocks are a second or more
+apart, and the H200's host changes pace between seconds (the same bare block took 1.6 to 4.4 ms
+a step in one run): a few percent is lost in that. Here one watch runs for the whole benchmark,
+in a thread of its own with a model of its own, and a second model of the same workload runs
+bare in the main thread. The two threads take turns, a block of ``--block-steps`` steps each
+(about 50 ms), in the order W B B W, so a pace that drifts between blocks cancels out. Each
+thread times its own steps with ``perf_counter_ns``: the watch's clocks are not used.
+
+The figure is the median over adjacent (W, B) pairs of W's mean step / B's mean step, with a
+95 % interval. Means, not medians: the watch records copies and syncs on 1 in k steps
+(``gpusight/watch/detail.py``), and a block's median step leaves those out.
+
+What it leaves out, and which way: the watch's sampler process runs through both threads' blocks
+(``watch_parts.py``'s ``sampler_process`` part measures it alone). The bare thread passes through
+the watch's wrappers (``Tensor.to``, the optimizer hooks, ``backward``), a check of its thread
+each (about 0.3 us). Sync-debug mode, which the watch switches on for the steps that record
+syncs, is switched off for the bare thread's blocks. What the watch's code leaves in the CPU's
+caches reaches the next bare block too. Each of these makes the figure a little low.
+
+The two threads are not alike either: on the H200 (h200-run15/d) the watched thread, running
+bare too (``--control``), was 3 % (tiny_batch) to 10 % (unbatched_inference) faster than the
+main thread, the two on whichever cores the kernel gave them; on one core (``taskset -c 6``,
+h200-run15/e) 1.3 % faster, with an interval of ±0.5 %. So a figure is read against its control:
+run each workload with ``--control`` and without, on one core (``--core N`` pins the two
+timing threads and leaves the watch's sampler process on the process's other cores; ``taskset``
+puts the sampler on that core too, which takes its time from the steps).
+
+Before the pairs, the watched thread runs ``--warm-steps`` alone: the watch's warm-up and its
+census of 16 steps (which decides the sampling) see steps without the bare thread's gaps.
+Writes ``OUT/watch-interleaved.json`` and ``OUT/watch-interleaved.txt`` (printed last).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import os
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+for _folder in (HERE / "scenarios", HERE, HERE.parent / "python_pkg"):
+    if str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
+
+ORDER = ("W", "B", "B", "W")
+
+
+def timed_block(work: Any, n: int) -> dict[str, float]:
+    """``n`` steps of ``work``, each timed; the GPU drained before and after (not timed)."""
+    work.sync()
+    cpu0 = time.thread_time_ns()
+    ends = [time.perf_counter_ns()]
+    for _ in range(n):
+        work.step()
+        ends.append(time.perf_counter_ns())
+    cpu = time.thread_time_ns() - cpu0
+    work.sync()
+    steps = [(b - a) / 1e6 for a, b in itertools.pairwise(ends)]
+    return {
+        "mean_ms": (ends[-1] - ends[0]) / n / 1e6,
+        "median_ms": statistics.median(steps),
+        "cpu_ms": cpu / n / 1e6,
+    }
+
+
+class WatchedThread:
+    """A thread that runs its workload's steps inside one watch, a block at a time on request."""
+
+    def __init__(
+        self, work: Any, warm_steps: int, watched: bool = True, core: int | None = None
+    ) -> None:
+        self.work = work
+        self.watched = watched
+        self.core = core
+        self.warm_steps = warm_steps
+        self.watch: Any = None
+        self.error: BaseException | None = None
+        self._job: Callable[[], Any] | None = None
+        self._result: Any = None
+        self._go = threading.Event()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="watched", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        self._done.wait()
+        self._done.clear()
+        if self.error is not None:
+            raise RuntimeError("the watched thread failed to start") from self.error
+
+    def call(self, job: Callable[[], Any]) -> Any:
+        """Run ``job`` in the watched thread (inside the watch) and return what it returned."""
+        self._job = job
+        self._go.set()
+        self._done.wait()
+        self._done.clear()
+        if self.error is not None:
+            raise RuntimeError("the watched thread failed") from self.error
+        return self._result
+
+    def stop(self) -> None:
+        self._job = None
+        self._go.set()
+        self._thread.join(timeout=60)
+
+    def _run(self) -> None:
+        import gpusight
+
+        watch: Any = (
+            gpusight.watch(warmup=3, profile_steps=0, stop_after_steps=False)
+            if self.watched
+            else contextlib.nullcontext()
+        )
+        try:
+            with self.work.mode(), watch as w:
+                self.watch = w
+                # After the watch has started its sampler process, which keeps the cores the
+                # process had: only this thread moves.
+                pin(self.core)
+                for _ in range(self.warm_steps):
+                    self.work.step()
+                self._done.set()
+                while True:
+                    self._go.wait()
+                    self._go.clear()
+                    job = self._job
+                    if job is None:
+                        break
+                    try:
+                        self._result = job()
+                    finally:
+                        self._done.set()
+        except BaseException as exc:  # reported by start()/call() in the main thread
+            self.error = exc
+            self._done.set()
+
+
+def pin(core: int | None) -> None:
+    """The calling thread (not the process) to ``core``; nothing for None."""
+    if core is not None:
+        os.sched_setaffinity(0, {core})
+
+
+def bare_block(work: Any, n: int) -> tuple[dict[str, float], bool]:
+    """A bare block in this thread; sync-debug mode off for it if the watch had left it on."""
+    torch = work.torch
+    mode = torch.cuda.get_sync_debug_mode() if work.gpu else 0
+    if mode:
+        torch.cuda.set_sync_debug_mode(0)
+    try:
+        return timed_block(work, n), bool(mode)
+    finally:
+        if mode:
+            torch.cuda.set_sync_debug_mode(mode)
+
+
+def pair_ratios(blocks: list[dict[str, Any]], key: str) -> list[float]:
+    """W / B of ``key`` over the adjacent pairs of the W B B W order."""
+    out = []
+    for i in range(0, len(blocks) - 1, 2):
+        a, b = blocks[i], blocks[i + 1]
+        w, bare = (a, b) if a["who"] == "W" else (b, a)
+        if w["who"] == "W" and bare["who"] == "B" and bare[key] > 0:
+            out.append(w[key] / bare[key])
+    return out
+
+
+def summarize(
+    blocks: list[dict[str, Any]], info: dict[str, Any]
+) -> tuple[list[str], dict[str, Any]]:
+    from watch_parts import median_ci
+
+    result: dict[str, Any] = dict(info)
+    lines = [
+        f"watch interleaved on {info['device']} ({info['torch']}): {info['workload']}, "
+        f"{info['pairs']} pairs of {info['block_steps']}-step blocks, order W B B W"
+        + (f", both threads on core {info['core']}" if info.get("core") is not None else ""),
+        "W: one watch for the whole run, in a thread with a model of its own; B: the same "
+        "workload bare in the main thread; figure: median over adjacent pairs of W / B, its 95 %",
+        "interval (order statistics); mean: of the blocks' mean steps (the steps that record "
+        "copies and syncs in); median: of their median steps; cpu: the thread's CPU time a step",
+        f"{'of':<8} {'W / B':>8} {'95 % interval':>16} {'W ms':>8} {'B ms':>8}",
+    ]
+    for key, name in (("mean_ms", "mean"), ("median_ms", "median"), ("cpu_ms", "cpu")):
+        ratios = pair_ratios(blocks, key)
+        if not ratios:
+            continue
+        mid = statistics.median(ratios)
+        ci = median_ci(ratios)
+        w_ms = statistics.median(b[key] for b in blocks if b["who"] == "W")
+        b_ms = statistics.median(b[key] for b in blocks if b["who"] == "B")
+        result[f"{name}_pct"] = round(100 * (mid - 1), 2)
+        if ci is not None:
+            result[f"{name}_ci_pct"] = [round(100 * (x - 1), 2) for x in ci]
+        ci_s = "{:+.1f}..{:+.1f}%".format(*result[f"{name}_ci_pct"]) if ci else ""
+        lines.append(f"{name:<8} {100 * (mid - 1):>+7.1f}% {ci_s:>16} {w_ms:>8.4f} {b_ms:>8.4f}")
+    if info.get("control"):
+        lines.append("control: W ran bare too (no watch): the figure is the threads' own bias")
+    else:
+        lines.append(
+            f"the watch's own clocks: {info['self_us']:.2f} us a measured step "
+            f"({info['self_pct']:.2f} % of W's mean step); copies and syncs recorded on 1 in "
+            f"{info['detail_every']} steps; bare blocks that found sync-debug mode on: "
+            f"{info['mode_was_on']}"
+        )
+    result["blocks"] = blocks
+    return lines, result
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+    from overhead import changed, restorable, write_results
+    from watch_parts import WORKLOADS
+
+    make = WORKLOADS[args.workload]
+    bare_work, watched_work = make(torch), make(torch)
+    before = restorable(torch)  # with CUDA up, as it is after: its sync-debug mode is in it
+    watched = WatchedThread(watched_work, args.warm_steps, watched=not args.control, core=args.core)
+    blocks: list[dict[str, Any]] = []
+    mode_was_on = 0
+    cores = os.sched_getaffinity(0) if args.core is not None else None
+    with bare_work.mode():
+        pin(args.core)
+        for _ in range(args.warm_steps):
+            bare_work.step()
+        watched.start()
+        try:
+            n = args.block_steps
+            for i in range(2 * args.pairs):
+                who = ORDER[i % len(ORDER)]
+                if who == "W":
+                    b = watched.call(lambda: timed_block(watched_work, n))
+                else:
+                    b, on = bare_block(bare_work, n)
+                    mode_was_on += on
+                blocks.append({"who": who, **{k: round(v, 5) for k, v in b.items()}})
+            w = watched.watch
+            measured = [r for r in w.recorder.records if r.phase == "measure"] if w else []
+            self_us = sum(r.overhead_ns for r in measured) / max(1, len(measured)) / 1e3
+            detail_every = w.detail.every if w else None
+        finally:
+            watched.stop()
+            if cores is not None:
+                os.sched_setaffinity(0, cores)
+    problems = changed(before, restorable(torch))
+    w_mean = statistics.fmean(b["mean_ms"] for b in blocks if b["who"] == "W")
+    info = {
+        "device": str(bare_work.dev),
+        "torch": torch.__version__,
+        "workload": args.workload,
+        "pairs": args.pairs,
+        "block_steps": args.block_steps,
+        "warm_steps": args.warm_steps,
+        "core": args.core,
+        "self_us": round(self_us, 3),
+        "self_pct": round(100 * self_us / 1e3 / w_mean, 3) if w_mean else None,
+        "measured_steps": len(measured),
+        "detail_every": detail_every,
+        "control": args.control,
+        "mode_was_on": mode_was_on,
+        "restore_problems": problems,
+        "watch_error": repr(watched.error) if watched.error else None,
+    }
+    lines, result = summarize(blocks, info)
+    if problems:
+        lines.append("LEFT CHANGED: " + "; ".join(problems))
+    text = "\n".join(lines)
+    print("\n" + text, flush=True)
+    write_results(args.out, "watch-interleaved", result, text)
+    return 1 if problems or watched.error else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from watch_parts import WORKLOADS
+
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--workload", choices=sorted(WORKLOADS), default="unbatched_inference")
+    ap.add_argument("--pairs", type=int, default=200, help="(W, B) pairs of blocks")
+    ap.add_argument("--block-steps", type=int, default=25)
+    ap.add_argument(
+        "--warm-steps",
+        type=int,
+        default=300,
+        help="steps each thread runs first, the watched one past the watch's census",
+    )
+    ap.add_argument(
+        "--control", action="store_true", help="W without the watch: the threads' own bias"
+    )
+    ap.add_argument(
+        "--core",
+        type=int,
+        default=None,
+        help="run both timing threads on this core (the sampler process keeps the others)",
+    )
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    if args.pairs < 1 or args.block_steps < 1:
+        ap.error("--pairs and --block-steps must be at least 1")
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
