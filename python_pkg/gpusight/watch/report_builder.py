@@ -279,6 +279,15 @@ def build_report(w: Watch) -> Report:
         notes.append(
             "no optimizer step, backward call or model forward was seen: the whole block is "
             "reported as one step"
+            + (
+                ". torch.compile has compiled code in this process, and a model called inside "
+                "compiled code is not seen: the watch keeps its hooks out of compiled graphs, "
+                "which they would break (a function under torch.compile that calls the model, "
+                "or model.compile() in place). Call the result of torch.compile(model) from "
+                "your loop instead, or watch a training loop, whose optimizer step ends each step"
+                if w.compiled_graphs
+                else ""
+            )
         )
     elif phase != "measure" and clean:
         notes.append(

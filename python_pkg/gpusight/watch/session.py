@@ -66,6 +66,18 @@ _ACTIVE: Watch | None = None
 _FORK_HOOK = False
 
 
+def _never() -> bool:
+    return False
+
+
+_is_compiling: Callable[[], bool] = _never
+"""``torch.compiler.is_compiling`` once a watch has started. Every hook that compiled code may
+call asks it first: torch.compile traces a module's hooks, an optimizer's and a wrapped
+``backward`` into its graph, where the thread test and the clocks would break the graph (the
+watched program would not be the user's). Traced, it is the constant True, so the hook vanishes
+from the graph; run eagerly it costs about 0.1 us."""
+
+
 def _after_fork_in_child() -> None:
     # DataLoader workers are forks of the watched process: hooks there must pass through.
     w = _ACTIVE
@@ -343,6 +355,8 @@ class Watch:
 
         from .machine import torch_flags, visible_gpus
 
+        global _is_compiling
+        _is_compiling = torch.compiler.is_compiling
         self._torch = torch
         self._started = True
         self._graphs_at_start = _compiled_graphs()
@@ -729,7 +743,10 @@ class Watch:
         ):
             self._stop_window()
             transition = True
-        if not self._switched and n >= max(1, rec.warmup):
+        # One step before the warm-up ends: the first step has found the outermost modules, and
+        # torch.compile, which guards on the global hooks, compiles again after they come off:
+        # that lands in the last warm-up step, not in a measured one.
+        if not self._switched and n >= max(1, rec.warmup - 1):
             self._switch_hooks()
             transition = True
         self._maybe_enable_sync_mode()
@@ -743,7 +760,7 @@ class Watch:
     # -- hooks --------------------------------------------------------------------------------
     # Each starts with the same test as ``_mine()``, inlined: it runs several times a step.
     def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
-        if get_ident() != self._tid or not self._full:
+        if _is_compiling() or get_ident() != self._tid or not self._full:
             return
         if self._opt_clock is None:
             self._opt_clock = id(opt)
@@ -753,7 +770,7 @@ class Watch:
     def _opt_post(self, opt: Any, args: Any, kwargs: Any) -> None:
         t = perf_counter_ns()
         rec = self._rec
-        if get_ident() != self._tid or id(opt) != self._opt_clock or rec is None:
+        if _is_compiling() or get_ident() != self._tid or id(opt) != self._opt_clock or rec is None:
             return
         cur = rec.current
         if self._opt_t0:
@@ -765,7 +782,7 @@ class Watch:
             cur.overhead_ns += perf_counter_ns() - t
 
     def _fwd_pre(self, module: Any, args: Any) -> None:
-        if self._bwd_depth or get_ident() != self._tid:
+        if _is_compiling() or self._bwd_depth or get_ident() != self._tid:
             return None
         depth = self._fwd_depth
         self._fwd_depth = depth + 1
@@ -815,7 +832,7 @@ class Watch:
         return info
 
     def _fwd_post(self, module: Any, args: Any, output: Any) -> None:
-        if self._bwd_depth or get_ident() != self._tid:
+        if _is_compiling() or self._bwd_depth or get_ident() != self._tid:
             return None
         t = perf_counter_ns()
         depth = self._fwd_depth - 1
@@ -848,7 +865,7 @@ class Watch:
         @functools.wraps(orig)
         def backward(*args: Any, **kwargs: Any) -> Any:
             rec = w._rec
-            if w._bwd_depth or get_ident() != w._tid or rec is None:
+            if _is_compiling() or w._bwd_depth or get_ident() != w._tid or rec is None:
                 return orig(*args, **kwargs)
             if not w._full and rec.kind == "optimizer":
                 # A light step: an optimizer ends it, and its backward is not timed.
@@ -879,7 +896,7 @@ class Watch:
         @functools.wraps(orig)
         def __next__(it: Any) -> Any:
             rec = w._rec
-            if get_ident() != w._tid or rec is None:
+            if _is_compiling() or get_ident() != w._tid or rec is None:
                 return orig(it)
             t0 = perf_counter_ns()
             try:
@@ -911,7 +928,7 @@ class Watch:
         @functools.wraps(orig)
         def __iter__(dl: Any) -> Any:
             rec = w._rec
-            if get_ident() != w._tid or rec is None:
+            if _is_compiling() or get_ident() != w._tid or rec is None:
                 return orig(dl)
             t0 = perf_counter_ns()
             it = orig(dl)
@@ -1040,7 +1057,7 @@ class Watch:
 
         def synchronize(*args: Any, **kwargs: Any) -> Any:
             rec = w._rec
-            if not w._detail or get_ident() != w._tid or rec is None:
+            if not w._detail or _is_compiling() or get_ident() != w._tid or rec is None:
                 return orig(*args, **kwargs)
             t0 = perf_counter_ns()
             out = orig(*args, **kwargs)
@@ -1135,6 +1152,11 @@ class Watch:
     @property
     def sampler(self) -> WatchSampler | None:
         return self._sampler
+
+    @property
+    def compiled_graphs(self) -> int:
+        """Graphs torch.compile has compiled in this process so far."""
+        return _compiled_graphs()
 
     @property
     def cuda_available(self) -> bool:

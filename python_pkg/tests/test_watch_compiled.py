@@ -1,0 +1,130 @@
+"""A watched torch.compile program is the user's program: the watch's hooks never break its
+graph, and the one recompile that taking the warm-up's global hooks off causes lands in the
+warm-up. Real CPU torch, dynamo's eager backend (no C++ compiler needed)."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import torch
+import torch._dynamo
+from gpusight.watch.session import Watch
+from torch import nn
+from torch._dynamo.utils import counters
+from watch_support import small_model, snapshot
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+STEPS = 40
+WARMUP = 3
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo() -> Iterator[None]:
+    torch._dynamo.reset()
+    counters.clear()
+    yield
+    torch._dynamo.reset()
+    counters.clear()
+
+
+def _breaks() -> int:
+    return sum(counters["graph_break"].values())
+
+
+def _graphs() -> int:
+    return int(counters["stats"]["unique_graphs"])
+
+
+def _training(how: str) -> Callable[[], None]:
+    torch.manual_seed(0)
+    model = small_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(4, 32), torch.randn(4, 4)
+    if how == "module":
+        call: Callable[[torch.Tensor], torch.Tensor] = torch.compile(model, backend="eager")
+    elif how == "in_place":
+        model.compile(backend="eager")
+        call = model
+    else:  # a compiled function that calls the model and the loss
+        call = torch.compile(lambda t: model(t), backend="eager")
+
+    def step() -> None:
+        loss = nn.functional.mse_loss(call(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def _inference(how: str) -> Callable[[], None]:
+    torch.manual_seed(0)
+    model = small_model().eval()
+    x = torch.randn(4, 32)
+    call: Any = (
+        torch.compile(model, backend="eager")
+        if how == "module"
+        else torch.compile(lambda t: model(t), backend="eager")
+    )
+
+    def step() -> None:
+        with torch.no_grad():
+            call(x)
+
+    return step
+
+
+def _bare_then_watched(make: Callable[[], Callable[[], None]]) -> tuple[int, Watch]:
+    """The graphs a bare run compiles; then the same program watched (from a fresh dynamo)."""
+    step = make()
+    for _ in range(STEPS):
+        step()
+    assert _breaks() == 0
+    graphs = _graphs()
+    torch._dynamo.reset()
+    counters.clear()
+    step = make()
+    w = Watch(warmup=WARMUP, profile_steps=0, stop_after_steps=False, device_types=("meta",))
+    with w:
+        for _ in range(STEPS):
+            step()
+    return graphs, w
+
+
+@pytest.mark.parametrize("how", ["module", "in_place", "function"])
+def test_a_compiled_training_step_keeps_its_graph_and_its_steps(how: str) -> None:
+    before = snapshot()
+    graphs, w = _bare_then_watched(lambda: _training(how))
+    assert _breaks() == 0  # before the hooks asked is_compiling first, 4 to 9 here
+    # The same graphs, and at most one more: dynamo guards on the global module hooks, which
+    # come off after the warm-up's first steps.
+    assert graphs <= _graphs() <= graphs + 1
+    rec = w.recorder
+    assert rec is not None and rec.kind == "optimizer"
+    measured = [r.duration_ns for r in rec.records if r.phase == "measure"]
+    assert len(measured) == STEPS - WARMUP
+    # The recompile (tens of ms here against a step of about 1 ms) is in the warm-up.
+    assert max(measured) < 10 * statistics.median(measured)
+    assert snapshot() == before
+
+
+def test_a_compiled_model_called_from_python_is_the_inference_step() -> None:
+    graphs, w = _bare_then_watched(lambda: _inference("module"))
+    assert _breaks() == 0 and _graphs() <= graphs + 1
+    rec = w.recorder
+    assert rec is not None and rec.kind == "forward"
+    assert sum(r.phase == "measure" for r in rec.records) == STEPS - WARMUP
+
+
+def test_a_model_called_inside_compiled_inference_is_one_step_and_the_report_says_why() -> None:
+    graphs, w = _bare_then_watched(lambda: _inference("function"))
+    assert _breaks() == 0 and _graphs() <= graphs + 1
+    assert w.recorder is not None and w.recorder.kind is None
+    report = w.report
+    assert report is not None and report.run["steps"] == 1
+    note = next(n for n in report.notes if n.startswith("no optimizer step"))
+    assert "torch.compile(model)" in note and "compiled graphs" in note
