@@ -1,6 +1,6 @@
 """A watched torch.compile program is the user's program: the watch's hooks never break its
-graph, and the one recompile that taking the warm-up's global hooks off causes lands in the
-warm-up. Real CPU torch, dynamo's eager backend (no C++ compiler needed)."""
+graph, and the one recompile that taking the warm-up's global hooks off causes lands in one
+more warm-up step. Real CPU torch, dynamo's eager backend (no C++ compiler needed)."""
 
 from __future__ import annotations
 
@@ -106,8 +106,9 @@ def test_a_compiled_training_step_keeps_its_graph_and_its_steps(how: str) -> Non
     rec = w.recorder
     assert rec is not None and rec.kind == "optimizer"
     measured = [r.duration_ns for r in rec.records if r.phase == "measure"]
-    assert len(measured) == STEPS - WARMUP
-    # The recompile (tens of ms here against a step of about 1 ms) is in the warm-up.
+    # Where anything was compiled, one more warm-up step takes the recompile (tens of ms here
+    # against a step of about 1 ms).
+    assert len(measured) == STEPS - WARMUP - (_graphs() > 0)
     assert max(measured) < 10 * statistics.median(measured)
     assert snapshot() == before
 
@@ -117,7 +118,9 @@ def test_a_compiled_model_called_from_python_is_the_inference_step() -> None:
     assert _breaks() == 0 and _graphs() <= graphs + 1
     rec = w.recorder
     assert rec is not None and rec.kind == "forward"
-    assert sum(r.phase == "measure" for r in rec.records) == STEPS - WARMUP
+    measured = [r.duration_ns for r in rec.records if r.phase == "measure"]
+    assert len(measured) == STEPS - WARMUP - 1
+    assert max(measured) < 10 * statistics.median(measured)
 
 
 def test_a_model_called_inside_compiled_inference_is_one_step_and_the_report_says_why() -> None:

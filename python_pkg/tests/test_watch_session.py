@@ -152,9 +152,9 @@ def test_hooks_leave_inner_modules_after_warmup() -> None:
             loss = nn.functional.cross_entropy(model(x), y)
             opt.zero_grad()
             loss.backward()
-            opt.step()
             seen.append((len(m._global_forward_pre_hooks), module_hooks(model)))
-    assert seen[0][0] == 1  # global while warming up
+            opt.step()  # ends the step
+    assert seen[0] == (1, 0)  # global while warming up
     assert seen[-1] == (0, 2)  # then only the outermost module: one pre-hook, one hook
     assert module_hooks(model) == 0
 

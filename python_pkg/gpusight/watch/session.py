@@ -356,7 +356,8 @@ class Watch:
         from .machine import torch_flags, visible_gpus
 
         global _is_compiling
-        _is_compiling = torch.compiler.is_compiling
+        # torch.compiler.is_compiling came with torch 2.3; before it nothing traces our hooks.
+        _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or _never
         self._torch = torch
         self._started = True
         self._graphs_at_start = _compiled_graphs()
@@ -721,6 +722,14 @@ class Watch:
         """
         n = rec.completed
         transition = False
+        if not self._switched and n >= max(1, rec.warmup):
+            self._switch_hooks()
+            transition = True
+            if _compiled_graphs() != self._graphs_at_start:
+                # Compiled code ran in the warm-up, and torch.compile guards on the global
+                # module hooks that just came off: it compiles again in the next step, one more
+                # warm-up step rather than a measured or profiled one.
+                rec.warmup = n + 1
         if (
             rec.profiling
             and self._window is None
@@ -742,12 +751,6 @@ class Watch:
             and n >= rec.warmup + 1 + rec.profile_steps
         ):
             self._stop_window()
-            transition = True
-        # One step before the warm-up ends: the first step has found the outermost modules, and
-        # torch.compile, which guards on the global hooks, compiles again after they come off:
-        # that lands in the last warm-up step, not in a measured one.
-        if not self._switched and n >= max(1, rec.warmup - 1):
-            self._switch_hooks()
             transition = True
         self._maybe_enable_sync_mode()
         self._settled = (
@@ -963,7 +966,6 @@ class Watch:
     def _wrap_copy(self, orig: Callable[..., Any]) -> Callable[..., Any]:
         w = self
         torch = self._torch
-        is_compiling = torch.compiler.is_compiling
         parameter = torch.nn.Parameter
         plain = torch.Tensor
         device_types = self.device_types
@@ -972,7 +974,7 @@ class Watch:
 
         def copy(self_t: Any, *args: Any, **kwargs: Any) -> Any:
             # is_compiling before the thread: under torch.compile this wrapper is traced.
-            if not w._detail or is_compiling() or get_ident() != w._tid:
+            if not w._detail or _is_compiling() or get_ident() != w._tid:
                 return orig(self_t, *args, **kwargs)
             rec = w._rec
             if rec is None:
