@@ -60,6 +60,11 @@ want overhead && step parts 150 "$PY" benchmarks/watch_parts.py --parts bare wat
 want cost && step probe 120 "$PY" benchmarks/probe_profiler_after.py
 want cost && step cost 420 "$PY" benchmarks/watch_cost.py --only mlp_adam tiny_batch unbatched_inference --rounds 5 --cpus 2-5 --target-s 2 --out "$OUT/cost-launch"
 want cost && step cost-rest 600 "$PY" benchmarks/watch_cost.py --rounds 1 --budget 500 --only conv_nchw_amp fp32_transformer slow_loader bursty_loader item_per_step pageable_copy cpu_model small_batch_rnn healthy --out "$OUT/cost-rest"
+# The same to about a percent: one watch, 25-step blocks interleaved with bare ones, two threads
+# on core 6 (the sampler process on the others), each workload against its control (W bare too).
+for W in tiny_batch mlp_adam unbatched_inference; do
+  want overhead && step "il-$W" 150 bash -c "'$PY' benchmarks/watch_interleaved.py --workload $W --pairs 300 --core 6 --control --out '$OUT/il-$W-control' && '$PY' benchmarks/watch_interleaved.py --workload $W --pairs 300 --core 6 --out '$OUT/il-$W'"
+done
 want overhead && step parts-train 150 "$PY" benchmarks/watch_parts.py --workload tiny_batch --parts bare watched all_hooks --rounds 40 --block-s 0.15 --settle-s 0.5 --out "$OUT/parts-train"
 # The trainer callbacks against `gpusight run` on the same script (#19; the image has the frameworks).
 want callbacks && step callbacks 420 "$PY" benchmarks/callbacks_gpu.py --out "$OUT/callbacks"
