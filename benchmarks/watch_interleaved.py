@@ -55,6 +55,7 @@ for _folder in (HERE / "scenarios", HERE, HERE.parent / "python_pkg"):
         sys.path.insert(0, str(_folder))
 
 ORDER = ("W", "B", "B", "W")
+PART_CHOICES = ("minimal", "no_sync_mode", "no_copy_hook", "no_sampler", "all_detail", "all_hooks")
 
 
 def timed_block(work: Any, n: int) -> dict[str, float]:
@@ -79,11 +80,17 @@ class WatchedThread:
     """A thread that runs its workload's steps inside one watch, a block at a time on request."""
 
     def __init__(
-        self, work: Any, warm_steps: int, watched: bool = True, core: int | None = None
+        self,
+        work: Any,
+        warm_steps: int,
+        watched: bool = True,
+        core: int | None = None,
+        part: str = "watched",
     ) -> None:
         self.work = work
         self.watched = watched
         self.core = core
+        self.part = part
         self.warm_steps = warm_steps
         self.watch: Any = None
         self.error: BaseException | None = None
@@ -117,14 +124,17 @@ class WatchedThread:
 
     def _run(self) -> None:
         import gpusight
+        from overhead import ablated
 
         watch: Any = (
             gpusight.watch(warmup=3, profile_steps=0, stop_after_steps=False)
             if self.watched
             else contextlib.nullcontext()
         )
+        # A part of the watch switched off (overhead.py's), for the whole run.
+        parts = ablated(self.part) if self.part != "watched" else contextlib.nullcontext()
         try:
-            with self.work.mode(), watch as w:
+            with self.work.mode(), parts, watch as w:
                 self.watch = w
                 # After the watch has started its sampler process, which keeps the cores the
                 # process had: only this thread moves.
@@ -206,6 +216,8 @@ def summarize(
             result[f"{name}_ci_pct"] = [round(100 * (x - 1), 2) for x in ci]
         ci_s = "{:+.1f}..{:+.1f}%".format(*result[f"{name}_ci_pct"]) if ci else ""
         lines.append(f"{name:<8} {100 * (mid - 1):>+7.1f}% {ci_s:>16} {w_ms:>8.4f} {b_ms:>8.4f}")
+    if info.get("part", "watched") != "watched":
+        lines.append(f"W: the watch as overhead.py's part {info['part']!r} has it")
     if info.get("control"):
         lines.append("control: W ran bare too (no watch): the figure is the threads' own bias")
     else:
@@ -227,7 +239,9 @@ def run(args: argparse.Namespace) -> int:
     make = WORKLOADS[args.workload]
     bare_work, watched_work = make(torch), make(torch)
     before = restorable(torch)  # with CUDA up, as it is after: its sync-debug mode is in it
-    watched = WatchedThread(watched_work, args.warm_steps, watched=not args.control, core=args.core)
+    watched = WatchedThread(
+        watched_work, args.warm_steps, watched=not args.control, core=args.core, part=args.part
+    )
     blocks: list[dict[str, Any]] = []
     mode_was_on = 0
     cores = os.sched_getaffinity(0) if args.core is not None else None
@@ -264,6 +278,7 @@ def run(args: argparse.Namespace) -> int:
         "block_steps": args.block_steps,
         "warm_steps": args.warm_steps,
         "core": args.core,
+        "part": args.part,
         "self_us": round(self_us, 3),
         "self_pct": round(100 * self_us / 1e3 / w_mean, 3) if w_mean else None,
         "measured_steps": len(measured),
@@ -297,6 +312,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--control", action="store_true", help="W without the watch: the threads' own bias"
+    )
+    ap.add_argument(
+        "--part",
+        choices=("watched", *PART_CHOICES),
+        default="watched",
+        help="the watch with one of its parts switched off (overhead.py's names)",
     )
     ap.add_argument(
         "--core",

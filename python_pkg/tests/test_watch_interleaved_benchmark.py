@@ -45,17 +45,21 @@ def test_pairs_are_adjacent_blocks_in_the_w_b_b_w_order(wi: ModuleType) -> None:
     assert wi.pair_ratios(blocks[:1], "mean_ms") == []  # an unpaired block counts for nothing
 
 
-@pytest.mark.parametrize("control", [False, True])
+@pytest.mark.parametrize(
+    ("control", "part"), [(False, "watched"), (True, "watched"), (False, "minimal")]
+)
 def test_a_short_cpu_run_writes_its_table_and_restores_everything(
-    wi: ModuleType, tmp_path: Path, control: bool, capsys: pytest.CaptureFixture[str]
+    wi: ModuleType, tmp_path: Path, control: bool, part: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import torch
     from gpusight.watch import session
+    from gpusight.watch.session import Watch
 
     flags = (torch.get_num_threads(), torch.is_grad_enabled())
     cores = os.sched_getaffinity(0)
     argv = ["--workload", "tiny_batch", "--pairs", "4", "--block-steps", "3"]
-    argv += ["--warm-steps", "24", "--out", str(tmp_path)]
+    argv += ["--warm-steps", "24", "--out", str(tmp_path), "--part", part]
+    wrap_copy = Watch._wrap_copy  # "minimal" leaves Tensor.to unwrapped for its run only
     # The control runs both timing threads on one core; the main thread gets its cores back.
     assert wi.main([*argv, "--control", "--core", str(min(cores))] if control else argv) == 0
     assert os.sched_getaffinity(0) == cores
@@ -74,4 +78,6 @@ def test_a_short_cpu_run_writes_its_table_and_restores_everything(
     assert text.splitlines()[0].startswith("watch interleaved on cpu")
     assert text in capsys.readouterr().out
     assert session._ACTIVE is None  # the watch is gone
+    assert Watch._wrap_copy is wrap_copy and result["part"] == part
+    assert (f"part {part!r}" in text) is (part != "watched")
     assert (torch.get_num_threads(), torch.is_grad_enabled()) == flags
