@@ -43,7 +43,7 @@ want() { [[ " ${STEPS[*]} " == *" $1 "* ]]; }
 
 T0=$SECONDS
 # Every test marked `gpu` (bench, watch, what-if), skipped elsewhere.
-want tests && step gpu-tests 150 "$PY" -m pytest -q -m gpu --noconftest -p no:cacheprovider python_pkg/tests/test_bench_gpu.py python_pkg/tests/test_watch_hot_path.py python_pkg/tests/test_whatif_gpu.py python_pkg/tests/test_inference.py python_pkg/tests/test_rerun_inject.py python_pkg/tests/test_watch_sampler_process.py python_pkg/tests/test_watch_light_steps.py
+want tests && step gpu-tests 150 "$PY" -m pytest -q -m gpu --noconftest -p no:cacheprovider python_pkg/tests/test_bench_gpu.py python_pkg/tests/test_watch_hot_path.py python_pkg/tests/test_whatif_gpu.py python_pkg/tests/test_inference.py python_pkg/tests/test_rerun_inject.py python_pkg/tests/test_watch_sampler_process.py python_pkg/tests/test_watch_light_steps.py python_pkg/tests/test_watch_compiled.py
 want bench && step bench 330 "$PY" benchmarks/gpu_bench.py --out "$OUT"
 want whatif && step whatif 420 "$PY" benchmarks/gpu_whatif.py --out "$OUT/whatif"
 # gpusight run --what-if on each scenario's unmodified script vs its fix (SCENARIOS="a b" for some).

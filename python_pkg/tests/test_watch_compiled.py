@@ -131,3 +131,32 @@ def test_a_model_called_inside_compiled_inference_is_one_step_and_the_report_say
     assert report is not None and report.run["steps"] == 1
     note = next(n for n in report.notes if n.startswith("no optimizer step"))
     assert "torch.compile(model)" in note and "compiled graphs" in note
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_the_gpu_a_compiled_training_step_keeps_its_graph() -> None:
+    """With CUDA the watch adds sync-debug mode, the copy wrapper and the sampler process; none
+    of them may break the graph either (AOT autograd's eager backend: no kernels to compile)."""
+    dev = torch.device("cuda")
+
+    def make() -> Callable[[], None]:
+        torch.manual_seed(0)
+        model = small_model().to(dev)
+        call = torch.compile(model, backend="aot_eager")
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        x, y = torch.randn(4, 32), torch.randn(4, 4)
+
+        def step() -> None:
+            loss = nn.functional.mse_loss(call(x.to(dev)), y.to(dev))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+        return step
+
+    graphs, w = _bare_then_watched(make)
+    assert _breaks() == 0 and graphs <= _graphs() <= graphs + 1
+    rec = w.recorder
+    assert rec is not None and rec.kind == "optimizer"
+    assert sum(r.phase == "measure" for r in rec.records) == STEPS - WARMUP - (_graphs() > 0)

@@ -725,7 +725,7 @@ class Watch:
         if not self._switched and n >= max(1, rec.warmup):
             self._switch_hooks()
             transition = True
-            if _compiled_graphs() != self._graphs_at_start:
+            if n == rec.warmup and _compiled_graphs() != self._graphs_at_start:
                 # Compiled code ran in the warm-up, and torch.compile guards on the global
                 # module hooks that just came off: it compiles again in the next step, one more
                 # warm-up step rather than a measured or profiled one.
