@@ -113,6 +113,18 @@ def test_a_compiled_training_step_keeps_its_graph_and_its_steps(how: str) -> Non
     assert snapshot() == before
 
 
+def test_without_a_warm_up_no_step_becomes_one() -> None:
+    """``warmup=0`` measures from the first step: the recompile is measured, as asked."""
+    step = _training("module")
+    w = Watch(warmup=0, profile_steps=0, stop_after_steps=False, device_types=("meta",))
+    with w:
+        for _ in range(STEPS):
+            step()
+    rec = w.recorder
+    assert rec is not None and rec.warmup == 0 and _graphs() > 0
+    assert sum(r.phase == "measure" for r in rec.records) == STEPS
+
+
 def test_a_compiled_model_called_from_python_is_the_inference_step() -> None:
     graphs, w = _bare_then_watched(lambda: _inference("module"))
     assert _breaks() == 0 and _graphs() <= graphs + 1
