@@ -3,25 +3,14 @@ figures themselves come from the H200 (benchmarks/results/)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
-
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"{name}_bench", BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from bench_support import load_benchmark
 
 
 @pytest.fixture
@@ -32,7 +21,7 @@ def restore_path() -> Iterator[None]:
 
 
 def test_hook_cost_times_all_hooks_against_light_steps(restore_path: None, tmp_path: Path) -> None:
-    hc = _load("hook_cost")
+    hc = load_benchmark("hook_cost")
     threads = torch.get_num_threads()
     rc = hc.main(["--rounds", "2", "--steps", "30", "--out", str(tmp_path)])
     assert rc == 0
@@ -50,7 +39,7 @@ def test_hook_cost_times_all_hooks_against_light_steps(restore_path: None, tmp_p
 def test_process_spread_runs_processes_and_reprints_its_table(
     restore_path: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    ps = _load("process_spread")
+    ps = load_benchmark("process_spread")
     argv = sys.argv
     sys.argv = [
         "process_spread.py",
@@ -79,7 +68,7 @@ def test_process_spread_runs_processes_and_reprints_its_table(
 def test_hook_cost_inference_keeps_the_hooks_on_every_step(
     restore_path: None, tmp_path: Path
 ) -> None:
-    hc = _load("hook_cost")
+    hc = load_benchmark("hook_cost")
     argv = ["--workload", "infer", "--parts", "bare", "watched", "--rounds", "1", "--steps", "40"]
     assert hc.main([*argv, "--out", str(tmp_path)]) == 0
     watched = json.loads((tmp_path / "hook-cost.json").read_text())["parts"]["watched"]

@@ -3,7 +3,6 @@ and that a scenario call puts ``sys.argv`` back. Speed targets live in the bench
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import sys
@@ -11,17 +10,12 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "overhead.py"
+from bench_support import BENCHMARKS, load_benchmark
 
 
 @pytest.fixture(scope="module")
 def ov() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("overhead_bench", BENCH)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("overhead")
 
 
 def test_last_result_line_wins_and_noise_is_ignored(ov: ModuleType) -> None:
@@ -123,7 +117,7 @@ def test_a_scenario_runs_bare_and_watched_in_process_and_nothing_stays_patched(
 ) -> None:
     import torch
 
-    scenarios = str(BENCH.parent / "scenarios")
+    scenarios = str(BENCHMARKS / "scenarios")
     sys.path.insert(0, scenarios)
     try:
         import unbatched_inference

@@ -4,28 +4,20 @@ come from the H200."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "watch_interleaved.py"
+from bench_support import benchmark
 
 
 @pytest.fixture(scope="module")
 def wi() -> Iterator[ModuleType]:
-    saved = list(sys.path)
-    spec = importlib.util.spec_from_file_location("watch_interleaved_bench", BENCH)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    yield mod
-    sys.path[:] = saved
+    with benchmark("watch_interleaved") as mod:
+        yield mod
 
 
 def test_pairs_are_adjacent_blocks_in_the_w_b_b_w_order(wi: ModuleType) -> None:

@@ -3,10 +3,8 @@ that leaves nothing of the watch behind. The figures themselves come from the H2
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -14,19 +12,13 @@ from typing import Any
 
 import pytest
 import torch
-
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "watch_parts.py"
+from bench_support import benchmark
 
 
 @pytest.fixture(scope="module")
 def wp() -> Iterator[ModuleType]:
-    saved = list(sys.path)
-    spec = importlib.util.spec_from_file_location("watch_parts_bench", BENCH)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    yield mod
-    sys.path[:] = saved
+    with benchmark("watch_parts") as mod:
+        yield mod
 
 
 def _blocks(ms: list[float]) -> list[dict[str, Any]]:
