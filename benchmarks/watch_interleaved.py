@@ -39,12 +39,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import itertools
 import os
 import statistics
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -55,25 +53,16 @@ for _folder in (HERE / "scenarios", HERE, HERE.parent / "python_pkg"):
         sys.path.insert(0, str(_folder))
 
 ORDER = ("W", "B", "B", "W")
-PART_CHOICES = ("minimal", "no_sync_mode", "no_copy_hook", "no_sampler", "all_detail", "all_hooks")
 
 
 def timed_block(work: Any, n: int) -> dict[str, float]:
     """``n`` steps of ``work``, each timed; the GPU drained before and after (not timed)."""
+    from watch_parts import timed_steps
+
     work.sync()
-    cpu0 = time.thread_time_ns()
-    ends = [time.perf_counter_ns()]
-    for _ in range(n):
-        work.step()
-        ends.append(time.perf_counter_ns())
-    cpu = time.thread_time_ns() - cpu0
+    out = timed_steps(work, n)
     work.sync()
-    steps = [(b - a) / 1e6 for a, b in itertools.pairwise(ends)]
-    return {
-        "mean_ms": (ends[-1] - ends[0]) / n / 1e6,
-        "median_ms": statistics.median(steps),
-        "cpu_ms": cpu / n / 1e6,
-    }
+    return out
 
 
 class WatchedThread:
@@ -234,7 +223,7 @@ def summarize(
 def run(args: argparse.Namespace) -> int:
     import torch
     from overhead import changed, restorable, write_results
-    from watch_parts import WORKLOADS
+    from watch_parts import WORKLOADS, watch_figures
 
     make = WORKLOADS[args.workload]
     bare_work, watched_work = make(torch), make(torch)
@@ -261,9 +250,7 @@ def run(args: argparse.Namespace) -> int:
                     mode_was_on += on
                 blocks.append({"who": who, **{k: round(v, 5) for k, v in b.items()}})
             w = watched.watch
-            measured = [r for r in w.recorder.records if r.phase == "measure"] if w else []
-            self_us = sum(r.overhead_ns for r in measured) / max(1, len(measured)) / 1e3
-            detail_every = w.detail.every if w else None
+            seen = watch_figures(w) if w else {"self_us": 0.0, "measured_steps": 0}
         finally:
             watched.stop()
             if cores is not None:
@@ -279,10 +266,10 @@ def run(args: argparse.Namespace) -> int:
         "warm_steps": args.warm_steps,
         "core": args.core,
         "part": args.part,
-        "self_us": round(self_us, 3),
-        "self_pct": round(100 * self_us / 1e3 / w_mean, 3) if w_mean else None,
-        "measured_steps": len(measured),
-        "detail_every": detail_every,
+        **seen,
+        "self_us": round(seen["self_us"], 3),
+        "self_pct": round(100 * seen["self_us"] / 1e3 / w_mean, 3) if w_mean else None,
+        "detail_every": seen.get("detail_every"),
         "control": args.control,
         "mode_was_on": mode_was_on,
         "restore_problems": problems,
@@ -298,6 +285,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from overhead import ABLATIONS
     from watch_parts import WORKLOADS
 
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -315,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--part",
-        choices=("watched", *PART_CHOICES),
+        choices=[a for a in ABLATIONS if a != "bare"],
         default="watched",
         help="the watch with one of its parts switched off (overhead.py's names)",
     )

@@ -254,6 +254,40 @@ def variant(torch: Any, part: str) -> contextlib.AbstractContextManager[dict[str
     return watch_part(part)
 
 
+def timed_steps(work: Any, n: int) -> dict[str, float]:
+    """``n`` steps of ``work``, each on the wall clock: their median and mean (ms), and the
+    thread's CPU time a step (what the host's other tenants take from the thread, time it waits
+    to run, is not in it; the wall clock's figures have it)."""
+    cpu0 = time.thread_time_ns()
+    ends = [time.perf_counter_ns()]
+    for _ in range(n):
+        work.step()  # inference ends in .cpu(), a sync; training is never synchronised
+        ends.append(time.perf_counter_ns())
+    cpu = time.thread_time_ns() - cpu0
+    steps = [(b - a) / 1e6 for a, b in pairwise(ends)]
+    return {
+        "median_ms": statistics.median(steps),
+        "mean_ms": (ends[-1] - ends[0]) / n / 1e6,
+        "cpu_ms": cpu / n / 1e6,
+    }
+
+
+def watch_figures(w: Any) -> dict[str, Any]:
+    """What a watch saw of its measured steps: its own clocks' cost a step (us), the steps that
+    ran the module hooks, the syncs and copies a step, and how often the detail was recorded."""
+    rec = w.recorder
+    measured = [r for r in rec.records if r.phase == "measure"] if rec is not None else []
+    k = max(1, len(measured))
+    return {
+        "self_us": sum(r.overhead_ns for r in measured) / k / 1e3,
+        "measured_steps": len(measured),
+        "full_steps": sum(r.full for r in measured),  # the module hooks on (detail.py)
+        "syncs_per_step": sum(a.measured for a in w.collected.syncs.values()) / k,
+        "copies_per_step": sum(a.measured for a in w.collected.copies.values()) / k,
+        "detail_every": w.detail.every,
+    }
+
+
 def block(
     work: Workload, part: str, n: int, settle_s: float = 0.0, warm: int = WARM_STEPS
 ) -> dict[str, Any]:
@@ -272,36 +306,15 @@ def block(
         clock = getattr(work, "clock", None)  # hook_cost.py's CPU workloads have none
         mhz0 = clock.read() if clock is not None else None
         gc_before = sum(s["collections"] for s in gc.get_stats())
-        cpu0 = time.thread_time_ns()
-        ends = [time.perf_counter_ns()]
-        for _ in range(n):
-            work.step()  # inference ends in .cpu(), a sync; training is never synchronised
-            ends.append(time.perf_counter_ns())
-        cpu = time.thread_time_ns() - cpu0
+        out: dict[str, Any] = timed_steps(work, n)
         gcs = sum(s["collections"] for s in gc.get_stats()) - gc_before
         mhz1 = clock.read() if clock is not None else None
-    steps = [(b - a) / 1e6 for a, b in pairwise(ends)]
-    out: dict[str, Any] = {
-        "median_ms": statistics.median(steps),
-        "mean_ms": (ends[-1] - ends[0]) / n / 1e6,
-        # The loop thread's CPU time a step: what the host's other tenants take from it (time
-        # it waits to run) is not in it, which the wall clock's figure has.
-        "cpu_ms": cpu / n / 1e6,
-        "gc_per_1000_steps": round(1000 * gcs / n, 2),
-    }
+    out["gc_per_1000_steps"] = round(1000 * gcs / n, 2)
     if mhz0 is not None and mhz1 is not None:
         out["sm_mhz"] = [mhz0, mhz1]
     w = info.get("watch")
     if w is not None:
-        rec = w.recorder
-        measured = [r for r in rec.records if r.phase == "measure"] if rec is not None else []
-        k = max(1, len(measured))
-        out["self_us"] = sum(r.overhead_ns for r in measured) / k / 1e3
-        out["measured_steps"] = len(measured)
-        out["full_steps"] = sum(r.full for r in measured)  # the module hooks on (detail.py)
-        out["syncs_per_step"] = sum(a.measured for a in w.collected.syncs.values()) / k
-        out["copies_per_step"] = sum(a.measured for a in w.collected.copies.values()) / k
-        out["detail_every"] = w.detail.every
+        out.update(watch_figures(w))
     if "warnings" in info:
         out["warnings_per_step"] = info["warnings"] / (n + warm)
     return out
