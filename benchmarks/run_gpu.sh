@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Every GPU check, in sequence, through gpusight's own code; results under $OUT.
 #   bash benchmarks/run_gpu.sh [STEP...]   (from anywhere; OUT defaults to benchmarks/results/gpu-local)
-# STEPs (default: all, in this order): tests bench whatif runwhatif accuracy overhead cost callbacks
-# multi.
+# STEPs (default: all, in this order): tests bench whatif runwhatif accuracy overhead cost
+# interleaved sampler callbacks multi.
 # One device command may run 10 minutes: split the steps over two, e.g.
 #   bash benchmarks/run_gpu.sh tests bench             (~4 min)
 #   bash benchmarks/run_gpu.sh whatif                  (~4-6 min)
 #   bash benchmarks/run_gpu.sh accuracy overhead       (~8 min)
 #   bash benchmarks/run_gpu.sh cost                    (~9 min)
+#   bash benchmarks/run_gpu.sh interleaved             (~12 min; SI_BUDGET=8 for ~8)
+#   bash benchmarks/run_gpu.sh sampler                 (~2 min)
 #   bash benchmarks/run_gpu.sh callbacks               (~2 min)
 #   bash benchmarks/run_gpu.sh multi                   (2 GPUs, ~3 min)
 # Each step's output goes to the terminal and to $OUT/run_gpu.log. A step may write
@@ -38,7 +40,7 @@ step() { # step NAME TIMEOUT_S COMMAND...
 }
 
 STEPS=("$@")
-[ ${#STEPS[@]} -gt 0 ] || STEPS=(tests bench whatif runwhatif accuracy overhead cost callbacks multi)
+[ ${#STEPS[@]} -gt 0 ] || STEPS=(tests bench whatif runwhatif accuracy overhead cost interleaved sampler callbacks multi)
 want() { [[ " ${STEPS[*]} " == *" $1 "* ]]; }
 
 T0=$SECONDS
@@ -64,6 +66,20 @@ want cost && step cost-rest 600 "$PY" benchmarks/watch_cost.py --rounds 1 --budg
 # on core 6 (the sampler process on the others), each workload against its control (W bare too).
 for W in tiny_batch mlp_adam unbatched_inference; do
   want overhead && step "il-$W" 150 bash -c "'$PY' benchmarks/watch_interleaved.py --workload $W --pairs 300 --core 6 --control --out '$OUT/il-$W-control' && '$PY' benchmarks/watch_interleaved.py --workload $W --pairs 300 --core 6 --out '$OUT/il-$W'"
+done
+# Every public scenario's own script, bare and watched in one process, taking turns at its own
+# step clock (#20's steady figure), then each against its control (both threads bare). The
+# launch-bound ones on core 6 (the sampler process on the others); the rest where the kernel
+# puts them (they run CPU work, whose thread pool would share the one core).
+PINNED="mlp_adam tiny_batch unbatched_inference item_per_step small_batch_rnn"
+FREE="pageable_copy cpu_model dataparallel conv_nchw_amp fp32_transformer healthy cpu_augment slow_loader bursty_loader"
+for C in "" --control; do
+  want interleaved && step "si-pinned$C" 300 "$PY" benchmarks/scenario_interleaved.py --only $PINNED --core 6 --budget-s "${SI_BUDGET:-15}" $C --out "$OUT/si-pinned$C"
+  want interleaved && step "si-free$C" 420 "$PY" benchmarks/scenario_interleaved.py --only $FREE --budget-s "${SI_BUDGET:-15}" $C --out "$OUT/si-free$C"
+done
+# What the sampler process costs those steps (it runs through both threads' turns above).
+for W in unbatched_inference tiny_batch; do
+  want sampler && step "sampler-$W" 120 "$PY" benchmarks/sampler_cost.py --workload $W --rounds 30 --block-s 0.5 --out "$OUT/sampler-$W"
 done
 want overhead && step parts-train 150 "$PY" benchmarks/watch_parts.py --workload tiny_batch --parts bare watched all_hooks --rounds 40 --block-s 0.15 --settle-s 0.5 --out "$OUT/parts-train"
 # The trainer callbacks against `gpusight run` on the same script (#19; the image has the frameworks).

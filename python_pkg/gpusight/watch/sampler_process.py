@@ -88,6 +88,11 @@ class ProcessSampler:
         return self._available
 
     @property
+    def pid(self) -> int | None:
+        """The child's pid while it runs."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
     def samples(self) -> list[Sample]:
         """Known once stopped (the child keeps them until then)."""
         return list(self._samples)

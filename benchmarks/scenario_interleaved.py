@@ -1,0 +1,465 @@
+"""The watch's steady cost on each public scenario's own script: bare and watched in one process,
+taking turns every few steps, timed by the script's own step clock.
+
+    PYTHONPATH=python_pkg python3 benchmarks/scenario_interleaved.py --out "$OUT/interleaved"
+    PYTHONPATH=python_pkg python3 benchmarks/scenario_interleaved.py --only tiny_batch \\
+        --core 6 --control --out "$OUT/interleaved-control"
+
+Issue #20 asks for each scenario run bare and watched end to end, alternating, read by a clock
+inside the script. Separate processes (``watch_cost.py``) do that, but on the H200's host two
+processes of one launch-bound script differ by 9 % (coefficient of variation) and the pace
+changes within a process over seconds (``process_spread.py``): a few percent is lost in that.
+So here the scenario's unmodified ``main()`` runs twice in one process, each in a thread of
+its own with its own model: one inside ``gpusight.watch()`` with the defaults ``gpusight run``
+uses (warm-up, profiler window, sampler process, sync-debug mode, copy hooks), one bare. The
+two take turns at the script's own step clock (``Steps.mark()`` in ``scenarios/_common.py``):
+after its warm-up alone, each thread runs blocks of ``block`` steps in the order W B B W, so a
+pace that drifts between blocks cancels. A thread waits for its turn inside ``mark()``; the
+GPU is drained after every block, and the first step of a block is timed from the moment its
+thread resumes, so neither thread's steps include the other's or the drain. Nothing here reads
+the watch's clocks for the figure.
+
+Per scenario: the median over adjacent (W, B) pairs of W's mean step over B's, minus 1, with
+its 95 % interval (order statistics): the throughput the watch costs. Beside it, the watch's
+own figure for the same steps: its clocks' overhead a step x ``UNSEEN_FACTOR`` over W's mean
+step (the report's ``overhead_pct`` is that over the watch's step times, which here include
+the waits for the turn). ``--control`` runs W bare too: the two threads' own difference, which
+a figure is read against.
+
+What it leaves out, and which way: the sampler process runs through both threads' turns (its
+cost is in neither: ``sampler_cost.py`` measures it), and the bare thread passes through the
+watch's wrappers (about 0.3 us each); sync-debug mode is switched off for the bare turns. Each
+makes the figure a little low. A loader with workers keeps prefetching while its thread waits,
+for both threads alike; the turn-taking is not how such a script runs, so loader-bound
+scenarios are better read from ``watch_cost.py``'s separate processes, where their long steps
+leave little to resolve.
+
+Writes ``OUT/scenario-interleaved.json`` and ``OUT/scenario-interleaved.txt`` (printed last).
+Exit code 1 when a scenario failed or the watch left torch changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import io
+import os
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+for _folder in (HERE / "scenarios", HERE, HERE.parent / "python_pkg"):
+    if str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
+
+ORDER = ("W", "B", "B", "W")
+# Shortest, most launch-bound steps first: where the watch's cost could show.
+DEFAULT_ONLY = (
+    "mlp_adam",
+    "tiny_batch",
+    "unbatched_inference",
+    "item_per_step",
+    "pageable_copy",
+    "small_batch_rnn",
+    "cpu_model",
+    "dataparallel",
+    "conv_nchw_amp",
+    "fp32_transformer",
+    "healthy",
+    "cpu_augment",
+    "slow_loader",
+    "bursty_loader",
+)
+MIN_WARM = 40  # past the watch's warm-up (3 + up to 3), window (3), switch and census (16)
+
+
+class Aborted(BaseException):
+    """Ends a thread's script from inside ``mark()`` when the other thread failed."""
+
+
+class Turns:
+    """Who runs now: ``W`` and ``B`` take turns at the script's ``mark()``, and every step's
+    time is kept per block (from the previous mark, or from the thread's resume)."""
+
+    def __init__(self, warm: int, block: int | None, pairs: int | None, torch: Any) -> None:
+        self.warm = warm
+        self.block = block
+        self.pairs = pairs
+        self.torch = torch
+        self.cond = threading.Condition()
+        self.role = threading.local()
+        self.owner = "W"
+        self.turn = 0  # index into the schedule: W's warm-up, B's, then the blocks
+        self.count = 0  # marks in the current turn
+        self.last: dict[str, float] = {}
+        self.steps: list[float] = []  # the current turn's step times (ms)
+        self.blocks: list[dict[str, Any]] = []
+        self.warm_ms: dict[str, list[float]] = {"W": [], "B": []}
+        self.done = False
+        self.failed: str | None = None
+        self.mode_saved = 0
+        self.sized = block is not None and pairs is not None
+
+    # -- the schedule ------------------------------------------------------------------------
+    def who(self, turn: int) -> str | None:
+        if turn == 0:
+            return "W"
+        if turn == 1:
+            return "B"
+        assert self.pairs is not None
+        k = turn - 2
+        return ORDER[k % len(ORDER)] if k < 2 * self.pairs else None
+
+    def length(self, turn: int) -> int:
+        return self.warm if turn < 2 else int(self.block or 1)
+
+    def size_from_warmup(self, block_s: float, budget_s: float, max_pairs: int) -> None:
+        """Blocks of about ``block_s`` and pairs to fill ``budget_s``, from W's warm-up pace."""
+        if self.sized:
+            return
+        tail = self.warm_ms["W"][len(self.warm_ms["W"]) // 2 :] or [1.0]
+        step_s = max(statistics.median(tail) / 1000, 1e-5)
+        self.block = self.block or max(2, min(400, round(block_s / step_s)))
+        self.pairs = self.pairs or max(8, min(max_pairs, int(budget_s / (2 * self.block * step_s))))
+        self.sized = True
+
+    # -- called by the threads ---------------------------------------------------------------
+    def enter(self, role: str) -> None:
+        """The thread's role; waits for its first turn before the script starts."""
+        self.role.name = role
+        with self.cond:
+            self._wait_for(role)
+            self.last[role] = time.perf_counter()
+
+    def marked(self, t: float, sizer: Any) -> None:
+        role = self.role.name
+        ms = (t - self.last[role]) * 1000
+        self.last[role] = t
+        with self.cond:
+            if self.failed:
+                raise Aborted(self.failed)
+            if self.turn < 2:
+                self.warm_ms[role].append(ms)
+            else:
+                self.steps.append(ms)
+            self.count += 1
+            if self.count < self.length(self.turn):
+                return
+            if self.turn >= 2:
+                self.blocks.append({"who": role, **block_figures(self.steps)})
+            if self.turn == 0:
+                sizer(self)
+            self.steps = []
+            self.count = 0
+            self.turn += 1
+            nxt = self.who(self.turn)
+            if nxt is None:
+                self.done = True
+                self.cond.notify_all()
+                return
+            # Every block starts on an empty GPU queue, the turn passed or not.
+            self._drain()
+            if nxt != role:
+                self._hand_to(nxt)
+            if not self._has_more(role):
+                # This thread's blocks are over: it waits (not ending its script, or its
+                # watch's report, beside the other thread's last blocks) until all are.
+                while not self.done and not self.failed:
+                    self.cond.wait()
+                raise_if(self.failed)
+                return
+            self._wait_for(role)
+        self.last[role] = time.perf_counter()
+
+    def fail(self, why: str) -> None:
+        with self.cond:
+            self.failed = self.failed or why
+            self.cond.notify_all()
+
+    # -- inside the condition ----------------------------------------------------------------
+    def _has_more(self, role: str) -> bool:
+        t = self.turn
+        while (w := self.who(t)) is not None:
+            if w == role:
+                return True
+            t += 1
+        return False
+
+    def _wait_for(self, role: str) -> None:
+        while self.owner != role and not self.failed:
+            self.cond.wait()
+        raise_if(self.failed)
+
+    def _hand_to(self, nxt: str) -> None:
+        """Sync-debug mode (the watch's, on its detail steps) is off while B runs."""
+        torch = self.torch
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            if nxt == "B":
+                self.mode_saved = int(torch.cuda.get_sync_debug_mode())
+                if self.mode_saved:
+                    torch.cuda.set_sync_debug_mode(0)
+            elif self.mode_saved:
+                torch.cuda.set_sync_debug_mode(self.mode_saved)
+                self.mode_saved = 0
+        self.owner = nxt
+        self.cond.notify_all()
+
+    def _drain(self) -> None:
+        """The GPU's queue empty before the other thread's turn: an event's wait, which
+        sync-debug mode and the watch's ``synchronize`` wrapper do not see as a sync."""
+        torch = self.torch
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            ev = torch.cuda.Event()
+            ev.record()
+            ev.synchronize()
+
+
+def raise_if(failed: str | None) -> None:
+    if failed:
+        raise Aborted(failed)
+
+
+def block_figures(ms: list[float]) -> dict[str, float]:
+    return {
+        "n": len(ms),
+        "mean_ms": round(statistics.fmean(ms), 5),
+        "median_ms": round(statistics.median(ms), 5),
+    }
+
+
+@contextlib.contextmanager
+def marks_passed_to(turns: Turns, sizer: Any) -> Any:
+    """``Steps.mark`` as the scripts call it, then the turn-taking; put back after."""
+    import _common
+
+    orig = _common.Steps.mark
+
+    def mark(steps: Any) -> None:
+        orig(steps)
+        turns.marked(steps.ends[-1], sizer)
+
+    _common.Steps.mark = mark  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        _common.Steps.mark = orig  # type: ignore[method-assign]
+
+
+def pin(core: int | None) -> None:
+    if core is not None:
+        os.sched_setaffinity(0, {core})
+
+
+def run_scenario(name: str, args: argparse.Namespace, torch: Any) -> dict[str, Any]:
+    import gpusight
+    from gpusight.watch.calibration import UNSEEN_FACTOR
+    from overhead import Flags, changed, restorable
+    from watch_parts import median_ci, watch_figures
+
+    mod = importlib.import_module(name)
+    cuda = bool(torch.cuda.is_available())
+    flags = Flags(torch)
+    warm = max(MIN_WARM, args.warm_steps)
+    turns = Turns(warm, args.block_steps, args.pairs, torch)
+    # Generous: the script stops from mark() when its blocks are over (StopWatch, as
+    # ``gpusight run --steps`` stops it).
+    argv = [f"{name}.py", "--iters", str(10**7), "--warmup", "0"]
+    if not cuda:
+        argv += ["--device", "cpu"]
+    errors: dict[str, str] = {}
+    watches: dict[str, Any] = {}
+
+    def sizer(t: Turns) -> None:
+        t.size_from_warmup(args.block_s, args.budget_s, args.max_pairs)
+
+    def thread_main(role: str) -> None:
+        from gpusight.watch.session import StopWatch
+
+        try:
+            turns.enter(role)
+            watched = role == "W" and not args.control
+            watch: Any = gpusight.watch() if watched else contextlib.nullcontext()
+            with watch as w:
+                watches[role] = w
+                pin(args.core)  # after the watch's sampler process started: it keeps the rest
+                try:
+                    mod.main()
+                except StopWatch:
+                    pass
+        except Aborted:
+            pass
+        except BaseException as exc:
+            errors[role] = f"{type(exc).__name__}: {exc}"
+            turns.fail(f"{role} failed")
+
+    # Stop each script once the schedule is over: its last mark() raises, as --steps does.
+    from gpusight.watch.session import StopWatch
+
+    orig_marked = turns.marked
+
+    def marked(t: float, s: Any) -> None:
+        orig_marked(t, s)
+        if turns.done:
+            raise StopWatch("schedule done")
+
+    turns.marked = marked  # type: ignore[method-assign]
+    flags.reset()
+    before = restorable(torch) if cuda else None
+    saved_argv = sys.argv
+    sys.argv = argv
+    t0 = time.perf_counter()
+    try:
+        with marks_passed_to(turns, sizer), contextlib.redirect_stdout(io.StringIO()):
+            threads = [
+                threading.Thread(target=thread_main, args=(r,), name=f"scenario-{r}")
+                for r in ("W", "B")
+            ]
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join()
+    finally:
+        sys.argv = saved_argv
+        flags.reset()
+    wall = time.perf_counter() - t0
+    problems = changed(before, restorable(torch)) if before is not None else []
+    out: dict[str, Any] = {
+        "scenario": name,
+        "control": bool(args.control),
+        "core": args.core,
+        "warm_steps": warm,
+        "block_steps": turns.block,
+        "pairs": turns.pairs,
+        "wall_s": round(wall, 1),
+        "errors": errors,
+        "restore_problems": problems,
+        "blocks": turns.blocks,
+    }
+    ratios = pair_ratios(turns.blocks, "mean_ms")
+    if ratios:
+        mid = statistics.median(ratios)
+        ci = median_ci(ratios)
+        out["steady_pct"] = round(100 * (mid - 1), 2)
+        out["steady_ci_pct"] = [round(100 * (x - 1), 2) for x in ci] if ci else None
+        med = pair_ratios(turns.blocks, "median_ms")
+        out["steady_median_pct"] = round(100 * (statistics.median(med) - 1), 2)
+        out["w_ms"] = statistics.median(b["mean_ms"] for b in turns.blocks if b["who"] == "W")
+        out["b_ms"] = statistics.median(b["mean_ms"] for b in turns.blocks if b["who"] == "B")
+    w = watches.get("W")
+    if w is not None and not args.control and out.get("w_ms"):
+        seen = watch_figures(w)
+        out["self_us"] = round(seen["self_us"], 3)
+        out["measured_steps"] = seen["measured_steps"]
+        out["report_pct"] = round(UNSEEN_FACTOR * seen["self_us"] / 10 / out["w_ms"], 3)
+        run = (w.report.run or {}) if w.report is not None else {}
+        out["outcome"] = w.outcome
+        out["report_overhead_pct"] = run.get("overhead_pct")
+        out["bottleneck"] = w.report.verdict.bottleneck if w.report is not None else None
+        kern = run.get("kernels") or {}
+        out["window_steps"] = kern.get("window_steps")
+        out["notes"] = list(w.report.notes) if w.report is not None else []
+    return out
+
+
+def pair_ratios(blocks: list[dict[str, Any]], key: str) -> list[float]:
+    """W / B of ``key`` over adjacent (W, B) pairs of the W B B W order."""
+    out = []
+    for i in range(0, len(blocks) - 1, 2):
+        a, b = blocks[i], blocks[i + 1]
+        w, bare = (a, b) if a["who"] == "W" else (b, a)
+        if w["who"] == "W" and bare["who"] == "B" and bare[key] > 0:
+            out.append(w[key] / bare[key])
+    return out
+
+
+def table(results: list[dict[str, Any]], control: bool, core: int | None, dev: str) -> str:
+    head = ("scenario", "W / B %", "95 % interval", "median %", "B ms", "block", "pairs")
+    head += () if control else ("its clocks x2.4 %", "pp off")
+    rows: list[tuple[str, ...]] = [head]
+    for r in results:
+        if "steady_pct" not in r:
+            why = "; ".join(f"{k}: {v}" for k, v in r.get("errors", {}).items()) or "no pairs"
+            rows.append((r["scenario"], why[:90], *[""] * (len(head) - 2)))
+            continue
+        ci = r.get("steady_ci_pct")
+        row = (
+            r["scenario"],
+            f"{r['steady_pct']:+.1f}",
+            f"{ci[0]:+.1f}..{ci[1]:+.1f}" if ci else "-",
+            f"{r['steady_median_pct']:+.1f}",
+            f"{r['b_ms']:.3f}",
+            str(r["block_steps"]),
+            str(r["pairs"]),
+        )
+        if not control:
+            rep = r.get("report_pct")
+            off = rep - r["steady_pct"] if rep is not None else None
+            row += (
+                f"{rep:.2f}" if rep is not None else "-",
+                f"{off:+.1f}" if off is not None else "-",
+            )
+        rows.append(row)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    what = (
+        "W ran bare too (control: the threads' own difference)"
+        if control
+        else ("W: the scenario inside gpusight.watch() as `gpusight run` runs it")
+    )
+    notes = [
+        "",
+        f"scenario_interleaved on {dev}"
+        + (f", both threads on core {core}" if core is not None else "")
+        + f": {what}; B: the same script bare.",
+        "W / B: median over adjacent pairs of blocks (order W B B W) of W's mean step over B's,",
+        "each step timed by the script's own Steps.mark(); median: the same of the blocks'",
+        "median steps; its clocks: the watch's self-measured cost a step x UNSEEN_FACTOR over",
+        "W's mean step (what the report's overhead_pct says); pp off: that - W / B.",
+    ]
+    bad = [r["scenario"] for r in results if r.get("restore_problems")]
+    if bad:
+        notes.append("LEFT CHANGED after: " + ", ".join(bad))
+    return "\n".join(lines + notes)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--only", nargs="*", default=None, help="scenario names (default: all)")
+    ap.add_argument("--control", action="store_true", help="W bare too: the threads' bias")
+    ap.add_argument("--core", type=int, default=None, help="both threads on this core")
+    ap.add_argument("--warm-steps", type=int, default=MIN_WARM, help="each thread's, alone")
+    ap.add_argument("--block-steps", type=int, default=None, help="default: about --block-s")
+    ap.add_argument("--block-s", type=float, default=0.05, help="a block's length (seconds)")
+    ap.add_argument("--pairs", type=int, default=None, help="default: to fill --budget-s")
+    ap.add_argument("--budget-s", type=float, default=20.0, help="block time per scenario")
+    ap.add_argument("--max-pairs", type=int, default=300)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    import torch
+    from overhead import write_results
+
+    dev = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    results = []
+    for name in args.only or DEFAULT_ONLY:
+        print(f"scenario_interleaved: {name} ...", file=sys.stderr, flush=True)
+        try:
+            results.append(run_scenario(name, args, torch))
+        except Exception as exc:
+            results.append({"scenario": name, "errors": {"run": f"{type(exc).__name__}: {exc}"}})
+        write_results(args.out, "scenario-interleaved", {"device": dev, "results": results})
+    text = table(results, args.control, args.core, dev)
+    print("\n" + text, flush=True)
+    write_results(args.out, "scenario-interleaved", {"device": dev, "results": results}, text)
+    bad = [
+        r for r in results if "steady_pct" not in r or r.get("errors") or r.get("restore_problems")
+    ]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
