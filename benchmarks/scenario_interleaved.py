@@ -15,12 +15,14 @@ uses (warm-up, profiler window, sampler process, sync-debug mode, copy hooks), o
 two take turns at the script's own step clock (``Steps.mark()`` in ``scenarios/_common.py``):
 after its warm-up alone, each thread runs blocks of ``block`` steps in the order W B B W, so a
 pace that drifts between blocks cancels. A thread waits for its turn inside ``mark()``; the
-GPU is drained after every block, and the first step of a block is timed from the moment its
-thread resumes, so neither thread's steps include the other's or the drain. Nothing here reads
-the watch's clocks for the figure.
+GPU is drained at the end of every block, and a block is timed from the moment its thread
+resumes to the end of its drain, so neither thread's time includes the other's, and a step
+that the GPU bounds is counted whole (its host marks it with the work still queued). Nothing
+here reads the watch's clocks for the figure.
 
-Per scenario: the median over adjacent (W, B) pairs of W's mean step over B's, minus 1, with
-its 95 % interval (order statistics): the throughput the watch costs. Beside it, the watch's
+Per scenario: the median over adjacent (W, B) pairs of W's mean step (the block's time over
+its steps) over B's, minus 1, with its 95 % interval (order statistics): the throughput the
+watch costs. Beside it, the watch's
 own figure for the same steps: its clocks' overhead a step x ``UNSEEN_FACTOR`` over W's mean
 step (the report's ``overhead_pct`` is that over the watch's step times, which here include
 the waits for the turn). ``--control`` runs W bare too: the two threads' own difference, which
@@ -96,7 +98,8 @@ class Turns:
         self.owner = "W"
         self.turn = 0  # index into the schedule: W's warm-up, B's, then the blocks
         self.count = 0  # marks in the current turn
-        self.last: dict[str, float] = {}
+        self.last: dict[str, float] = {}  # each thread's last mark, or its resume
+        self.start: dict[str, float] = {}  # each thread's resume: its block's start
         self.steps: list[float] = []  # the current turn's step times (ms)
         self.blocks: list[dict[str, Any]] = []
         self.warm_ms: dict[str, list[float]] = {"W": [], "B": []}
@@ -134,7 +137,7 @@ class Turns:
         self.role.name = role
         with self.cond:
             self._wait_for(role)
-            self.last[role] = time.perf_counter()
+            self.last[role] = self.start[role] = time.perf_counter()
 
     def marked(self, t: float, sizer: Any) -> None:
         role = self.role.name
@@ -150,8 +153,12 @@ class Turns:
             self.count += 1
             if self.count < self.length(self.turn):
                 return
+            # Every block ends with the GPU's queue drained, and its mean step counts the drain:
+            # a step that the GPU bounds leaves its work queued when the host marks it.
+            self._drain()
             if self.turn >= 2:
-                self.blocks.append({"who": role, **block_figures(self.steps)})
+                wall_ms = (time.perf_counter() - self.start[role]) * 1000
+                self.blocks.append({"who": role, **block_figures(self.steps, wall_ms)})
             if self.turn == 0:
                 sizer(self)
             self.steps = []
@@ -162,8 +169,6 @@ class Turns:
                 self.done = True
                 self.cond.notify_all()
                 return
-            # Every block starts on an empty GPU queue, the turn passed or not.
-            self._drain()
             if nxt != role:
                 self._hand_to(nxt)
             if not self._has_more(role):
@@ -174,7 +179,7 @@ class Turns:
                 raise_if(self.failed)
                 return
             self._wait_for(role)
-        self.last[role] = time.perf_counter()
+        self.last[role] = self.start[role] = time.perf_counter()
 
     def fail(self, why: str) -> None:
         with self.cond:
@@ -224,10 +229,12 @@ def raise_if(failed: str | None) -> None:
         raise Aborted(failed)
 
 
-def block_figures(ms: list[float]) -> dict[str, float]:
+def block_figures(ms: list[float], wall_ms: float) -> dict[str, float]:
+    """A block's mean step: its wall time from the thread's resume to the drained GPU, over its
+    steps; its median step: of the times between the script's marks (the host's pace)."""
     return {
         "n": len(ms),
-        "mean_ms": round(statistics.fmean(ms), 5),
+        "mean_ms": round(wall_ms / len(ms), 5),
         "median_ms": round(statistics.median(ms), 5),
     }
 

@@ -112,3 +112,11 @@ def test_a_script_that_fails_in_one_thread_frees_the_other(
     assert res["errors"] == {"B": "ValueError: a loader that raises"}
     assert res["restore_problems"] == [] and res["blocks"] == []
     assert "ValueError: a loader that raises" in (out / "scenario-interleaved.txt").read_text()
+
+
+def test_a_blocks_mean_step_counts_its_wall_time_with_the_drain(si: ModuleType) -> None:
+    # A GPU-bound step: the host marks three steps 1 ms apart, and the drain waits 6 ms more for
+    # the queued work; the block's mean step is its wall time over its steps, the median the
+    # host's pace.
+    b = si.block_figures([1.0, 1.0, 1.0], wall_ms=9.0)
+    assert b == {"n": 3, "mean_ms": 3.0, "median_ms": 1.0}
