@@ -53,6 +53,7 @@ for _folder in (HERE / "scenarios", HERE, HERE.parent / "python_pkg"):
         sys.path.insert(0, str(_folder))
 
 ORDER = ("W", "B", "B", "W")
+RAW_HOOKS = "raw_hooks"  # --part: no watch, two do-nothing hooks on W's model
 
 
 def timed_block(work: Any, n: int) -> dict[str, float]:
@@ -117,11 +118,16 @@ class WatchedThread:
 
         watch: Any = (
             gpusight.watch(warmup=3, profile_steps=0, stop_after_steps=False)
-            if self.watched
+            if self.watched and self.part != RAW_HOOKS
             else contextlib.nullcontext()
         )
-        # A part of the watch switched off (overhead.py's), for the whole run.
-        parts = ablated(self.part) if self.part != "watched" else contextlib.nullcontext()
+        # A part of the watch switched off (overhead.py's), for the whole run; or no watch and
+        # the two hooks alone.
+        parts: Any = contextlib.nullcontext()
+        if self.part == RAW_HOOKS:
+            parts = raw_hooks(self.work.model)
+        elif self.part != "watched":
+            parts = ablated(self.part)
         try:
             with self.work.mode(), parts, watch as w:
                 self.watch = w
@@ -144,6 +150,28 @@ class WatchedThread:
         except BaseException as exc:  # reported by start()/call() in the main thread
             self.error = exc
             self._done.set()
+
+
+@contextlib.contextmanager
+def raw_hooks(model: Any) -> Any:
+    """Two hooks that do nothing on the outermost module, registered as the watch registers its
+    own (the pre-hook first, the post-hook always called): torch's dispatch through them alone."""
+
+    def pre(module: Any, args: Any) -> None:
+        return None
+
+    def post(module: Any, args: Any, output: Any) -> None:
+        return None
+
+    handles = [
+        model.register_forward_pre_hook(pre, prepend=True),
+        model.register_forward_hook(post, always_call=True),
+    ]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
 
 
 def pin(core: int | None) -> None:
@@ -205,11 +233,13 @@ def summarize(
             result[f"{name}_ci_pct"] = [round(100 * (x - 1), 2) for x in ci]
         ci_s = "{:+.1f}..{:+.1f}%".format(*result[f"{name}_ci_pct"]) if ci else ""
         lines.append(f"{name:<8} {100 * (mid - 1):>+7.1f}% {ci_s:>16} {w_ms:>8.4f} {b_ms:>8.4f}")
-    if info.get("part", "watched") != "watched":
+    if info.get("part") == RAW_HOOKS:
+        lines.append("W: no watch; two do-nothing hooks on its model, as the watch registers them")
+    elif info.get("part", "watched") != "watched":
         lines.append(f"W: the watch as overhead.py's part {info['part']!r} has it")
     if info.get("control"):
         lines.append("control: W ran bare too (no watch): the figure is the threads' own bias")
-    else:
+    elif info.get("part") != RAW_HOOKS:
         lines.append(
             f"the watch's own clocks: {info['self_us']:.2f} us a measured step "
             f"({info['self_pct']:.2f} % of W's mean step); copies and syncs recorded on 1 in "
@@ -303,9 +333,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--part",
-        choices=[a for a in ABLATIONS if a != "bare"],
+        choices=[*(a for a in ABLATIONS if a != "bare"), RAW_HOOKS],
         default="watched",
-        help="the watch with one of its parts switched off (overhead.py's names)",
+        help="the watch with one of its parts switched off (overhead.py's names), or "
+        f"{RAW_HOOKS}: no watch, two do-nothing hooks on the model",
     )
     ap.add_argument(
         "--core",

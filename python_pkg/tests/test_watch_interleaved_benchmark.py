@@ -38,7 +38,8 @@ def test_pairs_are_adjacent_blocks_in_the_w_b_b_w_order(wi: ModuleType) -> None:
 
 
 @pytest.mark.parametrize(
-    ("control", "part"), [(False, "watched"), (True, "watched"), (False, "minimal")]
+    ("control", "part"),
+    [(False, "watched"), (True, "watched"), (False, "minimal"), (False, "raw_hooks")],
 )
 def test_a_short_cpu_run_writes_its_table_and_restores_everything(
     wi: ModuleType, tmp_path: Path, control: bool, part: str, capsys: pytest.CaptureFixture[str]
@@ -63,6 +64,8 @@ def test_a_short_cpu_run_writes_its_table_and_restores_everything(
     if control:
         assert result["measured_steps"] == 0 and result["detail_every"] is None
         assert result["core"] == min(cores)
+    elif part == "raw_hooks":
+        assert result["measured_steps"] == 0  # no watch: the two hooks alone
     else:
         # The watched thread's steps past the watch's warm-up, all of them measured.
         assert result["measured_steps"] == 24 - 3 + 4 * 3 and result["self_us"] > 0
@@ -71,5 +74,19 @@ def test_a_short_cpu_run_writes_its_table_and_restores_everything(
     assert text in capsys.readouterr().out
     assert session._ACTIVE is None  # the watch is gone
     assert Watch._wrap_copy is wrap_copy and result["part"] == part
-    assert (f"part {part!r}" in text) is (part != "watched")
+    assert (f"part {part!r}" in text) is (part not in ("watched", "raw_hooks"))
+    assert ("no watch; two do-nothing hooks" in text) is (part == "raw_hooks")
     assert (torch.get_num_threads(), torch.is_grad_enabled()) == flags
+
+
+def test_raw_hooks_are_registered_as_the_watch_registers_them_and_removed(wi: ModuleType) -> None:
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    first = model.register_forward_pre_hook(lambda m, a: None)
+    with wi.raw_hooks(model):
+        pre = list(model._forward_pre_hooks)
+        assert len(pre) == 2 and pre[0] != first.id  # the benchmark's pre-hook runs first
+        assert len(model._forward_hooks) == 1 and len(model._forward_hooks_always_called) == 1
+        model(torch.zeros(1, 2))
+    assert list(model._forward_pre_hooks) == [first.id] and not model._forward_hooks
