@@ -23,7 +23,7 @@ here reads the watch's clocks for the figure.
 Per scenario: the median over adjacent (W, B) pairs of W's mean step (the block's time over
 its steps) over B's, minus 1, with its 95 % interval (order statistics): the throughput the
 watch costs. Beside it, the watch's
-own figure for the same steps: its clocks' overhead a step x ``UNSEEN_FACTOR`` over W's mean
+own figure for the same steps: its clocks' overhead a step x its unseen factor over W's mean
 step (the report's ``overhead_pct`` is that over the watch's step times, which here include
 the waits for the turn). ``--control`` runs W bare too: the two threads' own difference, which
 a figure is read against.
@@ -264,7 +264,7 @@ def pin(core: int | None) -> None:
 
 def run_scenario(name: str, args: argparse.Namespace, torch: Any) -> dict[str, Any]:
     import gpusight
-    from gpusight.watch.calibration import UNSEEN_FACTOR
+    from gpusight.watch.calibration import unseen_factor
     from overhead import Flags, changed, restorable
     from watch_parts import median_ci, watch_figures
 
@@ -362,7 +362,9 @@ def run_scenario(name: str, args: argparse.Namespace, torch: Any) -> dict[str, A
         seen = watch_figures(w)
         out["self_us"] = round(seen["self_us"], 3)
         out["measured_steps"] = seen["measured_steps"]
-        out["report_pct"] = round(UNSEEN_FACTOR * seen["self_us"] / 10 / out["w_ms"], 3)
+        factor = unseen_factor(w.recorder.kind if w.recorder is not None else None)
+        out["unseen_factor"] = factor
+        out["report_pct"] = round(factor * seen["self_us"] / 10 / out["w_ms"], 3)
         run = (w.report.run or {}) if w.report is not None else {}
         out["outcome"] = w.outcome
         out["report_overhead_pct"] = run.get("overhead_pct")
@@ -386,7 +388,7 @@ def pair_ratios(blocks: list[dict[str, Any]], key: str) -> list[float]:
 
 def table(results: list[dict[str, Any]], control: bool, core: int | None, dev: str) -> str:
     head = ("scenario", "W / B %", "95 % interval", "median %", "B ms", "block", "pairs")
-    head += () if control else ("its clocks x2.4 %", "pp off")
+    head += () if control else ("its clocks x f %", "pp off")
     rows: list[tuple[str, ...]] = [head]
     for r in results:
         if "steady_pct" not in r:
@@ -425,7 +427,7 @@ def table(results: list[dict[str, Any]], control: bool, core: int | None, dev: s
         + f": {what}; B: the same script bare.",
         "W / B: median over adjacent pairs of blocks (order W B B W) of W's mean step over B's,",
         "each step timed by the script's own Steps.mark(); median: the same of the blocks'",
-        "median steps; its clocks: the watch's self-measured cost a step x UNSEEN_FACTOR over",
+        "median steps; its clocks: the watch's self-measured cost a step x its unseen factor over",
         "W's mean step (what the report's overhead_pct says); pp off: that - W / B.",
     ]
     bad = [r["scenario"] for r in results if r.get("restore_problems")]

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import gpusight
 import pytest
 import torch
-from gpusight.watch.calibration import UNSEEN_FACTOR
+from gpusight.watch.calibration import UNSEEN_FACTOR, UNSEEN_FACTOR_FORWARD
 from gpusight.watch.report_builder import NOTED_OVERHEAD_PCT
 from gpusight.watch.session import SYNC_MESSAGE, Watch, classify_copy, non_blocking_arg, sync_kind
 from torch import nn
@@ -137,6 +137,12 @@ def test_steps_without_optimizer_and_inference() -> None:
     assert rep is not None and rep.run is not None
     assert rep.run["kernels"]["step_mode"] == "forward" and rep.run["steps"] == 5
     assert "infer.unbatched" in rep.finding_ids
+    # Steps that a model call ends keep the module hooks on every step: their cost from
+    # outside is a larger multiple of what the clocks see (calibration.py) than training's.
+    kern, seen = rep.run["kernels"], rep.run["kernels"]["overhead_seen_pct"]
+    assert kern["overhead_unseen_factor"] == UNSEEN_FACTOR_FORWARD > UNSEEN_FACTOR
+    assert rep.run["overhead_pct"] == pytest.approx(UNSEEN_FACTOR_FORWARD * seen, abs=0.002)
+    assert w.report.run["kernels"]["overhead_unseen_factor"] == UNSEEN_FACTOR
 
 
 def test_hooks_leave_inner_modules_after_warmup() -> None:

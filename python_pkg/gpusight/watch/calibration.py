@@ -33,7 +33,26 @@ with the figures above added, both as means over the same steps: 2.7x on unbatch
 ``benchmarks/results/h200-run12/b-conv-and-parts``); 2.4 is within 1 percentage point of both.
 Between a step's kernel launches the hooks run cache-cold, which stand-ins timed in a tight loop
 are not; ``run.overhead_pct`` is the hooks' time times this factor, and
-``run.kernels.overhead_seen_pct`` what they saw."""
+``run.kernels.overhead_seen_pct`` what they saw.
+
+Measured again with every public scenario's own script, bare and watched in one process taking
+turns at its step clock (``benchmarks/scenario_interleaved.py``, ``h200-run16/b``), each
+against its control: the training steps cost 1.3-2.3x what the clocks saw (tiny_batch 2.0 %
+against 1.05 %, small_batch_rnn 1.8 % against 0.82 %, item_per_step 1.2 % against 0.49 %),
+so 2.4 stays for them; the inference step did not (``UNSEEN_FACTOR_FORWARD``)."""
+
+UNSEEN_FACTOR_FORWARD = 4.5
+"""The same for steps that a model call ends (inference): there the module hooks run on every
+step, since the call is the step boundary, and their cost from outside was 3.7-5.3x what the
+clocks saw on unbatched_inference on an H200 (+3.5 % against its control at 0.95 % seen,
+``watch_interleaved.py``, ``h200-run16/c``; +4.6 % at 0.87 %, ``scenario_interleaved.py``,
+``h200-run16/b``; +4.1 % at 0.87 % in ``h200-run16/a``, no control). On this repository's 2-core
+CPU machine the same step's factor was about 2.7x, so on a CPU-only run the figure is high."""
+
+
+def unseen_factor(step_kind: str | None) -> float:
+    """The factor for a run whose steps ``step_kind`` ends (the recorder's driving kind)."""
+    return UNSEEN_FACTOR_FORWARD if step_kind == "forward" else UNSEEN_FACTOR
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from ..rules.workload import (
     median_step,
     steady_start,
 )
-from .calibration import UNSEEN_FACTOR
+from .calibration import unseen_factor
 from .call_sites import CallSite, in_library
 from .machine import machine_facts
 from .notebook_cells import cell_at, loader_cell, torch_alias
@@ -413,7 +413,8 @@ def build_report(w: Watch) -> Report:
 
     total_ns = sum(r.duration_ns for r in clean)
     seen = 100.0 * sum(r.overhead_ns for r in clean) / total_ns if total_ns else None
-    overhead = seen * UNSEEN_FACTOR if seen is not None else None
+    factor = unseen_factor(rec.kind)
+    overhead = seen * factor if seen is not None else None
     kernels: dict[str, Any] = {"step_mode": ev.step_mode, "steps_from": phase}
     if stats is not None:
         kernels.update(stats.kernels_dict())
@@ -470,11 +471,14 @@ def build_report(w: Watch) -> Report:
         )
     if seen is not None:
         kernels["overhead_seen_pct"] = round(seen, 3)
+        kernels["overhead_unseen_factor"] = factor
     if overhead is not None and overhead >= NOTED_OVERHEAD_PCT:
         notes.append(
             f"watching cost about {overhead:.1f} % of each measured step, included in the step "
             f"time: its own clocks saw {seen:.1f} %, and on steps this short it costs about "
-            f"{UNSEEN_FACTOR:g}x what they see (calibrated against the script's own clock)"
+            f"{factor:g}x what they see (calibrated against the script's own clock"
+            + (", for steps a model call ends" if rec.kind == "forward" else "")
+            + ")"
         )
     # The per-event costs that overhead_pct adds to the hooks' own time (watch/calibration.py).
     for name, ns in w.calibration.as_dict().items():
