@@ -289,3 +289,51 @@ def test_an_optimizer_that_stepped_before_channels_last_takes_the_new_layout() -
         assert "optimizer_state_moved" not in inj.applied  # nothing changed device
     finally:
         inj.undo()
+
+
+def test_the_global_hooks_come_off_after_the_models_first_call() -> None:
+    # On every module of every step they would take torch's slow call path: a launch-bound
+    # changed run would pay it and the baseline not, and the gain would read short.
+    from torch.nn.modules import module as m
+
+    def global_hooks() -> tuple[int, int]:
+        return len(m._global_forward_pre_hooks), len(m._global_forward_hooks)
+
+    before = global_hooks()
+    model = nn.Sequential(*[nn.Linear(4, 4) for _ in range(6)])
+    calls: list[int] = []
+    inner = model[0].register_forward_pre_hook(lambda mod, a: calls.append(1))
+    inj = install({"replicate": 2})
+    try:
+        assert global_hooks() == (before[0] + 1, before[1] + 1)
+        model(torch.randn(3, 4))  # finds the model; its first call is warm-up
+        assert global_hooks() == before
+        for _ in range(3):
+            assert model(torch.randn(3, 4)).shape == (3, 4)
+        assert inj.applied["replicate"] == 3 and len(calls) == 4
+    finally:
+        inj.undo()
+        inner.remove()
+    assert global_hooks() == before and not model._forward_pre_hooks
+
+
+def test_a_model_that_calls_itself_is_changed_around_its_outermost_call_only() -> None:
+    class Twice(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.sizes: list[int] = []
+
+        def forward(self, x: torch.Tensor, inner: bool = False) -> torch.Tensor:
+            self.sizes.append(x.shape[0])
+            return self.lin(x) if inner else self(self.lin(x), inner=True)
+
+    model = Twice()
+    inj = install({"replicate": 3})
+    try:
+        model(torch.randn(2, 4))
+        out = model(torch.randn(2, 4))
+        assert out.shape == (2, 4)  # cut back once, at the outermost call
+        assert model.sizes == [2, 2, 6, 6] and inj.applied["replicate"] == 1
+    finally:
+        inj.undo()

@@ -129,8 +129,10 @@ def _pinned_copy(t: Any, device: Any) -> Any:
 
 
 class _ModelHooks:
-    """Global forward hooks find the model (the first top-level module with parameters called);
-    hooks on the model itself apply the changes around each of its top-level calls."""
+    """Global forward hooks find the model (the first top-level module with parameters called)
+    and come off once that call returns: on every module of every step they would take torch's
+    slow call path, which a launch-bound step pays in the changed runs only (a gain measured
+    short). Hooks on the model itself apply the changes around each of its outermost calls."""
 
     def __init__(self, torch: Any, changes: dict[str, Any], inj: Injected) -> None:
         from ..whatif.loaders import batch_len, map_tensors
@@ -142,6 +144,10 @@ class _ModelHooks:
         self.changes = changes
         self.inj = inj
         self.depth = 0
+        """Module calls in flight while the global hooks look for the model."""
+        self.model_depth = 0
+        """The model's own calls in flight (its hooks count them once the global hooks are off)."""
+        self.global_handles: list[Any] = []
         self.model_id: int | None = None
         self.prepared = False
         self.calls: list[tuple[Any, Any, int | None]] = []
@@ -162,6 +168,7 @@ class _ModelHooks:
 
         pre = nn_module.register_module_forward_pre_hook(self.pre)
         post = nn_module.register_module_forward_hook(self.post, always_call=True)
+        self.global_handles = [pre, post]
         self.inj._undo.append(pre.remove)
         self.inj._undo.append(post.remove)
         if int(self.changes.get("replicate") or 1) > 1:
@@ -294,10 +301,21 @@ class _ModelHooks:
 
     def post(self, module: Any, args: Any, output: Any) -> None:
         self.depth = max(0, self.depth - 1)
+        if self.depth == 0 and self.model_id is not None:
+            # The model's first call (warm-up) is over: its own hooks take it from here.
+            for h in self.global_handles:
+                h.remove()
+            self.global_handles = []
 
     def model_pre(self, module: Any, args: Any, kwargs: Any) -> Any:
-        # The global pre-hook ran first: depth 1 is the model's top-level call.
-        if self.depth != 1:
+        # The changes go around the model's outermost call only (a model that calls itself
+        # inside runs its inner calls unchanged), from its second call on: the first, still
+        # in flight while the global hooks are on, is warm-up.
+        if self.global_handles:
+            return None
+        depth = self.model_depth
+        self.model_depth = depth + 1
+        if depth != 0:
             return None
         torch, ch, map_tensors = self.torch, self.changes, self.map_tensors
         if not self.prepared:
@@ -350,9 +368,11 @@ class _ModelHooks:
         return tuple(new[0]), dict(new[1])
 
     def model_post(self, module: Any, args: Any, kwargs: Any, output: Any) -> Any:
-        # The global post-hook ran first: depth 0 again after the model's top-level call. The
-        # model's very first call had no pre-hook of ours yet: nothing to undo then.
-        if self.depth != 0 or not self.calls:
+        # The model's very first call had no pre-hook of ours yet: nothing to count or undo.
+        if self.model_depth == 0:
+            return None
+        self.model_depth -= 1
+        if self.model_depth != 0 or not self.calls:
             return None
         map_tensors = self.map_tensors
         ctx, back, cut = self.calls.pop()
