@@ -70,9 +70,10 @@ done
 # Every public scenario's own script, bare and watched in one process, taking turns at its own
 # step clock (#20's steady figure), then each against its control (both threads bare). The
 # launch-bound ones on core 6 (the sampler process on the others); the rest where the kernel
-# puts them (they run CPU work, whose thread pool would share the one core).
-PINNED="mlp_adam tiny_batch unbatched_inference item_per_step small_batch_rnn"
-FREE="pageable_copy cpu_model dataparallel conv_nchw_amp fp32_transformer healthy cpu_augment slow_loader bursty_loader"
+# puts them (CPU work, whose thread pool would share the one core, or long steps). Unpinned,
+# dataparallel and pageable_copy read +3.1 % and +2.1 % with intervals of ±3 % (h200-run16/b).
+PINNED="mlp_adam tiny_batch unbatched_inference item_per_step small_batch_rnn dataparallel pageable_copy"
+FREE="cpu_model conv_nchw_amp fp32_transformer healthy cpu_augment slow_loader bursty_loader"
 for C in "" --control; do
   want interleaved && step "si-pinned$C" 300 "$PY" benchmarks/scenario_interleaved.py --only $PINNED --core 6 --budget-s "${SI_BUDGET:-15}" $C --out "$OUT/si-pinned$C"
   want interleaved && step "si-free$C" 420 "$PY" benchmarks/scenario_interleaved.py --only $FREE --budget-s "${SI_BUDGET:-15}" $C --out "$OUT/si-free$C"
