@@ -367,6 +367,8 @@ def run_scenario(name: str, args: argparse.Namespace, torch: Any) -> dict[str, A
         out["report_pct"] = round(factor * seen["self_us"] / 10 / out["w_ms"], 3)
         run = (w.report.run or {}) if w.report is not None else {}
         out["outcome"] = w.outcome
+        # Past the watch's bound on measured steps its hooks come off: W would run bare.
+        out["capped"] = bool(w.recorder is not None and w.recorder.capped)
         out["report_overhead_pct"] = run.get("overhead_pct")
         out["bottleneck"] = w.report.verdict.bottleneck if w.report is not None else None
         kern = run.get("kernels") or {}
@@ -430,6 +432,9 @@ def table(results: list[dict[str, Any]], control: bool, core: int | None, dev: s
         "median steps; its clocks: the watch's self-measured cost a step x its unseen factor over",
         "W's mean step (what the report's overhead_pct says); pp off: that - W / B.",
     ]
+    capped = [r["scenario"] for r in results if r.get("capped")]
+    if capped:
+        notes.append("THE WATCH STOPPED MEASURING (its step bound) in: " + ", ".join(capped))
     bad = [r["scenario"] for r in results if r.get("restore_problems")]
     if bad:
         notes.append("LEFT CHANGED after: " + ", ".join(bad))

@@ -286,6 +286,8 @@ def run(args: argparse.Namespace) -> int:
             if cores is not None:
                 os.sched_setaffinity(0, cores)
     problems = changed(before, restorable(torch))
+    # Past the watch's bound on measured steps its hooks come off: W would run bare after it.
+    capped = bool(w is not None and w.recorder is not None and w.recorder.capped)
     w_mean = statistics.fmean(b["mean_ms"] for b in blocks if b["who"] == "W")
     info = {
         "device": str(bare_work.dev),
@@ -306,12 +308,14 @@ def run(args: argparse.Namespace) -> int:
         "watch_error": repr(watched.error) if watched.error else None,
     }
     lines, result = summarize(blocks, info)
+    if capped:
+        lines.append("THE WATCH STOPPED MEASURING (its step bound): W ran bare after it")
     if problems:
         lines.append("LEFT CHANGED: " + "; ".join(problems))
     text = "\n".join(lines)
     print("\n" + text, flush=True)
     write_results(args.out, "watch-interleaved", result, text)
-    return 1 if problems or watched.error else 0
+    return 1 if problems or capped or watched.error else 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -358,3 +358,32 @@ def test_a_short_step_says_what_watching_cost() -> None:
     assert pct >= NOTED_OVERHEAD_PCT
     note = next(n for n in rep.notes if n.startswith("watching cost about"))
     assert f"{pct:.1f} %" in note and "calibrated against the script's own clock" in note
+
+
+def test_a_run_without_steps_is_measured_up_to_a_bound_and_then_left_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every measured step keeps its record: a long run of short steps grew without bound. The
+    # watch measures MAX_MEASURED steps, takes its hooks off the model and lets the run go on.
+    from gpusight.watch import recorder
+
+    monkeypatch.setattr(recorder, "MAX_MEASURED", 12)
+    model = small_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(8, 32)
+    ran = 0
+    with Watch(warmup=2, profile_steps=0) as w:
+        for _ in range(40):
+            model(x).sum().backward()
+            opt.step()
+            opt.zero_grad()
+            ran += 1
+            if w.recorder is not None and w.recorder.capped:
+                assert not model._forward_hooks and not model._forward_pre_hooks
+    assert ran == 40  # the script ran to its end
+    rec, rep = w.recorder, w.report
+    assert rec is not None and rep is not None and rep.run is not None
+    assert rec.measured == 12 and len(rec.records) <= 2 + 12 + 1  # no record past the bound
+    assert rep.run["steps"] == 12 and w.outcome == "completed"
+    assert any(n.startswith("measured the first 12 steps") for n in rep.notes)
+    rep.validate()

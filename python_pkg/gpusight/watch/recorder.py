@@ -21,6 +21,11 @@ from dataclasses import dataclass, field
 KINDS = ("optimizer", "backward", "forward")
 MAX_STEPS_FACTOR = 8
 MIN_STEPS = 5
+MAX_MEASURED = 20_000
+"""Without ``steps``, the watch measures this many steps and lets the rest of the run go
+unwatched: every measured step keeps its record (about 240 bytes), which on a long run of short
+steps grew without bound (430 MB an hour at 2 ms a step), and so did the report's per-step
+series."""
 _PRIORITY = {k: i for i, k in enumerate(KINDS)}
 
 
@@ -115,16 +120,22 @@ class StepRecorder:
         return self._measured
 
     def done(self) -> bool:
-        """All requested measured steps are in (and, with ``min_window_ns``, enough time)."""
+        """All requested measured steps are in (and, with ``min_window_ns``, enough time);
+        without ``steps``, ``MAX_MEASURED`` of them."""
         steps = self.steps
         if steps is None:
-            return False
+            return self._measured >= MAX_MEASURED
         if self.max_window_ns and self._measured >= MIN_STEPS:
             if self._measured_ns >= self.max_window_ns:
                 return True
         if self._measured < steps:
             return False
         return self._measured_ns >= self.min_window_ns or self._measured >= steps * MAX_STEPS_FACTOR
+
+    @property
+    def capped(self) -> bool:
+        """Measuring ended at ``MAX_MEASURED`` steps (no ``steps`` asked for)."""
+        return self.steps is None and self._measured >= MAX_MEASURED
 
     # -- events -------------------------------------------------------------------------------
     def boundary(self, kind: str, now_ns: int) -> bool:

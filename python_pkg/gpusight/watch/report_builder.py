@@ -535,6 +535,12 @@ def build_report(w: Watch) -> Report:
         run["label"] = w.label
     if w.outcome == "stopped":
         notes.append(f"stopped after {len(clean)} measured steps (--steps)")
+    elif rec.capped:
+        notes.append(
+            f"measured the first {rec.measured:,} steps after the warm-up and let the rest of the "
+            "run go unwatched (each measured step keeps a record); --steps N measures another "
+            "number and then stops the script"
+        )
     elif w.outcome == "interrupted":
         notes.append(f"interrupted after {rec.completed} steps; the report covers what ran")
     elif w.outcome.startswith("exited"):

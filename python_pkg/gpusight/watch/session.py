@@ -683,11 +683,15 @@ class Watch:
         nxt.full = full
         if not transition:
             nxt.overhead_ns += nxt.start_ns - t
-        if rec.steps is not None and rec.done():
+        if rec.done():
             self._done = True
             self._tid = None  # every hook passes straight through from here on
             if self.stop_after_steps:
                 raise StopWatch(f"gpusight: {rec.measured} steps measured")
+            # The run goes on unwatched: nothing of ours left on its path (the rest is undone
+            # when the watch stops).
+            self._unhook_top_modules()
+            self._restore_sync_mode()
         return True
 
     def _new_loader(self, seen: LoaderSeen) -> None:
