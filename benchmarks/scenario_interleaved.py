@@ -241,14 +241,19 @@ def block_figures(ms: list[float], wall_ms: float) -> dict[str, float]:
 
 @contextlib.contextmanager
 def marks_passed_to(turns: Turns, sizer: Any) -> Any:
-    """``Steps.mark`` as the scripts call it, then the turn-taking; put back after."""
+    """``Steps.mark`` as the scripts call it, then the turn-taking; put back after. Once the
+    schedule is over, the mark raises ``StopWatch`` and the script ends, as under
+    ``gpusight run --steps``."""
     import _common
+    from gpusight.watch.session import StopWatch
 
     orig = _common.Steps.mark
 
     def mark(steps: Any) -> None:
         orig(steps)
         turns.marked(steps.ends[-1], sizer)
+        if turns.done:
+            raise StopWatch("the schedule is over")
 
     _common.Steps.mark = mark  # type: ignore[method-assign]
     try:
@@ -304,19 +309,8 @@ def run_scenario(name: str, args: argparse.Namespace, torch: Any) -> dict[str, A
             errors[role] = f"{type(exc).__name__}: {exc}"
             turns.fail(f"{role} failed")
 
-    # Stop each script once the schedule is over: its last mark() raises, as --steps does.
-    from gpusight.watch.session import StopWatch
-
-    orig_marked = turns.marked
-
-    def marked(t: float, s: Any) -> None:
-        orig_marked(t, s)
-        if turns.done:
-            raise StopWatch("schedule done")
-
-    turns.marked = marked  # type: ignore[method-assign]
     flags.reset()
-    before = restorable(torch) if cuda else None
+    before = restorable(torch)
     saved_argv = sys.argv
     sys.argv = argv
     t0 = time.perf_counter()
@@ -334,7 +328,7 @@ def run_scenario(name: str, args: argparse.Namespace, torch: Any) -> dict[str, A
         sys.argv = saved_argv
         flags.reset()
     wall = time.perf_counter() - t0
-    problems = changed(before, restorable(torch)) if before is not None else []
+    problems = changed(before, restorable(torch))
     out: dict[str, Any] = {
         "scenario": name,
         "control": bool(args.control),
