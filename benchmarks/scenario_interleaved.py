@@ -46,7 +46,6 @@ import argparse
 import contextlib
 import importlib
 import io
-import os
 import statistics
 import sys
 import threading
@@ -59,24 +58,9 @@ for _folder in (HERE / "scenarios", HERE, HERE.parent / "python_pkg"):
     if str(_folder) not in sys.path:
         sys.path.insert(0, str(_folder))
 
-ORDER = ("W", "B", "B", "W")
-# Shortest, most launch-bound steps first: where the watch's cost could show.
-DEFAULT_ONLY = (
-    "mlp_adam",
-    "tiny_batch",
-    "unbatched_inference",
-    "item_per_step",
-    "pageable_copy",
-    "small_batch_rnn",
-    "cpu_model",
-    "dataparallel",
-    "conv_nchw_amp",
-    "fp32_transformer",
-    "healthy",
-    "cpu_augment",
-    "slow_loader",
-    "bursty_loader",
-)
+from watch_cost import DEFAULT_ONLY  # noqa: E402 - after the folders are on sys.path
+from watch_interleaved import ORDER, pair_ratios, pin  # noqa: E402
+
 MIN_WARM = 40  # past the watch's warm-up (3 + up to 3), window (3), switch and census (16)
 
 
@@ -88,8 +72,17 @@ class Turns:
     """Who runs now: ``W`` and ``B`` take turns at the script's ``mark()``, and every step's
     time is kept per block (from the previous mark, or from the thread's resume)."""
 
-    def __init__(self, warm: int, block: int | None, pairs: int | None, torch: Any) -> None:
+    def __init__(
+        self,
+        warm: int,
+        block: int | None,
+        pairs: int | None,
+        torch: Any,
+        sizing: tuple[float, float, int] = (0.05, 20.0, 300),
+    ) -> None:
         self.warm = warm
+        self.sizing = sizing
+        """``size_from_warmup``'s block seconds, budget seconds and most pairs."""
         self.block = block
         self.pairs = pairs
         self.torch = torch
@@ -139,7 +132,7 @@ class Turns:
             self._wait_for(role)
             self.last[role] = self.start[role] = time.perf_counter()
 
-    def marked(self, t: float, sizer: Any) -> None:
+    def marked(self, t: float) -> None:
         role = self.role.name
         ms = (t - self.last[role]) * 1000
         self.last[role] = t
@@ -160,7 +153,7 @@ class Turns:
                 wall_ms = (time.perf_counter() - self.start[role]) * 1000
                 self.blocks.append({"who": role, **block_figures(self.steps, wall_ms)})
             if self.turn == 0:
-                sizer(self)
+                self.size_from_warmup(*self.sizing)
             self.steps = []
             self.count = 0
             self.turn += 1
@@ -240,7 +233,7 @@ def block_figures(ms: list[float], wall_ms: float) -> dict[str, float]:
 
 
 @contextlib.contextmanager
-def marks_passed_to(turns: Turns, sizer: Any) -> Any:
+def marks_passed_to(turns: Turns) -> Any:
     """``Steps.mark`` as the scripts call it, then the turn-taking; put back after. Once the
     schedule is over, the mark raises ``StopWatch`` and the script ends, as under
     ``gpusight run --steps``."""
@@ -251,7 +244,7 @@ def marks_passed_to(turns: Turns, sizer: Any) -> Any:
 
     def mark(steps: Any) -> None:
         orig(steps)
-        turns.marked(steps.ends[-1], sizer)
+        turns.marked(steps.ends[-1])
         if turns.done:
             raise StopWatch("the schedule is over")
 
@@ -260,11 +253,6 @@ def marks_passed_to(turns: Turns, sizer: Any) -> Any:
         yield
     finally:
         _common.Steps.mark = orig  # type: ignore[method-assign]
-
-
-def pin(core: int | None) -> None:
-    if core is not None:
-        os.sched_setaffinity(0, {core})
 
 
 def run_scenario(name: str, args: argparse.Namespace, torch: Any) -> dict[str, Any]:
@@ -277,7 +265,8 @@ def run_scenario(name: str, args: argparse.Namespace, torch: Any) -> dict[str, A
     cuda = bool(torch.cuda.is_available())
     flags = Flags(torch)
     warm = max(MIN_WARM, args.warm_steps)
-    turns = Turns(warm, args.block_steps, args.pairs, torch)
+    sizing = (args.block_s, args.budget_s, args.max_pairs)
+    turns = Turns(warm, args.block_steps, args.pairs, torch, sizing)
     # Generous: the script stops from mark() when its blocks are over (StopWatch, as
     # ``gpusight run --steps`` stops it).
     argv = [f"{name}.py", "--iters", str(10**7), "--warmup", "0"]
@@ -285,9 +274,6 @@ def run_scenario(name: str, args: argparse.Namespace, torch: Any) -> dict[str, A
         argv += ["--device", "cpu"]
     errors: dict[str, str] = {}
     watches: dict[str, Any] = {}
-
-    def sizer(t: Turns) -> None:
-        t.size_from_warmup(args.block_s, args.budget_s, args.max_pairs)
 
     def thread_main(role: str) -> None:
         from gpusight.watch.session import StopWatch
@@ -315,7 +301,7 @@ def run_scenario(name: str, args: argparse.Namespace, torch: Any) -> dict[str, A
     sys.argv = argv
     t0 = time.perf_counter()
     try:
-        with marks_passed_to(turns, sizer), contextlib.redirect_stdout(io.StringIO()):
+        with marks_passed_to(turns), contextlib.redirect_stdout(io.StringIO()):
             threads = [
                 threading.Thread(target=thread_main, args=(r,), name=f"scenario-{r}")
                 for r in ("W", "B")
@@ -368,17 +354,6 @@ def run_scenario(name: str, args: argparse.Namespace, torch: Any) -> dict[str, A
         kern = run.get("kernels") or {}
         out["window_steps"] = kern.get("window_steps")
         out["notes"] = list(w.report.notes) if w.report is not None else []
-    return out
-
-
-def pair_ratios(blocks: list[dict[str, Any]], key: str) -> list[float]:
-    """W / B of ``key`` over adjacent (W, B) pairs of the W B B W order."""
-    out = []
-    for i in range(0, len(blocks) - 1, 2):
-        a, b = blocks[i], blocks[i + 1]
-        w, bare = (a, b) if a["who"] == "W" else (b, a)
-        if w["who"] == "W" and bare["who"] == "B" and bare[key] > 0:
-            out.append(w[key] / bare[key])
     return out
 
 

@@ -58,7 +58,8 @@ HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE / "scenarios"
 PKG = HERE.parent / "python_pkg"
 
-# Shortest and most launch-bound first: the ones whose overhead the hooks could show.
+# Every public scenario, the shortest and most launch-bound first: the ones whose overhead the
+# hooks could show (scenario_interleaved.py runs the same list).
 DEFAULT_ONLY = (
     "mlp_adam",
     "tiny_batch",
@@ -67,9 +68,11 @@ DEFAULT_ONLY = (
     "pageable_copy",
     "small_batch_rnn",
     "cpu_model",
+    "dataparallel",
     "conv_nchw_amp",
     "fp32_transformer",
     "healthy",
+    "cpu_augment",
     "slow_loader",
     "bursty_loader",
 )
