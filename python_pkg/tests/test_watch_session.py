@@ -141,7 +141,9 @@ def test_steps_without_optimizer_and_inference() -> None:
     # outside is a larger multiple of what the clocks see (calibration.py) than training's.
     kern, seen = rep.run["kernels"], rep.run["kernels"]["overhead_seen_pct"]
     assert kern["overhead_unseen_factor"] == UNSEEN_FACTOR_FORWARD > UNSEEN_FACTOR
-    assert rep.run["overhead_pct"] == pytest.approx(UNSEEN_FACTOR_FORWARD * seen, abs=0.002)
+    # Both figures are rounded to 3 decimals: the seen one's rounding, times the factor, too.
+    rounding = UNSEEN_FACTOR_FORWARD * 0.0005 + 0.0005
+    assert rep.run["overhead_pct"] == pytest.approx(UNSEEN_FACTOR_FORWARD * seen, abs=rounding)
     assert w.report.run["kernels"]["overhead_unseen_factor"] == UNSEEN_FACTOR
 
 
