@@ -14,6 +14,7 @@ import copy
 import os
 import random
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -231,6 +232,12 @@ def _shutdown(iterator: Any) -> None:
     stop = getattr(iterator, "_shutdown_workers", None)
     if callable(stop):
         stop()
+    # torch closes its index queues but does not wait for their feeder threads, which
+    # then outlive the benchmark for a moment; wait briefly so none is left behind.
+    for queue in getattr(iterator, "_index_queues", None) or ():
+        feeder = getattr(queue, "_thread", None)
+        if isinstance(feeder, threading.Thread) and feeder is not threading.current_thread():
+            feeder.join(timeout=1.0)
 
 
 def _save_rng() -> dict[str, Any]:
