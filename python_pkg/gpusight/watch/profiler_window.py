@@ -21,7 +21,7 @@ import tempfile
 import time
 from typing import Any
 
-from .quiet_stderr import without_usdt_lines
+from .quiet_stderr import without_profiler_chatter
 from .trace_analysis import Alignment, find_marker
 
 ALIGN_MARKER = "gpusight::align"
@@ -73,7 +73,7 @@ class ProfilerWindow:
                 record_shapes=True,
                 use_kineto=True,
             )
-            with without_usdt_lines():
+            with without_profiler_chatter():
                 self._prof.__enter__()
             self.started = True
             # The first record_function pays one-off costs; the marker must be cheap to place.
@@ -96,7 +96,7 @@ class ProfilerWindow:
 
                 with torch.autograd.profiler.record_function(ALIGN_END_MARKER):
                     self._align_end_ns = time.perf_counter_ns()
-                with without_usdt_lines():
+                with without_profiler_chatter():
                     self._prof.__exit__(None, None, None)
             except Exception as exc:
                 self.error = f"profiler window failed to stop: {type(exc).__name__}: {exc}"
@@ -112,7 +112,7 @@ class ProfilerWindow:
         if self._prof is not None and self.started and not self.stopped:
             self.stopped = True
             try:
-                with without_usdt_lines():
+                with without_profiler_chatter():
                     self._prof.__exit__(None, None, None)
             except Exception:
                 pass
