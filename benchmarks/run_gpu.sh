@@ -2,13 +2,14 @@
 # Every GPU check, in sequence, through gpusight's own code; results under $OUT.
 #   bash benchmarks/run_gpu.sh [STEP...]   (from anywhere; OUT defaults to benchmarks/results/gpu-local)
 # STEPs (default: all, in this order): tests bench whatif runwhatif accuracy overhead cost
-# interleaved sampler callbacks multi.
+# interleaved inference sampler callbacks multi.
 # One device command may run 10 minutes: split the steps over two, e.g.
 #   bash benchmarks/run_gpu.sh tests bench             (~4 min)
 #   bash benchmarks/run_gpu.sh whatif                  (~4-6 min)
 #   bash benchmarks/run_gpu.sh accuracy overhead       (~8 min)
 #   bash benchmarks/run_gpu.sh cost                    (~9 min)
 #   bash benchmarks/run_gpu.sh interleaved             (~12 min; SI_BUDGET=8 for ~8)
+#   bash benchmarks/run_gpu.sh inference               (~4 min)
 #   bash benchmarks/run_gpu.sh sampler                 (~2 min)
 #   bash benchmarks/run_gpu.sh callbacks               (~2 min)
 #   bash benchmarks/run_gpu.sh multi                   (2 GPUs, ~3 min)
@@ -40,7 +41,7 @@ step() { # step NAME TIMEOUT_S COMMAND...
 }
 
 STEPS=("$@")
-[ ${#STEPS[@]} -gt 0 ] || STEPS=(tests bench whatif runwhatif accuracy overhead cost interleaved sampler callbacks multi)
+[ ${#STEPS[@]} -gt 0 ] || STEPS=(tests bench whatif runwhatif accuracy overhead cost interleaved inference sampler callbacks multi)
 want() { [[ " ${STEPS[*]} " == *" $1 "* ]]; }
 
 T0=$SECONDS
@@ -78,6 +79,16 @@ for C in "" --control; do
   want interleaved && step "si-pinned$C" 300 "$PY" benchmarks/scenario_interleaved.py --only $PINNED --core 6 --budget-s "${SI_BUDGET:-15}" $C --out "$OUT/si-pinned$C"
   want interleaved && step "si-free$C" 420 "$PY" benchmarks/scenario_interleaved.py --only $FREE --budget-s "${SI_BUDGET:-15}" $C --out "$OUT/si-free$C"
 done
+# The inference step's parts (#20's open figure, +4.6 % in h200-run16/b): torch's hook path
+# alone (raw_hooks: two do-nothing hooks, no watch), the hooks with the watch's bodies (minimal),
+# the whole watch, and the control; then the same Python on this host's CPU with no GPU in the
+# loop (hook_cost.py: what the hooks cost hot, against the figures above, cold), and the clock.
+want inference && step inf-host 60 bash -c "cat /sys/devices/system/clocksource/clocksource0/current_clocksource; '$PY' -m timeit -s 'from time import perf_counter_ns' 'perf_counter_ns()'"
+for P in control raw_hooks minimal watched; do
+  A="--part $P"; [ $P = control ] && A="--control"
+  want inference && step "inf-$P" 90 "$PY" benchmarks/watch_interleaved.py --workload unbatched_inference --pairs 200 --core 6 $A --out "$OUT/inf-$P"
+done
+want inference && step inf-hook-cost 120 "$PY" benchmarks/hook_cost.py --workload infer --parts minimal watched --rounds 40 --out "$OUT/inf-hook-cost"
 # What the sampler process costs those steps (it runs through both threads' turns above).
 for W in unbatched_inference tiny_batch; do
   want sampler && step "sampler-$W" 120 "$PY" benchmarks/sampler_cost.py --workload $W --rounds 30 --block-s 0.5 --out "$OUT/sampler-$W"
