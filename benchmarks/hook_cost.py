@@ -10,7 +10,7 @@ Python is the same on any device, so this times it on the CPU, on tiny_batch's s
 (seven ``Linear`` and six ``ReLU`` in a ``Sequential``, cross-entropy, AdamW) with 4-wide layers:
 the step is torch's dispatch and little else, and a microsecond of the watch is visible.
 ``--workload infer``: one call of a 2-wide ``Linear`` under ``inference_mode``, each call a step
-(inference keeps the module hooks on every step: the call ends the step).
+(the post-hook runs on every step, as the call ends the step; ``all_hooks``: the pre-hook too).
 
 Blocks of steps alternate bare and watched (``watch_parts.py``'s parts, rotated each round);
 the figure is the median over rounds of (watched block's median step - the round's bare one),

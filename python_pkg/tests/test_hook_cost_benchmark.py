@@ -65,12 +65,12 @@ def test_process_spread_runs_processes_and_reprints_its_table(
     assert capsys.readouterr().out.strip() == text.strip()
 
 
-def test_hook_cost_inference_keeps_the_hooks_on_every_step(
-    restore_path: None, tmp_path: Path
-) -> None:
+def test_hook_cost_inference_samples_the_pre_hook(restore_path: None, tmp_path: Path) -> None:
     hc = load_benchmark("hook_cost")
-    argv = ["--workload", "infer", "--parts", "bare", "watched", "--rounds", "1", "--steps", "40"]
-    assert hc.main([*argv, "--out", str(tmp_path)]) == 0
-    watched = json.loads((tmp_path / "hook-cost.json").read_text())["parts"]["watched"]
-    # Each call of the model is a step, and its hooks are the boundary: never a light step.
-    assert watched["full_steps"] == watched["measured_steps"] > 40
+    argv = ["--workload", "infer", "--parts", "bare", "all_hooks", "watched", "--rounds", "1"]
+    assert hc.main([*argv, "--steps", "40", "--out", str(tmp_path)]) == 0
+    parts = json.loads((tmp_path / "hook-cost.json").read_text())["parts"]
+    # Each call of the model is a step; its post-hook is the boundary on every step, and on a
+    # call this short the pre-hook (the call's clock) runs on the census and 1 in k after it.
+    assert parts["all_hooks"]["full_steps"] == parts["all_hooks"]["measured_steps"] > 40
+    assert 0 < parts["watched"]["full_steps"] < parts["watched"]["measured_steps"]

@@ -1,5 +1,6 @@
-"""Light steps (``watch/detail.py``): on a short training step the module hooks and framework
-clocks run on 1 in k steps; the other steps take the hooks off the model. Real CPU torch."""
+"""Light steps (``watch/detail.py``): on a short step the module hooks and framework clocks run on
+1 in k steps; the other steps take the hooks off the model (a step that a model call ends keeps
+its post-hook, the boundary). Real CPU torch."""
 
 from __future__ import annotations
 
@@ -125,17 +126,68 @@ def test_hooks_within_their_budget_run_on_every_step(monkeypatch: pytest.MonkeyP
     assert not any("were timed on" in n for n in rep.notes)
 
 
-def test_inference_steps_keep_their_hooks_the_call_ends_the_step() -> None:
+def test_a_short_inference_step_keeps_only_its_boundary_hook_on_most_steps() -> None:
+    """Where a model call ends the step, the post-hook is the boundary and stays on every step;
+    light steps take the pre-hook off (its clock times the call), so no step is lost."""
+    before = snapshot()
     model = small_model().eval()
     x = torch.randn(2, 32)
+    hooks_during: list[tuple[int, int]] = []
+    calls = 400
     w = Watch(warmup=2, profile_steps=0, stop_after_steps=False, device_types=("meta",))
     with w, torch.inference_mode():
-        for _ in range(300):
+        for _ in range(calls):
             model(x)
+            hooks_during.append((len(model._forward_pre_hooks), len(model._forward_hooks)))
+    assert snapshot() == before
+    assert not model._forward_hooks and not model._forward_pre_hooks
+    rec, plan = w.recorder, w.detail
+    assert rec is not None and rec.kind == "forward"
+    assert len(rec.records) == calls  # every call ended one step, light or not
+    assert plan.full_every > 1, plan.hook_share
+    measured = [r for r in rec.records if r.phase == "measure"]
+    light = [r for r in measured if not r.full]
+    full = [r for r in measured if r.full]
+    assert light and len(full) >= detail.CENSUS and plan.full == len(full)
+    assert all(r.framework_ns == 0 for r in light)
+    assert all(r.framework_ns > 0 for r in full)
+    # The post-hook never came off; the pre-hook did, after light steps.
+    assert all(post == 1 for _, post in hooks_during[3:])
+    assert {pre for pre, _ in hooks_during[3:]} == {0, 1}
+    rep = w.report
+    assert rep is not None and rep.run is not None
+    rep.validate()
+    assert rep.run["kernels"]["module_hooks_steps"] == plan.full
+
+
+def test_inference_keeps_its_pre_hooks_where_hooked_modules_nest() -> None:
+    """Without a pre-hook, a hooked module called inside another hooked one would look like an
+    outermost call and end a step in the middle of one."""
+    inner = small_model().eval()
+
+    class Outer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = inner
+            self.head = nn.Linear(4, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(self.inner(x))
+
+    outer = Outer().eval()
+    x = torch.randn(2, 32)
+    calls = 300
+    w = Watch(warmup=2, profile_steps=0, stop_after_steps=False, device_types=("meta",))
+    with w, torch.inference_mode():
+        inner(x)  # the first call at the top: inner is an outermost module too
+        for _ in range(calls):
+            outer(x)
     rec = w.recorder
     assert rec is not None and rec.kind == "forward"
+    assert w.detail.full_every > 1  # short enough to sample...
     measured = [r for r in rec.records if r.phase == "measure"]
-    assert len(measured) > 250 and all(r.full for r in measured)
+    assert measured and all(r.full for r in measured)  # ...but nested: every step hooked
+    assert len(rec.records) == calls + 1  # one step per outermost call, none for inner's
 
 
 def test_a_model_compiled_in_place_keeps_its_hooks(monkeypatch: pytest.MonkeyPatch) -> None:

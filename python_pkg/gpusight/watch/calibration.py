@@ -47,7 +47,9 @@ step, since the call is the step boundary, and their cost from outside was 3.7-5
 clocks saw on unbatched_inference on an H200 (+3.5 % against its control at 0.95 % seen,
 ``watch_interleaved.py``, ``h200-run16/c``; +4.6 % at 0.87 %, ``scenario_interleaved.py``,
 ``h200-run16/b``; +4.1 % at 0.87 % in ``h200-run16/a``, no control). On this repository's 2-core
-CPU machine the same step's factor was about 2.7x, so on a CPU-only run the figure is high."""
+CPU machine the same step's factor was about 2.7x, so on a CPU-only run the figure is high.
+Measured while the pre-hook still ran on every such step; it is now sampled like training's
+hooks (``detail.py``), and ``benchmarks/run_gpu.sh inference`` measures the factor again."""
 
 
 def unseen_factor(step_kind: str | None) -> float:

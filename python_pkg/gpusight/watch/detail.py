@@ -21,7 +21,9 @@ step they cost more than everything else the watch does (torch takes its slow ho
 the model's call and two Python hooks run; ``benchmarks/hook_cost.py``). Steps that an optimizer
 or a backward ends need them for nothing but that time, so on the other steps (``full`` false)
 the hooks come off the model and the framework time is the mean of the steps that timed it.
-Steps that a model call ends (inference) keep them: the call is the step boundary.
+Steps that a model call ends (inference) keep the post-hook, the step boundary, on every step,
+and take the pre-hook (the call's clock) off on the other steps; not where hooked modules were
+seen to run inside one another, as only the pre-hooks tell the outermost call apart.
 """
 
 from __future__ import annotations

@@ -155,6 +155,25 @@ class StepRecorder:
             self._measured_ns += now_ns - cur.start_ns
         return True
 
+    def end_steady(self, end_ns: int) -> StepRecord | None:
+        """``boundary`` for the steady state, in one call: the current step is a measured one of
+        the driving kind (so every later step is measured too, and no merge can follow). Returns
+        the ended step; None when the state is not steady (then ``boundary`` decides)."""
+        cur = self.current
+        if cur.phase != "measure":
+            return None
+        self.kind_counts[self.kind] += 1  # type: ignore[index]
+        cur.end_ns = end_ns
+        self.records.append(cur)
+        self._measured += 1
+        self._measured_ns += end_ns - cur.start_ns
+        return cur
+
+    def begin_measured(self, now_ns: int) -> StepRecord:
+        """``begin_next`` after ``end_steady``: the next step is measured."""
+        self.current = cur = StepRecord(len(self.records) + 1, "measure", now_ns)
+        return cur
+
     def _merge_into_first(self) -> None:
         """A higher-priority kind appeared: all steps so far become part of its first step."""
         if not self.records:

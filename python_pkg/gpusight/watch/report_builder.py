@@ -455,8 +455,13 @@ def build_report(w: Watch) -> Report:
         kernels["module_hooks_steps"] = plan.full
         kernels["module_hooks_cost_pct"] = round(100.0 * plan.hook_share, 3)
     if measured and plan.full < plan.measured:
+        calls = (
+            "the model's calls were"
+            if w.recorder is not None and w.recorder.kind == "forward"
+            else "the model's forward, backward and optimizer calls were"
+        )
         notes.append(
-            f"the model's forward, backward and optimizer calls were timed on {plan.full} of "
+            f"{calls} timed on {plan.full} of "
             f"{plan.measured} measured steps, picked at random (1 in {plan.full_every}): on every "
             f"step of a step this short the hooks that time them would cost "
             f"{100 * (plan.hook_share or 0):.1f} % of it; the other steps' framework time is the "

@@ -293,6 +293,12 @@ class Watch:
         self._switched = False
         self._global_handles: list[Any] = []
         self._module_handles: list[Any] = []
+        self._pre_handles: list[Any] = []
+        """Of ``_module_handles``, the pre-hooks: what a light step that a model call ends
+        takes off (its post-hook is the step's boundary and stays)."""
+        self._top_nested = False
+        """A hooked outermost module ran inside another's call: a step that a model call ends
+        then keeps its pre-hook, which tells the outermost call apart."""
         self._top_modules: dict[int, Any] = {}
         self._sync_mode_before: int | None = None
         self._sync_mode_set = False
@@ -553,17 +559,21 @@ class Watch:
         self._fwd_depth = 0
         self._fwd_top = None
         for module in list(self._top_modules.values())[:MAX_TOP_MODULES]:
-            # First of the module's pre-hooks: the clock starts before theirs, and the call is
-            # seen as the script made it (a what-if's hook that repeats the batch comes after).
-            self._module_handles.append(
-                module.register_forward_pre_hook(self._fwd_pre, prepend=True)
-            )
+            self._hook_pre(module)
             self._module_handles.append(
                 module.register_forward_hook(self._fwd_post, always_call=True)
             )
 
+    def _hook_pre(self, module: Any) -> None:
+        # First of the module's pre-hooks: the clock starts before theirs, and the call is seen
+        # as the script made it (a what-if's hook that repeats the batch comes after).
+        handle = module.register_forward_pre_hook(self._fwd_pre, prepend=True)
+        self._module_handles.append(handle)
+        self._pre_handles.append(handle)
+
     def _unhook_top_modules(self) -> None:
         handles, self._module_handles = self._module_handles, []
+        self._pre_handles = []
         for h in handles:
             h.remove()
         self._fwd_depth = 0
@@ -588,12 +598,27 @@ class Watch:
 
     def _set_full(self, on: bool) -> None:
         """The next step runs the module hooks and times its framework calls, or not (a light
-        step: the hooks come off the model, so torch's call takes its hook-free path)."""
+        step: the hooks come off the model, so torch's call takes its hook-free path; where a
+        model call ends the step, only its pre-hook comes off, and the post-hook, the step's
+        boundary, runs alone)."""
         self._full = on
+        forward = self._rec is not None and self._rec.kind == "forward"
         if on:
-            self._hook_top_modules()
-        else:
+            if not forward:
+                self._unhook_top_modules()  # a light step that a model call ended left some
+                self._hook_top_modules()
+            elif not self._pre_handles:
+                for module in list(self._top_modules.values())[:MAX_TOP_MODULES]:
+                    self._hook_pre(module)
+        elif not forward:
             self._unhook_top_modules()
+        else:
+            pre, self._pre_handles = self._pre_handles, []
+            for h in pre:
+                h.remove()
+            self._module_handles = [h for h in self._module_handles if h not in pre]
+            self._fwd_depth = 0
+            self._fwd_top = None
 
     # -- the profiler window ------------------------------------------------------------------
     def _start_window(self) -> None:
@@ -655,30 +680,43 @@ class Watch:
         ended at ``t``), so the hook need not read the clock again.
         """
         rec = self._rec
-        if rec is None or not rec.boundary(kind, t):
+        if rec is None:
             return False
-        if kind == "optimizer":
-            self._fwd_depth = 0
-        # Profiler start/stop and the hook switch happen between steps, outside both of them;
-        # only the ordinary bookkeeping counts as the next step's overhead.
         plan = self.detail
-        if rec.measured < plan.measured:
-            # A step kind of higher priority appeared: the steps so far became one.
-            plan = self.detail = DetailPlan()
-        plan.step_ended(rec.records[-1])
-        transition = False if self._settled else self._between_steps(rec)
+        # Nearly every step: a measured one of the driving kind, once nothing is left to switch
+        # (no merge can follow, every later step is measured), in fewer calls.
+        steady = rec.end_steady(t) if self._settled and kind == rec.kind else None
+        if steady is not None:
+            if kind == "optimizer":
+                self._fwd_depth = 0
+            plan.step_ended(steady)
+            transition = False
+        else:
+            if not rec.boundary(kind, t):
+                return False
+            if kind == "optimizer":
+                self._fwd_depth = 0
+            if rec.measured < plan.measured:
+                # A step kind of higher priority appeared: the steps so far became one.
+                plan = self.detail = DetailPlan()
+            plan.step_ended(rec.records[-1])
+            # Profiler start/stop and the hook switch happen between steps, outside both of
+            # them; only the ordinary bookkeeping counts as the next step's overhead.
+            transition = False if self._settled else self._between_steps(rec)
         detail = plan.next_records() if plan.every > 1 else True
         if detail is not self._detail:
             self._set_detail(detail)
-        # Light steps only where the model's call does not end the step (detail.py).
         full = (
             plan.next_full()
-            if plan.full_every > 1 and rec.kind in _DRIVE_PAST_FORWARD and self._light_allowed()
+            if plan.full_every > 1
+            and (rec.kind in _DRIVE_PAST_FORWARD or not self._top_nested)
+            and self._light_allowed()
             else True
         )
         if full is not self._full:
             self._set_full(full)
-        nxt = rec.begin_next(perf_counter_ns())
+        now = perf_counter_ns()
+        nxt = rec.begin_next(now) if steady is None else rec.begin_measured(now)
         nxt.detail = detail
         nxt.full = full
         if not transition:
@@ -793,30 +831,32 @@ class Watch:
             return None
         depth = self._fwd_depth
         self._fwd_depth = depth + 1
-        if self._switched:
-            # torch's dispatch through this hook and its post-hook (before either's clock);
-            # in warm-up the global hooks fire on every module, and warm-up is not reported.
-            rec = self._rec
+        rec = self._rec
+        # torch's dispatch through this hook and its post-hook (before either's clock); in
+        # warm-up the global hooks fire on every module, and warm-up is not reported.
+        dispatch = self._hooks_ns if self._switched else 0
+        if depth:
+            if self._switched:
+                self._top_nested = True
             if rec is not None:
-                rec.current.overhead_ns += self.calibration.module_hooks_ns
-        if depth == 0:
-            t = perf_counter_ns()
-            self._fwd_top = module
-            info = self.collected.modules.get(id(module))
-            if info is None:
-                info = self._first_call(module)
-            if info is not None and info.calls < INSPECT_CALLS:
-                try:
-                    observe_call(info, args if isinstance(args, tuple) else (args,), None)
-                except Exception:
-                    info.calls = INSPECT_CALLS
-                self._note_forward_site(module)
-            self._fwd_top_info = info
-            now = perf_counter_ns()
-            rec = self._rec
-            if rec is not None:
-                rec.current.overhead_ns += now - t
-            self._fwd_t0 = now
+                rec.current.overhead_ns += dispatch
+            return None
+        t = perf_counter_ns()
+        self._fwd_top = module
+        info = self.collected.modules.get(id(module))
+        if info is None:
+            info = self._first_call(module)
+        if info is not None and info.calls < INSPECT_CALLS:
+            try:
+                observe_call(info, args if isinstance(args, tuple) else (args,), None)
+            except Exception:
+                info.calls = INSPECT_CALLS
+            self._note_forward_site(module)
+        self._fwd_top_info = info
+        now = perf_counter_ns()
+        if rec is not None:
+            rec.current.overhead_ns += now - t + dispatch
+        self._fwd_t0 = now
         return None
 
     def _note_forward_site(self, module: Any) -> None:
@@ -842,6 +882,19 @@ class Watch:
         if _is_compiling() or self._bwd_depth or get_ident() != self._tid:
             return None
         t = perf_counter_ns()
+        if not self._full:
+            # A light step that a model call ends: no pre-hook ran, and hooked modules do not
+            # nest (``_top_nested``), so this is an outermost call: the step's boundary.
+            rec = self._rec
+            if rec is None or rec.kind != "forward":
+                return None
+            cur = rec.current
+            # torch's dispatch through this one hook, before t (the figure is for two).
+            cur.overhead_ns += self._hooks_ns // 2
+            info = self.collected.modules.get(id(module))
+            if info is None or info.n_params == 0 or not self._boundary("forward", t):
+                cur.overhead_ns += perf_counter_ns() - t
+            return None
         depth = self._fwd_depth - 1
         if depth > 0:
             self._fwd_depth = depth
@@ -1147,6 +1200,15 @@ class Watch:
         return agg
 
     # -- results for the report builder -------------------------------------------------------
+    @property
+    def calibration(self) -> Calibration:
+        return self._calibration
+
+    @calibration.setter
+    def calibration(self, value: Calibration) -> None:
+        self._calibration = value
+        self._hooks_ns = value.module_hooks_ns  # read on every module call: one lookup less
+
     @property
     def recorder(self) -> StepRecorder | None:
         return self._rec
