@@ -14,6 +14,10 @@ describe('format', () => {
     expect(formatMs(1.234)).toBe('1.23 ms');
     expect(formatMs(26.44)).toBe('26.4 ms');
     expect(formatMs(1234.4)).toBe('1,234 ms');
+    // The same cases as python_pkg/tests/test_durations.py: text and charts agree.
+    expect(formatMs(0.0033)).toBe('0.0033 ms');
+    expect(formatMs(0.005)).toBe('0.005 ms');
+    expect(formatMs(0.033)).toBe('0.03 ms');
   });
 
   it('never rounds a small share down to zero', () => {

@@ -475,13 +475,16 @@ def _write_html(report: Report, path: str | None) -> None:
 
 def print_summary(report: Report, out: Any) -> None:
     """A few lines: verdict, step split, the top findings with their source lines."""
+    from ..durations import format_ms
+
     run = report.run or {}
     print(f"\ngpusight: {report.verdict.bottleneck}: {report.verdict.summary}", file=out)
     split = run.get("breakdown_ms") or {}
     total = run.get("step_time_ms") or 0.0
     if split and total:
-        parts = ", ".join(f"{k} {v:.1f}" for k, v in split.items() if v >= 0.05)
-        print(f"  step {total:.1f} ms over {run.get('steps')} steps: {parts} (ms)", file=out)
+        # Parts under half a percent of the step say nothing at this precision.
+        parts = ", ".join(f"{k} {format_ms(v)}" for k, v in split.items() if v >= 0.005 * total)
+        print(f"  step {format_ms(total)} over {run.get('steps')} steps: {parts}", file=out)
     from ..report import sort_findings
 
     for f in sort_findings(report.findings)[:5]:

@@ -27,6 +27,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..durations import format_ms
 from ..fixes import fix
 from ..fixes import workload as _workload_snippets  # noqa: F401  (registers the snippets)
 from ..fixes.batch_knob import batch_knob_text
@@ -1107,8 +1108,12 @@ def _summary(
     b = f"GPU busy {busy:.0f}%" if busy is not None else "no GPU in use"
 
     def part(key: str) -> str:
-        return f"{split[key]:.1f} ms of each {total:.1f} ms step ({_pct(split[key], total):.0f}%)"
+        return (
+            f"{format_ms(split[key])} of each {format_ms(total)} step "
+            f"({_pct(split[key], total):.0f}%)"
+        )
 
+    calls = "the model's calls" if ev.step_mode == "forward" else "forward/backward/optimizer"
     stall = stall_of(ev)
     periodic = (
         f" ({stall_phrase(stall, 'stall')} ~{stall.stall_ms:.0f} ms)"
@@ -1127,9 +1132,9 @@ def _summary(
         "communication": f"Collectives take {part('communication')}; {b}.",
         "precision": f"The GPU is busy but float32 matmuls run without Tensor Cores; {b}.",
         "compute": (
-            f"The GPU sets the pace: {b} over a {total:.1f} ms step."
+            f"The GPU sets the pace: {b} over a {format_ms(total)} step."
             if ran_on_gpu(ev)
-            else f"Host compute in forward/backward/optimizer takes {part('compute')}; {b}."
+            else f"Host compute in {calls} takes {part('compute')}; {b}."
         ),
         "device_placement": f"Device placement comes first; {b}.",
         "none": "No steps were measured.",
