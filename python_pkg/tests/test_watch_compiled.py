@@ -172,3 +172,38 @@ def test_on_the_gpu_a_compiled_training_step_keeps_its_graph() -> None:
     rec = w.recorder
     assert rec is not None and rec.kind == "optimizer"
     assert sum(r.phase == "measure" for r in rec.records) == STEPS - WARMUP - (_graphs() > 0)
+
+
+def _compile_warnings(user_hook: bool) -> tuple[list[str], bool]:
+    """The global-hooks warnings a torch.compile'd module gives while watched, and whether the
+    warnings filters were as found afterwards."""
+    import warnings
+
+    from torch.nn.modules import module as nn_module
+
+    handle = nn_module.register_module_forward_hook(lambda m, a, o: None) if user_hook else None
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            filters = list(warnings.filters)
+            step = _training("module")
+            with Watch(warmup=WARMUP, profile_steps=0, stop_after_steps=False):
+                for _ in range(8):
+                    step()
+            restored = warnings.filters == filters
+    finally:
+        if handle is not None:
+            handle.remove()
+    return [str(w.message) for w in seen if "global hooks on modules" in str(w.message)], restored
+
+
+def test_the_watchs_own_global_hooks_give_torch_compile_no_warning() -> None:
+    """torch warns at each call of a compiled module while any global module hook is on, as the
+    watch's are through its warm-up: that warning would be about the watch, not the script."""
+    found, restored = _compile_warnings(user_hook=False)
+    assert found == [] and restored
+
+
+def test_a_users_own_global_hook_still_gets_torch_compiles_warning() -> None:
+    found, restored = _compile_warnings(user_hook=True)
+    assert found and restored

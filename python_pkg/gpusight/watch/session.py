@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 import threading
 import time
@@ -56,6 +57,7 @@ from .sampler_process import WatchSampler, gpu_sampler
 from .source_lines import Site, SourceMap
 
 SYNC_MESSAGE = "called a synchronizing CUDA operation"
+COMPILE_HOOKS_MESSAGE = re.escape("Using `torch.compile(module)` when there are global hooks")
 # Step kinds that outrank a forward's end (recorder.KINDS): under them a forward ends no step.
 _DRIVE_PAST_FORWARD = frozenset({"optimizer", "backward"})
 DEFAULT_DEVICE_TYPES = ("cuda", "xpu", "mps", "hpu", "privateuseone")
@@ -64,6 +66,10 @@ LONG_STEP_NS = 1_000_000_000
 
 _ACTIVE: Watch | None = None
 _FORK_HOOK = False
+
+
+def _never_mind() -> None:
+    """Nothing to undo."""
 
 
 def _never() -> bool:
@@ -214,6 +220,22 @@ def sync_kind(code: str | None) -> str:
     return "sync"
 
 
+def _filter_warning(action: Any, message: str) -> Callable[[], None]:
+    """Put a warnings filter first; returns what takes that one entry out again (once)."""
+    warnings.filterwarnings(action, message=message)
+    entry = warnings.filters[0]
+
+    def drop() -> None:
+        filters: list[Any] = warnings.filters  # type: ignore[assignment]
+        if entry in filters:
+            filters.remove(entry)
+            mutated = getattr(warnings, "_filters_mutated", None)
+            if mutated is not None:
+                mutated()
+
+    return drop
+
+
 def _compiled_graphs() -> int:
     """Graphs torch.compile has compiled in this process so far (0 before dynamo is imported)."""
     dynamo = sys.modules.get("torch._dynamo.utils")
@@ -292,6 +314,7 @@ class Watch:
         self._bwd_depth = 0
         self._switched = False
         self._global_handles: list[Any] = []
+        self._drop_compile_filter: Callable[[], None] = _never_mind
         self._module_handles: list[Any] = []
         self._pre_handles: list[Any] = []
         """Of ``_module_handles``, the pre-hooks: what a light step that a model call ends
@@ -474,6 +497,14 @@ class Watch:
         from torch.utils.data import dataloader
 
         p = self._patches
+        has_global = getattr(nn_module, "_has_any_global_hook", None)
+        if callable(has_global) and not has_global():
+            # torch warns on every call of a torch.compile'd module while any global module
+            # hook is on: ours are, through the warm-up, and the extra call they see is
+            # handled (the compiled wrapper becomes the outermost module). Not hidden when the
+            # user has global hooks of their own: then the warning is theirs.
+            self._drop_compile_filter = _filter_warning("ignore", COMPILE_HOOKS_MESSAGE)
+            p.add("torch.compile warnings filter", self._drop_compile_filter)
         p.handle("optimizer pre-hook", optim_mod.register_optimizer_step_pre_hook(self._opt_pre))
         p.handle("optimizer post-hook", optim_mod.register_optimizer_step_post_hook(self._opt_post))
         h_pre = nn_module.register_module_forward_pre_hook(self._fwd_pre)
@@ -493,18 +524,7 @@ class Watch:
             p.set_attr(torch.Tensor, "cuda", self._wrap_copy(torch.Tensor.cuda))
         p.set_attr(torch.cuda, "synchronize", self._wrap_synchronize(torch.cuda.synchronize))
         # Sync warnings: every occurrence (not once per line), shown to us instead of printed.
-        warnings.filterwarnings("always", message=SYNC_MESSAGE)
-        entry = warnings.filters[0]
-
-        def drop_filter() -> None:
-            filters: list[Any] = warnings.filters  # type: ignore[assignment]
-            if entry in filters:
-                filters.remove(entry)
-                mutated = getattr(warnings, "_filters_mutated", None)
-                if mutated is not None:
-                    mutated()
-
-        p.add("warnings filter", drop_filter)
+        p.add("warnings filter", _filter_warning("always", SYNC_MESSAGE))
         p.set_attr(warnings, "showwarning", self._wrap_showwarning(warnings.showwarning))
 
     def _maybe_enable_sync_mode(self) -> None:
@@ -552,6 +572,7 @@ class Watch:
         for h in self._global_handles:
             h.remove()
         self._global_handles = []
+        self._drop_compile_filter()  # no global hook of ours left to warn about
         self._patches.add("module hooks", self._unhook_top_modules)
         self._hook_top_modules()
 
