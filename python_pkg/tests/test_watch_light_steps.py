@@ -126,21 +126,28 @@ def test_hooks_within_their_budget_run_on_every_step(monkeypatch: pytest.MonkeyP
     assert not any("were timed on" in n for n in rep.notes)
 
 
-def test_a_short_inference_step_keeps_only_its_boundary_hook_on_most_steps() -> None:
-    """Where a model call ends the step, the post-hook is the boundary and stays on every step;
-    light steps take the pre-hook off (its clock times the call), so no step is lost."""
+def _hooks_and_shim(model: nn.Module) -> tuple[int, int, bool]:
+    shim = vars(model).get("_compiled_call_impl") is not None
+    return len(model._forward_pre_hooks), len(model._forward_hooks), shim
+
+
+def test_a_short_inference_step_ends_light_steps_from_a_call_shim() -> None:
+    """Where a model call ends the step, light steps take both hooks off (torch's hook path
+    costs more than the rest) and end the step from a wrapper of the model's call
+    (``call_shim.py``); full steps run the hooks, which time the call. No step is lost."""
     before = snapshot()
     model = small_model().eval()
     x = torch.randn(2, 32)
-    hooks_during: list[tuple[int, int]] = []
+    seen: list[tuple[int, int, bool]] = []
     calls = 400
     w = Watch(warmup=2, profile_steps=0, stop_after_steps=False, device_types=("meta",))
     with w, torch.inference_mode():
         for _ in range(calls):
             model(x)
-            hooks_during.append((len(model._forward_pre_hooks), len(model._forward_hooks)))
+            seen.append(_hooks_and_shim(model))
     assert snapshot() == before
     assert not model._forward_hooks and not model._forward_pre_hooks
+    assert "_compiled_call_impl" not in vars(model)  # as it was: the class's None
     rec, plan = w.recorder, w.detail
     assert rec is not None and rec.kind == "forward"
     assert len(rec.records) == calls  # every call ended one step, light or not
@@ -151,13 +158,71 @@ def test_a_short_inference_step_keeps_only_its_boundary_hook_on_most_steps() -> 
     assert light and len(full) >= detail.CENSUS and plan.full == len(full)
     assert all(r.framework_ns == 0 for r in light)
     assert all(r.framework_ns > 0 for r in full)
-    # The post-hook never came off; the pre-hook did, after light steps.
-    assert all(post == 1 for _, post in hooks_during[3:])
-    assert {pre for pre, _ in hooks_during[3:]} == {0, 1}
+    # After a full step both hooks and no shim; after a light one the shim alone.
+    assert set(seen[3:]) == {(1, 1, False), (0, 0, True)}
     rep = w.report
     assert rep is not None and rep.run is not None
     rep.validate()
     assert rep.run["kernels"]["module_hooks_steps"] == plan.full
+
+
+def test_a_model_whose_class_has_its_own_call_keeps_its_post_hook() -> None:
+    class OwnCall(nn.Sequential):
+        def __call__(self, *args: object, **kwargs: object) -> object:
+            return super().__call__(*args, **kwargs)
+
+    model = OwnCall(nn.Linear(32, 16), nn.ReLU(), nn.Linear(16, 4)).eval()
+    x = torch.randn(2, 32)
+    seen: list[tuple[int, int, bool]] = []
+    w = Watch(warmup=2, profile_steps=0, stop_after_steps=False, device_types=("meta",))
+    with w, torch.inference_mode():
+        for _ in range(300):
+            model(x)
+            seen.append(_hooks_and_shim(model))
+    rec = w.recorder
+    assert rec is not None and len(rec.records) == 300 and w.detail.full_every > 1
+    assert set(seen[3:]) == {(1, 1, False), (0, 1, False)}  # light: the post-hook alone
+
+
+def test_the_model_pickles_and_copies_with_a_shim_in_place() -> None:
+    import copy
+    import pickle
+
+    model = small_model().eval()
+    x = torch.randn(2, 32)
+    w = Watch(warmup=2, profile_steps=0, stop_after_steps=False, device_types=("meta",))
+    copies: list[nn.Module] = []
+    with w, torch.no_grad():
+        for _ in range(300):
+            model(x)
+            if vars(model).get("_compiled_call_impl") is not None and not copies:
+                copies += [pickle.loads(pickle.dumps(model)), copy.deepcopy(model)]
+    assert len(copies) == 2
+    with torch.no_grad():
+        for c in copies:
+            assert "_compiled_call_impl" not in vars(c)
+            assert torch.equal(c(x), model(x))
+
+
+def test_model_compile_mid_run_replaces_the_shim_and_keeps_the_users_compiled_call() -> None:
+    model = small_model().eval()
+    x = torch.randn(2, 32)
+    calls, compile_at = 300, 150
+    w = Watch(warmup=2, profile_steps=0, stop_after_steps=False, device_types=("meta",))
+    with w, torch.inference_mode():
+        for i in range(calls):
+            if i == compile_at:
+                assert vars(model).get("_compiled_call_impl") is not None  # a shim, by now
+                model.compile(backend="eager")
+            model(x)
+    rec = w.recorder
+    # Every step up to the compile is kept (a model compiled in place runs its hooks inside
+    # the compiled call, where they see nothing: the steps after it are not seen, as before
+    # light steps).
+    assert rec is not None and len(rec.records) >= compile_at
+    compiled = vars(model).get("_compiled_call_impl")
+    assert compiled is not None  # the user's compiled call stays; only our shim would go
+    assert not model._forward_hooks and not model._forward_pre_hooks
 
 
 def test_inference_keeps_its_pre_hooks_where_hooked_modules_nest() -> None:

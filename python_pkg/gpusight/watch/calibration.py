@@ -48,8 +48,10 @@ clocks saw on unbatched_inference on an H200 (+3.5 % against its control at 0.95
 ``watch_interleaved.py``, ``h200-run16/c``; +4.6 % at 0.87 %, ``scenario_interleaved.py``,
 ``h200-run16/b``; +4.1 % at 0.87 % in ``h200-run16/a``, no control). On this repository's 2-core
 CPU machine the same step's factor was about 2.7x, so on a CPU-only run the figure is high.
-Measured while the pre-hook still ran on every such step; it is now sampled like training's
-hooks (``detail.py``), and ``benchmarks/run_gpu.sh inference`` measures the factor again."""
+Measured while both hooks still ran on every such step. Light steps now reach inference too
+(``detail.py``): on this CPU machine the watch's cost a call fell from 3.6 to 2.2 us while its
+clocks still saw about 3.0 (``benchmarks/results/cpu-hook-cost/infer-light/``), so until
+``benchmarks/run_gpu.sh inference`` measures the factor again on an H200, the figure is high."""
 
 
 def unseen_factor(step_kind: str | None) -> float:

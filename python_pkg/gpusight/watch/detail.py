@@ -21,9 +21,11 @@ step they cost more than everything else the watch does (torch takes its slow ho
 the model's call and two Python hooks run; ``benchmarks/hook_cost.py``). Steps that an optimizer
 or a backward ends need them for nothing but that time, so on the other steps (``full`` false)
 the hooks come off the model and the framework time is the mean of the steps that timed it.
-Steps that a model call ends (inference) keep the post-hook, the step boundary, on every step,
-and take the pre-hook (the call's clock) off on the other steps; not where hooked modules were
-seen to run inside one another, as only the pre-hooks tell the outermost call apart.
+Steps that a model call ends (inference) need the call's end on every step, as the step boundary:
+on the other steps both hooks come off and a wrapper of the model's call ends the step
+(``call_shim.py``: torch's hook path skipped), or the post-hook alone where the model's call
+cannot take one; not where hooked modules were seen to run inside one another, as only the
+pre-hooks tell the outermost call apart.
 """
 
 from __future__ import annotations

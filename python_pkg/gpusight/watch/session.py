@@ -45,6 +45,7 @@ from types import FrameType
 from typing import Any
 
 from ..report import Report
+from . import call_shim
 from .calibration import Calibration, calibrate
 from .call_sites import CallSite, SiteCounts, call_site
 from .detail import DetailPlan
@@ -315,10 +316,12 @@ class Watch:
         self._switched = False
         self._global_handles: list[Any] = []
         self._drop_compile_filter: Callable[[], None] = _never_mind
-        self._module_handles: list[Any] = []
-        self._pre_handles: list[Any] = []
-        """Of ``_module_handles``, the pre-hooks: what a light step that a model call ends
-        takes off (its post-hook is the step's boundary and stays)."""
+        self._pre_handles: dict[int, Any] = {}
+        self._post_handles: dict[int, Any] = {}
+        """The outermost modules' hooks, by module id. A light step that a model call ends
+        takes the pre-hook off and ends the step from a call shim (``call_shim.py``) instead of
+        the post-hook, or, where the module's call cannot take one, from the post-hook."""
+        self._shims: dict[int, call_shim.Shim] = {}
         self._top_nested = False
         """A hooked outermost module ran inside another's call: a step that a model call ends
         then keeps its pre-hook, which tells the outermost call apart."""
@@ -512,6 +515,8 @@ class Watch:
         self._global_handles = [h_pre, h_post]
         p.handle("module forward pre-hook", h_pre)
         p.handle("module forward hook", h_post)
+        module_cls = nn_module.Module
+        p.set_attr(module_cls, "compile", self._wrap_module_compile(module_cls.compile))
         p.set_attr(torch.Tensor, "backward", self._wrap_backward(torch.Tensor.backward))
         p.set_attr(torch.autograd, "backward", self._wrap_backward(torch.autograd.backward))
         it_cls = dataloader._BaseDataLoaderIter
@@ -576,27 +581,57 @@ class Watch:
         self._patches.add("module hooks", self._unhook_top_modules)
         self._hook_top_modules()
 
+    def _hooked_modules(self) -> list[Any]:
+        return list(self._top_modules.values())[:MAX_TOP_MODULES]
+
     def _hook_top_modules(self) -> None:
+        """Both hooks on every outermost module (a full step); a light one's shim comes out."""
         self._fwd_depth = 0
         self._fwd_top = None
-        for module in list(self._top_modules.values())[:MAX_TOP_MODULES]:
-            self._hook_pre(module)
-            self._module_handles.append(
-                module.register_forward_hook(self._fwd_post, always_call=True)
-            )
+        for module in self._hooked_modules():
+            key = id(module)
+            shim = self._shims.pop(key, None)
+            if shim is not None:
+                call_shim.remove(shim)
+            if key not in self._pre_handles:
+                # First of the module's pre-hooks: the clock starts before theirs, and the call
+                # is seen as the script made it (a what-if's hook that repeats the batch comes
+                # after).
+                self._pre_handles[key] = module.register_forward_pre_hook(
+                    self._fwd_pre, prepend=True
+                )
+            if key not in self._post_handles:
+                self._post_handles[key] = module.register_forward_hook(
+                    self._fwd_post, always_call=True
+                )
 
-    def _hook_pre(self, module: Any) -> None:
-        # First of the module's pre-hooks: the clock starts before theirs, and the call is seen
-        # as the script made it (a what-if's hook that repeats the batch comes after).
-        handle = module.register_forward_pre_hook(self._fwd_pre, prepend=True)
-        self._module_handles.append(handle)
-        self._pre_handles.append(handle)
+    def _lighten_forward(self) -> None:
+        """A light step that a model call ends: no pre-hook, and the step's end from a call
+        shim where the module takes one (torch's hook path skipped), else from the post-hook."""
+        self._fwd_depth = 0
+        self._fwd_top = None
+        for module in self._hooked_modules():
+            key = id(module)
+            pre = self._pre_handles.pop(key, None)
+            if pre is not None:
+                pre.remove()
+            if key in self._shims:
+                continue
+            shim = call_shim.install(module, self._shim_end, _is_compiling)
+            if shim is not None:
+                self._shims[key] = shim
+                post = self._post_handles.pop(key, None)
+                if post is not None:
+                    post.remove()
 
     def _unhook_top_modules(self) -> None:
-        handles, self._module_handles = self._module_handles, []
-        self._pre_handles = []
+        handles = [*self._pre_handles.values(), *self._post_handles.values()]
+        shims = list(self._shims.values())
+        self._pre_handles, self._post_handles, self._shims = {}, {}, {}
         for h in handles:
             h.remove()
+        for shim in shims:
+            call_shim.remove(shim)
         self._fwd_depth = 0
         self._fwd_top = None
 
@@ -627,19 +662,11 @@ class Watch:
         if on:
             if not forward:
                 self._unhook_top_modules()  # a light step that a model call ended left some
-                self._hook_top_modules()
-            elif not self._pre_handles:
-                for module in list(self._top_modules.values())[:MAX_TOP_MODULES]:
-                    self._hook_pre(module)
-        elif not forward:
-            self._unhook_top_modules()
+            self._hook_top_modules()
+        elif forward:
+            self._lighten_forward()
         else:
-            pre, self._pre_handles = self._pre_handles, []
-            for h in pre:
-                h.remove()
-            self._module_handles = [h for h in self._module_handles if h not in pre]
-            self._fwd_depth = 0
-            self._fwd_top = None
+            self._unhook_top_modules()
 
     # -- the profiler window ------------------------------------------------------------------
     def _start_window(self) -> None:
@@ -904,17 +931,8 @@ class Watch:
             return None
         t = perf_counter_ns()
         if not self._full:
-            # A light step that a model call ends: no pre-hook ran, and hooked modules do not
-            # nest (``_top_nested``), so this is an outermost call: the step's boundary.
-            rec = self._rec
-            if rec is None or rec.kind != "forward":
-                return None
-            cur = rec.current
             # torch's dispatch through this one hook, before t (the figure is for two).
-            cur.overhead_ns += self._hooks_ns // 2
-            info = self.collected.modules.get(id(module))
-            if info is None or info.n_params == 0 or not self._boundary("forward", t):
-                cur.overhead_ns += perf_counter_ns() - t
+            self._light_end(module, t, self._hooks_ns // 2)
             return None
         depth = self._fwd_depth - 1
         if depth > 0:
@@ -939,6 +957,37 @@ class Watch:
         ):
             cur.overhead_ns += perf_counter_ns() - t
         return None
+
+    def _shim_end(self, module: Any) -> None:
+        """A call shim's: the call of an outermost module ended (light steps only)."""
+        if self._bwd_depth or get_ident() != self._tid or self._full:
+            return
+        self._light_end(module, perf_counter_ns(), self.calibration.wrapper_ns)
+
+    def _light_end(self, module: Any, t: int, dispatch_ns: int) -> None:
+        """A light step that a model call ends: no pre-hook ran, and hooked modules do not nest
+        (``_top_nested``), so this is an outermost call, and the step's boundary."""
+        rec = self._rec
+        if rec is None or rec.kind != "forward":
+            return
+        cur = rec.current
+        cur.overhead_ns += dispatch_ns  # the way into this call, before t
+        info = self.collected.modules.get(id(module))
+        if info is None or info.n_params == 0 or not self._boundary("forward", t):
+            cur.overhead_ns += perf_counter_ns() - t
+
+    def _wrap_module_compile(self, orig: Callable[..., Any]) -> Callable[..., Any]:
+        w = self
+
+        def compile(module: Any, *args: Any, **kwargs: Any) -> Any:
+            # ``model.compile()`` puts its compiled call where a call shim sits: the hooks go
+            # back on first (the step under way still ends), and light steps end for good.
+            w._light_ok = False
+            if w._shims:
+                w._hook_top_modules()
+            return orig(module, *args, **kwargs)
+
+        return functools.wraps(orig)(compile)
 
     def _wrap_backward(self, orig: Callable[..., Any]) -> Callable[..., Any]:
         w = self
