@@ -238,13 +238,16 @@ def _filter_warning(action: Any, message: str) -> Callable[[], None]:
 
 
 def _compiled_graphs() -> int:
-    """Graphs torch.compile has compiled in this process so far (0 before dynamo is imported)."""
+    """Graphs and frames torch.compile has compiled in this process so far (0 before dynamo is
+    imported): a count that changes whenever it compiles anything. Frames too: a module
+    compiled in place (``model.compile()``) can compile its frames without a graph counted."""
     dynamo = sys.modules.get("torch._dynamo.utils")
     if dynamo is None:
         return 0
     try:
         # .get: a Counter's missing key goes through Python (__missing__); this runs each step.
-        return int(dynamo.counters["stats"].get("unique_graphs", 0))
+        counters = dynamo.counters
+        return int(counters["stats"].get("unique_graphs", 0)) + int(counters["frames"].get("ok", 0))
     except Exception:  # a torch without these counters: nothing to compare
         return 0
 
