@@ -1,0 +1,68 @@
+"""call_shim.py: a function after each call of a module, through ``_compiled_call_impl``, with
+the module's own call and its hooks untouched. Real CPU torch."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from gpusight.watch import call_shim
+from torch import nn
+
+
+def _never() -> bool:
+    return False
+
+
+def test_the_wrapper_sees_every_call_raising_or_not_and_goes_as_it_came() -> None:
+    model = nn.Linear(3, 2)
+    assert "_compiled_call_impl" not in vars(model)
+    ended: list[nn.Module] = []
+    hooked: list[int] = []
+    model.register_forward_hook(lambda m, a, o: hooked.append(1))  # the user's own hook
+    shim = call_shim.install(model, ended.append, _never)
+    assert shim is not None
+    x = torch.randn(4, 3)
+    assert torch.equal(model(x), nn.functional.linear(x, model.weight, model.bias))
+    with pytest.raises(RuntimeError):
+        model(torch.randn(4, 5))  # a shape error inside the call
+    assert ended == [model, model] and hooked == [1]
+    call_shim.remove(shim)
+    assert "_compiled_call_impl" not in vars(model)
+    model(x)
+    assert len(ended) == 2  # nothing of ours left on the call
+
+
+def test_under_compilation_the_wrapper_is_the_bare_call() -> None:
+    model = nn.Linear(3, 2)
+    ended: list[nn.Module] = []
+    shim = call_shim.install(model, ended.append, lambda: True)
+    assert shim is not None
+    model(torch.randn(1, 3))
+    assert ended == []
+    call_shim.remove(shim)
+
+
+def test_modules_called_another_way_are_left_alone() -> None:
+    class OwnCall(nn.Linear):
+        def __call__(self, *args: object, **kwargs: object) -> object:
+            return super().__call__(*args, **kwargs)
+
+    assert call_shim.install(OwnCall(3, 2), lambda m: None, _never) is None
+    compiled = nn.Linear(3, 2)
+    vars(compiled)["_compiled_call_impl"] = compiled._call_impl  # where model.compile() puts it
+    assert call_shim.install(compiled, lambda m: None, _never) is None
+
+
+def test_remove_puts_back_an_attribute_that_was_there_and_leaves_a_replacement() -> None:
+    model = nn.Linear(3, 2)
+    vars(model)["_compiled_call_impl"] = None
+    shim = call_shim.install(model, lambda m: None, _never)
+    assert shim is not None and shim.had_attr
+    call_shim.remove(shim)
+    assert "_compiled_call_impl" in vars(model) and model._compiled_call_impl is None
+    other = call_shim.install(model, lambda m: None, _never)
+    assert other is not None
+    theirs = model._call_impl
+    vars(model)["_compiled_call_impl"] = theirs  # model.compile() after us
+    call_shim.remove(other)
+    assert vars(model)["_compiled_call_impl"] is theirs
