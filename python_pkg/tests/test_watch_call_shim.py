@@ -66,3 +66,24 @@ def test_remove_puts_back_an_attribute_that_was_there_and_leaves_a_replacement()
     vars(model)["_compiled_call_impl"] = theirs  # model.compile() after us
     call_shim.remove(other)
     assert vars(model)["_compiled_call_impl"] is theirs
+
+
+def test_around_a_compiled_call_it_runs_before_and_after_and_gives_the_call_back() -> None:
+    model = nn.Linear(3, 2)
+    theirs = model._call_impl
+    vars(model)["_compiled_call_impl"] = theirs  # where model.compile() puts its call
+    events: list[str] = []
+    shim = call_shim.install(
+        model,
+        lambda m: events.append("after"),
+        _never,
+        before=lambda m, args: events.append(f"before {len(args)}"),
+        around=True,
+    )
+    assert shim is not None and shim.previous is theirs
+    model(torch.randn(1, 3))
+    assert events == ["before 1", "after"]
+    call_shim.remove(shim)
+    assert vars(model)["_compiled_call_impl"] is theirs
+    # Not around a call that is not there.
+    assert call_shim.install(nn.Linear(3, 2), lambda m: None, _never, around=True) is None

@@ -215,10 +215,12 @@ def test_a_users_own_global_hook_still_gets_torch_compiles_warning() -> None:
     assert found and restored
 
 
-def test_inference_on_a_model_compiled_in_place_says_why_no_step_was_seen() -> None:
-    """``model.compile()`` runs the model's hooks inside its compiled call, where torch says it
-    is compiling and the hooks stand aside: no step is seen, and the report says what to do.
-    (Its frames compile without a graph counted: the watch counts frames too.)"""
+def test_inference_on_a_model_compiled_in_place_before_the_watch_says_why_no_step_was_seen() -> (
+    None
+):
+    """``model.compile()`` runs the model's hooks inside its compiled call, traced, where they
+    stand aside: a model compiled before the watch began is not seen, and the report says
+    what to do. (Its frames compile without a graph counted: the watch counts frames too.)"""
     model = small_model().eval()
     model.compile(backend="eager")
     x = torch.randn(4, 32)
@@ -231,3 +233,26 @@ def test_inference_on_a_model_compiled_in_place_says_why_no_step_was_seen() -> N
     assert report is not None
     note = next(n for n in report.notes if n.startswith("no optimizer step"))
     assert "model.compile() in place" in note and "torch.compile(model)" in note
+
+
+def test_a_model_compiled_in_place_while_watched_is_seen_around_its_compiled_call() -> None:
+    """As ``gpusight run`` and a cell that compiles the model meet it: the watch wraps the
+    compiled call it just made, so each call is a step, and the compiled call is the user's
+    again afterwards."""
+    model = small_model().eval()
+    x = torch.randn(4, 32)
+    w = Watch(warmup=WARMUP, profile_steps=0, stop_after_steps=False, device_types=("meta",))
+    with w, torch.no_grad():
+        model.compile(backend="eager")
+        for _ in range(STEPS):
+            model(x)
+    assert _breaks() == 0
+    rec = w.recorder
+    assert rec is not None and rec.kind == "forward" and len(rec.records) == STEPS
+    measured = [r for r in rec.records if r.phase == "measure"]
+    assert measured and all(r.full and r.framework_ns > 0 for r in measured)
+    theirs = vars(model)["_compiled_call_impl"]  # torch.compile's, ours came out
+    assert theirs is not None and "gpusight" not in getattr(theirs, "__module__", "")
+    with torch.no_grad():
+        assert torch.equal(model(x), model._call_impl(x))
+    assert not model._forward_hooks and not model._forward_pre_hooks

@@ -325,6 +325,9 @@ class Watch:
         takes the pre-hook off and ends the step from a call shim (``call_shim.py``) instead of
         the post-hook, or, where the module's call cannot take one, from the post-hook."""
         self._shims: dict[int, call_shim.Shim] = {}
+        self._around: dict[int, call_shim.Shim] = {}
+        """Call shims around the compiled call of outermost modules compiled in place: their
+        step boundary and clock on every step (their hooks would run traced, unseen)."""
         self._top_nested = False
         """A hooked outermost module ran inside another's call: a step that a model call ends
         then keeps its pre-hook, which tells the outermost call apart."""
@@ -520,6 +523,7 @@ class Watch:
         p.handle("module forward hook", h_post)
         module_cls = nn_module.Module
         p.set_attr(module_cls, "compile", self._wrap_module_compile(module_cls.compile))
+
         p.set_attr(torch.Tensor, "backward", self._wrap_backward(torch.Tensor.backward))
         p.set_attr(torch.autograd, "backward", self._wrap_backward(torch.autograd.backward))
         it_cls = dataloader._BaseDataLoaderIter
@@ -596,6 +600,15 @@ class Watch:
             shim = self._shims.pop(key, None)
             if shim is not None:
                 call_shim.remove(shim)
+            if key in self._around:
+                continue
+            if vars(module).get(call_shim.ATTR) is not None:
+                around = call_shim.install(
+                    module, self._around_end, _is_compiling, before=self._fwd_pre, around=True
+                )
+                if around is not None:
+                    self._around[key] = around
+                    continue
             if key not in self._pre_handles:
                 # First of the module's pre-hooks: the clock starts before theirs, and the call
                 # is seen as the script made it (a what-if's hook that repeats the batch comes
@@ -629,8 +642,8 @@ class Watch:
 
     def _unhook_top_modules(self) -> None:
         handles = [*self._pre_handles.values(), *self._post_handles.values()]
-        shims = list(self._shims.values())
-        self._pre_handles, self._post_handles, self._shims = {}, {}, {}
+        shims = [*self._shims.values(), *self._around.values()]
+        self._pre_handles, self._post_handles, self._shims, self._around = {}, {}, {}, {}
         for h in handles:
             h.remove()
         for shim in shims:
@@ -961,6 +974,26 @@ class Watch:
             cur.overhead_ns += perf_counter_ns() - t
         return None
 
+    def _compiled_in_place(self, module: Any) -> None:
+        """``module.compile()`` ran while watched: its hooks will run inside its compiled call,
+        traced, where they stand aside, so its calls are seen from a shim around that call
+        (a model compiled before the watch began is not seen: the report says so)."""
+        key = id(module)
+        old = self._around.pop(key, None)
+        if old is not None:  # compiled again: wrap the new compiled call
+            call_shim.remove(old)
+        if self._tid is None or self._rec is None:
+            return
+        shim = call_shim.install(
+            module, self._around_end, _is_compiling, before=self._fwd_pre, around=True
+        )
+        if shim is not None:
+            self._around[key] = shim
+
+    def _around_end(self, module: Any) -> None:
+        """An around shim's: the call of an outermost module compiled in place ended."""
+        self._fwd_post(module, (), None)
+
     def _shim_end(self, module: Any) -> None:
         """A call shim's: the call of an outermost module ended (light steps only)."""
         if self._bwd_depth or get_ident() != self._tid or self._full:
@@ -988,7 +1021,9 @@ class Watch:
             w._light_ok = False
             if w._shims:
                 w._hook_top_modules()
-            return orig(module, *args, **kwargs)
+            out = orig(module, *args, **kwargs)
+            w._compiled_in_place(module)
+            return out
 
         return functools.wraps(orig)(compile)
 
