@@ -147,6 +147,21 @@ def test_steps_without_optimizer_and_inference() -> None:
     assert w.report.run["kernels"]["overhead_unseen_factor"] == UNSEEN_FACTOR
 
 
+def test_inference_whose_hooks_were_sampled_takes_trainings_unseen_factor() -> None:
+    """The forward factor was measured with the hooks on every step; light steps end from a
+    call shim, shaped as training's light steps are."""
+    model = small_model().eval()
+    x = torch.randn(1, 32)
+    with Watch(warmup=2, profile_steps=0, stop_after_steps=False) as w, torch.no_grad():
+        for _ in range(300):
+            model(x)
+    rep = w.report
+    assert rep is not None and rep.run is not None
+    kern = rep.run["kernels"]
+    assert kern["step_mode"] == "forward" and kern["module_hooks_every"] > 1
+    assert kern["overhead_unseen_factor"] == UNSEEN_FACTOR
+
+
 def test_hooks_leave_inner_modules_after_warmup() -> None:
     from torch.nn.modules import module as m
 

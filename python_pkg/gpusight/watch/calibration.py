@@ -48,15 +48,22 @@ clocks saw on unbatched_inference on an H200 (+3.5 % against its control at 0.95
 ``watch_interleaved.py``, ``h200-run16/c``; +4.6 % at 0.87 %, ``scenario_interleaved.py``,
 ``h200-run16/b``; +4.1 % at 0.87 % in ``h200-run16/a``, no control). On this repository's 2-core
 CPU machine the same step's factor was about 2.7x, so on a CPU-only run the figure is high.
-Measured while both hooks still ran on every such step. Light steps now reach inference too
-(``detail.py``): on this CPU machine the watch's cost a call fell from 3.6 to 2.2 us while its
-clocks still saw about 3.0 (``benchmarks/results/cpu-hook-cost/infer-light/``), so until
-``benchmarks/run_gpu.sh inference`` measures the factor again on an H200, the figure is high."""
+Measured while both hooks still ran on every such step, as they still do where the steps are
+long enough (``detail.py``). Where they are sampled (light steps), the watch's cost a call fell
+from 3.6 to 2.2 us on this CPU machine while its clocks still saw about 3.0
+(``benchmarks/results/cpu-hook-cost/infer-light/``): those runs take ``UNSEEN_FACTOR``
+(``unseen_factor``) until ``benchmarks/run_gpu.sh inference`` measures them on an H200."""
 
 
-def unseen_factor(step_kind: str | None) -> float:
-    """The factor for a run whose steps ``step_kind`` ends (the recorder's driving kind)."""
-    return UNSEEN_FACTOR_FORWARD if step_kind == "forward" else UNSEEN_FACTOR
+def unseen_factor(step_kind: str | None, hooks_every: int = 1) -> float:
+    """The factor for a run whose steps ``step_kind`` ends (the recorder's driving kind), whose
+    module hooks ran on 1 in ``hooks_every`` steps. ``UNSEEN_FACTOR_FORWARD`` was measured on
+    steps that a model call ends with the hooks on every step; where they were sampled, those
+    steps are shaped as training's light steps are, and take training's factor until an H200
+    measures them (``benchmarks/run_gpu.sh inference``)."""
+    if step_kind == "forward" and hooks_every <= 1:
+        return UNSEEN_FACTOR_FORWARD
+    return UNSEEN_FACTOR
 
 
 @dataclass(frozen=True)

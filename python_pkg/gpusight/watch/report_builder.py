@@ -24,7 +24,7 @@ from ..rules.workload import (
     median_step,
     steady_start,
 )
-from .calibration import unseen_factor
+from .calibration import UNSEEN_FACTOR_FORWARD, unseen_factor
 from .call_sites import CallSite, in_library
 from .machine import machine_facts
 from .notebook_cells import cell_at, loader_cell, torch_alias
@@ -413,7 +413,7 @@ def build_report(w: Watch) -> Report:
 
     total_ns = sum(r.duration_ns for r in clean)
     seen = 100.0 * sum(r.overhead_ns for r in clean) / total_ns if total_ns else None
-    factor = unseen_factor(rec.kind)
+    factor = unseen_factor(rec.kind, w.detail.full_every)
     overhead = seen * factor if seen is not None else None
     kernels: dict[str, Any] = {"step_mode": ev.step_mode, "steps_from": phase}
     if stats is not None:
@@ -482,7 +482,7 @@ def build_report(w: Watch) -> Report:
             f"watching cost about {overhead:.1f} % of each measured step, included in the step "
             f"time: its own clocks saw {seen:.1f} %, and on steps this short it costs about "
             f"{factor:g}x what they see (calibrated against the script's own clock"
-            + (", for steps a model call ends" if rec.kind == "forward" else "")
+            + (", for steps a model call ends" if factor == UNSEEN_FACTOR_FORWARD else "")
             + ")"
         )
     # The per-event costs that overhead_pct adds to the hooks' own time (watch/calibration.py).
