@@ -256,3 +256,24 @@ def test_a_model_compiled_in_place_while_watched_is_seen_around_its_compiled_cal
     with torch.no_grad():
         assert torch.equal(model(x), model._call_impl(x))
     assert not model._forward_hooks and not model._forward_pre_hooks
+
+
+def test_blocks_compiled_in_place_inside_a_model_lose_their_shims_after_the_warm_up() -> None:
+    """Compiling each block in place is common; the shims around their compiled calls find the
+    steps of a model that is itself compiled, but on blocks of a plain model they would time
+    every block's call: after the warm-up only the outermost module keeps anything of ours."""
+    blocks = [nn.Linear(32, 32) for _ in range(3)]
+    model = nn.Sequential(*blocks).eval()
+    x = torch.randn(4, 32)
+    w = Watch(warmup=WARMUP, profile_steps=0, stop_after_steps=False, device_types=("meta",))
+    attr = "_compiled_call_impl"
+    with w, torch.no_grad():
+        for block in blocks:
+            block.compile(backend="eager")
+        for _ in range(STEPS):
+            model(x)
+        mine = [b for b in blocks if "gpusight" in getattr(vars(b)[attr], "__module__", "")]
+    assert mine == []
+    rec = w.recorder
+    assert rec is not None and rec.kind == "forward" and len(rec.records) == STEPS
+    assert all("gpusight" not in getattr(vars(b)[attr], "__module__", "") for b in blocks)

@@ -592,10 +592,16 @@ class Watch:
         return list(self._top_modules.values())[:MAX_TOP_MODULES]
 
     def _hook_top_modules(self) -> None:
-        """Both hooks on every outermost module (a full step); a light one's shim comes out."""
+        """Both hooks on every outermost module (a full step); a light one's shim comes out,
+        and so does the shim around a module compiled in place that turned out not to be
+        outermost (a block of a model: it would time every call of every block)."""
         self._fwd_depth = 0
         self._fwd_top = None
-        for module in self._hooked_modules():
+        hooked = self._hooked_modules()
+        outermost = {id(m) for m in hooked}
+        for key in [k for k in self._around if k not in outermost]:
+            call_shim.remove(self._around.pop(key))
+        for module in hooked:
             key = id(module)
             shim = self._shims.pop(key, None)
             if shim is not None:
