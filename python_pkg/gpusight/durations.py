@@ -9,8 +9,10 @@ import math
 def format_ms(ms: float) -> str:
     """0.0033 ms, 0.12 ms, 1.23 ms, 12.3 ms, 1,234 ms: a 30 us step is not "0.0 ms"."""
     a = abs(ms)
-    if a == 0 or not math.isfinite(ms):
-        return "0 ms" if a == 0 else f"{ms} ms"
+    if a == 0:
+        return "0 ms"
+    if not math.isfinite(ms):
+        return f"{ms} ms"
     if a < 0.01:
         # Two significant digits, trailing zeros dropped (d3's ".2~r").
         decimals = 1 - math.floor(math.log10(a))

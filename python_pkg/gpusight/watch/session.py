@@ -606,15 +606,8 @@ class Watch:
             shim = self._shims.pop(key, None)
             if shim is not None:
                 call_shim.remove(shim)
-            if key in self._around:
+            if key in self._around:  # compiled in place: its hooks would run traced
                 continue
-            if vars(module).get(call_shim.ATTR) is not None:
-                around = call_shim.install(
-                    module, self._around_end, _is_compiling, before=self._fwd_pre, around=True
-                )
-                if around is not None:
-                    self._around[key] = around
-                    continue
             if key not in self._pre_handles:
                 # First of the module's pre-hooks: the clock starts before theirs, and the call
                 # is seen as the script made it (a what-if's hook that repeats the batch comes
@@ -677,8 +670,8 @@ class Watch:
     def _set_full(self, on: bool) -> None:
         """The next step runs the module hooks and times its framework calls, or not (a light
         step: the hooks come off the model, so torch's call takes its hook-free path; where a
-        model call ends the step, only its pre-hook comes off, and the post-hook, the step's
-        boundary, runs alone)."""
+        model call ends the step, a call shim or the post-hook still sees the call end, the
+        step's boundary: ``_lighten_forward``)."""
         self._full = on
         forward = self._rec is not None and self._rec.kind == "forward"
         if on:
@@ -757,15 +750,11 @@ class Watch:
         # (no merge can follow, every later step is measured), in fewer calls.
         steady = rec.end_steady(t) if self._settled and kind == rec.kind else None
         if steady is not None:
-            if kind == "optimizer":
-                self._fwd_depth = 0
             plan.step_ended(steady)
             transition = False
         else:
             if not rec.boundary(kind, t):
                 return False
-            if kind == "optimizer":
-                self._fwd_depth = 0
             if rec.measured < plan.measured:
                 # A step kind of higher priority appeared: the steps so far became one.
                 plan = self.detail = DetailPlan()
@@ -773,6 +762,8 @@ class Watch:
             # Profiler start/stop and the hook switch happen between steps, outside both of
             # them; only the ordinary bookkeeping counts as the next step's overhead.
             transition = False if self._settled else self._between_steps(rec)
+        if kind == "optimizer":
+            self._fwd_depth = 0
         detail = plan.next_records() if plan.every > 1 else True
         if detail is not self._detail:
             self._set_detail(detail)
