@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 # Breakdown categories, in the order the chart draws them: the ones the rules split a step into.
+from .durations import format_ms
 from .rules.workload import BREAKDOWN_KEYS
 
 FindingStatus = Literal["resolved", "new", "still"]
@@ -169,16 +170,7 @@ def speedup_text(speedup: float | None) -> str:
 
 
 def _ms(value: float | None) -> str:
-    if value is None:
-        return "-"
-    a = abs(value)
-    if a == 0:
-        return "0 ms"
-    if a < 10:
-        return f"{value:.2f} ms"
-    if a < 100:
-        return f"{value:.1f} ms"
-    return f"{value:,.0f} ms"
+    return "-" if value is None else format_ms(value)
 
 
 def _signed_ms(value: float | None) -> str:
