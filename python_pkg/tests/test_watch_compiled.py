@@ -138,7 +138,10 @@ def test_a_compiled_model_called_from_python_is_the_inference_step() -> None:
     assert rec is not None and rec.kind == "forward"
     measured = [r.duration_ns for r in rec.records if r.phase == "measure"]
     assert len(measured) == STEPS - WARMUP - 1
-    assert max(measured) < 10 * statistics.median(measured)
+    # No recompile measured: one costs milliseconds against a step of about 30 us here. The
+    # first measured step is the first after the warm-up's global hooks came off, whose guard
+    # dynamo checks once more: 6-11x the median on this repository's CPU machine.
+    assert max(measured) < 40 * statistics.median(measured)
 
 
 def test_a_model_called_inside_compiled_inference_is_one_step_and_the_report_says_why() -> None:

@@ -4,6 +4,7 @@ its post-hook, the boundary). Real CPU torch."""
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import pytest
@@ -11,7 +12,7 @@ import torch
 from gpusight.watch import detail
 from gpusight.watch.detail import DetailPlan, full_every_for
 from gpusight.watch.recorder import StepRecord
-from gpusight.watch.session import Watch
+from gpusight.watch.session import MAX_RUN, Watch
 from torch import nn
 from watch_support import measured_step, small_model, snapshot
 
@@ -34,7 +35,7 @@ def test_the_census_splits_the_hooks_cost_from_the_detail() -> None:
         plan.step_ended(_step(2.0, 30.0, detail_us=1.0))
     assert plan.every == 1
     assert plan.hook_share == pytest.approx(30e-3 / 2.0)
-    assert plan.full_every == full_every_for(30e-3 / 2.0) == 8
+    assert plan.full_every == full_every_for(30e-3 / 2.0) == 15
     # The same hooks in a 50 ms step: every step.
     long = DetailPlan()
     for _ in range(detail.CENSUS):
@@ -134,7 +135,8 @@ def _hooks_and_shim(model: nn.Module) -> tuple[int, int, bool]:
 def test_a_short_inference_step_ends_light_steps_from_a_call_shim() -> None:
     """Where a model call ends the step, light steps take both hooks off (torch's hook path
     costs more than the rest) and end the step from a wrapper of the model's call
-    (``call_shim.py``); full steps run the hooks, which time the call. No step is lost."""
+    (``call_shim.py``); the census's full steps run the hooks, later full steps the shim, which
+    times the call then. No step is lost."""
     before = snapshot()
     model = small_model().eval()
     x = torch.randn(2, 32)
@@ -158,12 +160,102 @@ def test_a_short_inference_step_ends_light_steps_from_a_call_shim() -> None:
     assert light and len(full) >= detail.CENSUS and plan.full == len(full)
     assert all(r.framework_ns == 0 for r in light)
     assert all(r.framework_ns > 0 for r in full)
-    # After a full step both hooks and no shim; after a light one the shim alone.
+    # The census's full steps: both hooks and no shim; after it the shim alone, full or light.
     assert set(seen[3:]) == {(1, 1, False), (0, 0, True)}
+    assert seen.index((0, 0, True)) >= detail.CENSUS
+    assert set(seen[seen.index((0, 0, True)) :]) == {(0, 0, True)}
     rep = w.report
     assert rep is not None and rep.run is not None
     rep.validate()
     assert rep.run["kernels"]["module_hooks_steps"] == plan.full
+
+
+def _runs_started(w: Watch) -> list[int]:
+    """Wrap ``w._start_run``: the list gets each run's length."""
+    started: list[int] = []
+    start = w._start_run
+
+    def spy(shim: object, steps: int) -> None:
+        started.append(steps)
+        start(shim, steps)  # type: ignore[arg-type]
+
+    w._start_run = spy  # type: ignore[method-assign]
+    return started
+
+
+def test_light_inference_steps_end_in_runs_and_each_call_is_one_step() -> None:
+    """The light steps that the plan knows are light end as a run (a stand-in of the shim
+    appends each call's end, ``Watch._start_run``): every call is still one step, in order,
+    and the run's steps reach the recorder and the plan's counts, up to the watch's end."""
+    model = small_model().eval()
+    x = torch.randn(2, 32)
+    calls = 600
+    w = Watch(warmup=2, profile_steps=0, stop_after_steps=False, device_types=("meta",))
+    started = _runs_started(w)
+    with w, torch.inference_mode():
+        for _ in range(calls):
+            model(x)
+    assert "_compiled_call_impl" not in vars(model) and not w._run
+    rec, plan = w.recorder, w.detail
+    assert rec is not None and len(rec.records) == calls
+    assert started and sum(started) > calls // 2, started  # most steps ended in runs
+    assert all(0 < n <= MAX_RUN for n in started)
+    measured = [r for r in rec.records if r.phase == "measure"]
+    assert plan.measured == len(measured) == rec.measured
+    assert [r.index for r in rec.records] == list(range(1, calls + 1))
+    for a, b in itertools.pairwise(rec.records):
+        assert a.start_ns <= a.end_ns <= b.start_ns
+    # Each step's share of the watch's cost is there, runs or not.
+    assert all(r.overhead_ns > 0 for r in measured)
+    assert sum(r.full for r in measured) == plan.full
+
+
+def test_a_run_stops_at_the_step_its_recorder_must_end_on() -> None:
+    model = small_model().eval()
+    x = torch.randn(2, 32)
+    w = Watch(steps=40, warmup=2, profile_steps=0, device_types=("meta",))
+    calls = 0
+    with w, torch.inference_mode():
+        for _ in range(1000):
+            model(x)
+            calls += 1
+    rec = w.recorder
+    assert rec is not None and rec.measured == 40
+    # The call that ended the 40th measured step raised StopWatch: not a run's length later.
+    assert calls + 1 == len(rec.records) == rec.warmup + 40
+
+
+def test_a_step_that_waits_for_its_loader_ends_the_run_and_keeps_its_own_wait() -> None:
+    """A loader's wait belongs to the step that waited: a run's steps hold nothing of their
+    own, so the step that does ends the run, and the wait stays on it, not on the run."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    model = small_model().eval()
+    x = torch.randn(2, 32)
+    loader = DataLoader(TensorDataset(torch.randn(64, 32)), batch_size=1)
+    calls = 500
+    waited: list[bool] = []
+    w = Watch(warmup=2, profile_steps=0, stop_after_steps=False, device_types=("meta",))
+    started = _runs_started(w)
+    it = iter(loader)
+    with w, torch.inference_mode():
+        for i in range(calls):
+            fetch = i % 10 == 0
+            if fetch:
+                try:
+                    next(it)
+                except StopIteration:
+                    it = iter(loader)
+                    next(it)
+            waited.append(fetch)
+            model(x)
+    rec = w.recorder
+    assert rec is not None and len(rec.records) == calls and started
+    measured = [(r, f) for r, f in zip(rec.records, waited, strict=True) if r.phase == "measure"]
+    assert len(measured) > 300
+    assert all((r.data_ns > 0) == f for r, f in measured), [
+        (r.index, r.data_ns, f) for r, f in measured if (r.data_ns > 0) != f
+    ][:5]
 
 
 def test_a_model_whose_class_has_its_own_call_keeps_its_post_hook() -> None:

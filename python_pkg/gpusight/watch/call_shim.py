@@ -94,8 +94,32 @@ def install(
     return Shim(module, wrapper, had, previous)
 
 
+def stand_in(shim: Shim, fn: Callable[..., Any]) -> None:
+    """``fn`` in place of ``shim``'s wrapper for a while (a run of steps that need less: the
+    watch's ``_start_run``), until ``end_run`` or ``remove``; ``fn`` calls the module as the
+    wrapper would (``target``) and may put the wrapper back itself (``vars(module)[ATTR]``)."""
+    fn.shim = shim  # type: ignore[attr-defined]
+    vars(shim.module)[ATTR] = fn
+
+
+def target(shim: Shim) -> Callable[..., Any]:
+    """What the shim's wrapper calls: the module's call, or the compiled call it went around."""
+    call: Callable[..., Any] = (
+        shim.previous if shim.previous is not None else shim.module._call_impl
+    )
+    return call
+
+
+def end_run(shim: Shim) -> None:
+    """The shim's own wrapper back, where a stand-in is in place."""
+    attrs = vars(shim.module)
+    if getattr(attrs.get(ATTR), "shim", None) is shim:
+        attrs[ATTR] = shim.wrapper
+
+
 def remove(shim: Shim) -> None:
     """Take the wrapper out, unless something else (``Module.compile()``) replaced it."""
+    end_run(shim)
     attrs = vars(shim.module)
     if attrs.get(ATTR) is not shim.wrapper:
         return

@@ -12,7 +12,9 @@ So the first ``CENSUS`` measured steps all record the detail, and their own cloc
 cost. When that is more than ``BUDGET`` of the step, from then on each step records it with
 probability 1/k, k the smallest that brings the cost within budget (at most ``MAX_EVERY``).
 Random, not every k-th step: a pattern that repeats every few steps (a log line every 10
-steps) is then neither always nor never seen. Counts are scaled by measured / detailed steps.
+steps) is then neither always nor never seen. The gap to the next such step is drawn when one is
+taken (geometric, the same as a draw of 1 in k on every step), so the steps between are a
+countdown the watch can skip through cheaply. Counts are scaled by measured / detailed steps.
 The step boundaries and the data wait run on every step.
 
 The module hooks and the forward/backward/optimizer clocks (the step's framework time) are
@@ -35,11 +37,13 @@ import random
 from typing import Protocol
 
 CENSUS = 16
-BUDGET = 0.002
-"""The detail's share of the step, by the watch's own clocks, that every step may pay."""
+BUDGET = 0.001
+"""The detail's share of the step, by the watch's own clocks, that every step may pay. From
+outside the process a launch-bound step pays 2-5x what the clocks see (``calibration.py``), so
+0.1 % seen is about 0.25-0.5 % paid."""
 MAX_EVERY = 16
 TRIM = 2
-HOOK_BUDGET = 0.002
+HOOK_BUDGET = 0.001
 """The module hooks' and framework clocks' share of the step (by the watch's own clocks, less the
 detail) that every step may pay."""
 
@@ -93,6 +97,13 @@ class DetailPlan:
         self.hook_share: float | None = None
         """The rest of the watch's share of the step over the census (hooks, clocks, records)."""
         self._rng = random.Random(seed)
+        self.to_detail = 0
+        """Steps to go until the next one that records the detail (1: the next step does)."""
+        self.to_full = 0
+        """Steps to go until the next full one."""
+        self.joint = False
+        """Both are sampled, on the same steps: a full step records the detail too, and the
+        steps between record nothing (``next_step``)."""
         self._census: list[tuple[int, int]] = []
         self._hook_census: list[tuple[int, int]] = []
 
@@ -116,15 +127,48 @@ class DetailPlan:
                 self.every = every_for(self.share)
                 self.hook_share = census_share(self._hook_census)
                 self.full_every = full_every_for(self.hook_share)
+                if self.every > 1 and self.full_every > 1:
+                    # One sample for both, at the rarer rate: each within its budget, and the
+                    # steps between change nothing (no hooks and no sync-debug mode to switch).
+                    self.joint = True
+                    self.every = self.full_every = max(self.every, self.full_every)
+                self.to_detail = self._gap(self.every)
+                self.to_full = self._gap(self.full_every)
+
+    def _gap(self, every: int) -> int:
+        """Steps until the next pick of 1 in ``every`` (at least 1): geometric."""
+        if every <= 1:
+            return 1
+        u = self._rng.random()
+        return 1 + int(math.log1p(-u) / math.log1p(-1.0 / every))
+
+    def next_step(self) -> tuple[bool, bool]:
+        """Whether the next step records the detail, and whether it may be full (where the watch
+        allows light steps at all)."""
+        if self.joint:
+            pick = self.next_full()
+            return pick, pick
+        return self.next_records(), self.next_full()
 
     def next_records(self) -> bool:
         """Whether the next step records the detail."""
-        return self.every == 1 or self._rng.random() * self.every < 1.0
+        if self.every == 1:
+            return True
+        self.to_detail -= 1
+        if self.to_detail > 0:
+            return False
+        self.to_detail = self._gap(self.every)
+        return True
 
     def next_full(self) -> bool:
-        """Whether the next step runs the module hooks and times its framework calls (only
-        asked where an optimizer or a backward ends the steps)."""
-        return self.full_every == 1 or self._rng.random() * self.full_every < 1.0
+        """Whether the next step runs the module hooks and times its framework calls."""
+        if self.full_every == 1:
+            return True
+        self.to_full -= 1
+        if self.to_full > 0:
+            return False
+        self.to_full = self._gap(self.full_every)
+        return True
 
     def scale(self, count: int) -> int:
         """A count from the detailed steps, for all measured steps."""

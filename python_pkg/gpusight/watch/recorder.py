@@ -169,6 +169,39 @@ class StepRecorder:
         self._measured_ns += end_ns - cur.start_ns
         return cur
 
+    def close_run(self, ends: list[int], overhead_ns: int) -> None:
+        """Light steps of the steady state that ended at ``ends`` in turn, the first of them the
+        current step, recorded at once (``Watch._shim_end``); ``overhead_ns`` is the watch's
+        cost over them, shared evenly with what the current step holds. The current step's other
+        figures belong to the step under way after the last end (the run's steps held none of
+        their own), which becomes the current step."""
+        cur = self.current
+        n = len(ends)
+        share = (cur.overhead_ns + overhead_ns) // n
+        held = (cur.data_ns, cur.copy_ns, cur.syncs, cur.detail_ns, cur.epoch)
+        cur.data_ns = cur.copy_ns = cur.syncs = cur.detail_ns = 0
+        cur.epoch = False
+        detail, full = cur.detail, cur.full
+        records = self.records
+        start = cur.start_ns
+        first = True
+        for end in ends:
+            if first:
+                r, first = cur, False
+            else:
+                r = StepRecord(len(records) + 1, "measure", start)
+                r.detail, r.full = detail, full
+            r.end_ns = end
+            r.overhead_ns = share
+            records.append(r)
+            start = end
+        self.kind_counts[self.kind] += n  # type: ignore[index]
+        self._measured += n
+        self._measured_ns += ends[-1] - cur.start_ns
+        nxt = self.current = StepRecord(len(records) + 1, "measure", ends[-1])
+        nxt.detail, nxt.full = detail, full
+        nxt.data_ns, nxt.copy_ns, nxt.syncs, nxt.detail_ns, nxt.epoch = held
+
     def begin_measured(self, now_ns: int) -> StepRecord:
         """``begin_next`` after ``end_steady``: the next step is measured."""
         self.current = cur = StepRecord(len(self.records) + 1, "measure", now_ns)

@@ -53,7 +53,7 @@ from .nvml_sampler import NvmlSampler
 from .patches import Patches
 from .placement import INSPECT_CALLS, ModuleInfo, inspect_module, observe_call
 from .profiler_window import CUPTI_TEARDOWN, ProfilerWindow
-from .recorder import StepRecorder
+from .recorder import MAX_MEASURED, StepRecorder
 from .sampler_process import WatchSampler, gpu_sampler
 from .source_lines import Site, SourceMap
 
@@ -62,7 +62,11 @@ COMPILE_HOOKS_MESSAGE = re.escape("Using `torch.compile(module)` when there are 
 # Step kinds that outrank a forward's end (recorder.KINDS): under them a forward ends no step.
 _DRIVE_PAST_FORWARD = frozenset({"optimizer", "backward"})
 DEFAULT_DEVICE_TYPES = ("cuda", "xpu", "mps", "hpu", "privateuseone")
+ATTR_CALL = call_shim.ATTR
 MAX_TOP_MODULES = 8
+MAX_RUN = 64
+"""At most this many light steps end as one run (``Watch._shim_end``): what reads the recorder
+between the watch's own boundaries (a trainer callback's step count) lags by no more."""
 LONG_STEP_NS = 1_000_000_000
 
 _ACTIVE: Watch | None = None
@@ -363,6 +367,10 @@ class Watch:
         # Whether the current step runs the module hooks and framework clocks (detail.py).
         self._full = True
         self._light_ok: bool | None = None
+        self._run_shim: call_shim.Shim | None = None
+        """The shim whose stand-in ends a run of light steps (``_start_run``)."""
+        self._run: list[int] = []
+        """The ends of the light steps in the run under way."""
         self._graphs_at_start = 0
 
     # -- context manager ----------------------------------------------------------------------
@@ -442,6 +450,7 @@ class Watch:
         self._end_ns = perf_counter_ns()
         try:
             if self._rec is not None:
+                self._close_run()  # before the hooks come off: ``_restore`` takes the shims
                 self._rec.finish(self._end_ns)
         finally:
             self._restore()
@@ -591,10 +600,11 @@ class Watch:
     def _hooked_modules(self) -> list[Any]:
         return list(self._top_modules.values())[:MAX_TOP_MODULES]
 
-    def _hook_top_modules(self) -> None:
-        """Both hooks on every outermost module (a full step); a light one's shim comes out,
-        and so does the shim around a module compiled in place that turned out not to be
-        outermost (a block of a model: it would time every call of every block)."""
+    def _hook_top_modules(self, keep_shims: bool = False) -> None:
+        """Both hooks on every outermost module (a full step); a light one's shim comes out
+        (unless ``keep_shims``: a full step of inference, where the shim times the call
+        itself), and so does the shim around a module compiled in place that turned out not to
+        be outermost (a block of a model: it would time every call of every block)."""
         self._fwd_depth = 0
         self._fwd_top = None
         hooked = self._hooked_modules()
@@ -603,6 +613,8 @@ class Watch:
             call_shim.remove(self._around.pop(key))
         for module in hooked:
             key = id(module)
+            if keep_shims and key in self._shims:
+                continue
             shim = self._shims.pop(key, None)
             if shim is not None:
                 call_shim.remove(shim)
@@ -622,7 +634,9 @@ class Watch:
 
     def _lighten_forward(self) -> None:
         """A light step that a model call ends: no pre-hook, and the step's end from a call
-        shim where the module takes one (torch's hook path skipped), else from the post-hook."""
+        shim where the module takes one (torch's hook path skipped), else from the post-hook.
+        The shim stays for the full steps too (it runs the hooks' code then), so that going
+        from light to full and back switches nothing on the model."""
         self._fwd_depth = 0
         self._fwd_top = None
         for module in self._hooked_modules():
@@ -632,7 +646,7 @@ class Watch:
                 pre.remove()
             if key in self._shims:
                 continue
-            shim = call_shim.install(module, self._shim_end, _is_compiling)
+            shim = call_shim.install(module, self._shim_end, _is_compiling, before=self._shim_begin)
             if shim is not None:
                 self._shims[key] = shim
                 post = self._post_handles.pop(key, None)
@@ -665,6 +679,8 @@ class Watch:
             return False
         if _compiled_graphs() != self._graphs_at_start:
             self._light_ok = False
+            if self._shims:  # the hooks back, which compiled code sees (and stand aside)
+                self._hook_top_modules()
         return self._light_ok
 
     def _set_full(self, on: bool) -> None:
@@ -677,7 +693,7 @@ class Watch:
         if on:
             if not forward:
                 self._unhook_top_modules()  # a light step that a model call ended left some
-            self._hook_top_modules()
+            self._hook_top_modules(keep_shims=forward and bool(self._light_ok))
         elif forward:
             self._lighten_forward()
         else:
@@ -745,6 +761,8 @@ class Watch:
         rec = self._rec
         if rec is None:
             return False
+        if self._run_shim is not None:
+            self._close_run()
         plan = self.detail
         # Nearly every step: a measured one of the driving kind, once nothing is left to switch
         # (no merge can follow, every later step is measured), in fewer calls.
@@ -764,11 +782,11 @@ class Watch:
             transition = False if self._settled else self._between_steps(rec)
         if kind == "optimizer":
             self._fwd_depth = 0
-        detail = plan.next_records() if plan.every > 1 else True
+        detail, pick = plan.next_step()
         if detail is not self._detail:
             self._set_detail(detail)
         full = (
-            plan.next_full()
+            pick
             if plan.full_every > 1
             and (rec.kind in _DRIVE_PAST_FORWARD or not self._top_nested)
             and self._light_allowed()
@@ -783,15 +801,20 @@ class Watch:
         if not transition:
             nxt.overhead_ns += nxt.start_ns - t
         if rec.done():
-            self._done = True
-            self._tid = None  # every hook passes straight through from here on
-            if self.stop_after_steps:
-                raise StopWatch(f"gpusight: {rec.measured} steps measured")
-            # The run goes on unwatched: nothing of ours left on its path (the rest is undone
-            # when the watch stops).
-            self._unhook_top_modules()
-            self._restore_sync_mode()
+            self._measuring_done()
         return True
+
+    def _measuring_done(self) -> None:
+        rec = self._rec
+        assert rec is not None
+        self._done = True
+        self._tid = None  # every hook passes straight through from here on
+        if self.stop_after_steps:
+            raise StopWatch(f"gpusight: {rec.measured} steps measured")
+        # The run goes on unwatched: nothing of ours left on its path (the rest is undone
+        # when the watch stops).
+        self._unhook_top_modules()
+        self._restore_sync_mode()
 
     def _new_loader(self, seen: LoaderSeen) -> None:
         """A loader with workers: cover its prefetched batches and two of its rounds.
@@ -887,15 +910,16 @@ class Watch:
         if not self._boundary("optimizer", t):
             cur.overhead_ns += perf_counter_ns() - t
 
-    def _fwd_pre(self, module: Any, args: Any) -> None:
+    def _fwd_pre(self, module: Any, args: Any, dispatch_ns: int | None = None) -> None:
         if _is_compiling() or self._bwd_depth or get_ident() != self._tid:
             return None
         depth = self._fwd_depth
         self._fwd_depth = depth + 1
         rec = self._rec
-        # torch's dispatch through this hook and its post-hook (before either's clock); in
-        # warm-up the global hooks fire on every module, and warm-up is not reported.
-        dispatch = self._hooks_ns if self._switched else 0
+        # torch's dispatch through this hook and its post-hook (before either's clock), or a
+        # call shim's (``dispatch_ns``); in warm-up the global hooks fire on every module, and
+        # warm-up is not reported.
+        dispatch = (self._hooks_ns if dispatch_ns is None else dispatch_ns) if self._switched else 0
         if depth:
             if self._switched:
                 self._top_nested = True
@@ -991,9 +1015,18 @@ class Watch:
         """An around shim's: the call of an outermost module compiled in place ended."""
         self._fwd_post(module, (), None)
 
+    def _shim_begin(self, module: Any, args: Any) -> None:
+        """A call shim's, before the call: on a full step, the pre-hook's work."""
+        if self._full:
+            self._fwd_pre(module, args, self.calibration.wrapper_ns)
+
     def _shim_end(self, module: Any) -> None:
-        """A call shim's: the call of an outermost module ended (light steps only)."""
-        if self._bwd_depth or get_ident() != self._tid or self._full:
+        """A call shim's, after the call: on a full step, the post-hook's work; on a light one,
+        the step's end (``_light_end``)."""
+        if self._full:
+            self._fwd_post(module, (), None)
+            return
+        if self._bwd_depth or get_ident() != self._tid:
             return
         self._light_end(module, perf_counter_ns(), self.calibration.wrapper_ns)
 
@@ -1003,11 +1036,98 @@ class Watch:
         rec = self._rec
         if rec is None or rec.kind != "forward":
             return
+        if self._run_shim is not None:
+            self._close_run()
         cur = rec.current
         cur.overhead_ns += dispatch_ns  # the way into this call, before t
         info = self.collected.modules.get(id(module))
         if info is None or info.n_params == 0 or not self._boundary("forward", t):
             cur.overhead_ns += perf_counter_ns() - t
+        elif self._settled and not self._full:
+            shim = self._shims.get(id(module))
+            n = self._run_length(rec) if shim is not None else 0
+            if n:
+                self._start_run(shim, n)  # type: ignore[arg-type]
+
+    def _start_run(self, shim: call_shim.Shim, steps: int) -> None:
+        """The next ``steps`` calls of the shim's module end light steps that the plan already
+        knows are light (the countdown to the next full step, detail.py). On a launch-bound
+        inference step the shim runs between the step's kernel launches, cache cold, where each
+        object it touches costs from outside several times what it costs hot; so for those
+        calls a stand-in of the shim's wrapper (``call_shim.stand_in``) appends each call's end
+        time to ``_run`` and touches nothing else, everything it needs in its closure. The
+        steps go into the recorder when the run is closed (``_close_run``), at the next step
+        that takes the long way. A step that recorded anything of its own (a loader's wait, a
+        copy, a sync) takes the long way itself."""
+        w = self
+        rec = self._rec
+        assert rec is not None
+        module = shim.module
+        call = call_shim.target(shim)
+        attrs = vars(module)
+        back = shim.wrapper
+        ends = self._run
+        tid = self._tid
+        dispatch_ns = self.calibration.wrapper_ns
+        left = steps
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            nonlocal left
+            if _is_compiling() or w._bwd_depth or get_ident() != tid:
+                return call(*args, **kwargs)
+            try:
+                return call(*args, **kwargs)
+            finally:
+                t = perf_counter_ns()
+                cur = rec.current
+                if cur.data_ns or cur.syncs or cur.copy_ns or cur.detail_ns or cur.epoch:
+                    attrs[ATTR_CALL] = back
+                    w._light_end(module, t, dispatch_ns)
+                else:
+                    ends.append(t)
+                    left -= 1
+                    if not left:
+                        attrs[ATTR_CALL] = back
+
+        call_shim.stand_in(shim, run)
+        self._run_shim = shim
+
+    def _run_length(self, rec: StepRecorder) -> int:
+        """How many of the steps after this light one are known light too (their ends can go
+        into a run), taken off the plan's countdown; 0 where each step must decide."""
+        plan = self.detail
+        if plan.share is None or not (plan.every == 1 or plan.joint):
+            return 0
+        if rec.current.phase != "measure":
+            return 0
+        n = min(plan.to_full - 1, MAX_RUN)
+        # A run never carries the recorder past its step count: the step that reaches it
+        # takes the long way, which ends the measuring.
+        limit = rec.steps if rec.steps is not None else MAX_MEASURED
+        n = min(n, limit - rec.measured - 1)
+        if n <= 0:
+            return 0
+        plan.to_full -= n
+        return n
+
+    def _close_run(self) -> None:
+        """The shim's own wrapper back, and the run's steps into the recorder and the plan's
+        counts."""
+        shim, self._run_shim = self._run_shim, None
+        if shim is not None:
+            call_shim.end_run(shim)
+        ends = self._run
+        rec = self._rec
+        if rec is None or not ends:
+            return
+        self._run = []  # a new list: a stand-in that outlives its run appends to the old one
+        n = len(ends)
+        # Each step of the run went through a wrapper's layer; what its stand-in's own work
+        # costs is on no clock (the unseen factor's part).
+        rec.close_run(ends, n * self.calibration.wrapper_ns)
+        self.detail.measured += n
+        if self._detail:
+            self.detail.detailed += n
 
     def _wrap_module_compile(self, orig: Callable[..., Any]) -> Callable[..., Any]:
         w = self
