@@ -52,15 +52,18 @@ Measured while both hooks still ran on every such step, as they still do where t
 long enough (``detail.py``). Where they are sampled (light steps), the watch's cost a call fell
 from 3.6 to 2.2 us on this CPU machine while its clocks still saw about 3.0
 (``benchmarks/results/cpu-hook-cost/infer-light/``): those runs take ``UNSEEN_FACTOR``
-(``unseen_factor``) until ``benchmarks/run_gpu.sh inference`` measures them on an H200."""
+(``unseen_factor``). Measured on an H200 once their light steps ended in runs
+(``watch_interleaved.py``, ``h200-run17/c``): the watch +1.5 % against a control of +0.7 %
+where its clocks saw 0.48 % (1.7x), the step and module hooks alone +1.7 % at 0.74 % (1.4x);
+2.4 reads 0.35 percentage points high there."""
 
 
 def unseen_factor(step_kind: str | None, hooks_every: int = 1) -> float:
     """The factor for a run whose steps ``step_kind`` ends (the recorder's driving kind), whose
     module hooks ran on 1 in ``hooks_every`` steps. ``UNSEEN_FACTOR_FORWARD`` was measured on
     steps that a model call ends with the hooks on every step; where they were sampled, those
-    steps are shaped as training's light steps are, and take training's factor until an H200
-    measures them (``benchmarks/run_gpu.sh inference``)."""
+    steps are shaped as training's light steps are, and take training's factor (they paid
+    1.4-1.7x on an H200, ``UNSEEN_FACTOR_FORWARD``'s note)."""
     if step_kind == "forward" and hooks_every <= 1:
         return UNSEEN_FACTOR_FORWARD
     return UNSEEN_FACTOR
