@@ -53,7 +53,7 @@ from .nvml_sampler import NvmlSampler
 from .patches import Patches
 from .placement import INSPECT_CALLS, ModuleInfo, inspect_module, observe_call
 from .profiler_window import CUPTI_TEARDOWN, ProfilerWindow
-from .recorder import MAX_MEASURED, StepRecorder
+from .recorder import MAX_MEASURED, MAX_STEPS_FACTOR, StepRecorder
 from .sampler_process import WatchSampler, gpu_sampler
 from .source_lines import Site, SourceMap
 
@@ -65,8 +65,9 @@ DEFAULT_DEVICE_TYPES = ("cuda", "xpu", "mps", "hpu", "privateuseone")
 ATTR_CALL = call_shim.ATTR
 MAX_TOP_MODULES = 8
 MAX_RUN = 64
-"""At most this many light steps end as one run (``Watch._shim_end``): what reads the recorder
-between the watch's own boundaries (a trainer callback's step count) lags by no more."""
+"""At most this many light steps end as one run (``Watch._start_run``): what reads the recorder
+between the watch's own boundaries (a trainer callback's step count) lags by no more, and so
+does the end of a measuring that waits for its window to be long enough (``min_window_s``)."""
 LONG_STEP_NS = 1_000_000_000
 
 _ACTIVE: Watch | None = None
@@ -1101,9 +1102,15 @@ class Watch:
         if rec.current.phase != "measure":
             return 0
         n = min(plan.to_full - 1, MAX_RUN)
-        # A run never carries the recorder past its step count: the step that reaches it
-        # takes the long way, which ends the measuring.
-        limit = rec.steps if rec.steps is not None else MAX_MEASURED
+        # A run never carries the recorder past a step count that ends the measuring: the step
+        # that reaches it takes the long way. (Past ``steps``, the measuring goes on until the
+        # measured steps are long enough; a run's steps count towards that when it closes.)
+        if rec.steps is None:
+            limit = MAX_MEASURED
+        elif rec.measured < rec.steps:
+            limit = rec.steps
+        else:
+            limit = rec.steps * MAX_STEPS_FACTOR
         n = min(n, limit - rec.measured - 1)
         if n <= 0:
             return 0
