@@ -218,19 +218,43 @@ def test_a_users_own_global_hook_still_gets_torch_compiles_warning() -> None:
     assert found and restored
 
 
-def test_inference_on_a_model_compiled_in_place_before_the_watch_says_why_no_step_was_seen() -> (
-    None
-):
+def test_a_model_compiled_in_place_before_the_watch_is_found_where_the_code_holds_it() -> None:
     """``model.compile()`` runs the model's hooks inside its compiled call, traced, where they
-    stand aside: a model compiled before the watch began is not seen, and the report says
-    what to do. (Its frames compile without a graph counted: the watch counts frames too.)"""
+    stand aside; a model compiled before the watch began (an earlier notebook cell) is found
+    among the names of the code that started the watch, and seen around its compiled call."""
     model = small_model().eval()
     model.compile(backend="eager")
+    theirs = vars(model)["_compiled_call_impl"]
     x = torch.randn(4, 32)
+    with torch.no_grad():
+        model(x)
     w = Watch(warmup=WARMUP, profile_steps=0, stop_after_steps=False, device_types=("meta",))
     with w, torch.no_grad():
         for _ in range(STEPS):
             model(x)
+    assert _breaks() == 0
+    rec = w.recorder
+    assert rec is not None and rec.kind == "forward" and len(rec.records) == STEPS
+    assert vars(model)["_compiled_call_impl"] is theirs
+    assert not model._forward_hooks and not model._forward_pre_hooks
+
+
+class _Holder:
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+
+
+def test_a_model_compiled_in_place_held_deeper_is_not_seen_and_the_report_says_why() -> None:
+    """Only the names and one level of their lists, tuples and dicts are looked through: a model
+    held by another object is not found, and the report says what to do. (Its frames compile
+    without a graph counted: the watch counts frames too.)"""
+    holder = _Holder(small_model().eval())
+    holder.model.compile(backend="eager")
+    x = torch.randn(4, 32)
+    w = Watch(warmup=WARMUP, profile_steps=0, stop_after_steps=False, device_types=("meta",))
+    with w, torch.no_grad():
+        for _ in range(STEPS):
+            holder.model(x)
     assert w.recorder is not None and w.recorder.kind is None
     report = w.report
     assert report is not None

@@ -119,3 +119,18 @@ def test_cell_lines_when_the_magic_line_was_added_for_the_user(ip: Any) -> None:
     assert isinstance(rep, Report) and rep.run is not None
     sync = rep.run["syncs"][0]
     assert sync["source"]["file"] == "cell" and sync["source"]["line"] == 6
+
+
+def test_a_model_compiled_in_place_in_an_earlier_cell_is_seen(ip: Any) -> None:
+    """``model.compile()`` in one cell, inference in a ``%%gpusight`` cell: the watch finds the
+    model in the notebook's namespace (its hooks would run inside the compiled call, unseen)."""
+    ip.run_cell(
+        SETUP + "model.eval().compile(backend='eager')\nx = torch.randn(2, 32)\n"
+    ).raise_error()
+    rep = ip.run_cell_magic(
+        "gpusight",
+        "--steps 20 --warmup 2 --profile-steps 0",
+        "with torch.no_grad():\n    for _ in range(200):\n        model(x)\n",
+    )
+    assert rep.run is not None and rep.run["steps"] == 20
+    assert rep.run["kernels"]["step_mode"] == "forward"

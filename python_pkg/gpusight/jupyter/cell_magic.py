@@ -112,6 +112,7 @@ def run_cell(line: str, cell: str, shell: Any) -> Report:
         profile_steps=args.profile_steps,
         label=args.label,
         source_names=names,
+        namespaces=[shell.user_ns],
     )
     try:
         with w:

@@ -67,6 +67,7 @@ class CellRunner:
             min_window_s=MIN_WINDOW_S,
             max_window_s=MAX_WINDOW_S,
             lean=not profile,  # the timed runs compare step times only (as the script's do)
+            namespaces=[ns],
         )
         t = time.monotonic()
         try:

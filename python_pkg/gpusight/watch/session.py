@@ -37,8 +37,9 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from threading import get_ident
 from time import perf_counter_ns
 from types import FrameType
@@ -63,6 +64,9 @@ COMPILE_HOOKS_MESSAGE = re.escape("Using `torch.compile(module)` when there are 
 _DRIVE_PAST_FORWARD = frozenset({"optimizer", "backward"})
 DEFAULT_DEVICE_TYPES = ("cuda", "xpu", "mps", "hpu", "privateuseone")
 ATTR_CALL = call_shim.ATTR
+ADOPT_INNER = 64
+"""Of a list, tuple or dict in the watched code's namespace, the items looked at for models
+compiled in place (``Watch._adopt_compiled``)."""
 MAX_TOP_MODULES = 8
 MAX_RUN = 64
 """At most this many light steps end as one run (``Watch._start_run``): what reads the recorder
@@ -279,6 +283,7 @@ class Watch:
         min_window_s: float = 0.0,
         max_window_s: float = 0.0,
         lean: bool = False,
+        namespaces: Sequence[Mapping[str, Any]] | None = None,
     ) -> None:
         if steps is not None and steps < 1:
             raise ValueError("steps must be at least 1")
@@ -298,6 +303,10 @@ class Watch:
         self.label = label
         self.device_types = device_types
         self.sources = SourceMap(names=dict(source_names or {}))
+        self._namespaces = namespaces
+        """Where the watched code's models may be (a notebook's user namespace), looked through
+        at start for models compiled in place before it (``_adopt_compiled``); None: the
+        globals and locals of the code that started the watch."""
         self.report: Report | None = None
         self.notes: list[str] = []
         self.outcome: str = "completed"
@@ -423,9 +432,11 @@ class Watch:
         if not _FORK_HOOK and hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=_after_fork_in_child)
             _FORK_HOOK = True
+        spaces = self._namespaces if self._namespaces is not None else _callers_namespaces()
         try:
             self.calibration = calibrate(torch)
             self._install(torch)
+            self._adopt_compiled(spaces)
             self._maybe_enable_sync_mode()
             if profile and self.warmup == 0:
                 self._start_window()
@@ -996,10 +1007,40 @@ class Watch:
             cur.overhead_ns += perf_counter_ns() - t
         return None
 
+    def _adopt_compiled(self, spaces: Sequence[Mapping[str, Any]]) -> None:
+        """Models compiled in place before the watch began (``model.compile()`` in an earlier
+        notebook cell): their hooks run inside the compiled call, where they stand aside, so
+        each gets the shim around its compiled call that a model compiled while watched gets.
+        Looked for among the namespaces' values and one level into their lists, tuples and
+        dicts; a model held deeper is not found (the report's note says what then)."""
+        nn_module = self._torch.nn.Module
+        seen: set[int] = set()
+        for space in spaces:
+            try:
+                values = list(space.values())
+            except Exception:
+                continue
+            for value in values:
+                inner = (
+                    islice(value.values(), ADOPT_INNER)
+                    if isinstance(value, dict)
+                    else islice(value, ADOPT_INNER)
+                    if isinstance(value, (list, tuple))
+                    else (value,)
+                )
+                for v in inner:
+                    if (
+                        isinstance(v, nn_module)
+                        and id(v) not in seen
+                        and vars(v).get(call_shim.ATTR) is not None
+                    ):
+                        seen.add(id(v))
+                        self._compiled_in_place(v)
+
     def _compiled_in_place(self, module: Any) -> None:
-        """``module.compile()`` ran while watched: its hooks will run inside its compiled call,
-        traced, where they stand aside, so its calls are seen from a shim around that call
-        (a model compiled before the watch began is not seen: the report says so)."""
+        """``module.compile()`` ran while watched, or before (``_adopt_compiled``): its hooks
+        will run inside its compiled call, traced, where they stand aside, so its calls are
+        seen from a shim around that call."""
         key = id(module)
         old = self._around.pop(key, None)
         if old is not None:  # compiled again: wrap the new compiled call
@@ -1489,6 +1530,17 @@ SETTLED_RATIO = 1.25
 MAX_LOADER_WARMUP = 32
 MAX_LOADER_STEPS = 128
 MAX_EPOCH_STARTS = 8
+
+
+def _callers_namespaces() -> list[Mapping[str, Any]]:
+    """The locals and globals of the first frame outside gpusight: the code that started the
+    watch (``with gpusight.watch():``)."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("gpusight"):
+        frame = frame.f_back  # type: ignore[assignment]
+    if frame is None:
+        return []
+    return [frame.f_locals, frame.f_globals]
 
 
 def warmup_settled(durations_ns: list[int]) -> bool:
