@@ -442,3 +442,52 @@ def test_a_launch_bound_cuda_training_step_runs_light_steps_with_the_profiler_wi
     items = [s for s in rep.run["syncs"] if s["kind"] == "item"]
     assert items and abs(items[0]["count"] - len(measured) / 10) <= len(measured) / 10 * 0.5
     assert rep.verdict is not None and rep.verdict.bottleneck != "none"
+
+
+class _Sleepy(torch.utils.data.Dataset[torch.Tensor]):
+    """Item i is 32 numbers; every tenth (i % 10 == 3) takes 3 ms to make."""
+
+    def __len__(self) -> int:
+        return 10_000
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        if i % 10 == 3:
+            time.sleep(0.003)
+        return torch.full((32,), float(i % 7))
+
+
+def test_a_short_training_step_ends_in_runs_and_each_step_keeps_its_loader_wait() -> None:
+    """Light training steps that the plan knows are light end as a run (``Watch._opt_post``'s
+    short way); each keeps its own wait for the loader, the slow batches on their steps."""
+    from torch.utils.data import DataLoader
+
+    torch.manual_seed(0)
+    model = small_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loader = DataLoader(_Sleepy(), batch_size=1)
+    steps = 400
+    w = Watch(warmup=2, profile_steps=0, stop_after_steps=False, device_types=("meta",))
+    runs: list[int] = []
+    with w:
+        rec = w.recorder
+        assert rec is not None
+        close = rec.close_run
+
+        def spy(ends: list[int], datas: list[int], overhead_ns: int) -> None:
+            runs.append(len(ends))
+            close(ends, datas, overhead_ns)
+
+        rec.close_run = spy  # type: ignore[method-assign]
+        for i, x in enumerate(loader):
+            if i == steps:
+                break
+            loss = model(x).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    assert rec.kind == "optimizer" and len(rec.records) == steps
+    assert w.detail.full_every > 1 and runs and sum(runs) > steps // 3, (w.detail.hook_share, runs)
+    measured = [r for r in rec.records if r.phase == "measure"]
+    slow = {r.index for r in measured if r.data_ns > 2_000_000}
+    assert slow == {r.index for r in measured if (r.index - 1) % 10 == 3}
+    assert all(r.data_ns > 0 for r in measured)

@@ -169,12 +169,12 @@ class StepRecorder:
         self._measured_ns += end_ns - cur.start_ns
         return cur
 
-    def close_run(self, ends: list[int], overhead_ns: int) -> None:
+    def close_run(self, ends: list[int], datas: list[int], overhead_ns: int) -> None:
         """Light steps of the steady state that ended at ``ends`` in turn, the first of them the
-        current step, recorded at once (``Watch._shim_end``); ``overhead_ns`` is the watch's
-        cost over them, shared evenly with what the current step holds. The current step's other
-        figures belong to the step under way after the last end (the run's steps held none of
-        their own), which becomes the current step."""
+        current step, recorded at once (``Watch._start_run``), each with its loader's wait from
+        ``datas``; ``overhead_ns`` is the watch's cost over them, shared evenly with what the
+        current step holds. The current step's other figures belong to the step under way after
+        the last end (the run's steps held none of their own), which becomes the current step."""
         cur = self.current
         n = len(ends)
         share = (cur.overhead_ns + overhead_ns) // n
@@ -185,13 +185,14 @@ class StepRecorder:
         records = self.records
         start = cur.start_ns
         first = True
-        for end in ends:
+        for end, data in zip(ends, datas, strict=True):
             if first:
                 r, first = cur, False
             else:
                 r = StepRecord(len(records) + 1, "measure", start)
                 r.detail, r.full = detail, full
             r.end_ns = end
+            r.data_ns = data
             r.overhead_ns = share
             records.append(r)
             start = end

@@ -377,10 +377,16 @@ class Watch:
         # Whether the current step runs the module hooks and framework clocks (detail.py).
         self._full = True
         self._light_ok: bool | None = None
+        self._in_run = False
+        """A run of light steps is under way (``_start_run``, ``_opt_post``)."""
         self._run_shim: call_shim.Shim | None = None
-        """The shim whose stand-in ends a run of light steps (``_start_run``)."""
+        """The shim whose stand-in ends the run's steps, where a model call ends them."""
         self._run: list[int] = []
         """The ends of the light steps in the run under way."""
+        self._run_data: list[int] = []
+        """Each of those steps' wait for its loader."""
+        self._run_left = 0
+        """How many more steps the run may take, where an optimizer step ends them."""
         self._graphs_at_start = 0
 
     # -- context manager ----------------------------------------------------------------------
@@ -773,7 +779,7 @@ class Watch:
         rec = self._rec
         if rec is None:
             return False
-        if self._run_shim is not None:
+        if self._in_run:
             self._close_run()
         plan = self.detail
         # Nearly every step: a measured one of the driving kind, once nothing is left to switch
@@ -814,6 +820,10 @@ class Watch:
             nxt.overhead_ns += nxt.start_ns - t
         if rec.done():
             self._measuring_done()
+        elif steady is not None and not full and kind == "optimizer":
+            # The steps to the next full one end in a run: ``_opt_post``'s short way.
+            self._run_left = self._run_length(rec)
+            self._in_run = self._run_left > 0
         return True
 
     def _measuring_done(self) -> None:
@@ -914,6 +924,17 @@ class Watch:
         if _is_compiling() or get_ident() != self._tid or id(opt) != self._opt_clock or rec is None:
             return
         cur = rec.current
+        if self._run_left:
+            # A light step that the plan knows is light, in a run: its end and its loader's
+            # wait into the run's lists (``_start_run`` says why), unless it recorded more.
+            if not (cur.syncs or cur.copy_ns or cur.detail_ns or cur.epoch):
+                self._run_left -= 1
+                self._run.append(t)
+                self._run_data.append(cur.data_ns)
+                cur.data_ns = 0
+                return
+            self._close_run()
+            cur = rec.current
         if self._opt_t0:
             cur.framework_ns += t - self._opt_t0
             if rec.recording_window:
@@ -1078,7 +1099,7 @@ class Watch:
         rec = self._rec
         if rec is None or rec.kind != "forward":
             return
-        if self._run_shim is not None:
+        if self._in_run:
             self._close_run()
         cur = rec.current
         cur.overhead_ns += dispatch_ns  # the way into this call, before t
@@ -1099,8 +1120,9 @@ class Watch:
         calls a stand-in of the shim's wrapper (``call_shim.stand_in``) appends each call's end
         time to ``_run`` and touches nothing else, everything it needs in its closure. The
         steps go into the recorder when the run is closed (``_close_run``), at the next step
-        that takes the long way. A step that recorded anything of its own (a loader's wait, a
-        copy, a sync) takes the long way itself."""
+        that takes the long way. Each step's wait for its loader goes into a list beside; a
+        step that recorded anything else of its own (a copy, a sync, a new epoch) takes the
+        long way itself."""
         w = self
         rec = self._rec
         assert rec is not None
@@ -1108,7 +1130,7 @@ class Watch:
         call = call_shim.target(shim)
         attrs = vars(module)
         back = shim.wrapper
-        ends = self._run
+        ends, datas = self._run, self._run_data
         tid = self._tid
         dispatch_ns = self.calibration.wrapper_ns
         left = steps
@@ -1122,17 +1144,20 @@ class Watch:
             finally:
                 t = perf_counter_ns()
                 cur = rec.current
-                if cur.data_ns or cur.syncs or cur.copy_ns or cur.detail_ns or cur.epoch:
+                if cur.syncs or cur.copy_ns or cur.detail_ns or cur.epoch:
                     attrs[ATTR_CALL] = back
                     w._light_end(module, t, dispatch_ns)
                 else:
                     ends.append(t)
+                    datas.append(cur.data_ns)
+                    cur.data_ns = 0
                     left -= 1
                     if not left:
                         attrs[ATTR_CALL] = back
 
         call_shim.stand_in(shim, run)
         self._run_shim = shim
+        self._in_run = True
 
     def _run_length(self, rec: StepRecorder) -> int:
         """How many of the steps after this light one are known light too (their ends can go
@@ -1164,15 +1189,18 @@ class Watch:
         shim, self._run_shim = self._run_shim, None
         if shim is not None:
             call_shim.end_run(shim)
-        ends = self._run
+        self._in_run = False
+        self._run_left = 0
+        ends, datas = self._run, self._run_data
         rec = self._rec
         if rec is None or not ends:
             return
-        self._run = []  # a new list: a stand-in that outlives its run appends to the old one
+        # New lists: a stand-in that outlives its run appends to the old ones.
+        self._run, self._run_data = [], []
         n = len(ends)
-        # Each step of the run went through a wrapper's layer; what its stand-in's own work
-        # costs is on no clock (the unseen factor's part).
-        rec.close_run(ends, n * self.calibration.wrapper_ns)
+        # Each step of the run went through a wrapper's or a hook's layer; what the run's own
+        # appends cost is on no clock (the unseen factor's part).
+        rec.close_run(ends, datas, n * self.calibration.wrapper_ns)
         self.detail.measured += n
         if self._detail:
             self.detail.detailed += n
