@@ -239,6 +239,27 @@ def test_a_model_compiled_in_place_before_the_watch_is_found_where_the_code_hold
     assert not model._forward_hooks and not model._forward_pre_hooks
 
 
+class _Touchy:
+    """A name's value that raises when asked its class (a lazy proxy, say)."""
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        raise RuntimeError("not now")
+
+
+def test_the_namespaces_given_are_looked_through_and_odd_values_skipped() -> None:
+    model = small_model().eval()
+    model.compile(backend="eager")
+    x = torch.randn(4, 32)
+    spaces = [{"odd": _Touchy(), "models": [model]}]
+    w = Watch(warmup=WARMUP, profile_steps=0, stop_after_steps=False, namespaces=spaces)
+    with w, torch.no_grad():
+        for _ in range(STEPS):
+            model(x)
+    rec = w.recorder
+    assert rec is not None and rec.kind == "forward" and len(rec.records) == STEPS
+
+
 class _Holder:
     def __init__(self, model: nn.Module) -> None:
         self.model = model

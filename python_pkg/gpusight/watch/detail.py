@@ -30,8 +30,9 @@ cannot take one; not where hooked modules were seen to run inside one another, a
 pre-hooks tell the outermost call apart. Where both the detail and the hooks are sampled, they
 are sampled on the same steps, at the rarer of the two rates (``joint``): the steps between then
 switch nothing, and are known light until the countdown runs out, so the watch ends them as a
-run (``Watch._start_run`` where a model call ends them, ``Watch._opt_post`` an optimizer step). On an H200 that took batch-1 inference
-from +3.7 % to +0.8 % against its control (``benchmarks/results/h200-run17/``).
+run (``Watch._start_run`` where a model call ends them, ``Watch._opt_post`` an optimizer step).
+On an H200 that took batch-1 inference from +3.7 % to +0.8 % against its control
+(``benchmarks/results/h200-run17/``).
 """
 
 from __future__ import annotations

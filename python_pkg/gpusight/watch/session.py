@@ -1042,21 +1042,24 @@ class Watch:
             except Exception:
                 continue
             for value in values:
-                inner = (
-                    islice(value.values(), ADOPT_INNER)
-                    if isinstance(value, dict)
-                    else islice(value, ADOPT_INNER)
-                    if isinstance(value, (list, tuple))
-                    else (value,)
-                )
-                for v in inner:
-                    if (
-                        isinstance(v, nn_module)
-                        and id(v) not in seen
-                        and vars(v).get(call_shim.ATTR) is not None
-                    ):
-                        seen.add(id(v))
-                        self._compiled_in_place(v)
+                try:  # whatever the user's names hold (a proxy may raise on isinstance)
+                    inner = (
+                        islice(value.values(), ADOPT_INNER)
+                        if isinstance(value, dict)
+                        else islice(value, ADOPT_INNER)
+                        if isinstance(value, (list, tuple))
+                        else (value,)
+                    )
+                    for v in inner:
+                        if (
+                            isinstance(v, nn_module)
+                            and id(v) not in seen
+                            and vars(v).get(call_shim.ATTR) is not None
+                        ):
+                            seen.add(id(v))
+                            self._compiled_in_place(v)
+                except Exception:
+                    continue
 
     def _compiled_in_place(self, module: Any) -> None:
         """``module.compile()`` ran while watched, or before (``_adopt_compiled``): its hooks
@@ -1167,6 +1170,12 @@ class Watch:
             return 0
         if rec.current.phase != "measure":
             return 0
+        if not plan.joint:
+            # Copies and syncs are recorded on every step: a step that had some would end each
+            # run as it began (a run is for steps that record nothing of their own).
+            last = rec.records[-1] if rec.records else None
+            if last is None or last.syncs or last.copy_ns or last.detail_ns:
+                return 0
         n = min(plan.to_full - 1, MAX_RUN)
         # A run never carries the recorder past a step count that ends the measuring: the step
         # that reaches it takes the long way. (Past ``steps``, the measuring goes on until the
