@@ -87,3 +87,29 @@ def test_around_a_compiled_call_it_runs_before_and_after_and_gives_the_call_back
     assert vars(model)["_compiled_call_impl"] is theirs
     # Not around a call that is not there.
     assert call_shim.install(nn.Linear(3, 2), lambda m: None, _never, around=True) is None
+
+
+def test_a_stand_in_takes_the_wrappers_place_until_the_run_ends_or_the_shim_goes() -> None:
+    model = nn.Linear(3, 2)
+    ends: list[str] = []
+    shim = call_shim.install(model, lambda m: ends.append("shim"), lambda: False)
+    assert shim is not None
+    x = torch.randn(1, 3)
+    expected = model._call_impl(x)
+
+    def stand_in(*args: object, **kwargs: object) -> object:
+        ends.append("stand-in")
+        return call_shim.target(shim)(*args, **kwargs)
+
+    call_shim.stand_in(shim, stand_in)
+    assert torch.equal(model(x), expected) and ends == ["stand-in"]
+    call_shim.end_run(shim)
+    model(x)
+    assert ends == ["stand-in", "shim"]
+    call_shim.end_run(shim)  # no stand-in in place: nothing to do
+    assert vars(model)[call_shim.ATTR] is shim.wrapper
+    call_shim.stand_in(shim, stand_in)
+    call_shim.remove(shim)  # the stand-in goes with the shim
+    assert call_shim.ATTR not in vars(model)
+    model(x)
+    assert ends == ["stand-in", "shim"]
