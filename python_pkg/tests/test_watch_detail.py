@@ -117,10 +117,11 @@ def test_a_short_cpu_step_records_detail_on_some_steps_and_reports_scaled_counts
 
 
 def test_a_longer_step_records_every_copy_and_sync() -> None:
-    # 80 ms: the detail (cache-cold after the sleep, ~100 us on a slow VM) stays within budget.
+    # 200 ms: the detail (cache-cold after the sleep, ~100 us on a slow VM, more while CI's other
+    # jobs run) stays within its budget of 0.1 % (200 us).
     w = Watch(warmup=2, profile_steps=0, stop_after_steps=False, device_types=("meta",))
     with w:
-        _short_loop(w, detail.CENSUS + 12, sleep_s=0.08)
+        _short_loop(w, detail.CENSUS + 4, sleep_s=0.2)
     rep = w.report
     assert rep is not None and rep.run is not None
     assert w.detail.every == 1 and w.detail.detailed == w.detail.measured
