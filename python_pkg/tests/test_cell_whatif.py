@@ -44,6 +44,8 @@ def test_cell_what_if_measures_workers_and_puts_everything_back(ip: Any) -> None
     ip.user_ns["ds"] = SlowDataset(sleep_s=0.004)
     ip.run_cell(SETUP, store_history=True).raise_error()  # as a notebook runs it: in history
     ns = ip.user_ns
+    for name in ("step", "loss"):  # the shell is shared: another test's cell may have left them
+        ns.pop(name, None)
     weights = [p.detach().clone() for p in ns["model"].parameters()]
     loader = ns["loader"]
     rng = torch.get_rng_state()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import torch
@@ -247,17 +247,29 @@ class _Touchy:
         raise RuntimeError("not now")
 
 
+class _Lazy:
+    """A proxy that does its work (an import, say) on the first attribute it is asked for."""
+
+    __slots__ = ()
+    asked: ClassVar[list[str]] = []
+
+    def __getattr__(self, name: str) -> object:
+        _Lazy.asked.append(name)
+        raise AttributeError(name)
+
+
 def test_the_namespaces_given_are_looked_through_and_odd_values_skipped() -> None:
     model = small_model().eval()
     model.compile(backend="eager")
     x = torch.randn(4, 32)
-    spaces = [{"odd": _Touchy(), "models": [model]}]
+    spaces = [{"odd": _Touchy(), "lazy": _Lazy(), "models": [model]}]
     w = Watch(warmup=WARMUP, profile_steps=0, stop_after_steps=False, namespaces=spaces)
     with w, torch.no_grad():
         for _ in range(STEPS):
             model(x)
     rec = w.recorder
     assert rec is not None and rec.kind == "forward" and len(rec.records) == STEPS
+    assert _Lazy.asked == []  # looking through it asked the proxy for nothing
 
 
 class _Holder:
@@ -265,10 +277,8 @@ class _Holder:
         self.model = model
 
 
-def test_a_model_compiled_in_place_held_deeper_is_not_seen_and_the_report_says_why() -> None:
-    """Only the names and one level of their lists, tuples and dicts are looked through: a model
-    held by another object is not found, and the report says what to do. (Its frames compile
-    without a graph counted: the watch counts frames too.)"""
+def test_a_model_compiled_in_place_held_by_an_object_is_found() -> None:
+    """One level into the names' values: a pipeline-like object's ``.model``."""
     holder = _Holder(small_model().eval())
     holder.model.compile(backend="eager")
     x = torch.randn(4, 32)
@@ -276,6 +286,21 @@ def test_a_model_compiled_in_place_held_deeper_is_not_seen_and_the_report_says_w
     with w, torch.no_grad():
         for _ in range(STEPS):
             holder.model(x)
+    rec = w.recorder
+    assert rec is not None and rec.kind == "forward" and len(rec.records) == STEPS
+
+
+def test_a_model_compiled_in_place_held_deeper_is_not_seen_and_the_report_says_why() -> None:
+    """Only the names and one level into them are looked through: a model two levels down is
+    not found, and the report says what to do. (Its frames compile without a graph counted: the
+    watch counts frames too.)"""
+    holders = {"main": _Holder(small_model().eval())}
+    holders["main"].model.compile(backend="eager")
+    x = torch.randn(4, 32)
+    w = Watch(warmup=WARMUP, profile_steps=0, stop_after_steps=False, device_types=("meta",))
+    with w, torch.no_grad():
+        for _ in range(STEPS):
+            holders["main"].model(x)
     assert w.recorder is not None and w.recorder.kind is None
     report = w.report
     assert report is not None

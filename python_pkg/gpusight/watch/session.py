@@ -36,8 +36,9 @@ import re
 import sys
 import threading
 import time
+import types
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from threading import get_ident
@@ -1032,8 +1033,9 @@ class Watch:
         """Models compiled in place before the watch began (``model.compile()`` in an earlier
         notebook cell): their hooks run inside the compiled call, where they stand aside, so
         each gets the shim around its compiled call that a model compiled while watched gets.
-        Looked for among the namespaces' values and one level into their lists, tuples and
-        dicts; a model held deeper is not found (the report's note says what then)."""
+        Looked for among the namespaces' values and one level into them: the items of their
+        lists, tuples and dicts, and the attributes of their plain objects (a pipeline's
+        ``.model``); a model held deeper is not found (the report's note says what then)."""
         nn_module = self._torch.nn.Module
         seen: set[int] = set()
         for space in spaces:
@@ -1043,14 +1045,7 @@ class Watch:
                 continue
             for value in values:
                 try:  # whatever the user's names hold (a proxy may raise on isinstance)
-                    inner = (
-                        islice(value.values(), ADOPT_INNER)
-                        if isinstance(value, dict)
-                        else islice(value, ADOPT_INNER)
-                        if isinstance(value, (list, tuple))
-                        else (value,)
-                    )
-                    for v in inner:
+                    for v in _one_level(value, nn_module):
                         if (
                             isinstance(v, nn_module)
                             and id(v) not in seen
@@ -1567,6 +1562,33 @@ SETTLED_RATIO = 1.25
 MAX_LOADER_WARMUP = 32
 MAX_LOADER_STEPS = 128
 MAX_EPOCH_STARTS = 8
+
+
+_NOT_HOLDERS = (
+    type,
+    types.ModuleType,
+    types.FunctionType,
+    types.MethodType,
+    types.BuiltinFunctionType,
+)
+
+
+def _one_level(value: Any, nn_module: type) -> Iterator[Any]:
+    """``value``, then what it holds one level down (``Watch._adopt_compiled``): a dict's
+    values, a list's or tuple's items, a plain object's attributes; never a module's own
+    submodules (the module's hooks see their calls), a module object's or a class's names."""
+    yield value
+    if isinstance(value, dict):
+        yield from islice(value.values(), ADOPT_INNER)
+    elif isinstance(value, (list, tuple)):
+        yield from islice(value, ADOPT_INNER)
+    elif not isinstance(value, (nn_module, *_NOT_HOLDERS)):
+        try:  # not getattr: a class's __getattr__ (a lazy proxy's import) stays unasked
+            attrs = object.__getattribute__(value, "__dict__")
+        except AttributeError:
+            return
+        if isinstance(attrs, dict):
+            yield from islice(attrs.values(), ADOPT_INNER)
 
 
 def _callers_namespaces() -> list[Mapping[str, Any]]:
