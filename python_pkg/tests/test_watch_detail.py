@@ -116,9 +116,11 @@ def test_a_short_cpu_step_records_detail_on_some_steps_and_reports_scaled_counts
     assert len(copies) == 1 and plan.scale(copies[0].measured) == measured
 
 
-def test_a_longer_step_records_every_copy_and_sync() -> None:
-    # 200 ms: the detail (cache-cold after the sleep, ~100 us on a slow VM, more while CI's other
-    # jobs run) stays within its budget of 0.1 % (200 us).
+def test_a_longer_step_records_every_copy_and_sync(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The detail after a 200 ms sleep is cache-cold: ~100 us on this VM, 200-400 us on a loaded
+    # 2-core CI runner, where 0.1 % (200 us) sampled it at 1 in 2. What this test is about is the
+    # counts once every step records, so the budget is one no runner's detail comes near (2 ms).
+    monkeypatch.setattr(detail, "BUDGET", 0.01)
     w = Watch(warmup=2, profile_steps=0, stop_after_steps=False, device_types=("meta",))
     with w:
         _short_loop(w, detail.CENSUS + 4, sleep_s=0.2)

@@ -267,7 +267,7 @@ def build_report(w: Watch) -> Report:
     rec = w.recorder
     assert rec is not None
     torch = w.torch
-    notes = list(w.notes)
+    notes = [*w.notes, *w.optimizer_notes()]
     clean, phase = rec.clean()
     if (
         phase == "measure"

@@ -52,6 +52,7 @@ from .calibration import Calibration, calibrate
 from .call_sites import CallSite, SiteCounts, call_site
 from .detail import DetailPlan
 from .nvml_sampler import NvmlSampler
+from .optimizer_clock import OptimizerClock
 from .patches import Patches
 from .placement import INSPECT_CALLS, ModuleInfo, inspect_module, observe_call
 from .profiler_window import CUPTI_TEARDOWN, ProfilerWindow
@@ -325,6 +326,9 @@ class Watch:
         self._t0 = 0.0
         self._end_ns = 0
         self._opt_clock: int | None = None
+        """``id`` of the optimizer whose step ends the step (``self._clock.key``, kept here for
+        the hooks' one comparison)."""
+        self._clock = OptimizerClock()
         self._opt_t0 = 0
         self._fwd_depth = 0
         self._fwd_t0 = 0
@@ -915,6 +919,7 @@ class Watch:
         if _is_compiling() or get_ident() != self._tid or not self._full:
             return
         if self._opt_clock is None:
+            self._clock.start(opt)
             self._opt_clock = id(opt)
         if id(opt) == self._opt_clock:
             self._opt_t0 = perf_counter_ns()
@@ -922,7 +927,9 @@ class Watch:
     def _opt_post(self, opt: Any, args: Any, kwargs: Any) -> None:
         t = perf_counter_ns()
         rec = self._rec
-        if _is_compiling() or get_ident() != self._tid or id(opt) != self._opt_clock or rec is None:
+        if _is_compiling() or get_ident() != self._tid or rec is None:
+            return
+        if id(opt) != self._opt_clock and not self._other_optimizer(opt):
             return
         cur = rec.current
         if self._run_left:
@@ -943,6 +950,52 @@ class Watch:
             self._opt_t0 = 0
         if not self._boundary("optimizer", t):
             cur.overhead_ns += perf_counter_ns() - t
+
+    def _other_optimizer(self, opt: Any) -> bool:
+        """An optimizer other than the clock's stepped: True when its steps end the step from
+        now on (the clock's has stopped stepping: ``optimizer_clock.py``)."""
+        rec = self._rec
+        assert rec is not None
+        if self._opt_clock is None:
+            # The first optimizer step came on a light step, which skips the pre-hook.
+            self._clock.start(opt)
+            self._opt_clock = id(opt)
+            return True
+        # The clock's steps so far: a count that a merge of the first steps leaves alone.
+        steps = rec.kind_counts["optimizer"] + len(self._run)
+        handover = self._clock.other_stepped(opt, steps, perf_counter_ns())
+        if handover is None:
+            return False
+        if self._in_run:
+            self._close_run()
+        self._opt_clock = self._clock.key
+        self._opt_t0 = 0
+        cur = rec.current
+        ends = [e for e in handover.ends if e > cur.start_ns]
+        if ends and cur.phase == "measure" and rec.kind == "optimizer":
+            # The new clock's steps since the old one's last end steps of their own, rather
+            # than one step as long as all of them; their loader waits shared evenly.
+            n = len(ends)
+            share = cur.data_ns // (n + 1)
+            cur.data_ns -= share * n
+            rec.close_run(ends, [share] * n, 0)
+            self.detail.measured += n
+            if cur.detail:
+                self.detail.detailed += n
+        if handover.why == "replaced":
+            why = "a new optimizer over the same parameters"
+        else:
+            why = "another optimizer, over other parameters, stepping on its own"
+        self.notes.append(
+            f"the optimizer whose step ended each step ({handover.old}) stopped stepping after "
+            f"step {handover.after}, and {why} ({handover.new}) went on: its steps end them "
+            "from there on"
+        )
+        return True
+
+    def optimizer_notes(self) -> list[str]:
+        """How the optimizers' rates compare, where more than one stepped at different rates."""
+        return self._clock.rate_notes()
 
     def _fwd_pre(self, module: Any, args: Any, dispatch_ns: int | None = None) -> None:
         if _is_compiling() or self._bwd_depth or get_ident() != self._tid:
