@@ -40,12 +40,16 @@ def _no_lumped_step(steps_ms: list[float]) -> None:
     assert max(steps_ms) < 4 * statistics.median(steps_ms) + 2.0, sorted(steps_ms)[-5:]
 
 
-def test_a_replaced_optimizer_hands_its_steps_over() -> None:
-    """Fine-tuning that makes a new optimizer after unfreezing, still holding the old one: the
-    new one's steps end the steps, and each of its steps is one."""
+@pytest.mark.parametrize("head_first", [True, False])
+def test_a_replaced_optimizer_hands_its_steps_over(head_first: bool) -> None:
+    """Fine-tuning that makes a new optimizer over the whole model after training the head
+    alone, still holding the old one: the new one's steps end the steps, and each of its steps
+    is one. Over the same first parameter (the whole model both times) it is the same clock."""
     before = snapshot()
     model = small_model()
-    first = torch.optim.Adam(model.parameters())
+    head = model[-1]
+    assert isinstance(head, nn.Module)
+    first = torch.optim.Adam(head.parameters() if head_first else model.parameters())
     w = _watch()
     with w:
         _train(model, first, 20)
@@ -59,8 +63,12 @@ def test_a_replaced_optimizer_hands_its_steps_over() -> None:
     assert rep is not None and rep.run is not None
     rep.validate()
     assert rep.run["steps"] == 80 - WARMUP
-    (note,) = [n for n in rep.notes if "stopped stepping" in n]
-    assert "after step 20" in note and "same parameters (SGD)" in note
+    notes = [n for n in rep.notes if "stopped stepping" in n]
+    if head_first:
+        (note,) = notes
+        assert "after step 20" in note and "same parameters (SGD)" in note
+    else:
+        assert notes == []
     assert first.state  # the old one is still held: what kept its id from being reused
 
 
@@ -130,9 +138,9 @@ def test_a_wrapping_optimizer_and_its_base_change_nothing() -> None:
     assert not any("stopped stepping" in n or "another (" in n for n in rep.notes)
 
 
-def test_inner_steps_over_the_same_parameters_do_not_take_over() -> None:
+def test_optimizers_over_the_same_model_are_one_clock() -> None:
     """Reptile-like: an inner optimizer steps four times per outer step over the same
-    parameters, both still stepping: no hand-over either way."""
+    parameters: each step of either ends a step, and nothing hands over."""
     model = small_model()
     inner = torch.optim.SGD(model.parameters(), lr=0.01)
     outer = torch.optim.SGD(model.parameters(), lr=0.001)
@@ -141,11 +149,64 @@ def test_inner_steps_over_the_same_parameters_do_not_take_over() -> None:
         for _ in range(30):
             _train(model, inner, 4)
             outer.step()
-    assert len(_measured(w)) == 120 - WARMUP
+    assert len(_measured(w)) == 150 - WARMUP
+    rep = w.report
+    assert rep is not None
+    assert not any("stopped stepping" in n or "another (" in n for n in rep.notes)
+
+
+@pytest.mark.parametrize("hold", [False, True])
+def test_an_optimizer_made_every_step_ends_every_step(hold: bool) -> None:
+    """A hand-written schedule that makes a new optimizer each step, the old ones dropped (their
+    ids reused or not) or held in a list."""
+    model = small_model()
+    held = []
+    x, y = torch.randn(8, 32), torch.randint(0, 4, (8,))
+    w = _watch()
+    with w:
+        for i in range(60):
+            opt = torch.optim.SGD(model.parameters(), lr=0.01 / (1 + i))
+            if hold:
+                held.append(opt)
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+    steps = _measured(w)
+    assert len(steps) == 60 - WARMUP
+    _no_lumped_step(steps)
     rep = w.report
     assert rep is not None
     assert not any("stopped stepping" in n for n in rep.notes)
-    assert any("another (SGD) stepped once every 4.0 steps" in n for n in rep.notes)
+
+
+def test_a_step_that_raised_inside_the_optimizer_does_not_hide_later_steps() -> None:
+    """An optimizer step that raised (its post-hook never ran), caught by the script: the next
+    steps still end steps."""
+
+    class Flaky(torch.optim.SGD):
+        calls = 0
+
+        @torch.no_grad()
+        def step(self, closure: Any = None) -> Any:  # type: ignore[override]
+            Flaky.calls += 1
+            if Flaky.calls == 10:
+                raise FloatingPointError("a bad batch")
+            return super().step(closure)
+
+    model = small_model()
+    opt = Flaky(model.parameters(), lr=0.01)
+    x, y = torch.randn(8, 32), torch.randint(0, 4, (8,))
+    w = _watch()
+    with w:
+        for _ in range(60):
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            try:
+                opt.step()
+            except FloatingPointError:
+                pass
+    assert len(_measured(w)) == 59 - WARMUP
+    assert w._opt_open == []
 
 
 class _Opt:

@@ -1,7 +1,8 @@
 """Which optimizer's step ends a training step, when a script steps more than one.
 
-The first optimizer to step is the clock. It hands over to another in two cases, both where
-it has stopped stepping while the run goes on:
+The first optimizer to step is the clock, and so is any optimizer over the same first parameter
+(one made anew every step for a hand-written schedule, or after a warm-up). It hands over to
+another in two cases, both where it has stopped stepping while the run goes on:
 
 * **replaced**: an optimizer over some of the same parameters steps twice with no step of the
   clock's between. A fine-tuning script that makes a new optimizer after unfreezing layers,
@@ -14,8 +15,9 @@ Where optimizers step at different rates and all keep stepping (a GAN's critic s
 times per generator step), the step stays the clock's: whether a script's own iteration is the
 critic's step (``if i % n_critic == 0: step the generator``) or the generator's (``for _ in
 range(n_critic): step the critic``) is not in what the hooks see, so the report says how the
-rates compare instead (``rate_notes``). A wrapping optimizer whose step calls its base
-optimizer's (Lookahead, SAM) steps once per clock step and changes nothing.
+rates compare instead (``rate_notes``). A step inside another optimizer's step (the base
+optimizer of Lookahead or SAM) is the outer one's business: only the outermost step ends a step
+(``Watch._opt_post``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,15 @@ REPLACED_AFTER = 1
 with none of the clock's between."""
 MAX_OTHERS = 8
 """Other optimizers followed; more are let through unseen."""
+
+
+def first_param(opt: Any) -> int | None:
+    """``id`` of the first tensor an optimizer updates: what tells optimizers over the same
+    model apart from others in one lookup."""
+    try:
+        return id(opt.param_groups[0]["params"][0])
+    except (AttributeError, IndexError, KeyError, TypeError):
+        return None
 
 
 def param_ids(opt: Any) -> frozenset[int]:
@@ -80,6 +91,9 @@ class OptimizerClock:
         self.key: int | None = None
         """``id`` of the optimizer whose steps end the step."""
         self.name = ""
+        self.first: int | None = None
+        """``id`` of its first parameter: an optimizer made anew over the same model (every
+        step, for a hand-written schedule) is the same clock."""
         self._params: frozenset[int] = frozenset()
         self._others: dict[int, _Other] = {}
         self.handovers: list[Handover] = []
@@ -87,7 +101,17 @@ class OptimizerClock:
     def start(self, opt: Any) -> None:
         self.key = id(opt)
         self.name = type(opt).__name__
+        self.first = first_param(opt)
         self._params = param_ids(opt)
+
+    def same(self, opt: Any) -> bool:
+        """``opt`` updates the clock's first parameter: it is the clock (made anew); then its
+        ``id`` is the clock's from now on."""
+        first = self.first
+        if first is None or first_param(opt) != first:
+            return False
+        self.key = id(opt)
+        return True
 
     def other_stepped(self, opt: Any, clock_steps: int, t: int) -> Handover | None:
         """An optimizer that is not the clock stepped at ``t``, the clock having stepped

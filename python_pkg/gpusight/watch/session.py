@@ -71,6 +71,8 @@ ADOPT_INNER = 64
 compiled in place (``Watch._adopt_compiled``)."""
 MAX_TOP_MODULES = 8
 MAX_RUN = 64
+MAX_OPT_DEPTH = 64
+"""Frames looked up from an optimizer step for the steps it runs inside."""
 """At most this many light steps end as one run (``Watch._start_run``): what reads the recorder
 between the watch's own boundaries (a trainer callback's step count) lags by no more, and so
 does the end of a measuring that waits for its window to be long enough (``min_window_s``)."""
@@ -329,6 +331,11 @@ class Watch:
         """``id`` of the optimizer whose step ends the step (``self._clock.key``, kept here for
         the hooks' one comparison)."""
         self._clock = OptimizerClock()
+        self._opt_open: list[int] = []
+        """``id``s of the optimizers whose step is under way, outermost first."""
+        self._opt_frames: list[Any] = []
+        """The frames of torch's wrappers of those steps (the stale one of a step that raised
+        is held until the next step, so its id is not another frame's)."""
         self._opt_t0 = 0
         self._fwd_depth = 0
         self._fwd_t0 = 0
@@ -507,7 +514,8 @@ class Watch:
                     self.notes.append(f"could not restore the {what}: {type(exc).__name__}: {exc}")
         finally:
             self._tid = None
-            # Hold no reference to the user's modules once the watch is over.
+            # Hold no reference to the user's modules (or frames) once the watch is over.
+            self._opt_open, self._opt_frames = [], []
             self._top_modules = {}
             self._fwd_top = None
             self._fwd_top_info = None
@@ -916,12 +924,21 @@ class Watch:
     # -- hooks --------------------------------------------------------------------------------
     # Each starts with the same test as ``_mine()``, inlined: it runs several times a step.
     def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
-        if _is_compiling() or get_ident() != self._tid or not self._full:
+        if _is_compiling() or get_ident() != self._tid:
+            return
+        open_ = self._opt_open
+        key = id(opt)
+        frame = sys._getframe(1)  # torch's wrapper of this step
+        if open_:
+            self._prune_open(frame)
+        open_.append(key)
+        self._opt_frames.append(frame)
+        if not self._full or len(open_) > 1:
             return
         if self._opt_clock is None:
             self._clock.start(opt)
-            self._opt_clock = id(opt)
-        if id(opt) == self._opt_clock:
+            self._opt_clock = key
+        if key == self._opt_clock or self._clock.same(opt):
             self._opt_t0 = perf_counter_ns()
 
     def _opt_post(self, opt: Any, args: Any, kwargs: Any) -> None:
@@ -929,8 +946,25 @@ class Watch:
         rec = self._rec
         if _is_compiling() or get_ident() != self._tid or rec is None:
             return
-        if id(opt) != self._opt_clock and not self._other_optimizer(opt):
+        key = id(opt)
+        open_ = self._opt_open
+        if open_ and open_[-1] == key:
+            open_.pop()
+            self._opt_frames.pop()
+        elif key in open_:
+            i = len(open_) - 1 - open_[::-1].index(key)
+            del open_[i:], self._opt_frames[i:]
+        if open_:
+            # Inside another optimizer's step (Lookahead's, SAM's base optimizer): that
+            # one's end is the step's.
             return
+        if key != self._opt_clock:
+            if self._clock.same(opt):
+                # A new optimizer over the same parameters (one made every step, for a
+                # hand-written schedule): the same clock.
+                self._opt_clock = key
+            elif not self._other_optimizer(opt):
+                return
         cur = rec.current
         if self._run_left:
             # A light step that the plan knows is light, in a run: its end and its loader's
@@ -950,6 +984,24 @@ class Watch:
             self._opt_t0 = 0
         if not self._boundary("optimizer", t):
             cur.overhead_ns += perf_counter_ns() - t
+
+    def _prune_open(self, frame: Any) -> None:
+        """Another optimizer step begins while some are open: keep those still running below
+        ``frame`` (this one is inside them: Lookahead's base optimizer, or a subclass's
+        ``super().step()`` that torch hooks twice), drop the rest (a step that raised before its
+        post-hook ran, the script having caught it)."""
+        running = set()
+        f = frame.f_back
+        for _ in range(MAX_OPT_DEPTH):
+            if f is None:
+                break
+            running.add(id(f))
+            f = f.f_back
+        frames = self._opt_frames
+        for i, f in enumerate(frames):
+            if id(f) not in running:
+                del self._opt_open[i:], frames[i:]
+                return
 
     def _other_optimizer(self, opt: Any) -> bool:
         """An optimizer other than the clock's stepped: True when its steps end the step from
@@ -983,7 +1035,7 @@ class Watch:
             if cur.detail:
                 self.detail.detailed += n
         if handover.why == "replaced":
-            why = "a new optimizer over the same parameters"
+            why = "a new optimizer over some of the same parameters"
         else:
             why = "another optimizer, over other parameters, stepping on its own"
         self.notes.append(
