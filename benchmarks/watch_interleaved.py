@@ -279,12 +279,14 @@ def run(args: argparse.Namespace) -> int:
                     b, on = bare_block(bare_work, n)
                     mode_was_on += on
                 blocks.append({"who": who, **{k: round(v, 5) for k, v in b.items()}})
-            w = watched.watch
-            seen = watch_figures(w) if w else {"self_us": 0.0, "measured_steps": 0}
         finally:
             watched.stop()
             if cores is not None:
                 os.sched_setaffinity(0, cores)
+    w = watched.watch
+    # Read once the watch has stopped: the light steps of a run still open go into the
+    # recorder then.
+    seen = watch_figures(w) if w else {"self_us": 0.0, "measured_steps": 0}
     problems = changed(before, restorable(torch))
     # Past the watch's bound on measured steps its hooks come off: W would run bare after it.
     capped = bool(w is not None and w.recorder is not None and w.recorder.capped)

@@ -46,7 +46,11 @@ BUDGET = 0.001
 """The detail's share of the step, by the watch's own clocks, that every step may pay. From
 outside the process a launch-bound step pays 2-5x what the clocks see (``calibration.py``), so
 0.1 % seen is about 0.25-0.5 % paid."""
-MAX_EVERY = 16
+MAX_EVERY = 64
+"""The rarest sampling. The census steps all record (detail and hooks), so a run has at least
+that sample; past it, on a step of tens of microseconds (a decode loop's) the full steps'
+bookkeeping at 1 in 16 cost the watch 7.2 us a step against 5.5 at 1 in 64 on this project's
+CPU machine (``benchmarks/results/cpu-max-every/``)."""
 TRIM = 2
 HOOK_BUDGET = 0.001
 """The module hooks' and framework clocks' share of the step (by the watch's own clocks, less the
