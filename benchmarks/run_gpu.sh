@@ -2,7 +2,7 @@
 # Every GPU check, in sequence, through gpusight's own code; results under $OUT.
 #   bash benchmarks/run_gpu.sh [STEP...]   (from anywhere; OUT defaults to benchmarks/results/gpu-local)
 # STEPs (default: all, in this order): tests bench whatif runwhatif accuracy overhead cost
-# interleaved inference sampler callbacks multi.
+# interleaved inference sampler callbacks patterns multi.
 # One device command may run 10 minutes: split the steps over two, e.g.
 #   bash benchmarks/run_gpu.sh tests bench             (~4 min)
 #   bash benchmarks/run_gpu.sh whatif                  (~4-6 min)
@@ -14,6 +14,7 @@
 #   bash benchmarks/run_gpu.sh inference               (~4 min)
 #   bash benchmarks/run_gpu.sh sampler                 (~2 min)
 #   bash benchmarks/run_gpu.sh callbacks               (~2 min)
+#   bash benchmarks/run_gpu.sh patterns                (~2 min)
 #   bash benchmarks/run_gpu.sh multi                   (2 GPUs, ~3 min)
 # Each step's output goes to the terminal and to $OUT/run_gpu.log. A step may write
 # $OUT/<name>-table.txt: the step summary and those tables are printed last.
@@ -46,7 +47,7 @@ step() { # step NAME TIMEOUT_S COMMAND...
 }
 
 STEPS=("$@")
-[ ${#STEPS[@]} -gt 0 ] || STEPS=(tests bench whatif runwhatif accuracy overhead cost interleaved inference sampler callbacks multi)
+[ ${#STEPS[@]} -gt 0 ] || STEPS=(tests bench whatif runwhatif accuracy overhead cost interleaved inference sampler callbacks patterns multi)
 want() { [[ " ${STEPS[*]} " == *" $1 "* ]]; }
 
 T0=$SECONDS
@@ -103,6 +104,9 @@ done
 want overhead && step parts-train 150 "$PY" benchmarks/watch_parts.py --workload tiny_batch --parts bare watched all_hooks --rounds 40 --block-s 0.15 --settle-s 0.5 --out "$OUT/parts-train"
 # The trainer callbacks against `gpusight run` on the same script (#19; the image has the frameworks).
 want callbacks && step callbacks 420 "$PY" benchmarks/callbacks_gpu.py --out "$OUT/callbacks"
+# Loop shapes from public training code: the report's steps and step time against the loop's own
+# clock (each iteration synchronised).
+want patterns && step patterns 240 "$PY" benchmarks/training_patterns.py --device cuda --out "$OUT/patterns"
 want multi && step multi 240 "$PY" benchmarks/gpu_multi.py --out "$OUT"
 
 {

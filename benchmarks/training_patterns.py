@@ -13,7 +13,7 @@ decoding. Each runs once under ``gpusight.watch`` (no ``steps``: the whole loop,
 window off so that every step is timed alike) and records its own end of each iteration;
 the table compares the report's measured steps with the iterations past the warm-up and its
 mean step with the script's mean iteration over the same steps. Writes
-``OUT/training-patterns.json`` and ``.txt``; prints the table.
+``OUT/training-patterns.json`` and ``-table.txt``; prints the table.
 """
 
 from __future__ import annotations
@@ -374,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     meta = {"torch": torch.__version__, "args": vars(args)}
     (out / "training-patterns.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    (out / "training-patterns.txt").write_text("\n".join(lines) + "\n")
+    (out / "training-patterns-table.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 
