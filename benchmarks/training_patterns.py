@@ -252,6 +252,27 @@ def _patterns(torch: Any, dev: str) -> dict[str, tuple[Callable[[int, Marks], No
                 if done >= n:
                     break
 
+    def accelerate_accum_4(n: int, marks: Marks) -> None:
+        # Hugging Face Accelerate's loop: its optimizer wrapper skips the step on the
+        # accumulating micro-batches; an iteration is an optimizer step.
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader, TensorDataset
+
+        acc = Accelerator(cpu=dev == "cpu", gradient_accumulation_steps=4)
+        ds = TensorDataset(torch.randn(32 * 4 * n, 64), torch.randint(0, 8, (32 * 4 * n,)))
+        m = mlp()
+        opt = torch.optim.AdamW(m.parameters())
+        sched = torch.optim.lr_scheduler.StepLR(opt, 10)
+        m, opt, dl, sched = acc.prepare(m, opt, DataLoader(ds, batch_size=32), sched)
+        for xb, yb in dl:
+            with acc.accumulate(m):
+                acc.backward(loss_fn(m(xb), yb))
+                opt.step()
+                sched.step()
+                opt.zero_grad()
+            if acc.sync_gradients:
+                marks.append(now())
+
     def eval_every_10(n: int, marks: Marks) -> None:
         m = mlp()
         opt = torch.optim.Adam(m.parameters())
@@ -298,6 +319,7 @@ def _patterns(torch: Any, dev: str) -> dict[str, tuple[Callable[[int, Marks], No
         "siamese": (siamese, "two forwards, one step"),
         "lstm_manual_sgd": (lstm_manual_sgd, "LSTM, clip, p.data.add_"),
         "loader_workers": (loader_workers, "DataLoader, 2 workers"),
+        "accelerate_accum_4": (accelerate_accum_4, "Accelerate, 4 micro-batches a step"),
         "eval_every_10": (eval_every_10, "a step; 5 eval forwards every 10"),
         "compiled": (compiled, "torch.compile(model)"),
         "decode": (decode, "a model call a token"),

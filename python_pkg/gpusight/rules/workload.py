@@ -219,41 +219,54 @@ def _mean(xs: list[float]) -> float:
 # A leading step this many times shorter than the later steps' median is a transient (the
 # last queue-filling step is often partly filled: 46 ms among 63 ms steps).
 TRANSIENT_RATIO = 1.2
+# The leading steps, by their median, are at least this many times shorter than the later ones
+# where the host ran ahead of the GPU (12.6 ms against 63 on the H200's fp32_transformer).
+QUEUE_RATIO = 2.0
 
 
-def steady_start(times: list[float]) -> int:
+def steady_start(times: list[float], on_gpu: bool = True) -> int:
     """Index of the first steady step: leading steps much shorter than the later ones dropped.
 
     After a device sync (CUDA start-up, the profiler window's end) the launch queue is empty
     and the host runs ahead of a busy GPU: its steps look short until the queue fills, then
     every step takes the GPU's time. Those leading steps say how fast the host enqueues, not
     how long a step takes. At most the first half of the steps is dropped; the reference is
-    the median of the second half.
+    the median of the second half. Only where the steps ran on a GPU (``on_gpu``), and only
+    where the steps dropped are, by their median, under half the reference: a step that slows
+    down over the run (a CPU's pace, a model whose numbers drift into slow ranges) is no queue
+    filling, and its early steps are the user's too.
     """
     n = len(times)
-    if n < 4:
+    if n < 4 or not on_gpu:
         return 0
     ref = statistics.median(times[n // 2 :])
     k = 0
     while k < n // 2 and times[k] * TRANSIENT_RATIO < ref:
         k += 1
+    if k and statistics.median(times[:k]) * QUEUE_RATIO > ref:
+        return 0
     return k
+
+
+def steady_from(ev: WorkloadEvidence) -> int:
+    """``steady_start`` of the evidence's steps."""
+    return steady_start(ev.step_times_ms, ran_on_gpu(ev))
 
 
 def step_time(ev: WorkloadEvidence) -> float:
     """The mean steady step: the window's time over its steps, every stall included."""
-    times = ev.step_times_ms[steady_start(ev.step_times_ms) :]
+    times = ev.step_times_ms[steady_from(ev) :]
     return statistics.fmean(times) if times else 0.0
 
 
 def median_step(ev: WorkloadEvidence) -> float:
     """The typical steady step (the median): what a step takes when nothing stalls it."""
-    times = ev.step_times_ms[steady_start(ev.step_times_ms) :]
+    times = ev.step_times_ms[steady_from(ev) :]
     return statistics.median(times) if times else 0.0
 
 
 def stall_of(ev: WorkloadEvidence) -> Stall | None:
-    start = steady_start(ev.step_times_ms)
+    start = steady_from(ev)
     times = ev.step_times_ms[start:]
     waits = ev.data_wait_ms[start:] if len(ev.data_wait_ms) == len(ev.step_times_ms) else None
     ld = ev.loader or LoaderInfo()
@@ -277,7 +290,7 @@ def ran_on_gpu(ev: WorkloadEvidence) -> bool:
 
 def steady_steps(ev: WorkloadEvidence) -> list[int]:
     """Indices of the steady steps: every step after the leading transients, stalls included."""
-    return list(range(steady_start(ev.step_times_ms), len(ev.step_times_ms)))
+    return list(range(steady_from(ev), len(ev.step_times_ms)))
 
 
 def _mean_at(xs: list[float], idx: list[int]) -> float:

@@ -22,7 +22,7 @@ from ..rules.workload import (
     WorkloadEvidence,
     analyse,
     median_step,
-    steady_start,
+    steady_from,
 )
 from .calibration import UNSEEN_FACTOR_FORWARD, unseen_factor
 from .call_sites import CallSite, in_library
@@ -420,7 +420,7 @@ def build_report(w: Watch) -> Report:
         kernels.update(stats.kernels_dict())
     if nvml_util is not None:
         kernels["nvml_util_pct_mean"] = round(nvml_util, 1)
-    steady = steady_start(ev.step_times_ms)
+    steady = steady_from(ev)
     kernels["steady_from_step"] = steady + 1
     cost = window_cost(w, clean[steady:], read_ms)
     if cost:
