@@ -8,9 +8,10 @@ Each pattern is a loop shape met in public training code: several optimizers (a 
 an optimizer made every step, one replaced after training the head, a model per fold, a
 wrapping optimizer), gradient accumulation, LBFGS's closure, activation checkpointing,
 GradScaler and autocast, a teacher and a student, a siamese pair, manual SGD with a clipped
-LSTM, a loader with workers, an evaluation pass every few steps, torch.compile, autoregressive
-decoding. Each runs once under ``gpusight.watch`` (no ``steps``: the whole loop, the profiler
-window off so that every step is timed alike) and records its own end of each iteration;
+LSTM, a loader with workers, Accelerate, an evaluation pass every few steps, torch.compile,
+autoregressive decoding, an encoder and a decoder called in turn. Each runs once under
+``gpusight.watch`` (no ``steps``: the whole loop, the profiler window off so that every step
+is timed alike) and records its own end of each iteration;
 the table compares the report's measured steps with the iterations past the warm-up and its
 mean step with the script's mean iteration over the same steps. Writes
 ``OUT/training-patterns.json`` and ``-table.txt``; prints the table.
@@ -302,6 +303,14 @@ def _patterns(torch: Any, dev: str) -> dict[str, tuple[Callable[[int, Marks], No
                 tok = m(tok).argmax(-1)
                 marks.append(now())
 
+    def encode_decode(n: int, marks: Marks) -> None:
+        enc = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64)).to(dev).eval()
+        dec = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 8)).to(dev).eval()
+        with torch.no_grad():
+            for _ in range(n):
+                dec(enc(x)).argmax(-1)
+                marks.append(now())
+
     return {
         "plain": (plain, "an Adam step"),
         "opt_every_step": (opt_every_step, "a new SGD each step"),
@@ -323,6 +332,7 @@ def _patterns(torch: Any, dev: str) -> dict[str, tuple[Callable[[int, Marks], No
         "eval_every_10": (eval_every_10, "a step; 5 eval forwards every 10"),
         "compiled": (compiled, "torch.compile(model)"),
         "decode": (decode, "a model call a token"),
+        "encode_decode": (encode_decode, "an encoder's call, then a decoder's"),
     }
 
 

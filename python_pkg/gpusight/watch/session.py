@@ -49,6 +49,7 @@ from typing import Any
 from ..report import Report
 from . import call_shim
 from .calibration import Calibration, calibrate
+from .call_cycle import Cycle, find_cycle
 from .call_sites import CallSite, SiteCounts, call_site
 from .detail import DetailPlan
 from .nvml_sampler import NvmlSampler
@@ -331,6 +332,14 @@ class Watch:
         """``id`` of the optimizer whose step ends the step (``self._clock.key``, kept here for
         the hooks' one comparison)."""
         self._clock = OptimizerClock()
+        self._calls: list[int] = []
+        """The outermost modules' keys, call by call, until the round is known."""
+        self._cycle: Cycle | None = None
+        """The round of outermost model calls that a step is (``call_cycle.py``), once known."""
+        self._closer: int | None = None
+        """The module whose call ends a step, where the loop calls several in turn."""
+        self._cycle_extra = 0
+        """Warm-up steps added while the round was looked for."""
         self._opt_open: list[int] = []
         """``id``s of the optimizers whose step is under way, outermost first."""
         self._opt_frames: list[Any] = []
@@ -883,6 +892,18 @@ class Watch:
         """
         n = rec.completed
         transition = False
+        if not self._switched and self._cycle is None:
+            if rec.kind != "forward":
+                # A backward or an optimizer step ends the steps: model calls never do.
+                self._cycle, self._calls = Cycle(1, None), []
+                rec.warmup -= self._cycle_extra
+                self._cycle_extra = 0
+            elif n >= max(1, rec.warmup) and len(set(self._calls)) > 1:
+                # The loop calls several models, and which call ends a round of them is not
+                # known yet: one more warm-up step (a call, until then), at most
+                # ``2 * MAX_PERIOD`` calls in all.
+                rec.warmup = n + 1
+                self._cycle_extra += 1
         if not self._switched and n >= max(1, rec.warmup):
             self._switch_hooks()
             transition = True
@@ -1125,14 +1146,35 @@ class Watch:
             rec.window.framework.append((self._fwd_t0, t))
         info = self._fwd_top_info
         # Once an optimizer or backward ends the steps, a forward never does: no boundary call.
-        if (
-            info is None
-            or info.n_params == 0
-            or rec.kind in _DRIVE_PAST_FORWARD
-            or not self._boundary("forward", t)
-        ):
+        if info is None or info.n_params == 0 or rec.kind in _DRIVE_PAST_FORWARD:
+            cur.overhead_ns += perf_counter_ns() - t
+            return None
+        key = id(module)
+        if self._cycle is None:
+            self._note_call(key)
+        closer = self._closer
+        if (closer is not None and key != closer) or not self._boundary("forward", t):
             cur.overhead_ns += perf_counter_ns() - t
         return None
+
+    def _note_call(self, key: int) -> None:
+        """An outermost model call ended, before the round of calls is known (``call_cycle``)."""
+        calls = self._calls
+        calls.append(key)
+        cycle = find_cycle(calls)
+        if cycle is None and self._switched:
+            # The warm-up ended first (a warm-up of one step): each call ends a step.
+            cycle = Cycle(1, None)
+        if cycle is None:
+            return
+        self._cycle, self._calls = cycle, []
+        self._closer = cycle.closer
+        if cycle.closer is not None:
+            names = [type(self._top_modules[k]).__name__ for k in calls[: cycle.period]]
+            self.notes.append(
+                f"the loop calls {cycle.period} models in turn ({', '.join(names)}): a step is "
+                f"one round of them, ended by the last one's call"
+            )
 
     def _adopt_compiled(self, spaces: Sequence[Mapping[str, Any]]) -> None:
         """Models compiled in place before the watch began (``model.compile()`` in an earlier
@@ -1201,6 +1243,11 @@ class Watch:
         (``_top_nested``), so this is an outermost call, and the step's boundary."""
         rec = self._rec
         if rec is None or rec.kind != "forward":
+            return
+        closer = self._closer
+        if closer is not None and id(module) != closer:
+            # A call within the round (``call_cycle.py``): the step goes on.
+            rec.current.overhead_ns += dispatch_ns + perf_counter_ns() - t
             return
         if self._in_run:
             self._close_run()
