@@ -98,3 +98,15 @@ def test_a_training_loop_that_calls_two_models_keeps_its_warm_up() -> None:
     rec = w.recorder
     assert rec is not None and rec.kind == "optimizer"
     assert rec.warmup == 2 and rec.measured == 28
+
+
+def test_a_round_whose_last_model_is_not_hooked_leaves_a_step_a_call() -> None:
+    """Only the first ``MAX_TOP_MODULES`` outermost modules are hooked after the warm-up: a
+    round ended by another would end no step, so each call ends one (and naming it is no
+    error)."""
+    model = small_model()
+    w = Watch(warmup=2, profile_steps=0, stop_after_steps=False, device_types=("meta",))
+    w._top_modules = {1: model}
+    for key in (1, 2, 1, 2):
+        w._note_call(key)
+    assert w._cycle == Cycle(1, None) and w._closer is None

@@ -72,11 +72,11 @@ ADOPT_INNER = 64
 compiled in place (``Watch._adopt_compiled``)."""
 MAX_TOP_MODULES = 8
 MAX_RUN = 64
-MAX_OPT_DEPTH = 64
-"""Frames looked up from an optimizer step for the steps it runs inside."""
 """At most this many light steps end as one run (``Watch._start_run``): what reads the recorder
 between the watch's own boundaries (a trainer callback's step count) lags by no more, and so
 does the end of a measuring that waits for its window to be long enough (``min_window_s``)."""
+MAX_OPT_DEPTH = 64
+"""Frames looked up from an optimizer step for the steps it runs inside."""
 LONG_STEP_NS = 1_000_000_000
 
 _ACTIVE: Watch | None = None
@@ -1167,10 +1167,15 @@ class Watch:
             cycle = Cycle(1, None)
         if cycle is None:
             return
+        if cycle.closer is not None and cycle.closer not in self._top_modules:
+            # Past the outermost modules the watch hooks (``MAX_TOP_MODULES``): its calls
+            # would not be seen after the warm-up.
+            cycle = Cycle(1, None)
         self._cycle, self._calls = cycle, []
         self._closer = cycle.closer
         if cycle.closer is not None:
-            names = [type(self._top_modules[k]).__name__ for k in calls[: cycle.period]]
+            top = self._top_modules
+            names = [type(top[k]).__name__ if k in top else "?" for k in calls[: cycle.period]]
             self.notes.append(
                 f"the loop calls {cycle.period} models in turn ({', '.join(names)}): a step is "
                 f"one round of them, ended by the last one's call"
