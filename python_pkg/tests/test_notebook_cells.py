@@ -228,14 +228,17 @@ def test_a_logging_line_that_syncs_is_changed_in_the_cell_that_ran_it(ip: Any) -
 def test_tf32_from_the_cell_what_if_goes_into_the_training_cell_below_its_magic() -> None:
     import dataclasses
 
+    from gpusight.knobs import by_name
     from gpusight.rerun.plan import Arm
-    from gpusight.rerun.results import _patched
+
+    tf32 = by_name("tf32")
+    assert tf32 is not None
 
     source = "%%gpusight --what-if\n" + FORWARD_LOOP
     cell = CellSource(source, FORWARD_LOOP + "\n", 4, offset=1, execution_count=9)
     cell.torch_alias = "th"
     arm = Arm("tf32", "TF32", {"tf32": True}, "cfg.tf32_disabled")
-    f = _patched(Fix(text="TF32"), arm, {"forward_cell": dataclasses.asdict(cell)})
+    f = tf32.fix(arm, None, {"forward_cell": dataclasses.asdict(cell)})
     assert f.cell is not None and f.cell.label == "cell [9]"
     lines = f.cell.patched.splitlines()
     assert lines[0] == "%%gpusight --what-if"
@@ -245,5 +248,5 @@ def test_tf32_from_the_cell_what_if_goes_into_the_training_cell_below_its_magic(
     # A cell that sets the precision itself: no change offered.
     sets = "th.set_float32_matmul_precision('high')\n" + FORWARD_LOOP
     own = CellSource(sets, sets + "\n", 5)
-    g = _patched(Fix(text="TF32"), arm, {"forward_cell": dataclasses.asdict(own)})
+    g = tf32.fix(arm, None, {"forward_cell": dataclasses.asdict(own)})
     assert g.cell is None

@@ -192,14 +192,22 @@ def run(args: argparse.Namespace) -> int:
 
     rank = dist.rank_env()  # under torchrun: every rank writes its report, rank 0 merges them
     started = dist.begin(rank, args.json) if rank is not None else 0.0
+    from ..knobs.batch_args import Recorder
+
+    # A what-if's runs (they write facts) look for the batch size among the script's options.
+    batch_arg = Recorder().install() if args.facts else None
     try:
         code = _execute(script, args.args, w)
     finally:
+        if batch_arg is not None:
+            batch_arg.uninstall()
         if injected is not None:
             injected.undo()  # the process usually ends here; not when run in-process (tests)
     report = w.report
     if args.facts:
-        _write_facts(w, injected, args.facts, time.monotonic() - t_start)
+        found = batch_arg.result(args.args) if batch_arg is not None else None
+        extra = {"batch_arg": found.as_dict() if found is not None else None}
+        _write_facts(w, injected, args.facts, time.monotonic() - t_start, extra)
     if report is not None and rank is not None:
         dist.finish(
             report,
@@ -251,10 +259,12 @@ def _execute(script: str, script_args: list[str], context: Any) -> int:
     return code
 
 
-def _write_facts(w: Any, injected: Any, path: str, wall_s: float) -> None:
+def _write_facts(
+    w: Any, injected: Any, path: str, wall_s: float, extra: dict[str, Any] | None = None
+) -> None:
     from ..rerun.facts import from_watch
 
-    facts = from_watch(w, wall_s)
+    facts = {**from_watch(w, wall_s), **(extra or {})}
     if injected is not None:
         facts["injected"] = injected.applied
         facts["inject_notes"] = injected.notes

@@ -30,14 +30,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .plan import Arm, Group, beyond_cores, combine, plan, sweep_goes_on
+from ..knobs import by_name, run_items, script_args, took_effect
+from ..knobs.gain_rule import MIN_GAIN, beyond_bound, threshold
+from .plan import Arm, Group, combine, plan, sweep_goes_on
+
+__all__ = ["MIN_GAIN", "Driver", "Outcome", "RunResult", "ScriptRunner", "judge"]
 
 # Measured steps per run (at least), seconds of measured steps (at least / at most).
 STEPS = 20
 MIN_WINDOW_S = 2.0
 MAX_WINDOW_S = 8.0
-# A change wins when it gains more than the noise, and at least this much.
-MIN_GAIN = 1.05
 # Two control runs further apart than this get a third.
 CONTROLS_AGREE_PCT = 10.0
 # What a run may take beyond its forecast before it is stopped.
@@ -54,6 +56,9 @@ class RunResult:
     report: dict[str, Any] | None = None
     facts: dict[str, Any] | None = None
     error: str | None = None
+    items_override: int | None = None
+    """Items per step as the change makes them, where that needs the baseline's count
+    (``Knob.items``; the driver sets it)."""
 
     @property
     def run(self) -> dict[str, Any]:
@@ -82,10 +87,11 @@ class RunResult:
 
     @property
     def items(self) -> int | None:
-        """Items per step; with ``replicate`` the model saw ``k`` times the batch the watch
-        counted (the watch sees the script's inputs, before the change repeats them)."""
+        """Items per step: the watch's count, or as the change makes them (``Knob.items``)."""
+        if self.items_override:
+            return self.items_override
         v = self.run.get("items_per_step")
-        return int(v) * int(self.changes.get("replicate") or 1) if v else None
+        return run_items(self.changes, int(v), None) if v else None
 
     @property
     def steps(self) -> int:
@@ -138,13 +144,16 @@ def _tail(path: Path, n: int = 2) -> str:
     return " | ".join(lines[-n:])[-300:]
 
 
+OOM = "out of memory"
+
+
 def _reason(rc: int, log: Path) -> str:
     tail = _tail(log)
     if "out of memory" in tail.lower() or "OutOfMemoryError" in tail:
-        return "out of memory"
+        return OOM
     if rc < 0:
         return f"stopped by signal {-rc}"
-    return f"the script exited with {rc}" + (f": {tail}" if tail else "")
+    return f"crashed: the script exited with {rc}" + (f": {tail}" if tail else "")
 
 
 Runner = Callable[[str, dict[str, Any], bool, float], RunResult]
@@ -197,7 +206,7 @@ class ScriptRunner:
             cmd.append("--lean")
         if changes:
             cmd += ["--inject", json.dumps(changes)]
-        cmd += [self.script, *self.args]
+        cmd += [self.script, *script_args(self.args, changes)]
         t = time.monotonic()
         with open(log, "wb") as out:
             proc = subprocess.Popen(
@@ -234,8 +243,8 @@ def judge(res: RunResult) -> RunResult:
         return res
     if not res.step_ms or res.steps < 3:
         res.error = "the code ended before enough measured steps"
-    elif res.changes and not _applied(res.facts, res.changes):
-        res.error = "the change did not take effect (" + _unapplied(res.changes) + ")"
+    elif res.changes and (why := took_effect(res.facts, res.changes)) is not None:
+        res.error = f"the change did not take effect ({why})"
     else:
         res.ok = True
     return res
@@ -332,83 +341,115 @@ class Driver:
         # steps per second then, which the changes that keep the batch compare fairly on (the
         # batch changes are not planned without a known batch).
         items0 = ref.items or 1
-        ips0 = ref.items_per_s(items0)
         # Within a run: twice the mean step's standard error. Between runs: a second control
         # at the end, where the budget allows (the profiled baseline is no control: the
         # profiler's after-effects slow its first measured steps).
         out.noise_pct = 2.0 * ref.sem_pct()
-        if ips0 is None:
+        if ref.items_per_s(items0) is None:
             return
-        groups: list[Group] = plan(base.facts)
         winners: list[Arm] = []
-        for g in groups:
-            gains: list[float | None] = []
-            best: tuple[float, Arm] | None = None
-            first = len(out.arms)  # this group's runs are out.arms[first:]
-            for arm in g.arms:
-                if arm.skipped:
-                    out.arms.append((arm, None))
-                    continue
-                if g.sweep and not sweep_goes_on(gains):
-                    arm.skipped = "the sweep stopped at its knee (no gain past the point before)"
-                    out.arms.append((arm, None))
-                    continue
-                # A batch sweep's steps so far say how its next step grows.
-                seen = [
-                    (a.slowdown, r)
-                    for a, r in out.arms[first:]
-                    if r is not None and r.ok and r.step_ms and a.slowdown > 1.0
-                ]
-                need = self.forecast_s(ref, arm, seen)
-                if need > self.left_s():
-                    arm.skipped = (
-                        f"over the budget: needs ~{need:.0f} s, {max(0.0, self.left_s()):.0f} s "
-                        "left (raise --budget)"
-                    )
-                    out.arms.append((arm, None))
-                    continue
-                res = self.run_one(
-                    arm.label, arm.changes, profile=False,
-                    timeout_s=min(TIMEOUT_FACTOR * need + TIMEOUT_PAD_S, self.left_s() + 10.0),
-                )  # fmt: skip
-                out.arms.append((arm, res))
-                ips = res.items_per_s(items0) if res.ok else None
-                gain = ips / ips0 if ips else None
-                gains.append(gain)
-                if gain is not None and (best is None or gain > best[0]):
-                    best = (gain, arm)
-                if g.name == "workers" and arm is g.arms[-1] and gain is not None:
-                    ran = [
-                        (int(a.changes["num_workers"]), x)
-                        for a, x in zip(
-                            [a for a in g.arms if not a.skipped and "num_workers" in a.changes],
-                            gains,
-                            strict=False,
-                        )
-                        if x is not None
-                    ]
-                    more = beyond_cores(ran, int(base.facts.get("cpu_count") or 1))
-                    if more is not None:
-                        g.arms.append(more)
-            if best is not None and best[0] >= max(MIN_GAIN, 1.0 + out.noise_pct / 100.0):
+        for g in plan(base.facts):
+            best = self._group(out, g, ref, items0)
+            if best is not None and best[0] >= threshold(out.noise_pct):
                 winners.append(best[1])
             for _arm, got in out.arms[-len(g.arms) :] if g.arms else []:
                 if got is not None and got.ok:
                     out.noise_pct = max(out.noise_pct, 2.0 * got.sem_pct())
         if len(winners) >= 2:
-            fake = Arm("together", "all winners together", combine(winners),
-                       slowdown=max(a.slowdown for a in winners))  # fmt: skip
-            need = self.forecast_s(ref, fake)
-            if need <= self.left_s():
-                res = self.run_one(
-                    "all winners together: " + ", ".join(a.label for a in winners),
-                    fake.changes, profile=False,
-                    timeout_s=min(TIMEOUT_FACTOR * need + TIMEOUT_PAD_S, self.left_s() + 10.0),
-                )  # fmt: skip
-                out.together = (winners, res)
-            else:
-                out.together = (winners, None)
+            self._together(out, winners, ref, items0)
         self._second_control(out, ref, items0)
+
+    def _group(
+        self, out: Outcome, g: Group, ref: RunResult, items0: int
+    ) -> tuple[float, Arm] | None:
+        """Run a group's arms (a sweep while it gains); its best (gain, arm)."""
+        ips0 = ref.items_per_s(items0) or 0.0
+        gains: list[float | None] = []
+        ran: list[RunResult] = []
+        best: tuple[float, Arm] | None = None
+        first = len(out.arms)  # this group's runs are out.arms[first:]
+        for arm in g.arms:
+            if arm.skipped:
+                out.arms.append((arm, None))
+                continue
+            if g.sweep and not sweep_goes_on(gains):
+                arm.skipped = _why_stopped(ran[-1] if ran else None)
+                out.arms.append((arm, None))
+                continue
+            # A batch sweep's steps so far say how its next step grows.
+            seen = [
+                (a.slowdown, r)
+                for a, r in out.arms[first:]
+                if r is not None and r.ok and r.step_ms and a.slowdown > 1.0
+            ]
+            need = self.forecast_s(ref, arm, seen)
+            if need > self.left_s():
+                arm.skipped = (
+                    f"over the budget: needs ~{need:.0f} s, {max(0.0, self.left_s()):.0f} s "
+                    "left (raise --budget)"
+                )
+                out.arms.append((arm, None))
+                continue
+            res = self._measure(out, arm, ref, items0, need)
+            out.arms.append((arm, res))
+            ran.append(res)
+            ips = res.items_per_s(items0) if res.ok else None
+            gain = ips / ips0 if ips and ips0 else None
+            gains.append(gain)
+            if gain is not None and (best is None or gain > best[0]):
+                best = (gain, arm)
+            knob = by_name(g.name)
+            if g.sweep and knob is not None and arm is g.arms[-1] and gain is not None:
+                more = knob.extend(g, gains, int((out.baseline.facts or {}).get("cpu_count") or 1))
+                if more is not None:
+                    g.arms.append(more)
+        return best
+
+    def _measure(
+        self, out: Outcome, arm: Arm, ref: RunResult, items0: int, need: float
+    ) -> RunResult:
+        """One arm's run; a gain past what its extra items can explain is measured again, and
+        a second such gain does not count (the run timed something else)."""
+        res = self._run_arm(arm, ref, need)
+        for attempt in range(2):
+            gain = _gain(res, ref, items0)
+            # Only a batch change alone has a bound: other changes gain on their own.
+            if gain is None or arm.group != "batch":
+                return res
+            if not beyond_bound(gain, arm.items_factor, out.noise_pct):
+                return res
+            if attempt == 0 and need <= self.left_s():
+                self.progress(f"{gain:.2f}x from {arm.items_factor:g}x the items: measuring again")
+                res = self._run_arm(arm, ref, need)
+                continue
+            res.ok = False
+            res.error = (
+                f"suspect: {gain:.2f}x from {arm.items_factor:g}x the items per step is more "
+                "than the larger batch can explain; not counted"
+            )
+        return res
+
+    def _run_arm(self, arm: Arm, ref: RunResult, need: float) -> RunResult:
+        res = self.run_one(
+            arm.label, arm.changes, profile=False,
+            timeout_s=min(TIMEOUT_FACTOR * need + TIMEOUT_PAD_S, self.left_s() + 10.0),
+        )  # fmt: skip
+        v = res.run.get("items_per_step")
+        res.items_override = run_items(arm.changes, int(v) if v else None, ref.items)
+        return res
+
+    def _together(self, out: Outcome, winners: list[Arm], ref: RunResult, items0: int) -> None:
+        fake = Arm("together", "all winners together", combine(winners),
+                   slowdown=max(a.slowdown for a in winners),
+                   items_factor=max(a.items_factor for a in winners),
+                   scope="compute_only" if any(a.scope == "compute_only" for a in winners)
+                   else "end_to_end")  # fmt: skip
+        need = self.forecast_s(ref, fake)
+        if need > self.left_s():
+            out.together = (winners, None)
+            return
+        fake.label = "all winners together: " + ", ".join(a.label for a in winners)
+        out.together = (winners, self._measure(out, fake, ref, items0, need))
 
     def _second_control(self, out: Outcome, ref: RunResult, items0: int | None) -> None:
         """Run-to-run noise: the control again, when the budget allows; a third time when the
@@ -436,43 +477,26 @@ class Driver:
                 break
 
 
+def _gain(res: RunResult, ref: RunResult, items0: int) -> float | None:
+    ips, ips0 = res.items_per_s(items0) if res.ok else None, ref.items_per_s(items0)
+    return ips / ips0 if ips and ips0 else None
+
+
+def _why_stopped(last: RunResult | None) -> str:
+    """Why a sweep ran no further point: its last point failed, or gained too little."""
+    if last is not None and not last.ok:
+        if last.error == OOM:
+            return "not run: the point before ran out of memory"
+        return f"not run: the point before did not run ({last.error})"
+    return "the sweep stopped at its knee (no gain past the point before)"
+
+
 def _read(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text("utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
-
-
-# A change took effect when the run's injection says so under one of these names.
-_APPLIED_AS = {
-    "num_workers": "loader",
-    "pin_memory": "loader",
-    "persistent_workers": "loader",
-    "prefetch_factor": "loader",
-    "batch_size": "loader",
-    "autocast": "autocast",
-    "channels_last": "channels_last",
-    "to_device": "to_device",
-    "replicate": "replicate",
-    "tf32": "tf32",
-    "cudnn_benchmark": "cudnn_benchmark",
-}
-
-
-def _applied(facts: dict[str, Any] | None, changes: dict[str, Any]) -> bool:
-    applied = (facts or {}).get("injected") or {}
-    return all(applied.get(_APPLIED_AS.get(k, k)) for k in changes)
-
-
-def _unapplied(changes: dict[str, Any]) -> str:
-    kinds = sorted({_APPLIED_AS.get(k, k) for k in changes})
-    hints = {
-        "loader": "no DataLoader took the setting: a batch sampler, or no DataLoader at all",
-        "replicate": "the model's inputs have no batch dimension to grow",
-        "to_device": "the model was already there",
-    }
-    return "; ".join(hints.get(k, k) for k in kinds)
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:

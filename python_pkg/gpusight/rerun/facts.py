@@ -11,7 +11,12 @@ import dataclasses
 import os
 from typing import TYPE_CHECKING, Any
 
-from ..watch.report_builder import forward_site, forward_source, loader_source
+from ..watch.report_builder import (
+    batches_per_step,
+    forward_site,
+    forward_source,
+    loader_source,
+)
 
 if TYPE_CHECKING:
     from ..watch.session import Watch
@@ -54,6 +59,7 @@ def from_watch(w: Watch, wall_s: float | None = None) -> dict[str, Any]:
             "persistent_workers": ld.persistent_workers,
             "prefetch_factor": ld.prefetch_factor,
             "batches": ld.calls,
+            "batches_per_step": batches_per_step(ld.calls, rec.completed if rec else 0),
             "batches_per_epoch": ld.batches_per_epoch,
             "epoch_start_ms": (
                 round(sum(ld.epoch_start_ns) / len(ld.epoch_start_ns) / 1e6, 3)
@@ -85,6 +91,9 @@ def from_watch(w: Watch, wall_s: float | None = None) -> dict[str, Any]:
             "autocast_dtype": main.autocast_dtype,
             "batch_size": main.batch_size,
             "grad_enabled": main.grad_enabled,
+            "input_dim0s": sorted(main.input_dim0s),
+            "input_opaque": sorted(main.input_opaque),
+            "input_shape": main.input_shape,
         },
         "flags": {k: v for k, v in flags.items() if isinstance(v, (bool, str)) or v is None},
         "finding_ids": [f.id for f in rep.findings] if rep is not None else [],

@@ -1,34 +1,26 @@
 """Changes applied to an unmodified script from outside, in the process that runs it.
 
 ``gpusight run --what-if`` re-runs the user's script once per candidate change; each re-run is
-a fresh ``gpusight run --inject CHANGES`` process in which :func:`install` patches what the
-change touches before the script starts:
-
-* DataLoader settings (``num_workers``, ``pin_memory``, ``persistent_workers``,
-  ``prefetch_factor``, ``batch_size``): the arguments of every DataLoader the script builds;
-* the model (the first top-level module with parameters that the script calls; from its
-  second call on, through hooks of its own that see keyword inputs too, as ``model(**batch)``):
-  bf16 autocast around its forward, ``channels_last``, a move to the GPU (inputs moved in,
-  outputs moved back where the inputs came from, so the script's own loss and targets still
-  match), or its batch grown by repeating each input along the batch dimension (outputs cut
-  back to the script's batch: the work per step grows, the script sees the shapes it expects);
-* torch flags (TF32, ``cudnn.benchmark``), set at the model's first call, after the script's
-  own settings.
+a fresh ``gpusight run --inject CHANGES`` process in which :func:`install` lets each knob of the
+registry (``knobs/``) that the changes name take effect before the script starts: the
+DataLoader's arguments, torch flags, and the model (the first top-level module with parameters
+that the script calls; from its second call on, through hooks of its own that see keyword inputs
+too, as ``model(**batch)``). Around each of the model's outermost calls the knobs change its
+inputs in registry order and its outputs back in the reverse order, so that the script sees the
+shapes and devices it expects.
 
 Everything is undone by :func:`Injected.undo` (the process ends anyway; tests run it in-process).
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-LOADER_KEYS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "batch_size")
-MODEL_KEYS = ("autocast", "channels_last", "to_device", "replicate", "tf32", "cudnn_benchmark")
-KNOWN_KEYS = frozenset(LOADER_KEYS + MODEL_KEYS)
+from ..knobs import KNOWN_KEYS, LOADER_KEYS, REGISTRY, Knob
+
+__all__ = ["KNOWN_KEYS", "LOADER_KEYS", "InjectError", "Injected", "check", "install"]
 
 
 class InjectError(ValueError):
@@ -40,15 +32,10 @@ def check(changes: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(changes) - KNOWN_KEYS)
     if unknown:
         raise InjectError(f"unknown change(s): {', '.join(unknown)}")
-    for key in ("num_workers", "prefetch_factor", "batch_size", "replicate"):
-        v = changes.get(key)
-        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
-            raise InjectError(f"{key} must be a non-negative integer, got {v!r}")
-    for key in ("batch_size", "replicate", "prefetch_factor"):
-        if changes.get(key) == 0:
-            raise InjectError(f"{key} must be at least 1")
-    if changes.get("autocast") not in (None, "bfloat16", "float16"):
-        raise InjectError("autocast must be 'bfloat16' or 'float16'")
+    for knob in REGISTRY:
+        problem = knob.validate(changes)
+        if problem:
+            raise InjectError(problem)
     return changes
 
 
@@ -76,73 +63,37 @@ def install(changes: dict[str, Any]) -> Injected:
     import torch
 
     inj = Injected(dict(check(changes)))
-    loader = {k: changes[k] for k in LOADER_KEYS if changes.get(k) is not None}
-    if loader:
-        _patch_loader(torch, loader, inj)
-    if any(changes.get(k) for k in MODEL_KEYS):
-        _ModelHooks(torch, changes, inj).install()
+    knobs = [k for k in REGISTRY if k.owns(changes)]
+    hooks = _ModelHooks(torch, changes, inj, knobs)
+    for knob in knobs:
+        knob.install(hooks)
+    if any(k.needs_model(changes) for k in knobs):
+        hooks.install()
     return inj
-
-
-# -- DataLoader ------------------------------------------------------------------------------
-def _patch_loader(torch: Any, loader: dict[str, Any], inj: Injected) -> None:
-    cls = torch.utils.data.DataLoader
-    orig = cls.__init__
-    sig = inspect.signature(orig)
-
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        try:
-            bound = sig.bind(self, *args, **kwargs)
-        except TypeError:
-            orig(self, *args, **kwargs)
-            return
-        a = bound.arguments
-        changed = False
-        for key, value in loader.items():
-            if key == "batch_size" and (a.get("batch_sampler") is not None or a.get(key) is None):
-                continue  # a batch sampler (or batch_size=None) fixes the batch itself
-            if key == "pin_memory" and not torch.cuda.is_available():
-                continue
-            a[key] = value
-            changed = True
-        if a.get("num_workers", 0) == 0:
-            # These need workers; torch refuses them without.
-            a.pop("persistent_workers", None)
-            a.pop("prefetch_factor", None)
-        if changed:
-            inj.hit("loader")
-        orig(*bound.args, **bound.kwargs)
-
-    __init__.__wrapped__ = orig  # type: ignore[attr-defined]
-    cls.__init__ = __init__
-    inj._undo.append(lambda: setattr(cls, "__init__", orig))
-
-
-# -- the model -------------------------------------------------------------------------------
-def _pinned_copy(t: Any, device: Any) -> Any:
-    """``t`` on ``device``, pinned first: a CUDA copy from pageable memory waits for the GPU's
-    queue, a host sync a step that the fix's pinned batches do not pay (on the H200, cpu_model's
-    moved model measured 3.6x with pageable inputs, 4.7x pinned; its fix 6.2-7.9x)."""
-    if device.type == "cuda" and t.device.type == "cpu" and not t.is_pinned():
-        t = t.pin_memory()
-    return t.to(device, non_blocking=True)
 
 
 class _ModelHooks:
     """Global forward hooks find the model (the first top-level module with parameters called)
     and come off once that call returns: on every module of every step they would take torch's
     slow call path, which a launch-bound step pays in the changed runs only (a gain measured
-    short). Hooks on the model itself apply the changes around each of its outermost calls."""
+    short). Hooks on the model itself apply the knobs around each of its outermost calls."""
 
-    def __init__(self, torch: Any, changes: dict[str, Any], inj: Injected) -> None:
-        from ..whatif.loaders import batch_len, map_tensors
+    def __init__(
+        self, torch: Any, changes: dict[str, Any], inj: Injected, knobs: list[Knob] | None = None
+    ) -> None:
+        from ..whatif.loaders import batch_len, map_tensors, tensors_of
 
         self.torch = torch
         # The batch helpers diagnose uses, held here: the model's hooks run every step.
         self.map_tensors = map_tensors
         self.batch_len = batch_len
+        self.tensors_of = tensors_of
         self.changes = changes
         self.inj = inj
+        self.knobs = sorted(
+            knobs if knobs is not None else [k for k in REGISTRY if k.owns(changes)],
+            key=lambda k: k.order,
+        )
         self.depth = 0
         """Module calls in flight while the global hooks look for the model."""
         self.model_depth = 0
@@ -150,10 +101,10 @@ class _ModelHooks:
         self.global_handles: list[Any] = []
         self.model_id: int | None = None
         self.prepared = False
-        self.calls: list[tuple[Any, Any, int | None]] = []
-        """Per model call in flight: its autocast context, where its outputs go back to, and
-        the script's batch its outputs are cut back to."""
+        self.calls: list[list[Callable[[Any], Any]]] = []
+        """Per model call in flight: what each knob does to its output, in the order to do it."""
         self.device: Any = None
+        """Where the model was moved to (``to_device``), if it moved."""
         self.relaid = False
         """The model's weights changed layout (``channels_last``) after the script built its
         optimizer."""
@@ -161,7 +112,7 @@ class _ModelHooks:
         """Optimizers whose state was looked at after the model moved (see
         ``_optimizer_follows``)."""
         self.batch: int | None = None
-        """The script's own batch, seen at the model's first call (with ``replicate``)."""
+        """The script's own batch, seen at the model's first changed call (inputs repeated)."""
 
     def install(self) -> None:
         from torch.nn.modules import module as nn_module
@@ -171,9 +122,7 @@ class _ModelHooks:
         self.global_handles = [pre, post]
         self.inj._undo.append(pre.remove)
         self.inj._undo.append(post.remove)
-        if int(self.changes.get("replicate") or 1) > 1:
-            self._patch_copies()
-        if self.changes.get("to_device") or self.changes.get("channels_last"):
+        if any(k.moves_parameters for k in self.knobs):
             from torch.optim import optimizer as optim_mod
 
             handle = optim_mod.register_optimizer_step_pre_hook(self._optimizer_follows)
@@ -225,62 +174,6 @@ class _ModelHooks:
                     state[name] = torch.empty_like(p, dtype=v.dtype).copy_(v)
                     self.inj.hit("optimizer_state_relaid")
 
-    def _patch_copies(self) -> None:
-        """With ``replicate``: a batch copied from the host costs what a batch ``k`` times
-        larger would. The script's own copy is made as before (its shapes stay the script's),
-        then a host tensor ``k`` times larger is built and copied too, and dropped: gathering
-        and copying a larger batch is then in the measured step, not only its compute."""
-        torch = self.torch
-        k = int(self.changes["replicate"])
-        hooks = self
-        for name in ("to", "cuda"):
-            orig = getattr(torch.Tensor, name)
-
-            def copy(t: Any, *args: Any, _orig: Any = orig, **kwargs: Any) -> Any:
-                out = _orig(t, *args, **kwargs)
-                b = hooks.batch
-                if (
-                    b
-                    and out is not t
-                    and isinstance(out, torch.Tensor)
-                    and t.device.type == "cpu"
-                    and out.device.type != "cpu"
-                    and t.dim() > 0
-                    and t.shape[0] == b
-                ):
-                    _orig(t.repeat(k, *([1] * (t.dim() - 1))), *args, **kwargs)
-                    hooks.inj.hit("replicate_copy")
-                return out
-
-            setattr(torch.Tensor, name, copy)
-            self.inj._undo.append(functools.partial(setattr, torch.Tensor, name, orig))
-
-    def _prepare(self, module: Any) -> None:
-        """Once, before the model's first changed call: flags, layout and device."""
-        torch, ch = self.torch, self.changes
-        self.prepared = True
-        if ch.get("tf32"):
-            torch.backends.cuda.matmul.allow_tf32 = True
-            torch.backends.cudnn.allow_tf32 = True
-            torch.set_float32_matmul_precision("high")
-            self.inj.hit("tf32")
-        if ch.get("cudnn_benchmark"):
-            torch.backends.cudnn.benchmark = True
-            self.inj.hit("cudnn_benchmark")
-        if ch.get("to_device"):
-            dev = torch.device(ch["to_device"])
-            if next(module.parameters()).device != dev:
-                # In place: the optimizer keeps the same Parameter objects.
-                module.to(dev)
-                self.device = dev
-                self.inj.hit("to_device")
-            else:
-                self.inj.notes.append(f"the model was already on {dev}")
-        if ch.get("channels_last"):
-            module.to(memory_format=torch.channels_last)
-            self.relaid = True
-            self.inj.hit("channels_last")
-
     def pre(self, module: Any, args: Any) -> None:
         """Global: track the call depth, and find the model at its first top-level call. The
         changes go on hooks of the model's own (they see keyword arguments, as in
@@ -317,55 +210,21 @@ class _ModelHooks:
         self.model_depth = depth + 1
         if depth != 0:
             return None
-        torch, ch, map_tensors = self.torch, self.changes, self.map_tensors
         if not self.prepared:
-            self._prepare(module)
-        new: Any = (args, kwargs)
-        back: Any = None
-        if self.device is not None:
-            devs: list[Any] = []
-
-            def move(t: Any) -> Any:
-                if t.device != self.device:
-                    devs.append(t.device)
-                    return _pinned_copy(t, self.device)
-                return t
-
-            new = map_tensors(new, move)
-            back = devs[0] if devs else None
-        if ch.get("channels_last"):
-            new = map_tensors(
-                new,
-                lambda t: t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t,
-            )
-        cut: int | None = None
-        k = int(ch.get("replicate") or 1)
-        if k > 1:
-            b = self.batch_len(new)
-            if b and self.batch is None:
-                self.batch = b
-            if b:
-                new = map_tensors(
-                    new,
-                    lambda t: (
-                        t.repeat(k, *([1] * (t.dim() - 1)))
-                        if t.dim() > 0 and t.shape[0] == b
-                        else t
-                    ),
-                )
-                cut = b
-                self.inj.hit("replicate")
-        ctx = None
-        if ch.get("autocast"):
-            dtype = getattr(torch, ch["autocast"])
-            dev_type = next(module.parameters()).device.type
-            ctx = torch.autocast(dev_type, dtype=dtype)
-            ctx.__enter__()
-            self.inj.hit("autocast")
-        self.calls.append((ctx, back, cut))
-        if new[0] is args and new[1] is kwargs:
+            self.prepared = True
+            for knob in self.knobs:
+                knob.prepare(self, module)
+        call: Any = (args, kwargs)
+        afters: list[Callable[[Any], Any]] = []
+        for knob in self.knobs:
+            call, after = knob.before(self, module, call)
+            if after is not None:
+                afters.append(after)
+        afters.reverse()
+        self.calls.append(afters)
+        if call[0] is args and call[1] is kwargs:
             return None
-        return tuple(new[0]), dict(new[1])
+        return tuple(call[0]), dict(call[1])
 
     def model_post(self, module: Any, args: Any, kwargs: Any, output: Any) -> Any:
         # The model's very first call had no pre-hook of ours yet: nothing to count or undo.
@@ -374,17 +233,9 @@ class _ModelHooks:
         self.model_depth -= 1
         if self.model_depth != 0 or not self.calls:
             return None
-        map_tensors = self.map_tensors
-        ctx, back, cut = self.calls.pop()
-        if ctx is not None:
-            ctx.__exit__(None, None, None)
-        if cut is not None:
-            k = int(self.changes["replicate"])
-            output = map_tensors(
-                output,
-                lambda t: t[:cut] if t.dim() > 0 and t.shape[0] == cut * k else t,
-            )
-        if back is not None:
-            output = map_tensors(output, lambda t: t.to(back))
-            self.inj.hit("outputs_back")
-        return output if (cut is not None or back is not None) else None
+        afters = self.calls.pop()
+        if not afters:
+            return None
+        for after in afters:
+            output = after(output)
+        return output

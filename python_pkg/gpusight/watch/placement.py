@@ -25,6 +25,14 @@ class ModuleInfo:
     autocast: bool = False
     autocast_dtype: str | None = None
     grad_enabled: bool | None = None
+    input_dim0s: set[int] = field(default_factory=set)
+    """The leading sizes of the tensors the model was called with (positional arguments): one
+    size is a batch-first call; several (a graph's ``edge_index``, a recurrent state) are not."""
+    input_opaque: set[str] = field(default_factory=set)
+    """Types of positional arguments that are neither tensors nor plain containers of them (a
+    graph batch object): their tensors' batch dimension is not known."""
+    input_shape: list[int] | None = None
+    """The first input tensor's shape, at the first call."""
 
 
 def _layout(t: Any) -> bool | None:
@@ -77,11 +85,29 @@ def _tensors(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> list[Any]:
     return out
 
 
+_PLAIN = (int, float, bool, str, bytes, type(None))
+
+
+def _structure(info: ModuleInfo, args: tuple[Any, ...], tensors: list[Any]) -> None:
+    """What a batch-size change would have to grow consistently (``input_dim0s``)."""
+    import torch
+
+    for a in args:
+        if isinstance(a, (torch.Tensor, list, tuple, dict, *_PLAIN)):
+            continue
+        info.input_opaque.add(type(a).__name__)
+    info.input_dim0s.update(int(t.shape[0]) for t in tensors if t.dim() > 0)
+    if info.input_shape is None and tensors:
+        info.input_shape = [int(n) for n in tensors[0].shape]
+
+
 def observe_call(info: ModuleInfo, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> None:
     import torch
 
     info.calls += 1
     tensors = _tensors(args, kwargs)
+    if info.calls <= 2:
+        _structure(info, args, tensors)
     for t in tensors:
         info.input_devices.add(t.device.type)
     if tensors:

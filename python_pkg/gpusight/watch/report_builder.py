@@ -179,6 +179,31 @@ def _gpu_window(s: WindowStats) -> GpuWindow:
     )
 
 
+def batches_per_step(batches: int, steps: int) -> int | None:
+    """Loader batches a step takes (gradient accumulation takes several), when a loader feeds
+    the steps: about one batch a step or more; None when it does not (a loader read once, an
+    evaluation loader beside batches made in the loop)."""
+    if steps <= 0 or batches < 0.8 * steps:
+        return None
+    return max(1, round(batches / steps))
+
+
+def items_per_step(w: Watch, model_batch: int | None) -> int | None:
+    """The items a step processes as the script counts them: the loader's batch (graphs,
+    sequences, images) times its batches a step where a loader feeds the steps, else the
+    leading size of the model's first input."""
+    loaders = sorted(w.collected.loaders.values(), key=lambda s: -s.calls)
+    ld = loaders[0] if loaders else None
+    rec = w.recorder
+    if ld is not None and ld.batch_size and rec is not None:
+        per = batches_per_step(ld.calls, rec.completed)
+        if per is not None:
+            return int(ld.batch_size) * per
+    if model_batch:
+        return model_batch
+    return ld.batch_size if ld is not None else None
+
+
 def _placement(w: Watch) -> Placement | None:
     mods = [m for m in w.collected.modules.values() if m.calls > 0]
     if not mods:
@@ -528,9 +553,7 @@ def build_report(w: Watch) -> Report:
         run["step_time_spread_ms"] = spread
     if result.stall is not None:
         run["stall"] = result.stall.as_dict()
-    items = ev.placement.batch_size if ev.placement else None
-    if items is None and ev.loader is not None:
-        items = ev.loader.batch_size
+    items = items_per_step(w, ev.placement.batch_size if ev.placement else None)
     if items:
         run["items_per_step"] = items
     epochs = ev.epoch_starts

@@ -1,0 +1,90 @@
+"""The changes a what-if measures, one module per knob, and the registry that holds them.
+
+Each knob (``base.Knob``) holds its facts, arms and sweep points, how it takes effect in a re-run
+of the unmodified script or cell, how the re-run shows it took effect, its finding and its fix.
+``rerun/`` plans, injects and reports through this registry; ``gain_rule`` is the one rule for
+what counts as a gain.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .autocast import Autocast
+from .base import Arm, Group, Knob, Situation
+from .batch import Batch
+from .channels_last import ChannelsLast
+from .compile import Compile
+from .cudnn_benchmark import CudnnBenchmark
+from .loader import LOADER_KEYS, LoaderSettings, Workers
+from .tf32 import Tf32
+from .to_device import ToDevice
+
+REGISTRY: tuple[Knob, ...] = (
+    ToDevice(),
+    Workers(),
+    LoaderSettings(),
+    Batch(),
+    Autocast(),
+    Tf32(),
+    ChannelsLast(),
+    CudnnBenchmark(),
+    Compile(),
+)
+KNOWN_KEYS = frozenset(k for knob in REGISTRY for k in knob.keys)
+
+
+def by_name(name: str) -> Knob | None:
+    return next((k for k in REGISTRY if k.name == name), None)
+
+
+def owners(changes: dict[str, Any]) -> list[Knob]:
+    """The knobs whose keys ``changes`` sets, in registry order."""
+    return [k for k in REGISTRY if any(key in changes for key in k.keys)]
+
+
+def title(finding_id: str) -> str | None:
+    return next((k.titles[finding_id] for k in REGISTRY if finding_id in k.titles), None)
+
+
+def script_args(args: list[str], changes: dict[str, Any]) -> list[str]:
+    """The script's command line for a re-run with ``changes``."""
+    for knob in owners(changes):
+        args = knob.script_args(args, changes)
+    return args
+
+
+def run_items(changes: dict[str, Any], counted: int | None, base: int | None) -> int | None:
+    """Items per step of a re-run with ``changes`` (``Knob.items``)."""
+    for knob in owners(changes):
+        counted = knob.items(changes, counted, base)
+    return counted
+
+
+def took_effect(facts: dict[str, Any] | None, changes: dict[str, Any]) -> str | None:
+    """Why a re-run with ``changes`` shows one of them not taking effect (None: all did)."""
+    why = [w for k in owners(changes) if (w := k.took_effect(facts, changes))]
+    return "; ".join(dict.fromkeys(why)) or None
+
+
+def plan_groups(facts: dict[str, Any]) -> list[Group]:
+    s = Situation.of(facts)
+    return [g for knob in REGISTRY for g in knob.groups(s)]
+
+
+__all__ = [
+    "KNOWN_KEYS",
+    "LOADER_KEYS",
+    "REGISTRY",
+    "Arm",
+    "Group",
+    "Knob",
+    "Situation",
+    "by_name",
+    "owners",
+    "plan_groups",
+    "run_items",
+    "script_args",
+    "title",
+    "took_effect",
+]

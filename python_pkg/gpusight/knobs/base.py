@@ -1,0 +1,161 @@
+"""What a knob is: a change a what-if measures, with everything it needs in one place.
+
+A knob plans its arms from the baseline run's facts (``groups``), checks the values it is given
+(``validate``), takes effect in a re-run of the unmodified script (``install`` once at the
+start, ``prepare`` once at the model's first changed call, ``before`` around each of its
+outermost calls, ``script_args`` on the command line), says how a re-run shows that it took
+effect (``applied_as``), and turns a measured arm into the fix a user applies (``fix``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+if TYPE_CHECKING:
+    from ..report import Fix
+
+Scope = Literal["end_to_end", "compute_only"]
+
+
+@dataclass
+class Arm:
+    group: str
+    label: str
+    changes: dict[str, Any]
+    finding_id: str | None = None
+    skipped: str | None = None
+    slowdown: float = 1.0
+    """How much longer than the baseline one step may take (the batch grows): for forecasts."""
+    items_factor: float = 1.0
+    """How many times the baseline's items a step of this arm processes (a larger batch)."""
+    scope: Scope = "end_to_end"
+    """``compute_only``: the arm times the model on the same inputs repeated, not the user's
+    loop at a larger batch; its gain is not the script's end to end."""
+
+
+@dataclass
+class Group:
+    name: str
+    priority: float
+    arms: list[Arm] = field(default_factory=list)
+    sweep: bool = False
+
+
+@dataclass
+class Situation:
+    """The baseline's facts as the knobs plan from them."""
+
+    facts: dict[str, Any]
+    cuda: bool
+    loader: dict[str, Any] | None
+    model: dict[str, Any] | None
+    flags: dict[str, Any]
+    cores: int
+    ids: set[str]
+    mode: str | None
+    data_share: float
+    host_share: float
+    compute_share: float
+
+    @classmethod
+    def of(cls, facts: dict[str, Any]) -> Situation:
+        return cls(
+            facts=facts,
+            cuda=bool(facts.get("cuda")),
+            loader=facts.get("loader") or None,
+            model=facts.get("model") or None,
+            flags=facts.get("flags") or {},
+            cores=int(facts.get("cpu_count") or 1),
+            ids=set(facts.get("finding_ids") or []),
+            mode=facts.get("step_mode"),
+            data_share=share(facts, "data_wait"),
+            host_share=share(facts, "launch_overhead", "other_cpu", "sync_stall"),
+            compute_share=share(facts, "compute"),
+        )
+
+
+def share(facts: dict[str, Any], *keys: str) -> float:
+    """The share of the baseline's step, in %, that the breakdown's ``keys`` took."""
+    split = facts.get("breakdown_ms") or {}
+    total = sum(float(v or 0.0) for v in split.values())
+    if total <= 0:
+        return 0.0
+    return 100.0 * sum(float(split.get(k) or 0.0) for k in keys) / total
+
+
+After = Callable[[Any], Any]
+"""Given the model call's output, the output the script gets (the change undone around it)."""
+
+
+class Knob:
+    """A change a what-if measures. Subclasses set the names and override what they use."""
+
+    name: str = ""
+    """The what-if group its arms are in (a report row's ``params.group``)."""
+    keys: tuple[str, ...] = ()
+    """The change keys it owns (``gpusight run --inject`` takes them)."""
+    applied_as: str = ""
+    """The re-run's injection count that says the change took effect."""
+    unapplied: str = ""
+    """Why a change of this knob might not take effect, for a row that says it did not."""
+    titles: ClassVar[dict[str, str]] = {}
+    """A finding's title, by id, for a measured gain the watch raised no finding for."""
+    order: int = 50
+    """Around the model's call: a lower order's ``before`` runs first, its ``after`` last."""
+    moves_parameters: bool = False
+    """Its ``prepare`` moves or relays the model's parameters (an optimizer's state follows)."""
+
+    def groups(self, s: Situation) -> list[Group]:
+        return []
+
+    def validate(self, changes: dict[str, Any]) -> str | None:
+        """What is wrong with this knob's values in ``changes`` (None: nothing)."""
+        return None
+
+    def owns(self, changes: dict[str, Any]) -> bool:
+        return any(changes.get(k) for k in self.keys)
+
+    def needs_model(self, changes: dict[str, Any]) -> bool:
+        """Whether the change acts on the model's calls (the re-run then hooks them)."""
+        return False
+
+    def applied_name(self, key: str) -> str:
+        return self.applied_as or key
+
+    def took_effect(self, facts: dict[str, Any] | None, changes: dict[str, Any]) -> str | None:
+        """Why a re-run with ``changes`` does not show this knob's change (None: it does)."""
+        applied = (facts or {}).get("injected") or {}
+        if any(k in changes and not applied.get(self.applied_name(k)) for k in self.keys):
+            return self.unapplied or self.name
+        return None
+
+    def install(self, hooks: Any) -> None:
+        """At the re-run's start (``hooks``: the model-call runner of ``rerun/inject.py``)."""
+
+    def prepare(self, hooks: Any, module: Any) -> None:
+        """Once, before the model's first changed call."""
+
+    def before(self, hooks: Any, module: Any, call: Any) -> tuple[Any, After | None]:
+        """Around each outermost model call: ``call`` is ``(args, kwargs)``; returns the call to
+        make and what to do with its output (None: nothing)."""
+        return call, None
+
+    def items(self, changes: dict[str, Any], counted: int | None, base: int | None) -> int | None:
+        """Items per step of a re-run with ``changes``, from the watch's count in it and the
+        baseline's: the watch's count unless the change makes the step's items differ from it."""
+        return counted
+
+    def extend(self, group: Group, gains: list[float | None], cores: int) -> Arm | None:
+        """One more point for a sweep that has run all its arms (None: it ends there)."""
+        return None
+
+    def script_args(self, args: list[str], changes: dict[str, Any]) -> list[str]:
+        """The script's command line for a re-run with ``changes``."""
+        return args
+
+    def fix(self, arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
+        from ..report import Fix
+
+        return Fix(text=arm.label)

@@ -1,0 +1,129 @@
+"""The batch size as the script takes it on its command line: found in the run that watches the
+script (the argparse options it parses from ``sys.argv``, else ``sys.argv`` itself), and set in
+a re-run's arguments, as the user would pass it.
+
+An option counts when its name says batch size (``--batch-size``, ``--batch_size``, ``-b``
+beside one, ``--bs``, ``--per_device_train_batch_size``, ...) and its value is a positive
+integer. A batch sampler's size, a config file's or a hard-coded one is not seen here: the
+DataLoader's ``batch_size`` is the knob then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+_LONG = re.compile(
+    r"^--(?:train[-_])?(?:per[-_]device[-_](?:train[-_])?)?(?:mini[-_]?)?batch(?:[-_]?size)?$"
+    r"|^--bs$"
+)
+_DEST = re.compile(r"^(?:train_)?(?:per_device_(?:train_)?)?(?:mini_?)?batch(?:_?size)?$|^bs$")
+
+
+@dataclass
+class BatchArg:
+    option: str
+    """The option as the re-run passes it (its first long spelling)."""
+    aliases: list[str]
+    """Every spelling of it, looked for in the arguments to replace."""
+    value: int
+    source: str
+    """``argparse`` (read from the script's parser) or ``argv`` (read from ``sys.argv``)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _is_batch_action(action: argparse.Action) -> bool:
+    longs = [o for o in action.option_strings if o.startswith("--")]
+    if not longs and not _DEST.match(action.dest or ""):
+        return False
+    return any(_LONG.match(o) for o in longs) or bool(_DEST.match(action.dest or ""))
+
+
+def from_parser(parser: argparse.ArgumentParser, namespace: Any) -> BatchArg | None:
+    """The batch option of a parser that parsed the script's ``sys.argv``, with its value."""
+    for action in parser._actions:
+        if not action.option_strings or not _is_batch_action(action):
+            continue
+        value = getattr(namespace, action.dest, None)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            continue
+        longs = [o for o in action.option_strings if o.startswith("--")]
+        option = (longs or action.option_strings)[0]
+        return BatchArg(option, list(action.option_strings), int(value), "argparse")
+    return None
+
+
+def from_argv(argv: list[str]) -> BatchArg | None:
+    """A batch option written in the arguments themselves (a script without argparse)."""
+    for i, a in enumerate(argv):
+        name, eq, val = a.partition("=")
+        if not _LONG.match(name):
+            continue
+        raw = val if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+        if raw.isdigit() and int(raw) > 0:
+            return BatchArg(name, [name], int(raw), "argv")
+    return None
+
+
+def with_value(args: list[str], arg: dict[str, Any], value: int) -> list[str]:
+    """The script's arguments with the batch option set to ``value`` (every spelling of it
+    replaced; appended when the script ran with its default)."""
+    aliases = set(arg.get("aliases") or [arg["option"]])
+    out: list[str] = []
+    found = False
+    i = 0
+    while i < len(args):
+        a = args[i]
+        name, eq, _ = a.partition("=")
+        if name in aliases and eq:
+            out.append(f"{name}={value}")
+            found = True
+        elif a in aliases and i + 1 < len(args):
+            out += [a, str(value)]
+            found = True
+            i += 1
+        else:
+            out.append(a)
+        i += 1
+    if not found:
+        out += [str(arg["option"]), str(value)]
+    return out
+
+
+class Recorder:
+    """While installed, the first batch option parsed from ``sys.argv`` is kept in ``found``."""
+
+    def __init__(self) -> None:
+        self.found: BatchArg | None = None
+        self._orig: Callable[..., Any] | None = None
+
+    def install(self) -> Recorder:
+        cls = argparse.ArgumentParser
+        orig = cls.parse_known_args
+        rec = self
+
+        def parse_known_args(parser: Any, args: Any = None, namespace: Any = None) -> Any:
+            out = orig(parser, args, namespace)
+            if rec.found is None and args is None:
+                try:
+                    rec.found = from_parser(parser, out[0])
+                except Exception:  # reading the parser is a nicety; the script's parse stands
+                    pass
+            return out
+
+        self._orig = orig
+        cls.parse_known_args = parse_known_args  # type: ignore[method-assign,assignment]
+        return self
+
+    def uninstall(self) -> None:
+        if self._orig is not None:
+            argparse.ArgumentParser.parse_known_args = self._orig  # type: ignore[method-assign]
+            self._orig = None
+
+    def result(self, script_args: list[str]) -> BatchArg | None:
+        return self.found or from_argv(script_args)

@@ -1,0 +1,53 @@
+"""channels_last for a convolutional model and its 4-d inputs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from .base import After, Arm, Group, Knob, Situation
+
+if TYPE_CHECKING:
+    from ..report import Fix
+
+FINDING = "load.channels_last"
+
+
+class ChannelsLast(Knob):
+    name = "channels_last"
+    keys = ("channels_last",)
+    applied_as = "channels_last"
+    titles: ClassVar[dict[str, str]] = {FINDING: "channels_last makes the convolutions faster"}
+    order = 20
+    moves_parameters = True
+
+    def needs_model(self, changes: dict[str, Any]) -> bool:
+        return self.owns(changes)
+
+    def groups(self, s: Situation) -> list[Group]:
+        m = s.model
+        if not s.cuda or not m or not m.get("has_conv") or m.get("channels_last"):
+            return []
+        weight = 0.95 if FINDING in s.ids else 0.5
+        arm = Arm("channels_last", "channels_last for the model and its inputs",
+                  {"channels_last": True}, FINDING)  # fmt: skip
+        return [Group("channels_last", s.compute_share * weight, [arm])]
+
+    def prepare(self, hooks: Any, module: Any) -> None:
+        module.to(memory_format=hooks.torch.channels_last)
+        hooks.relaid = True
+        hooks.inj.hit("channels_last")
+
+    def before(self, hooks: Any, module: Any, call: Any) -> tuple[Any, After | None]:
+        cl = hooks.torch.channels_last
+        return hooks.map_tensors(
+            call, lambda t: t.contiguous(memory_format=cl) if t.dim() == 4 else t
+        ), None
+
+    def fix(self, arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
+        from ..fixes import fix
+        from ..rules.workload import channels_last_fix
+        from .user_lines import forward_source
+
+        f = fix("Use channels_last for the model and its inputs.", "memory.channels_last")
+        inputs = ((facts.get("model") or {}).get("input_channels_last")) is False
+        return channels_last_fix(f, forward_source(facts), inputs)

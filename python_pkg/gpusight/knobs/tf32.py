@@ -1,0 +1,63 @@
+"""TF32 for float32 matmuls and convolutions."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from .base import Arm, Group, Knob, Situation
+
+if TYPE_CHECKING:
+    from ..report import Fix
+
+FINDING = "cfg.tf32_disabled"
+MIN_COMPUTE_SHARE = 20.0
+
+
+def tf32_on(flags: dict[str, Any]) -> bool:
+    return bool(flags.get("matmul.allow_tf32")) or flags.get("float32_matmul_precision") in (
+        "high",
+        "medium",
+    )
+
+
+class Tf32(Knob):
+    name = "tf32"
+    keys = ("tf32",)
+    applied_as = "tf32"
+    titles: ClassVar[dict[str, str]] = {FINDING: "TF32 makes the float32 matmuls faster"}
+
+    def needs_model(self, changes: dict[str, Any]) -> bool:
+        return self.owns(changes)
+
+    def groups(self, s: Situation) -> list[Group]:
+        if not s.cuda or not s.model or tf32_on(s.flags) or s.compute_share < MIN_COMPUTE_SHARE:
+            return []
+        # Under autocast the matmuls and convolutions already run in half precision: TF32
+        # reaches only what autocast leaves in float32, so it goes after the changes the
+        # watch's findings point at (on the H200 conv_nchw_amp's TF32 run took the budget that
+        # its channels_last finding needed).
+        weight = 0.2 if s.model.get("autocast") else 0.9
+        arm = Arm("tf32", "TF32 for float32 matmuls and convolutions", {"tf32": True}, FINDING)
+        return [Group("tf32", s.compute_share * weight, [arm])]
+
+    def prepare(self, hooks: Any, module: Any) -> None:
+        torch = hooks.torch
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+        torch.set_float32_matmul_precision("high")
+        hooks.inj.hit("tf32")
+
+    def fix(self, arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
+        from ..fixes import fix
+        from ..fixes.statement_patches import tf32_cell_text, tf32_patch
+        from .user_lines import patched_statement
+
+        f = fix("Allow TF32 for float32 matmuls and convolutions.", "torch.enable_tf32")
+        # After the import torch of the file that calls the model, else of the loader's.
+        return patched_statement(
+            f,
+            facts,
+            lambda src: tf32_cell_text(src.compiled, src.torch_alias or "torch"),
+            lambda text, _line, shown: tf32_patch(text, shown),
+            [facts.get("forward_site"), facts.get("loader_site")],
+        )

@@ -1,0 +1,79 @@
+"""Where a measured change meets the user's own lines: the DataLoader call, the line that calls
+the model, a file's ``import torch``, a notebook cell. The knobs' fixes patch them here."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..fixes.cell_patch import CellSource, with_cell_fix, with_statement_cell_fix
+from ..fixes.patch import loader_patch
+from ..fixes.patch_files import read_text, with_patch
+from ..rules.workload import CodeSource
+
+if TYPE_CHECKING:
+    from ..report import Fix
+    from .base import Arm
+
+_LOADER_ARGS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "batch_size")
+
+
+def site_text(site: dict[str, Any]) -> str | None:
+    try:
+        return read_text(str(site["file"]))
+    except (OSError, UnicodeDecodeError, KeyError):
+        return None
+
+
+def forward_source(facts: dict[str, Any]) -> CodeSource | None:
+    """The line that calls the model, as the rules' fixes take it: its notebook cell, else its
+    file's text (a cell's own file is not on disk: its text is then empty)."""
+    site = facts.get("forward_site") or {}
+    cell = facts.get("forward_cell")
+    text = site_text(site) if site.get("file") else None
+    if text is None and not cell:
+        return None
+    return CodeSource(str(site.get("shown") or ""), text or "", int(site.get("line") or 0),
+                      CellSource(**cell) if cell else None)  # fmt: skip
+
+
+def patched_loader(f: Fix, arm: Arm, facts: dict[str, Any]) -> Fix:
+    """The DataLoader call's arguments changed as the arm ran them: in its notebook cell, else
+    in its file."""
+    site = facts.get("loader_site") or {}
+    values = {k: v for k, v in arm.changes.items() if k in _LOADER_ARGS}
+    cell = facts.get("loader_cell")
+    if values and cell and with_cell_fix(f, CellSource(**cell), values):
+        return f  # a notebook's loader: its cell changed, and the statement to run
+    if not values or not site.get("file"):
+        return f
+    text = site_text(site)
+    if text is None:
+        return f
+    shown = str(site["shown"])
+    return with_patch(f, loader_patch(text, int(site["line"]), shown, values), {shown: text})
+
+
+def patched_statement(
+    f: Fix,
+    facts: dict[str, Any],
+    cell_text: Any,
+    file_patch: Any,
+    sites: list[dict[str, Any] | None],
+) -> Fix:
+    """A statement-level change: in the notebook cell that calls the model (``cell_text(src)``
+    gives the cell's new text), else in the first of ``sites``' files where ``file_patch(text,
+    line, shown)`` makes a diff."""
+    cell = facts.get("forward_cell")
+    if cell:
+        src = CellSource(**cell)
+        if with_statement_cell_fix(f, src, cell_text(src)):
+            return f
+    for site in (s for s in sites if s and s.get("file")):
+        text = site_text(site)
+        if text is None:
+            continue
+        shown = str(site["shown"])
+        patch = file_patch(text, int(site["line"]), shown)
+        if patch:
+            return with_patch(f, patch, {shown: text})
+    return f
