@@ -16,7 +16,9 @@ class ChannelsLast(Knob):
     name = "channels_last"
     keys = ("channels_last",)
     applied_as = "channels_last"
-    titles: ClassVar[dict[str, str]] = {FINDING: "channels_last makes the convolutions faster"}
+    titles: ClassVar[dict[str, str]] = {
+        "load.channels_last": "channels_last makes the convolutions faster"
+    }
     order = 20
     moves_parameters = True
 

@@ -17,7 +17,7 @@ class CudnnBenchmark(Knob):
     keys = ("cudnn_benchmark",)
     applied_as = "cudnn_benchmark"
     titles: ClassVar[dict[str, str]] = {
-        FINDING: "cudnn.benchmark picks faster convolution algorithms"
+        "cfg.cudnn_benchmark_off": "cudnn.benchmark picks faster convolution algorithms"
     }
 
     def needs_model(self, changes: dict[str, Any]) -> bool:

@@ -85,7 +85,7 @@ class Workers(Knob):
     keys = ("num_workers",)
     applied_as = "loader"
     unapplied = UNAPPLIED
-    titles: ClassVar[dict[str, str]] = {FINDING: "The input pipeline sets the pace"}
+    titles: ClassVar[dict[str, str]] = {"load.input_bound": "The input pipeline sets the pace"}
 
     def groups(self, s: Situation) -> list[Group]:
         if s.loader is None or s.data_share < MIN_DATA_SHARE:
@@ -134,7 +134,7 @@ class LoaderSettings(Knob):
     keys = ("pin_memory", "persistent_workers", "prefetch_factor")
     applied_as = "loader"
     unapplied = UNAPPLIED
-    titles: ClassVar[dict[str, str]] = {FINDING: "The input pipeline sets the pace"}
+    titles: ClassVar[dict[str, str]] = {"load.input_bound": "The input pipeline sets the pace"}
 
     def groups(self, s: Situation) -> list[Group]:
         if s.loader is None or s.data_share < MIN_DATA_SHARE:

@@ -24,7 +24,9 @@ class Tf32(Knob):
     name = "tf32"
     keys = ("tf32",)
     applied_as = "tf32"
-    titles: ClassVar[dict[str, str]] = {FINDING: "TF32 makes the float32 matmuls faster"}
+    titles: ClassVar[dict[str, str]] = {
+        "cfg.tf32_disabled": "TF32 makes the float32 matmuls faster"
+    }
 
     def needs_model(self, changes: dict[str, Any]) -> bool:
         return self.owns(changes)

@@ -27,7 +27,7 @@ class ToDevice(Knob):
     applied_as = "to_device"
     unapplied = "the model was already there"
     titles: ClassVar[dict[str, str]] = {
-        FINDING: "The model runs on the CPU although a GPU is available"
+        "code.cpu_model": "The model runs on the CPU although a GPU is available"
     }
     order = 10  # inputs move first; outputs go back last
     moves_parameters = True
