@@ -134,6 +134,8 @@ class Outcome:
     noise_note: str = "within-run"
     runs: int = 0
     """Re-runs made (the baseline and the controls included)."""
+    plan: list[str] = field(default_factory=list)
+    """The planned groups in the order they run, each with its arms: said before the first."""
 
 
 def _tail(path: Path, n: int = 2) -> str:
@@ -348,7 +350,12 @@ class Driver:
         if ref.items_per_s(items0) is None:
             return
         winners: list[Arm] = []
-        for g in plan(base.facts):
+        groups = plan(base.facts)
+        out.plan = [f"{g.name} ({len(g.arms)})" for g in groups]
+        self.progress(
+            "plan: " + (", ".join(out.plan) or "no change to try") + ", then the winners together"
+        )
+        for g in groups:
             best = self._group(out, g, ref, items0)
             if best is not None and best[0] >= threshold(out.noise_pct):
                 winners.append(best[1])

@@ -187,6 +187,8 @@ def _summarise(report: Report, out: Outcome, rows: list[WhatIf], threshold: floa
         f"{out.budget_s:.0f} s budget; each compares items per second over the measured steps "
         f"with the control run's (noise ±{out.noise_pct:.1f}%, {out.noise_note})"
     )
+    if out.plan:
+        note += "; planned in this order (arms): " + ", ".join(out.plan)
     spread = _epoch_spread(out)
     if spread:
         note += "; " + spread
