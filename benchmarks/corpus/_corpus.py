@@ -1,0 +1,96 @@
+"""Shared by the corpus scripts: arguments, device choice and the script's own clock.
+
+Each corpus script is a training or inference loop written the way users of its library write
+one (timm, torchvision, transformers, torch_geometric, Lightning, torchaudio, accelerate), on
+synthetic data built in the script (nothing downloaded: models from configs, no weights). Its
+module-level names say what it is:
+
+* ``LIBRARY``: the library the loop is written against;
+* ``LABEL``: one line, what the workload is and what holds it back;
+* ``EXPECTED``: ``{"bottleneck": <verdict id>, "pick": <what-if group matching --fix or None>}``;
+* ``FIX``: one line, what ``--fix`` changes in the script (the truth a what-if is held to).
+
+The script counts its own items (images, graphs, sequences: what its users count) and times
+itself from outside the step, host time between step ends after ``--warmup`` steps, the device
+drained at the end of a run that finishes. It prints one line ``CORPUS_RESULT {json}`` when it
+ends, also when ``gpusight run --steps`` ends it early: ``items_per_s`` is the timed steps'
+items over their time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from types import TracebackType
+
+import torch
+
+
+def parser(doc: str | None, iters: int = 60) -> argparse.ArgumentParser:
+    """The shared arguments; a script adds its own (``--batch-size``, ...) before parsing."""
+    p = argparse.ArgumentParser(description=(doc or "").strip().splitlines()[0])
+    p.add_argument("--fix", action="store_true", help="apply the script's best fix in the script")
+    p.add_argument("--iters", type=int, default=iters, help="steps to run")
+    p.add_argument("--warmup", type=int, default=5, help="steps the script's own clock skips")
+    p.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+    return p
+
+
+def pick_device(name: str | None) -> torch.device:
+    if name:
+        return torch.device(name)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class Clock:
+    """``with Clock(name, args, device) as clock: ... clock.mark(items)`` after each step;
+    ``clock.done()`` after the last one drains the device first (a run that ends early, under
+    ``gpusight run --steps``, is reported without it: the watch is unwinding then)."""
+
+    def __init__(self, name: str, args: argparse.Namespace, device: torch.device) -> None:
+        self.name = name
+        self.args = args
+        self.device = device
+        self.ends: list[float] = []
+        self.items: list[int] = []
+        self.drained = False
+
+    def __enter__(self) -> Clock:
+        self.ends = [time.perf_counter()]
+        self.items = []
+        return self
+
+    def mark(self, items: int) -> None:
+        self.ends.append(time.perf_counter())
+        self.items.append(int(items))
+
+    def done(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            if self.ends:
+                self.ends[-1] = time.perf_counter()
+        self.drained = True
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        w = min(self.args.warmup, max(0, len(self.items) - 1))
+        seconds = self.ends[-1] - self.ends[w] if len(self.ends) > w + 1 else 0.0
+        items = sum(self.items[w:])
+        steps = len(self.items) - w
+        result = {
+            "name": self.name,
+            "fix": bool(self.args.fix),
+            "device": str(self.device),
+            "steps": steps,
+            "items": items,
+            "seconds": round(seconds, 6),
+            "mean_step_ms": round(1000.0 * seconds / steps, 4) if steps > 0 else None,
+            "items_per_s": round(items / seconds, 2) if seconds > 0 else None,
+            "drained": self.drained,
+        }
+        print("CORPUS_RESULT " + json.dumps(result), flush=True)
