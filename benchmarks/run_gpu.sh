@@ -16,6 +16,8 @@
 #   bash benchmarks/run_gpu.sh callbacks               (~2 min)
 #   bash benchmarks/run_gpu.sh patterns                (~2 min)
 #   bash benchmarks/run_gpu.sh multi                   (2 GPUs, ~3 min)
+#   bash benchmarks/run_gpu.sh corpus-verdict          (the corpus's truth and verdicts)
+#   CORPUS="a b" bash benchmarks/run_gpu.sh corpus-whatif   (their what-ifs against the truth)
 # Each step's output goes to the terminal and to $OUT/run_gpu.log. A step may write
 # $OUT/<name>-table.txt: the step summary and those tables are printed last.
 # To add a check: one more `want NAME && step NAME TIMEOUT_S COMMAND...` line below.
@@ -108,6 +110,11 @@ want callbacks && step callbacks 420 "$PY" benchmarks/callbacks_gpu.py --out "$O
 # clock (each iteration synchronised).
 want patterns && step patterns 240 "$PY" benchmarks/training_patterns.py --device cuda --out "$OUT/patterns"
 want multi && step multi 240 "$PY" benchmarks/gpu_multi.py --out "$OUT"
+# The real-library corpus (corpus/): each script's truth (bare against --fix, its own clock) and,
+# in the same lease, its verdict alone (corpus-verdict) or its what-if (corpus-whatif; CORPUS="a
+# b" for some, CORPUS_BUDGET seconds each).
+want corpus-verdict && step corpus-verdict 580 "$PY" benchmarks/run_whatif.py --suite corpus --verdict-only --out "$OUT/corpus-verdict" ${CORPUS:+--only $CORPUS}
+want corpus-whatif && step corpus-whatif 580 "$PY" benchmarks/run_whatif.py --suite corpus --budget "${CORPUS_BUDGET:-180}" --out "$OUT/corpus-whatif" ${CORPUS:+--only $CORPUS}
 
 {
   echo

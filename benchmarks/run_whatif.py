@@ -73,6 +73,11 @@ def run(cmd: list[str], timeout: float) -> tuple[int, str, float]:
 
 
 def items_per_s(out: str) -> float | None:
+    """Items per second from a scenario's ``SCENARIO_RESULT`` or a corpus script's
+    ``CORPUS_RESULT`` line (its own clock)."""
+    for ln in out.splitlines():
+        if ln.startswith("CORPUS_RESULT "):
+            return json.loads(ln.split(" ", 1)[1]).get("items_per_s")
     line = next((ln for ln in out.splitlines() if ln.startswith("SCENARIO_RESULT ")), None)
     if line is None:
         return None
@@ -92,15 +97,23 @@ def watched_items_per_s(report: Path) -> float | None:
 
 
 def truth(
-    name: str, variant: list[str], iters: int, rounds: int = 2, watched: Path | None = None
+    name: str,
+    variant: list[str],
+    iters: int | None,
+    rounds: int = 2,
+    watched: Path | None = None,
+    folder: Path = SCENARIOS,
 ) -> dict[str, Any]:
     """The script bare and with ``variant``, alternating: gain in items per second. With
     ``watched`` (a folder for the reports), both run under ``gpusight run --lean``, timed as
-    the what-if's runs are: the gap between the two truths is the watch's own share."""
-    script = str(SCENARIOS / f"{name}.py")
+    the what-if's runs are: the gap between the two truths is the watch's own share. ``iters``
+    None: the script's own default number of steps and warm-up."""
+    script = str(folder / f"{name}.py")
     gains, bare_ips, fix_ips = [], [], []
     for k in range(rounds):
-        base = [sys.executable, script, "--iters", str(iters), "--warmup", "10"]
+        base = [sys.executable, script]
+        if iters is not None:
+            base += ["--iters", str(iters), "--warmup", "10"]
         if watched is not None:
             rb, rf = watched / f"{name}.bare{k}.json", watched / f"{name}.fix{k}.json"
             lean = [sys.executable, "-m", "gpusight", "run", "--quiet", "--lean",
@@ -129,9 +142,12 @@ def truth(
 def pick(report: dict[str, Any], how: str) -> dict[str, Any] | None:
     rows = [r for r in report.get("what_if", []) if r.get("speedup") and not r.get("skipped")]
     group = lambda r: (r.get("params") or {}).get("group")  # noqa: E731
-    if how in ("workers", "batch", "channels_last", "to_device"):
+    if how in ("workers", "batch", "channels_last", "to_device", "autocast", "tf32"):
         got = [r for r in rows if group(r) == how]
         return max(got, key=lambda r: r["speedup"]) if got else None
+    if how == "together":
+        tog = [r for r in rows if group(r) == "together"]
+        return tog[0] if tog else None
     if how == "loader_together":
         tog = [r for r in rows if group(r) == "together"]
         if tog:
@@ -188,6 +204,10 @@ def verify_patch(name: str, out: Path, report: Path) -> dict[str, Any]:
 
 
 def main() -> int:
+    if "--suite" in sys.argv:
+        from corpus_check import main as corpus_main
+
+        return corpus_main()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--only", nargs="*", default=None)

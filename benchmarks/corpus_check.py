@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""The real-library corpus (``corpus/``) on a GPU: the verdict, and each measured what-if against
+the truth of the same change, in one lease.
+
+For each script (its ``EXPECTED`` names the verdict and the what-if group that matches its
+``--fix``):
+
+1. the truth: the script bare and with ``--fix``, alternating (``--rounds``), items per second
+   from its own clock (``CORPUS_RESULT``);
+2. ``gpusight run --what-if --budget B`` on the unmodified script (or, with ``--verdict-only``,
+   a watched run of ``--steps``): the verdict, the row for the fix, whether the combined row
+   ran, and every row's scope and reason;
+3. error = what-if gain / true gain - 1 (target within 20 %); a skipped row says why.
+
+    PYTHONPATH=python_pkg python3 benchmarks/run_whatif.py --suite corpus --out "$OUT" \\
+        [--only NAME ...] [--budget 180] [--verdict-only]
+
+Writes OUT/<name>.json (the report), OUT/<name>.log, OUT/corpus.json (everything) and
+OUT/corpus-table.txt (the table, printed last).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from run_whatif import TARGET_PCT, pick, run, truth
+
+HERE = Path(__file__).resolve().parent
+CORPUS = HERE / "corpus"
+# A float32 step's verdict may name the cause (precision) or the state (compute): both right.
+SAME_VERDICT = {"compute": {"compute", "precision"}, "precision": {"compute", "precision"}}
+
+
+def scripts() -> dict[str, dict[str, Any]]:
+    """Each corpus script's module-level facts, read without importing it (its library may be
+    missing where this runs)."""
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted(CORPUS.glob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        meta: dict[str, Any] = {}
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target = node.targets[0]
+                if isinstance(target, ast.Name) and target.id in (
+                    "LIBRARY", "LABEL", "EXPECTED", "FIX",
+                ):  # fmt: skip
+                    meta[target.id] = ast.literal_eval(node.value)
+        out[path.stem] = meta
+    return out
+
+
+def _row_view(r: dict[str, Any]) -> dict[str, Any]:
+    keys = ("change", "speedup", "noise_pct", "skipped", "scope")
+    return {k: r.get(k) for k in keys} | {"group": (r.get("params") or {}).get("group")}
+
+
+def check(name: str, meta: dict[str, Any], args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    expected = meta.get("EXPECTED") or {}
+    script = str(CORPUS / f"{name}.py")
+    res: dict[str, Any] = {"library": meta.get("LIBRARY"), "expected": expected}
+    res["truth_fix"] = (
+        truth(name, ["--fix"], None, args.rounds, folder=CORPUS) if args.rounds > 0 else {}
+    )
+    rp = out / f"{name}.json"
+    what_if = not args.verdict_only and expected.get("pick") is not None
+    mode = ["--what-if", "--budget", str(args.budget)] if what_if else ["--steps", str(args.steps)]
+    cmd = [sys.executable, "-m", "gpusight", "run", *mode, "--json", str(rp), script,
+           "--iters", "100000"]  # fmt: skip
+    rc, log, wall = run(cmd, (args.budget if what_if else 120) + 120)
+    (out / f"{name}.log").write_text(log)
+    rep = json.loads(rp.read_text()) if rp.exists() else {}
+    verdict = (rep.get("verdict") or {}).get("bottleneck")
+    want = expected.get("bottleneck")
+    res.update(
+        rc=rc,
+        wall_s=round(wall, 1),
+        verdict=verdict,
+        verdict_ok=verdict in SAME_VERDICT.get(want, {want}),
+        summary=(rep.get("verdict") or {}).get("summary"),
+        findings=[(f.get("id"), f.get("severity")) for f in rep.get("findings", [])],
+        rows=[_row_view(r) for r in rep.get("what_if", [])],
+    )
+    res["together_ran"] = any(
+        r["group"] == "together" and r["speedup"] and not r["skipped"] for r in res["rows"]
+    )
+    row = pick(rep, expected["pick"]) if what_if and rep else None
+    res["row"] = _row_view(row) if row else None
+    gain = res["truth_fix"].get("gain")
+    if row and gain:
+        res["error_pct"] = round(100.0 * (row["speedup"] / gain - 1.0), 1)
+    print(log[-2000:], flush=True)
+    return res
+
+
+def table(results: dict[str, dict[str, Any]]) -> str:
+    lines = [
+        f"{'script':26} {'library':15} {'verdict':16} {'ok':3} {'what-if row':40} "
+        f"{'what-if':>8} {'true':>7} {'error':>7} {'wall s':>7}"
+    ]
+    for name, r in results.items():
+        row = r.get("row") or {}
+        g = (r.get("truth_fix") or {}).get("gain")
+        e = r.get("error_pct")
+        change = str(row.get("change") or ("(no knob: verdict only)" if not row else ""))
+        mark = "" if e is None else ("ok" if abs(e) <= TARGET_PCT else "MISS")
+        lines.append(
+            f"{name:26} {r.get('library')!s:15} {r.get('verdict')!s:16} "
+            f"{'yes' if r.get('verdict_ok') else 'NO':3} {change[:40]:40} "
+            f"{(row.get('speedup') or 0):8.2f} {(g or 0):7.2f} "
+            f"{(f'{e:+.1f}%' if e is not None else 'n/a'):>7} {r.get('wall_s', 0):7.1f} {mark}"
+        )
+        for skipped in (x for x in r.get("rows", []) if x.get("skipped")):
+            lines.append(f"{'':26}   skipped: {skipped['change']}: {skipped['skipped'][:90]}")
+    checked = [r for r in results.values() if r.get("verdict") is not None]
+    right = sum(1 for r in checked if r.get("verdict_ok"))
+    measured = [r for r in results.values() if r.get("error_pct") is not None]
+    inside = sum(1 for r in measured if abs(r["error_pct"]) <= TARGET_PCT)
+    tried = [r for r in results.values() if r.get("rows")]
+    together = sum(1 for r in tried if r.get("together_ran"))
+    lines += [
+        "",
+        f"verdict right: {right} of {len(checked)}; measured rows within "
+        f"±{TARGET_PCT:.0f}% of the truth: {inside} of {len(measured)}; the combined row ran on "
+        f"{together} of {len(tried)} what-ifs",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--suite", choices=["corpus"], required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument("--budget", type=float, default=180.0)
+    ap.add_argument(
+        "--rounds", type=int, default=1, help="truth rounds (bare and --fix each; 0: none)"
+    )
+    ap.add_argument("--steps", type=int, default=30, help="measured steps with --verdict-only")
+    ap.add_argument("--verdict-only", action="store_true", help="a watched run, no what-if")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    known = scripts()
+    names = args.only or list(known)
+    results: dict[str, dict[str, Any]] = {}
+    for name in names:
+        print(f"\n=== {name}", flush=True)
+        results[name] = check(name, known[name], args, out)
+        (out / "corpus.json").write_text(json.dumps(results, indent=2))
+        (out / "corpus-table.txt").write_text(table(results) + "\n")
+    print("\n" + table(results), flush=True)
+    return 0
