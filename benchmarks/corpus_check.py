@@ -10,7 +10,9 @@ For each script (its ``EXPECTED`` names the verdict and the what-if group that m
 2. ``gpusight run --what-if --budget B`` on the unmodified script (or, with ``--verdict-only``,
    a watched run of ``--steps``): the verdict, the row for the fix, whether the combined row
    ran, and every row's scope and reason;
-3. error = what-if gain / true gain - 1 (target within 20 %); a skipped row says why.
+3. error = what-if gain / true gain - 1 (target within 20 %), the truth taken at the row's own
+   size where the row set the script's batch argument (``--batch-size 16`` run bare and with
+   it); a skipped row says why.
 
     PYTHONPATH=python_pkg python3 benchmarks/run_whatif.py --suite corpus --out "$OUT" \\
         [--only NAME ...] [--budget 180] [--verdict-only]
@@ -91,7 +93,12 @@ def check(name: str, meta: dict[str, Any], args: argparse.Namespace, out: Path) 
     )
     row = pick(rep, expected["pick"]) if what_if and rep else None
     res["row"] = _row_view(row) if row else None
-    gain = res["truth_fix"].get("gain")
+    # A batch row at another size than --fix's: the truth at the row's own size, through the
+    # same argument the what-if passed.
+    arg = str(((row or {}).get("params") or {}).get("set_script_arg") or "")
+    if arg and args.rounds > 0:
+        res["truth_sized"] = truth(name, arg.split(), None, args.rounds, folder=CORPUS)
+    gain = (res.get("truth_sized") or res["truth_fix"]).get("gain")
     if row and gain:
         res["error_pct"] = round(100.0 * (row["speedup"] / gain - 1.0), 1)
     print(log[-2000:], flush=True)
@@ -105,7 +112,7 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     ]
     for name, r in results.items():
         row = r.get("row") or {}
-        g = (r.get("truth_fix") or {}).get("gain")
+        g = (r.get("truth_sized") or r.get("truth_fix") or {}).get("gain")
         e = r.get("error_pct")
         change = str(row.get("change") or ("(no knob: verdict only)" if not row else ""))
         mark = "" if e is None else ("ok" if abs(e) <= TARGET_PCT else "MISS")
