@@ -432,3 +432,33 @@ def test_a_small_batch_and_a_pageable_copy_change_the_users_dataloader_call() ->
     rep = report_of(ev)
     assert rep.finding("load.small_batch").fix.patch is None  # type: ignore[union-attr]
     assert rep.finding("code.pageable_copy").fix.patch is None  # type: ignore[union-attr]
+
+
+def test_a_one_gpu_dataparallel_beside_a_slow_loader_is_not_the_verdict() -> None:
+    # imagenet_dataparallel on the H200 (h200-run19): the loader took most of the step, the
+    # verdict named DataParallel. It stays a warn finding; the verdict is the larger cause.
+    dp = Placement(
+        module="DataParallel",
+        param_devices=["cuda"],
+        input_devices=["cuda"],
+        dataparallel=True,
+        dataparallel_devices=1,
+    )
+    slow = evidence(
+        window=gpu_window(compute=30.0, launch_overhead=5.0, other_cpu=5.0),
+        framework_ms=[40.0] * 6,
+        data_wait_ms=[60.0] * 6,
+        placement=dp,
+    )
+    rep = report_of(slow)
+    assert rep.verdict.bottleneck == "input_pipeline"
+    f = rep.finding("code.dataparallel")
+    assert f is not None and f.severity == "warn"
+    # Its loader a small share: DataParallel is still what to change first.
+    quick = evidence(
+        window=gpu_window(compute=60.0, launch_overhead=20.0, other_cpu=20.0),
+        framework_ms=[90.0] * 6,
+        data_wait_ms=[5.0] * 6,
+        placement=dp,
+    )
+    assert report_of(quick).verdict.bottleneck == "device_placement"

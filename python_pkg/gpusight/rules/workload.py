@@ -61,6 +61,13 @@ BREAKDOWN_KEYS = (
 COMPUTE_BOUND_PCT = 80.0
 # A category must hold at least this share of the step to be named the bottleneck.
 NAMED_PCT = 5.0
+# A DataParallel wrapper is the verdict unless a cause its scatter/gather cannot be (the
+# loader, host syncs, copies, collectives) holds at least this share of the step: on one GPU it
+# costs little, and imagenet_dataparallel (h200-run19) read device_placement with its own
+# loader critical.
+DP_YIELDS_PCT = 25.0
+_NOT_DP = ("data_wait", "sync_stall", "copy", "communication")
+_PLACEMENT_IDS = ("code.cpu_model", "code.device_mismatch", "code.dataparallel")
 # Tensor Cores run bf16 matmuls several times faster than float32 without them; claim a
 # conservative three quarters of that kernel time back.
 TENSOR_CORE_RECOVERY = 0.75
@@ -1162,13 +1169,8 @@ def verdict(ev: WorkloadEvidence, split: dict[str, float], found: list[Finding])
         return Verdict(
             bottleneck="none", gpu_busy_pct=busy, summary=_summary("none", split, total, busy, ev)
         )
-    ids = {f.id for f in found}
-    if ids & {"code.cpu_model", "code.device_mismatch", "code.dataparallel"}:
-        what = next(
-            f
-            for f in found
-            if f.id in ("code.cpu_model", "code.device_mismatch", "code.dataparallel")
-        )
+    what = _placement_first(found, split, total)
+    if what is not None:
         return Verdict(
             bottleneck="device_placement",
             gpu_busy_pct=busy,
@@ -1200,6 +1202,18 @@ def verdict(ev: WorkloadEvidence, split: dict[str, float], found: list[Finding])
         category = "compute"
     summary = _summary(category, split, total, busy, ev)
     return Verdict(bottleneck=category, gpu_busy_pct=busy, summary=summary)
+
+
+def _placement_first(found: list[Finding], split: dict[str, float], total: float) -> Finding | None:
+    """The placement finding the verdict names ahead of the step's split: a model or batch on
+    the wrong device always; a DataParallel wrapper unless a cause it cannot be takes more of
+    the step (``DP_YIELDS_PCT``)."""
+    placed = [f for f in found if f.id in _PLACEMENT_IDS]
+    blocker = next((f for f in placed if f.id != "code.dataparallel"), None)
+    if blocker is not None or not placed:
+        return blocker
+    other = max(_pct(split.get(k, 0.0), total) for k in _NOT_DP)
+    return None if other >= DP_YIELDS_PCT else placed[0]
 
 
 def kernels_account_for_step(ev: WorkloadEvidence, total: float) -> bool:
