@@ -307,3 +307,35 @@ def test_the_gain_rule() -> None:
     assert beyond_bound(10.0, 4.0, 5.0) and not beyond_bound(4.3, 4.0, 5.0)
     assert not beyond_bound(3.0, 1.0, 0.0)  # no extra items: no bound
     assert not sweep_goes_on([1.5, None]) and not sweep_goes_on([1.5, 1.52])
+
+
+def test_two_winners_keep_the_budget_for_their_combined_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import gpusight.rerun.driver as driver_mod
+
+    clock = [0.0]
+    monkeypatch.setattr(driver_mod.time, "monotonic", lambda: clock[0])
+    facts = {
+        "cuda": True,
+        "step_mode": "optimizer",
+        "items_per_step": 8,
+        "finding_ids": ["load.amp_unused"],
+        "breakdown_ms": {"compute": 9.0, "launch_overhead": 1.0},
+        "flags": {"cudnn.benchmark": True},
+        "model": {"param_devices": ["cuda"], "has_conv": True, "autocast": False},
+    }
+    step = {"autocast": 5.0, "tf32": 8.0, "channels_last": 9.0}
+
+    def runner(label: str, changes: dict[str, Any], profile: bool, t: float) -> RunResult:
+        clock[0] += 10.0  # every run takes 10 s of the budget
+        ms = min([step[k] for k in changes if k in step] or [10.0])
+        report = {"run": {"step_time_ms": ms, "steps": 20, "items_per_step": 8}}
+        return RunResult(label, changes, ok=True, wall_s=10.0, report=report, facts=facts)
+
+    # baseline, control, autocast, tf32: 40 s; channels_last and the combined run 10 s each.
+    out = Driver(runner, budget_s=55.0).what_if()
+    skipped = {a.group: a.skipped for a, r in out.arms if r is None}
+    assert "kept for the winners together" in (skipped.get("channels_last") or "")
+    assert out.together is not None and out.together[1] is not None and out.together[1].ok
+    assert {a.group for a in out.together[0]} == {"autocast", "tf32"}

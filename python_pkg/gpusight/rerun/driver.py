@@ -356,7 +356,7 @@ class Driver:
             "plan: " + (", ".join(out.plan) or "no change to try") + ", then the winners together"
         )
         for g in groups:
-            best = self._group(out, g, ref, items0)
+            best = self._group(out, g, ref, items0, winners)
             if best is not None and best[0] >= threshold(out.noise_pct):
                 winners.append(best[1])
             for _arm, got in out.arms[-len(g.arms) :] if g.arms else []:
@@ -367,7 +367,7 @@ class Driver:
         self._second_control(out, ref, items0)
 
     def _group(
-        self, out: Outcome, g: Group, ref: RunResult, items0: int
+        self, out: Outcome, g: Group, ref: RunResult, items0: int, winners: list[Arm]
     ) -> tuple[float, Arm] | None:
         """Run a group's arms (a sweep while it gains); its best (gain, arm)."""
         ips0 = ref.items_per_s(items0) or 0.0
@@ -394,6 +394,15 @@ class Driver:
                 arm.skipped = (
                     f"over the budget: needs ~{need:.0f} s, {max(0.0, self.left_s()):.0f} s "
                     "left (raise --budget)"
+                )
+                out.arms.append((arm, None))
+                continue
+            keep = self._together_need(ref, winners)
+            if keep and need + keep > self.left_s():
+                # Two winners are in: their combined run is the answer, and goes first.
+                arm.skipped = (
+                    f"not run: the {max(0.0, self.left_s()):.0f} s left are kept for the "
+                    f"winners together (~{keep:.0f} s; raise --budget for this one too)"
                 )
                 out.arms.append((arm, None))
                 continue
@@ -444,6 +453,14 @@ class Driver:
         v = res.run.get("items_per_step")
         res.items_override = run_items(arm.changes, int(v) if v else None, ref.items)
         return res
+
+    def _together_need(self, ref: RunResult, winners: list[Arm]) -> float:
+        """What the combined run of the winners so far will take (0 with fewer than two)."""
+        if len(winners) < 2:
+            return 0.0
+        return self.forecast_s(
+            ref, Arm("together", "", {}, slowdown=max(a.slowdown for a in winners))
+        )
 
     def _together(self, out: Outcome, winners: list[Arm], ref: RunResult, items0: int) -> None:
         fake = Arm("together", "all winners together", combine(winners),
