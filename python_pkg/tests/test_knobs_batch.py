@@ -198,6 +198,7 @@ def test_a_language_models_batch_grows_through_its_argument(tmp_path: Path) -> N
     script, facts = _baseline(tmp_path, LANGUAGE_MODEL)
     assert facts["batch_arg"]["option"] == "--batch_size" and facts["batch_arg"]["value"] == 4
     assert facts["model"]["input_shape"] == [12, 4]  # [bptt, batch]: dim 0 is not the batch
+    assert facts["items_per_step"] == 4  # sequences, as the script counts them
     arms = _batch_arms(_on_a_gpu(facts))
     assert arms[0].changes["script_arg"]["value"] == 16
     assert arms[0].label == "--batch_size 16 (the script's batch argument)"
@@ -206,6 +207,7 @@ def test_a_language_models_batch_grows_through_its_argument(tmp_path: Path) -> N
     )
     assert res.ok, res.error  # no crash: the targets grew with the batch, as the script made them
     assert res.facts is not None and res.facts["model"]["input_shape"] == [12, 16]
+    assert res.items == 16
 
 
 def test_batch_options_are_found_and_set_as_the_user_spells_them() -> None:

@@ -194,18 +194,19 @@ def run(args: argparse.Namespace) -> int:
     started = dist.begin(rank, args.json) if rank is not None else 0.0
     from ..knobs.batch_args import Recorder
 
-    # A what-if's runs (they write facts) look for the batch size among the script's options.
-    batch_arg = Recorder().install() if args.facts else None
+    # The batch size among the script's options: a what-if's knob, and a step's items where the
+    # model's input is not batch-first.
+    batch_arg = Recorder().install()
+    w.batch_hint = lambda: found.value if (found := batch_arg.result(args.args)) else None
     try:
         code = _execute(script, args.args, w)
     finally:
-        if batch_arg is not None:
-            batch_arg.uninstall()
+        batch_arg.uninstall()
         if injected is not None:
             injected.undo()  # the process usually ends here; not when run in-process (tests)
     report = w.report
     if args.facts:
-        found = batch_arg.result(args.args) if batch_arg is not None else None
+        found = batch_arg.result(args.args)
         extra = {"batch_arg": found.as_dict() if found is not None else None}
         _write_facts(w, injected, args.facts, time.monotonic() - t_start, extra)
     if report is not None and rank is not None:

@@ -204,6 +204,31 @@ def items_per_step(w: Watch, model_batch: int | None) -> int | None:
     return ld.batch_size if ld is not None else None
 
 
+def _loader_feeds(w: Watch) -> bool:
+    loaders = sorted(w.collected.loaders.values(), key=lambda s: -s.calls)
+    rec = w.recorder
+    return bool(
+        loaders
+        and loaders[0].batch_size
+        and rec is not None
+        and batches_per_step(loaders[0].calls, rec.completed) is not None
+    )
+
+
+def _hinted_batch(w: Watch) -> int | None:
+    """The command line's batch size where it is a size of the model's first input other than
+    its first (``[seq, batch]`` inputs): the script's items then, not dim 0."""
+    try:
+        value = w.batch_hint() if w.batch_hint is not None else None
+    except Exception:
+        return None
+    mods = [m for m in w.collected.modules.values() if m.calls > 0]
+    if not value or not mods:
+        return None
+    shape = max(mods, key=lambda m: (m.n_params, m.calls)).input_shape or []
+    return int(value) if value in shape[1:] and shape[:1] != [value] else None
+
+
 def _placement(w: Watch) -> Placement | None:
     mods = [m for m in w.collected.modules.values() if m.calls > 0]
     if not mods:
@@ -554,6 +579,9 @@ def build_report(w: Watch) -> Report:
     if result.stall is not None:
         run["stall"] = result.stall.as_dict()
     items = items_per_step(w, ev.placement.batch_size if ev.placement else None)
+    hinted = _hinted_batch(w)
+    if hinted is not None and not _loader_feeds(w):
+        items = hinted
     if items:
         run["items_per_step"] = items
     epochs = ev.epoch_starts

@@ -306,6 +306,9 @@ class Watch:
         self.stop_after_steps = steps is not None if stop_after_steps is None else stop_after_steps
         self.sample_interval_s = sample_interval_s
         self.label = label
+        self.batch_hint: Callable[[], int | None] | None = None
+        """The batch size the script was given on its command line (``gpusight run``), asked
+        when the report is built: the items of a step whose model input is not batch-first."""
         self.device_types = device_types
         self.sources = SourceMap(names=dict(source_names or {}))
         self._namespaces = namespaces
