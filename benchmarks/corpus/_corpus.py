@@ -14,7 +14,7 @@ The script counts its own items (images, graphs, sequences: what its users count
 itself from outside the step, host time between step ends after ``--warmup`` steps, the device
 drained at the end of a run that finishes. It prints one line ``CORPUS_RESULT {json}`` when it
 ends, also when ``gpusight run --steps`` ends it early: ``items_per_s`` is the timed steps'
-items over their time.
+items over their time. ``SyntheticImages`` is the image scripts' dataset: a seeded uint8 pool.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import time
 from types import TracebackType
 
 import torch
+from torch.utils.data import Dataset
 
 
 def parser(doc: str | None, iters: int = 60) -> argparse.ArgumentParser:
@@ -94,3 +95,21 @@ class Clock:
             "drained": self.drained,
         }
         print("CORPUS_RESULT " + json.dumps(result), flush=True)
+
+
+class SyntheticImages(Dataset[tuple[torch.Tensor, int]]):
+    """uint8 images and labels drawn once from a seeded generator; an item is a view into
+    that pool, so a fetch costs next to nothing."""
+
+    def __init__(self, length: int, size: int, pool: int = 256, classes: int = 1000) -> None:
+        g = torch.Generator().manual_seed(0)
+        self.images = torch.randint(0, 256, (pool, 3, size, size), dtype=torch.uint8, generator=g)
+        self.labels = torch.randint(0, classes, (pool,), generator=g)
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        j = index % len(self.images)
+        return self.images[j], int(self.labels[j])

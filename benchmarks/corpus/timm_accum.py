@@ -20,33 +20,15 @@ from __future__ import annotations
 
 import timm
 import torch
-from _corpus import Clock, parser, pick_device
+from _corpus import Clock, SyntheticImages, parser, pick_device
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.optim import create_optimizer_v2
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
 LIBRARY = "timm"
 LABEL = "timm ConvNeXt-Tiny, micro-batch 16 x 8 accumulation, .item() per micro-step: host-bound"
 EXPECTED = {"bottleneck": "launch_overhead", "pick": "batch"}
 FIX = "-b 128 --accum-steps 1 (same effective batch), loss read once per optimizer step"
-
-
-class SyntheticImages(Dataset[tuple[torch.Tensor, int]]):
-    """uint8 images and labels drawn once from a seeded generator; an item is a view into
-    that pool, so a fetch costs next to nothing."""
-
-    def __init__(self, length: int, size: int, pool: int = 256, classes: int = 1000) -> None:
-        g = torch.Generator().manual_seed(0)
-        self.images = torch.randint(0, 256, (pool, 3, size, size), dtype=torch.uint8, generator=g)
-        self.labels = torch.randint(0, classes, (pool,), generator=g)
-        self.length = length
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        j = index % len(self.images)
-        return self.images[j], int(self.labels[j])
 
 
 def main() -> None:

@@ -80,12 +80,20 @@ def _loader_fix(arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
     return patched_loader(f, arm, facts)
 
 
-class Workers(Knob):
-    name = "workers"
-    keys = ("num_workers",)
+class _LoaderKnob(Knob):
+    """What the loader's knobs share: how a re-run shows them, their finding, their fix."""
+
     applied_as = "loader"
     unapplied = UNAPPLIED
     titles: ClassVar[dict[str, str]] = {"load.input_bound": "The input pipeline sets the pace"}
+
+    def fix(self, arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
+        return _loader_fix(arm, items, facts)
+
+
+class Workers(_LoaderKnob):
+    name = "workers"
+    keys = ("num_workers",)
 
     def groups(self, s: Situation) -> list[Group]:
         if s.loader is None or s.data_share < MIN_DATA_SHARE:
@@ -125,16 +133,10 @@ class Workers(Knob):
     def owns(self, changes: dict[str, Any]) -> bool:
         return any(changes.get(k) is not None for k in LOADER_KEYS)
 
-    def fix(self, arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
-        return _loader_fix(arm, items, facts)
 
-
-class LoaderSettings(Knob):
+class LoaderSettings(_LoaderKnob):
     name = "loader"
     keys = ("pin_memory", "persistent_workers", "prefetch_factor")
-    applied_as = "loader"
-    unapplied = UNAPPLIED
-    titles: ClassVar[dict[str, str]] = {"load.input_bound": "The input pipeline sets the pace"}
 
     def groups(self, s: Situation) -> list[Group]:
         if s.loader is None or s.data_share < MIN_DATA_SHARE:
@@ -158,9 +160,6 @@ class LoaderSettings(Knob):
         if bad is None and changes.get("prefetch_factor") == 0:
             return "prefetch_factor must be at least 1"
         return bad
-
-    def fix(self, arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
-        return _loader_fix(arm, items, facts)
 
 
 def patch_loader(torch: Any, loader: dict[str, Any], inj: Any) -> None:
