@@ -66,9 +66,19 @@ class RunResult:
 
     @property
     def step_ms(self) -> float | None:
-        """The measured mean step, plus the loader's epoch start spread over the epoch."""
+        """The measured mean step, plus the loader's epoch start spread over the epoch and the
+        GPU work still queued after the last measured step spread over the steps."""
         v = self.run.get("step_time_ms")
-        return float(v) + self.epoch_share_ms if v else None
+        return float(v) + self.epoch_share_ms + self.drain_share_ms if v else None
+
+    @property
+    def drain_share_ms(self) -> float:
+        """A step's host timestamps run ahead of a GPU-bound step by the launch queue's depth:
+        the measured steps start with the queue empty and end before the GPU finished them.
+        On the H200 an LSTM language model at batch 1280 read 17.9 ms a step against its own
+        drained clock's 20.2 ms over 112 steps, a batch gain 20 % high."""
+        drain, steps = self.run.get("end_drain_ms"), self.steps
+        return float(drain) / steps if drain and steps else 0.0
 
     @property
     def epoch_share_ms(self) -> float:

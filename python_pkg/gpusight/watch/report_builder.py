@@ -573,6 +573,8 @@ def build_report(w: Watch) -> Report:
             for s in ev.syncs
         ],
     }
+    if w.end_drain_ms is not None and clean:
+        run["end_drain_ms"] = round(w.end_drain_ms, 3)
     spread = _spread(step_ms)
     if spread:
         run["step_time_spread_ms"] = spread

@@ -378,6 +378,10 @@ class Watch:
         self._flags_window: dict[str, Any] | None = None
         self.window_start_ms = 0.0
         self.window_stop_ms = 0.0
+        self._measure_drained = False
+        self.end_drain_ms: float | None = None
+        """The GPU's work still queued when the last measured step ended on the host (its
+        timestamps run ahead of a GPU-bound step by the launch queue's depth)."""
         self._extra_warmup = 0
         self._iter_made_ns: dict[int, int] = {}
         """Time ``iter(loader)`` took, by ``id`` of the iterator, until its first batch."""
@@ -851,10 +855,31 @@ class Watch:
             self._in_run = self._run_left > 0
         return True
 
+    def _gpu_queue_drain_ms(self) -> float | None:
+        """Wait for the GPU's queued work (ms), where this process uses CUDA."""
+        torch = self._torch
+        if not self._cuda or torch is None or not torch.cuda.is_initialized():
+            return None
+        tid, self._tid = self._tid, None  # not one of the user's syncs
+        t0 = perf_counter_ns()
+        try:
+            torch.cuda.synchronize()
+        finally:
+            self._tid = tid
+        return (perf_counter_ns() - t0) / 1e6
+
+    def _drain_before_measure(self) -> None:
+        """The measured steps start with an empty launch queue, between steps (outside both),
+        so that the drain at their end (``end_drain_ms``) holds their own GPU work only."""
+        self._measure_drained = True
+        self._gpu_queue_drain_ms()
+
     def _measuring_done(self) -> None:
         rec = self._rec
         assert rec is not None
         self._done = True
+        if self._measure_drained:
+            self.end_drain_ms = self._gpu_queue_drain_ms()
         self._tid = None  # every hook passes straight through from here on
         if self.stop_after_steps:
             raise StopWatch(f"gpusight: {rec.measured} steps measured")
@@ -936,6 +961,9 @@ class Watch:
             and n >= rec.warmup + 1 + rec.profile_steps
         ):
             self._stop_window()
+            transition = True
+        if not self._measure_drained and rec.phase_of(n + 1) == "measure":
+            self._drain_before_measure()
             transition = True
         self._maybe_enable_sync_mode()
         self._settled = (

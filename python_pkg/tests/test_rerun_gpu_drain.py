@@ -1,0 +1,60 @@
+"""A re-run's time per step counts the GPU work still queued after its last measured step.
+
+A GPU-bound step's host timestamps run ahead of the GPU by the launch queue's depth: the watch
+starts the measured steps with the queue empty and records how long the GPU still ran after the
+last one (``run.end_drain_ms``); the what-if spreads it over the steps. On the CPU nothing is
+queued: no drain is reported and the time per step is the steady mean.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from gpusight.report_schema import ReportValidationError, validate
+from gpusight.rerun.driver import RunResult
+from gpusight.watch.session import Watch
+
+
+def _report(run: dict[str, object]) -> dict[str, object]:
+    return {"schema_version": "1.2", "kind": "watch", "run": run}
+
+
+def test_the_drain_is_spread_over_the_measured_steps() -> None:
+    run = {"steps": 112, "step_time_ms": 17.9, "end_drain_ms": 257.6, "items_per_step": 1280}
+    res = RunResult("arm", {}, True, 9.0, _report(run), {})
+    assert res.drain_share_ms == 257.6 / 112
+    assert res.step_ms is not None and abs(res.step_ms - (17.9 + 2.3)) < 1e-9
+    assert res.items_per_s(None) is not None and res.items_per_s(None) < 1280 / 17.9 * 1000
+
+
+def test_no_drain_leaves_the_steady_mean() -> None:
+    res = RunResult("arm", {}, True, 9.0, _report({"steps": 50, "step_time_ms": 4.0}), {})
+    assert res.drain_share_ms == 0.0
+    assert res.step_ms == 4.0
+
+
+def _cpu_report() -> dict[str, object]:
+    model = torch.nn.Linear(8, 8)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    w = Watch(steps=6, warmup=2, profile_steps=0, label="cpu")
+    with w:
+        for _ in range(12):
+            opt.zero_grad()
+            model(torch.randn(4, 8)).sum().backward()
+            opt.step()
+    return w.report.to_dict()
+
+
+def test_a_cpu_watch_reports_no_drain_and_stays_valid() -> None:
+    data = _cpu_report()
+    assert "end_drain_ms" not in data["run"]
+    validate(data)
+
+
+def test_the_schema_takes_a_drain_and_refuses_a_negative_one() -> None:
+    data = _cpu_report()
+    data["run"]["end_drain_ms"] = 0.5  # type: ignore[index]
+    validate(data)
+    data["run"]["end_drain_ms"] = -1.0  # type: ignore[index]
+    with pytest.raises(ReportValidationError, match="end_drain_ms"):
+        validate(data)
