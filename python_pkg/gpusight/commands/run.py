@@ -198,16 +198,25 @@ def run(args: argparse.Namespace) -> int:
     # model's input is not batch-first.
     batch_arg = Recorder().install()
     w.batch_hint = lambda: found.value if (found := batch_arg.result(args.args)) else None
+    from ..knobs import framework_precision
+
+    # A what-if's run: the training framework whose precision switch a re-run would turn.
+    frameworks, stop_observing = framework_precision.observe() if args.facts else ([], None)
     try:
         code = _execute(script, args.args, w)
     finally:
         batch_arg.uninstall()
+        if stop_observing is not None:
+            stop_observing()
         if injected is not None:
             injected.undo()  # the process usually ends here; not when run in-process (tests)
     report = w.report
     if args.facts:
         found = batch_arg.result(args.args)
-        extra = {"batch_arg": found.as_dict() if found is not None else None}
+        extra = {
+            "batch_arg": found.as_dict() if found is not None else None,
+            "framework": framework_precision.trained_through(frameworks),
+        }
         _write_facts(w, injected, args.facts, time.monotonic() - t_start, extra)
     if report is not None and rank is not None:
         dist.finish(

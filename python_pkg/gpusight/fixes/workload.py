@@ -79,6 +79,35 @@ WORKLOAD_SNIPPETS = [
         {"dtype": "bfloat16"},
     ),
     Snippet(
+        "precision.trainer",
+        "python",
+        "from transformers import TrainingArguments\n"
+        "\n"
+        "# The Trainer then runs the forward and the loss under autocast ({dtype}); keep the\n"
+        "# arguments you pass today and add the switch.\n"
+        "training_args = TrainingArguments(output_dir='out', bf16={bf16!r}, fp16={fp16!r})\n",
+        {"dtype": "bfloat16", "bf16": True, "fp16": False},
+    ),
+    Snippet(
+        "precision.lightning",
+        "python",
+        "import lightning as L\n"
+        "\n"
+        "# Lightning runs training_step under autocast and, for 16-mixed, scales the loss.\n"
+        "trainer = L.Trainer(precision={precision!r})\n",
+        {"precision": "bf16-mixed"},
+    ),
+    Snippet(
+        "precision.accelerate",
+        "python",
+        "from accelerate import Accelerator\n"
+        "\n"
+        "# accelerator.prepare(model, ...) then runs the model's forward under autocast, and\n"
+        "# accelerator.backward(loss) scales the loss for fp16.\n"
+        "accelerator = Accelerator(mixed_precision={mixed_precision!r})\n",
+        {"mixed_precision": "bf16"},
+    ),
+    Snippet(
         "memory.channels_last",
         "python",
         "import torch\n"

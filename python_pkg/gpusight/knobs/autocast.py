@@ -1,9 +1,12 @@
-"""bf16 (or fp16) autocast around the model's forward."""
+"""bf16 (or fp16) mixed precision: through the training framework's own switch where the script
+trains through one (``framework_precision``), else autocast around the model's forward."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from . import framework_precision
+from .after_import import after_import
 from .base import After, Arm, Group, Knob, Situation
 
 if TYPE_CHECKING:
@@ -16,13 +19,16 @@ MIN_COMPUTE_SHARE = 30.0
 
 class Autocast(Knob):
     name = "autocast"
-    keys = ("autocast",)
+    keys = ("autocast", "autocast_via")
     applied_as = "autocast"
     titles: ClassVar[dict[str, str]] = {"load.amp_unused": "bf16 autocast makes the step faster"}
     order = 90  # entered last, so it covers the call as the model makes it
 
+    def owns(self, changes: dict[str, Any]) -> bool:
+        return bool(changes.get("autocast"))
+
     def needs_model(self, changes: dict[str, Any]) -> bool:
-        return self.owns(changes)
+        return self.owns(changes) and not changes.get("autocast_via")
 
     def groups(self, s: Situation) -> list[Group]:
         model = s.model
@@ -30,14 +36,47 @@ class Autocast(Knob):
             return []
         if FINDING not in s.ids and s.compute_share < MIN_COMPUTE_SHARE:
             return []
-        arm = Arm("autocast", "bf16 autocast around the model's forward",
-                  {"autocast": "bfloat16"}, FINDING)  # fmt: skip
+        fw = framework_precision.by_name(s.facts.get("framework"))
+        if fw is not None:
+            arm = Arm("autocast", f"bf16 through the framework's switch: {fw.switch}",
+                      {"autocast": "bfloat16", "autocast_via": fw.name}, FINDING)  # fmt: skip
+        else:
+            arm = Arm("autocast", "bf16 autocast around the model's forward",
+                      {"autocast": "bfloat16"}, FINDING)  # fmt: skip
         return [Group("autocast", s.compute_share + 1.0, [arm])]
 
     def validate(self, changes: dict[str, Any]) -> str | None:
         if changes.get("autocast") not in (None, "bfloat16", "float16"):
             return "autocast must be 'bfloat16' or 'float16'"
+        via = changes.get("autocast_via")
+        if via is not None and framework_precision.by_name(via) is None:
+            names = ", ".join(fw.name for fw in framework_precision.FRAMEWORKS)
+            return f"autocast_via must be one of {names}"
+        if via is not None and not changes.get("autocast"):
+            return "autocast_via needs autocast"
         return None
+
+    def took_effect(self, facts: dict[str, Any] | None, changes: dict[str, Any]) -> str | None:
+        if not self.owns(changes) or ((facts or {}).get("injected") or {}).get("autocast"):
+            return None
+        fw = framework_precision.by_name(changes.get("autocast_via"))
+        if fw is not None:
+            return f"the re-run made no object whose switch turns it on ({fw.switch})"
+        return self.unapplied or self.name
+
+    def install(self, hooks: Any) -> None:
+        fw = framework_precision.by_name(hooks.changes.get("autocast_via"))
+        if fw is None:
+            return
+        dtype = str(hooks.changes["autocast"])
+
+        def hit(name: str) -> None:
+            if name == fw.name:
+                hooks.inj.hit("autocast")
+
+        undo = hooks.inj._undo  # each class patched, then the import callbacks, undone
+        switches = framework_precision.switches(dtype, hit, undo)
+        undo.append(after_import({m: switches[m] for m in fw.modules}))
 
     def before(self, hooks: Any, module: Any, call: Any) -> tuple[Any, After | None]:
         torch = hooks.torch
@@ -58,6 +97,9 @@ class Autocast(Knob):
         from .user_lines import patched_statement
 
         dtype = str(arm.changes["autocast"])
+        fw = framework_precision.by_name(arm.changes.get("autocast_via"))
+        if fw is not None:
+            return _framework_fix(fw, dtype)
         f = fix("Run the forward under bf16 autocast.", "precision.autocast", dtype="bfloat16")
         return patched_statement(
             f,
@@ -68,3 +110,16 @@ class Autocast(Knob):
             lambda text, line, shown: autocast_patch(text, line, shown, dtype=dtype),
             [facts.get("forward_site")],
         )
+
+
+def _framework_fix(fw: framework_precision.Framework, dtype: str) -> Fix:
+    from ..fixes import fix
+
+    fp16 = dtype == "float16"
+    switch = fw.switch_fp16 if fp16 else fw.switch
+    text = f"Turn on mixed precision where the script trains: {switch}."
+    if fw is framework_precision.TRANSFORMERS:
+        return fix(text, "precision.trainer", dtype=dtype, bf16=not fp16, fp16=fp16)
+    if fw is framework_precision.LIGHTNING:
+        return fix(text, "precision.lightning", precision="16-mixed" if fp16 else "bf16-mixed")
+    return fix(text, "precision.accelerate", mixed_precision="fp16" if fp16 else "bf16")
