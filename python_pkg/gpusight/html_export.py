@@ -203,9 +203,9 @@ def compare_page(
 def write_page(text: str, path: str | Path) -> Path:
     """Write a page as UTF-8. A lone surrogate (a path read with surrogateescape) is written as
     its ``\\udcXX`` escape, which the JSON reads back as the same character."""
-    p = Path(path)
-    p.write_bytes(text.encode("utf-8", "backslashreplace"))
-    return p
+    from .atomic_write import write_text
+
+    return write_text(path, text, errors="backslashreplace")
 
 
 def save_html(report: Report | Mapping[str, Any] | str | Path, path: str | Path) -> Path:

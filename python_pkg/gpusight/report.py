@@ -251,9 +251,9 @@ class Report:
         """Write the report as JSON after validating it."""
         data = self.to_dict()
         validate(data)
-        p = Path(path)
-        p.write_text(report_json(data) + "\n", "utf-8")
-        return p
+        from .atomic_write import write_text
+
+        return write_text(path, report_json(data) + "\n")
 
     def finding(self, finding_id: str) -> Finding | None:
         return next((f for f in self.findings if f.id == finding_id), None)

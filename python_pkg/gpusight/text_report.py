@@ -49,6 +49,20 @@ def printable(text: str) -> str:
     return _UNPRINTABLE.sub(lambda m: ascii(m.group())[1:-1], text)
 
 
+class EscapedStream:
+    """A text stream whose writes go through ``printable``: for lines that carry report strings
+    as they are printed."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+
+    def write(self, text: str) -> int:
+        return self.out.write(printable(text))
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
 def _printable_all(value: Any) -> Any:
     if isinstance(value, str):
         return printable(value)

@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     if args.budget is not None and not (math.isfinite(args.budget) and args.budget > 0):
         print("gpusight bench: --budget must be a positive number of seconds", file=sys.stderr)
         return 2
-    problem = output_problem(args.json) if args.json is not None else None
+    problem = output_problem(args.json, "report") if args.json is not None else None
     if problem:  # before the benchmark, not after it
         print(f"gpusight bench: {problem}", file=sys.stderr)
         return 2

@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from ..text_report import render, use_color
     from .paths import output_problem
 
-    problem = output_problem(args.json) if args.json and args.json != "-" else None
+    problem = output_problem(args.json, "report") if args.json and args.json != "-" else None
     if problem:
         print(f"gpusight check: {problem}", file=sys.stderr)
         return 2

@@ -34,7 +34,13 @@ def run(args: argparse.Namespace) -> int:
     from ..html_export import HtmlExportError, save_compare_html
     from ..report import load_report
     from ..report_schema import ReportValidationError
+    from ..text_report import printable
+    from .paths import output_problem
 
+    problem = output_problem(args.html, "html", [args.before, args.after]) if args.html else None
+    if problem:
+        print(f"gpusight: {problem}", file=sys.stderr)
+        return 2
     reports = []
     for path in (args.before, args.after):
         try:
@@ -43,9 +49,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"gpusight: {path}: {exc}", file=sys.stderr)
             return 2
     before, after = reports
-    sys.stdout.write(
-        render_comparison(compare_reports(before, after), str(args.before), str(args.after))
-    )
+    # Report strings are the user's (file names, titles, notes), never terminal commands.
+    text = render_comparison(compare_reports(before, after), str(args.before), str(args.after))
+    sys.stdout.write(printable(text))
     if args.html:
         try:
             page = save_compare_html(before, after, args.html)

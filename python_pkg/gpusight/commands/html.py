@@ -33,13 +33,21 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..html_export import HtmlExportError, save_html
     from ..report_schema import ReportValidationError
+    from .paths import output_problem
 
     output: Path = args.output or args.report.with_suffix(".html")
     if output.resolve() == args.report.resolve():
         print(f"gpusight: refusing to overwrite the report {args.report}: give -o", file=sys.stderr)
         return 2
+    from ..report import load_report
+
     try:
-        path = save_html(args.report, output)
+        data = load_report(args.report)
+        problem = output_problem(output, "html", [args.report])
+        if problem:
+            print(f"gpusight: {problem}", file=sys.stderr)
+            return 2
+        path = save_html(data, output)
     except ReportValidationError as exc:
         print(f"gpusight: {args.report}: {exc}", file=sys.stderr)
         return 2

@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     if args.world_size is not None and not 1 <= args.world_size <= MAX_WORLD_SIZE:
         print(f"gpusight merge: --world-size must be 1 to {MAX_WORLD_SIZE}", file=sys.stderr)
         return 2
-    problem = output_problem(args.json) if args.json else None
+    problem = output_problem(args.json, "report", _files(args.paths)) if args.json else None
     if problem:
         print(f"gpusight merge: {problem}", file=sys.stderr)
         return 2

@@ -155,6 +155,15 @@ def run(args: argparse.Namespace) -> int:
     if not os.path.isfile(script):
         print(f"gpusight run: no such script: {script}", file=sys.stderr)
         return 2
+    from .paths import outputs_problem
+
+    problem = outputs_problem(
+        [(args.json, "report"), (args.html, "html"), (args.patch, "patch")],
+        protect=[script, args.verify, args.report],
+    )
+    if problem:
+        print(f"gpusight run: {problem}", file=sys.stderr)
+        return 2
     label = args.label or os.path.basename(script)
     if args.verify:
         return _verify(args)
@@ -278,9 +287,10 @@ def _write_facts(
     if injected is not None:
         facts["injected"] = injected.applied
         facts["inject_notes"] = injected.notes
+    from ..atomic_write import write_text
+
     try:
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(facts, f)
+        write_text(path, json.dumps(facts))
     except OSError as exc:
         print(f"gpusight run: could not write {path}: {exc}", file=sys.stderr)
 
@@ -395,11 +405,14 @@ def _verify(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("gpusight run --verify: interrupted; nothing was changed", file=sys.stderr)
         return 130
-    sys.stdout.write(render_verified(out, args.verify, args.report))
+    from ..text_report import printable
+
+    sys.stdout.write(printable(render_verified(out, args.verify, args.report)))
     if args.json and out.after.report is not None:
+        from ..atomic_write import write_text
+
         try:
-            with open(args.json, "w", encoding="utf-8") as f:
-                json.dump(out.after.report, f, indent=1)
+            write_text(args.json, json.dumps(out.after.report, indent=1))
         except OSError as exc:
             print(f"gpusight run: could not write {args.json}: {exc}", file=sys.stderr)
     return 0
@@ -424,9 +437,10 @@ def _write_patch(report: Report, path: str | None, quiet: bool) -> None:
     # Above the diff (patch and git apply skip it): what it fixes, and the hashes of the files
     # it was made from, so that --verify refuses it once they change.
     what = " ".join(f"{found.id}: {found.fix.text}".split())
+    from ..atomic_write import write_text
+
     try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(header(found.fix.patch_files or [], what) + found.fix.patch)
+        write_text(path, header(found.fix.patch_files or [], what) + found.fix.patch)
     except OSError as exc:
         print(f"gpusight run: could not write {path}: {exc.strerror}", file=sys.stderr)
         return
@@ -437,9 +451,12 @@ def _write_patch(report: Report, path: str | None, quiet: bool) -> None:
 
 
 def print_what_if(report: Report, out: Any) -> None:
+    from ..text_report import EscapedStream
+
     rows = report.what_if
     if not rows:
         return
+    out = EscapedStream(out)
     print("  what-if (the script re-run with one change, items per second):", file=out)
     for r in rows:
         if r.skipped:
@@ -496,6 +513,9 @@ def _write_html(report: Report, path: str | None) -> None:
 def print_summary(report: Report, out: Any) -> None:
     """A few lines: verdict, step split, the top findings with their source lines."""
     from ..durations import format_ms
+    from ..text_report import EscapedStream
+
+    out = EscapedStream(out)
 
     run = report.run or {}
     print(f"\ngpusight: {report.verdict.bottleneck}: {report.verdict.summary}", file=out)

@@ -161,10 +161,9 @@ def write_report(report: Report, path: Path) -> Path:
     except ModuleNotFoundError:
         pass
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n", "utf-8")
-    os.replace(tmp, path)
-    return path
+    from ..atomic_write import write_text
+
+    return write_text(path, json.dumps(data, indent=2, allow_nan=False) + "\n")
 
 
 def begin(env: RankEnv, json_arg: str | None) -> float:
