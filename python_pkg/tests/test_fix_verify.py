@@ -14,7 +14,7 @@ from gpusight.cli import main
 from gpusight.fixes.patch import loader_patch
 from gpusight.fixes.patch_files import header, text_sha256
 from gpusight.report import PatchFile
-from gpusight.rerun.verify import mirror
+from gpusight.rerun import sandbox
 
 # A loader that cannot keep up, a local module imported beside the script, and a data file
 # read by a path relative to where the run starts: the copy must keep all three working.
@@ -181,19 +181,20 @@ def test_not_a_patch(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "cannot read" in capsys.readouterr().err
 
 
-def test_the_mirror_keeps_the_layout_with_links_to_the_users_files(project: Path) -> None:
+def test_the_copy_keeps_the_layout_with_real_files(project: Path) -> None:
     (project / "pkg").mkdir()
     (project / "pkg" / "model.py").write_text("A = 1\n")
     (project / "pkg" / "other.py").write_text("B = 2\n")
-    copy = Path(mirror(str(project), {"pkg/model.py": "A = 2\n"}, "train.py"))
+    (project / ".git").mkdir()
+    box = sandbox.make(str(project), {"pkg/model.py": "A = 2\n"})
+    copy = Path(box.path)
     try:
         assert (copy / "pkg" / "model.py").read_text() == "A = 2\n"
-        assert not (copy / "pkg" / "model.py").is_symlink()
-        assert not (copy / "pkg").is_symlink() and not (copy / "train.py").is_symlink()
-        assert (copy / "pkg" / "other.py").resolve() == (project / "pkg" / "other.py").resolve()
-        assert (copy / "data").is_symlink()
+        for rel in ("pkg/model.py", "pkg/other.py", "pkg", "train.py", "data", "data/scale.txt"):
+            assert not (copy / rel).is_symlink(), rel  # writes there land in the copy
+        assert (copy / "pkg" / "other.py").read_text() == "B = 2\n"
+        assert (copy / ".git").is_symlink() and box.linked == [".git"]  # tooling, not copied
         assert (project / "pkg" / "model.py").read_text() == "A = 1\n"
     finally:
-        import shutil
-
-        shutil.rmtree(copy)
+        box.remove()
+    assert not copy.exists()

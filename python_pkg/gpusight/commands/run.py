@@ -26,6 +26,7 @@ import json
 import math
 import os
 import runpy
+import shutil
 import sys
 import time
 import traceback
@@ -178,6 +179,9 @@ def run(args: argparse.Namespace) -> int:
         code = _execute(script, args.args, contextlib.nullcontext())
         _write(_no_torch_report(label), args.json)
         return code
+    from ..rerun import write_guard
+
+    guard = write_guard.install_from_env()  # a re-run: its writes stay in its scratch copy
     injected = None
     if args.inject:
         from ..rerun.inject import InjectError, install
@@ -225,6 +229,7 @@ def run(args: argparse.Namespace) -> int:
         extra = {
             "batch_arg": found.as_dict() if found is not None else None,
             "framework": framework_precision.trained_through(frameworks),
+            "writes_outside": guard.outside if guard is not None else [],
         }
         _write_facts(w, injected, args.facts, time.monotonic() - t_start, extra)
     if report is not None and rank is not None:
@@ -315,6 +320,14 @@ def _what_if(args: argparse.Namespace, label: str) -> int:
         if not args.quiet:
             print(f"gpusight: {text}", file=sys.stderr, flush=True)
 
+    from ..rerun import sandbox
+
+    try:
+        box = sandbox.make(os.getcwd(), prefix="gpusight-whatif-copy-")
+    except OSError as exc:
+        print(f"gpusight run --what-if: cannot copy this folder to re-run in: {exc}",
+              file=sys.stderr)  # fmt: skip
+        return 2
     runner = ScriptRunner(
         args.script,
         args.args,
@@ -322,10 +335,16 @@ def _what_if(args: argparse.Namespace, label: str) -> int:
         warmup=args.warmup,
         env=_rerun_env(),
         lean=True,
+        sandbox=box,
     )
     driver = Driver(runner, budget_s=args.budget, warmup=args.warmup, progress=say)
-    say(f"what-if: re-running {args.script} once per change, budget {args.budget:.0f} s")
-    out = driver.what_if()
+    say(f"what-if: re-running {args.script} once per change, budget {args.budget:.0f} s, "
+        f"in a scratch copy of this folder ({box.path})")  # fmt: skip
+    try:
+        out = driver.what_if()
+    finally:
+        box.remove()
+        shutil.rmtree(runner.tmp, ignore_errors=True)
     base = out.baseline
     if base.report is None:
         print(f"gpusight run --what-if: the baseline run failed: {base.error}", file=sys.stderr)
@@ -336,6 +355,7 @@ def _what_if(args: argparse.Namespace, label: str) -> int:
         report.notes.append(f"what-if: not run, the baseline run failed: {base.error}")
     else:
         apply(report, out)
+    report.notes.append(sandbox_note(box, base.facts))
     _write(report, args.json)
     _write_html(report, args.html)
     _write_patch(report, args.patch, args.quiet)
@@ -343,6 +363,23 @@ def _what_if(args: argparse.Namespace, label: str) -> int:
         print_summary(report, sys.stderr)
         print_what_if(report, sys.stderr)
     return 130 if out.interrupted else 0
+
+
+def sandbox_note(box: Any, facts: dict[str, Any] | None) -> str:
+    """Where the re-runs wrote: a scratch copy of the folder, removed; what they wrote
+    outside it (caches and /tmp aside)."""
+    text = (
+        f"the re-runs ran in a scratch copy of {box.root} (removed afterwards): what the script "
+        "wrote there left your files as they were"
+    )
+    if box.linked:
+        shown = ", ".join(box.linked[:3]) + (" ..." if len(box.linked) > 3 else "")
+        text += f"; linked rather than copied (too large, or tooling): {shown}"
+    outside = (facts or {}).get("writes_outside") or []
+    if outside:
+        shown = ", ".join(outside[:3]) + (" ..." if len(outside) > 3 else "")
+        text += f"; the script also wrote outside the folder, once per re-run: {shown}"
+    return text
 
 
 def _rerun_env() -> dict[str, str]:

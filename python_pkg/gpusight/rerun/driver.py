@@ -28,11 +28,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..knobs import by_name, run_items, script_args, took_effect
 from ..knobs.gain_rule import MIN_GAIN, beyond_bound, threshold
 from .plan import Arm, Group, combine, plan, sweep_goes_on
+
+if TYPE_CHECKING:
+    from .sandbox import Sandbox
 
 __all__ = ["MIN_GAIN", "Driver", "Outcome", "RunResult", "ScriptRunner", "judge"]
 
@@ -186,18 +189,23 @@ class ScriptRunner:
         env: dict[str, str] | None = None,
         cwd: str | None = None,
         lean: bool = False,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.lean = lean
         """Unprofiled runs watch lean (``Watch.lean``): the what-if compares their step times
         only. ``--verify`` keeps the whole watch: its comparison shows the findings too."""
         self.cwd = cwd
         """Where the script runs (None: here); ``--verify`` runs a patched copy elsewhere."""
+        self.sandbox = sandbox
+        """The scratch copy of the user's folder each run works in (``sandbox.py``)."""
+        self.env: dict[str, str] | None = env
+        if sandbox is not None:
+            self.cwd, script, self.env = _in_sandbox(sandbox, script, cwd, env)
         self.script = script
         self.args = list(script_args)
         self.steps = steps
         self.warmup = warmup
         self.python = python
-        self.env = env
         self.tmp = Path(tempfile.mkdtemp(prefix="gpusight-whatif-"))
         self.count = 0
 
@@ -208,7 +216,7 @@ class ScriptRunner:
         n = self.count
         rp, fp, log = self.tmp / f"r{n}.json", self.tmp / f"f{n}.json", self.tmp / f"log{n}.txt"
         cmd = [
-            self.python, "-m", "gpusight", "run", "--quiet",
+            self.python, "-c", LAUNCH, "run", "--quiet",
             "--json", str(rp), "--facts", str(fp),
             "--steps", str(self.steps), "--warmup", str(self.warmup),
             "--profile-steps", "3" if profile else "0",
@@ -247,6 +255,32 @@ class ScriptRunner:
         elif rc != 0 and outcome != "stopped":
             res.error = _reason(rc, log)
         return judge(res)
+
+
+LAUNCH = (
+    "import os, sys; sys.path[0] = os.devnull; from gpusight.cli import main; "
+    "sys.exit(main(sys.argv[1:]))"
+)
+"""``python -m gpusight`` without the working folder first on ``sys.path``: a ``gpusight.py``
+of the user's there would be imported instead (the script's own folder still comes first for
+the script, as ``gpusight run`` sets it)."""
+
+
+def _in_sandbox(
+    box: Sandbox, script: str, cwd: str | None, env: dict[str, str] | None
+) -> tuple[str, str, dict[str, str]]:
+    """The folder, script path and environment of a run in ``box``: the same place relative
+    to the copy as to the user's folder, the guard asked for in the environment."""
+    from .write_guard import ENV
+
+    here = os.path.abspath(cwd or os.getcwd())
+    rel_cwd = os.path.relpath(here, box.root)
+    run_cwd = box.path if rel_cwd.startswith("..") else os.path.join(box.path, rel_cwd)
+    full = os.path.abspath(script)
+    rel = os.path.relpath(full, box.root)
+    run_script = full if rel.startswith("..") else os.path.join(box.path, rel)
+    guard = {"copy": box.path, "protect": [box.root, os.path.dirname(full)]}
+    return run_cwd, run_script, {**(env or os.environ), ENV: json.dumps(guard)}
 
 
 def judge(res: RunResult) -> RunResult:

@@ -4,10 +4,10 @@ scripts watched, the gain measured.
 1. The diff is read, refused when stale (a file it changes is not the one the run that made it
    saw: the ``gpusight-made-from`` lines above it, or the report's ``Fix.patch_files``), and
    applied in memory, strictly; every patched ``.py`` must compile.
-2. The copy is a temporary directory that mirrors the one the patch is relative to: the
-   patched files and the script are real files there, and every other entry on their way is a
-   symbolic link to the user's own, so the script's local imports and relative data paths work
-   as they do at home. The user's files are never written.
+2. Each script runs in a scratch copy of the folder the patch is relative to (``sandbox.py``):
+   the original in a plain copy, the patched script in one holding the patched files, so the
+   script's local imports and relative data paths work as they do at home, and what either run
+   writes lands in its copy. The user's files are never written.
 3. The original and the patched script are each run as ``--what-if`` runs them (a fresh
    ``gpusight run`` process, the same steps and warm-up, unprofiled), and compared in items
    per second, with ``gpusight diff``'s comparison beside it and, when the report the patch came
@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..fixes.diff_apply import PatchError, apply, parse
 from ..fixes.patch_files import made_from, read_text, stale
+from . import sandbox
 from .driver import RunResult, ScriptRunner
 
 
@@ -119,43 +119,6 @@ def prepare(diff_text: str, root: str, report: Mapping[str, Any] | None = None) 
     return Prepared(out, checked=bool(recorded), finding=finding)
 
 
-def _ancestors(rel: str) -> list[str]:
-    parts = rel.split("/")[:-1]
-    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
-
-
-def mirror(root: str, files: Mapping[str, str], script_rel: str) -> str:
-    """A temporary directory standing for ``root``: ``files`` written, the script copied, every
-    other entry on their way a link to the user's own. The caller removes it."""
-    real_dirs = {d for rel in (*files, script_rel) for d in _ancestors(rel)}
-    tmp = tempfile.mkdtemp(prefix="gpusight-verify-")
-
-    def fill(src: str, dst: str, rel: str) -> None:
-        with os.scandir(src) as entries:
-            for e in entries:
-                r = f"{rel}/{e.name}" if rel else e.name
-                target = os.path.join(dst, e.name)
-                if r in files:
-                    with open(target, "w", encoding="utf-8") as f:
-                        f.write(files[r])
-                elif r == script_rel:
-                    shutil.copy2(e.path, target)
-                elif r in real_dirs:
-                    os.mkdir(target)
-                    fill(e.path, target, r)
-                elif e.name == "__pycache__":
-                    continue  # bytecode of the patched files must not land in the user's cache
-                else:
-                    os.symlink(os.path.abspath(e.path), target)
-
-    try:
-        fill(root, tmp, "")
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return tmp
-
-
 def verify(
     diff_text: str,
     script: str,
@@ -178,16 +141,15 @@ def verify(
         )
     script_rel = script_rel.replace(os.sep, "/")
     prepared = prepare(diff_text, root, report)
-    copy = mirror(root, prepared.files, script_rel)
+    boxes = [sandbox.make(root, prefix="gpusight-verify-")]
     runners: list[ScriptRunner] = []
     try:
+        boxes.append(sandbox.make(root, prepared.files, prefix="gpusight-verify-"))
         results: list[RunResult] = []
-        for label, cwd, run_env in (
-            ("original", None, env),
-            ("patched", copy, {**env, "PYTHONDONTWRITEBYTECODE": "1"}),
-        ):
-            runner = ScriptRunner(script_rel if cwd else script, script_args, steps=steps,
-                                  warmup=warmup, env=run_env, cwd=cwd)  # fmt: skip
+        for label, box in (("original", boxes[0]), ("patched", boxes[1])):
+            run_env = {**env, "PYTHONDONTWRITEBYTECODE": "1"}
+            runner = ScriptRunner(script, script_args, steps=steps, warmup=warmup, env=run_env,
+                                  sandbox=box)  # fmt: skip
             runners.append(runner)
             progress(f"verify: running the {label} script ...")
             res = runner(label, {}, False, timeout_s)
@@ -197,7 +159,8 @@ def verify(
             progress(f"verify: {label}: {res.step_ms:.2f} ms/step, {res.items or '?'} items")
             results.append(res)
     finally:
-        shutil.rmtree(copy, ignore_errors=True)
+        for box in boxes:
+            box.remove()
         for r in runners:
             shutil.rmtree(r.tmp, ignore_errors=True)
     out = Verified(results[0], results[1], prepared)

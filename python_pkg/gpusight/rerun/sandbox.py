@@ -1,0 +1,138 @@
+"""The scratch folder a re-run works in: a copy of the user's folder, so that what the script
+writes there (metrics, checkpoints, logs) lands in the copy and the user's files stay as they
+were.
+
+Files are cloned where the file system can (copy-on-write: instant, no space), else copied while
+they fit the limits; what does not fit, and folders that are tooling rather than the script's
+(``.git``, virtual environments), are symbolic links to the user's own. A re-run's writes through
+such a link are caught by its guard (``write_guard``): a file opened to be replaced is first made
+a file of the copy's own; anything else that would change the user's files is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+COPY_MAX_FILE = 256 << 20
+"""A file larger than this is linked, not copied (a dataset, as a rule)."""
+COPY_MAX_TOTAL = 2 << 30
+COPY_MAX_FILES = 20_000
+LINKED_DIRS = frozenset(
+    ".git .hg .svn .venv venv .tox .nox node_modules .mypy_cache .ruff_cache .pytest_cache "
+    "wandb mlruns lightning_logs".split()
+)
+SKIPPED = frozenset({"__pycache__", ".ipynb_checkpoints"})
+_FICLONE = 0x40049409  # Linux ioctl: the destination shares the source's blocks until written
+
+
+@dataclass
+class Sandbox:
+    root: str
+    """The user's folder the copy stands for."""
+    path: str
+    linked: list[str] = field(default_factory=list)
+    """Entries (relative) linked to the user's own instead of copied."""
+    copied_bytes: int = 0
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def inside(self, rel: str) -> str:
+        return os.path.join(self.path, rel)
+
+
+def make(root: str, files: Mapping[str, str] | None = None, prefix: str = "gpusight-") -> Sandbox:
+    """A copy of ``root`` in a new temporary folder; ``files`` (relative path -> text) are
+    written into it instead of their originals. The caller removes it (``Sandbox.remove``)."""
+    box = Sandbox(os.path.abspath(root), tempfile.mkdtemp(prefix=prefix))
+    budget = _Budget()
+    try:
+        _fill(box, box.root, box.path, "", dict(files or {}), budget)
+        for rel, text in (files or {}).items():
+            target = box.inside(rel)
+            if not os.path.lexists(target):  # a new file the patch adds
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                with open(target, "w", encoding="utf-8") as f:
+                    f.write(text)
+    except BaseException:
+        box.remove()
+        raise
+    box.copied_bytes = budget.bytes
+    return box
+
+
+@dataclass
+class _Budget:
+    bytes: int = 0
+    files: int = 0
+
+
+def _fill(box: Sandbox, src: str, dst: str, rel: str, files: dict[str, str], b: _Budget) -> None:
+    with os.scandir(src) as entries:
+        for e in entries:
+            r = f"{rel}/{e.name}" if rel else e.name
+            target = os.path.join(dst, e.name)
+            if e.name in SKIPPED:
+                continue  # bytecode of patched files must not come from the user's cache
+            if r in files:
+                with open(target, "w", encoding="utf-8") as f:
+                    f.write(files.pop(r))
+            elif e.is_dir(follow_symlinks=False) and e.name not in LINKED_DIRS:
+                os.mkdir(target)
+                _fill(box, e.path, target, r, files, b)
+            elif e.is_file(follow_symlinks=False) and _copied(e, target, b):
+                pass
+            elif e.is_symlink():
+                os.symlink(_link_target(box, e.path), target)
+            else:
+                os.symlink(os.path.abspath(e.path), target)
+                box.linked.append(r)
+
+
+def _link_target(box: Sandbox, path: str) -> str:
+    """A link of the user's own: relative where it stays inside the folder (it then names the
+    copy's file), else to where it points."""
+    to = os.readlink(path)
+    real = os.path.realpath(path)
+    if not os.path.isabs(to) and (real + os.sep).startswith(os.path.realpath(box.root) + os.sep):
+        return to
+    return real
+
+
+def _copied(e: os.DirEntry[str], target: str, b: _Budget) -> bool:
+    size = e.stat(follow_symlinks=False).st_size
+    if _clone(e.path, target):
+        b.files += 1
+        return True
+    if size > COPY_MAX_FILE or b.bytes + size > COPY_MAX_TOTAL or b.files >= COPY_MAX_FILES:
+        return False
+    shutil.copy2(e.path, target)
+    b.bytes += size
+    b.files += 1
+    return True
+
+
+def _clone(src: str, dst: str) -> bool:
+    """A copy-on-write clone (btrfs, XFS, ...); False where the file system has none."""
+    try:
+        with open(src, "rb") as s, open(dst, "xb") as d:
+            try:
+                fcntl.ioctl(d.fileno(), _FICLONE, s.fileno())
+            except OSError:
+                ok = False
+            else:
+                ok = True
+    except OSError:
+        return False
+    if not ok:
+        with contextlib.suppress(OSError):
+            os.unlink(dst)
+        return False
+    shutil.copystat(src, dst)
+    return True

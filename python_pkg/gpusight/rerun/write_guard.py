@@ -1,0 +1,118 @@
+"""In a re-run's process: its writes stay in its scratch copy (``sandbox``).
+
+An audit hook (``sys.addaudithook``) sees each file the script opens or removes from Python. A
+file opened for writing through one of the copy's links to the user's files is first made the
+copy's own (a copy, or nothing where it is truncated anyway); a write that would still reach the
+user's folder is refused with an error that says why; writes outside both (caches, /tmp) are
+recorded, for the report to name. Writes from native code (``torch.save`` to a path writes from
+C++) are not seen: the copy holds real files for everything it could copy, so they land there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from typing import Any
+
+ENV = "GPUSIGHT_SANDBOX"
+"""What the driver passes: ``{"copy": folder, "protect": [folders]}`` as JSON."""
+MAX_RECORDED = 20
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+# Where a run writes as a matter of course: caches and scratch, never the user's work.
+_ROUTINE = ("/tmp", "/dev", "/proc", "/sys", "/var/tmp", os.path.expanduser("~/.cache"))
+
+
+class Guard:
+    def __init__(self, copy: str, protect: list[str]) -> None:
+        self.copy = os.path.realpath(copy)
+        self.copy_abs = os.path.abspath(copy)
+        self.protect = [os.path.realpath(p) for p in protect]
+        self.outside: list[str] = []
+        self.busy = False
+
+    def hook(self, event: str, args: tuple[Any, ...]) -> None:
+        if self.busy:
+            return
+        if event == "open":
+            path, mode, flags = args
+            if isinstance(path, (str, bytes, os.PathLike)) and _writes(mode, flags):
+                self._writing(os.fsdecode(path), truncates=_truncates(mode, flags))
+        elif event in ("os.remove", "os.rmdir", "shutil.rmtree", "os.truncate"):
+            path = args[0]
+            if isinstance(path, (str, bytes, os.PathLike)):
+                self._changing(os.fsdecode(path), event)
+        elif event == "os.rename":
+            src, dst = args[0], args[1]
+            for p in (src, dst):
+                if isinstance(p, (str, bytes, os.PathLike)):
+                    self._changing(os.fsdecode(p), event)
+
+    def _writing(self, path: str, truncates: bool) -> None:
+        full = os.path.abspath(path)
+        if _below(full, self.copy_abs) and os.path.islink(full):
+            self._own(full, truncates)
+        self._check(full, "write")
+
+    def _changing(self, path: str, event: str) -> None:
+        full = os.path.abspath(path)
+        if os.path.islink(full) and _below(full, self.copy_abs):
+            return  # the copy's own link goes, not the file it names
+        self._check(full, event)
+
+    def _check(self, full: str, what: str) -> None:
+        real = os.path.realpath(full)
+        if _below(real, self.copy):
+            return
+        for p in self.protect:
+            if _below(real, p):
+                raise PermissionError(
+                    f"gpusight: a re-run works in a scratch copy of your folder and does not "
+                    f"change your files ({what}: {real})"
+                )
+        if not any(_below(real, r) for r in _ROUTINE) and len(self.outside) < MAX_RECORDED:
+            if real not in self.outside:
+                self.outside.append(real)
+
+    def _own(self, link: str, truncates: bool) -> None:
+        """The link becomes a file of the copy's: empty where the open truncates it."""
+        self.busy = True
+        try:
+            target = os.path.realpath(link)
+            os.unlink(link)
+            if not truncates and os.path.isfile(target):
+                shutil.copy2(target, link)
+        finally:
+            self.busy = False
+
+
+def _writes(mode: Any, flags: Any) -> bool:
+    if isinstance(mode, str):
+        return any(c in mode for c in "wax+")
+    return isinstance(flags, int) and bool(flags & _WRITE_FLAGS)
+
+
+def _truncates(mode: Any, flags: Any) -> bool:
+    if isinstance(mode, str):
+        return "w" in mode
+    return isinstance(flags, int) and bool(flags & os.O_TRUNC)
+
+
+def _below(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+_ACTIVE: Guard | None = None
+
+
+def install_from_env() -> Guard | None:
+    """The guard the driver asked for in the environment (None: this is not a re-run)."""
+    global _ACTIVE
+    spec = os.environ.get(ENV)
+    if not spec or _ACTIVE is not None:
+        return _ACTIVE
+    data = json.loads(spec)
+    _ACTIVE = Guard(str(data["copy"]), [str(p) for p in data.get("protect") or []])
+    sys.addaudithook(_ACTIVE.hook)
+    return _ACTIVE

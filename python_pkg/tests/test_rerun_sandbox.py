@@ -1,0 +1,144 @@
+"""Re-runs work in a scratch copy of the user's folder: the folder is byte-identical afterwards.
+
+``gpusight run --what-if`` re-runs the script several times; a script that writes its metrics,
+checkpoint and log beside itself (truncating, through ``torch.save``'s native writer, appending)
+and a data file below it must leave all of them as they were, a ``gpusight.py`` of the user's
+must not replace gpusight in the re-runs, and no scratch folder may be left behind. The guard in
+each re-run makes a file it writes through a link its own, and refuses to change the user's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from gpusight.rerun import sandbox
+from gpusight.rerun.driver import LAUNCH
+from gpusight.rerun.write_guard import ENV
+
+WRITER = """import torch
+from torch import nn
+
+model = nn.Linear(8, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+open("metrics.csv", "w").write("step,loss\\n")
+for i in range(400):
+    loss = model(torch.randn(16, 8)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if i % 50 == 0:
+        with open("metrics.csv", "a") as f:
+            f.write(f"{i},{loss.item():.4f}\\n")
+with open("train.log", "a") as f:
+    f.write("done\\n")
+open("data/data.txt", "w").write("overwritten\\n")
+torch.save(model.state_dict(), "ckpt.pt")
+"""
+
+
+def _digests(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    import torch
+
+    root = tmp_path / "project"
+    (root / "data").mkdir(parents=True)
+    (root / "train.py").write_text(WRITER)
+    (root / "metrics.csv").write_text("step,loss\n" + "".join(f"{i},0.1\n" for i in range(5000)))
+    (root / "train.log").write_text("an earlier run\n")
+    (root / "data" / "data.txt").write_text("the user's data\n")
+    torch.save({"w": torch.ones(3)}, root / "ckpt.pt")
+    (root / "gpusight.py").write_text("raise SystemExit('the user gpusight.py was imported')\n")
+    return root
+
+
+def test_a_what_if_leaves_the_users_folder_as_it_was(project: Path, tmp_path: Path) -> None:
+    before = _digests(project)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    out = tmp_path / "r.json"
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    # The command as users type it (``python -m gpusight`` here would import the folder's
+    # gpusight.py, as Python does for any module name).
+    gpusight = str(Path(sys.executable).parent / "gpusight")
+    cmd = [gpusight, "run", "--what-if", "--budget", "40", "--json", str(out), "train.py"]
+    done = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _digests(project) == before
+    assert "the user gpusight.py was imported" not in done.stderr
+    report = json.loads(out.read_text())
+    assert report["run"]["steps"] > 0  # the baseline ran (gpusight, not the user's gpusight.py)
+    assert any("scratch copy" in n for n in report["notes"])
+    # Every scratch folder of gpusight's removed (torch keeps its compile cache there).
+    assert [p.name for p in scratch.iterdir() if p.name.startswith("gpusight")] == []
+
+
+def _guarded_run(box: sandbox.Sandbox, code: str) -> subprocess.CompletedProcess[str]:
+    script = Path(box.path) / "step.py"
+    script.write_text(code)
+    guard = {"copy": box.path, "protect": [box.root]}
+    cmd = [sys.executable, "-c", LAUNCH, "run", "--quiet", "--facts",
+           str(Path(box.path) / "facts.json"), str(script)]  # fmt: skip
+    env = {**os.environ, ENV: json.dumps(guard)}
+    return subprocess.run(cmd, cwd=box.path, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_a_file_written_through_a_link_becomes_the_copys_own(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sandbox, "COPY_MAX_FILE", 8)  # the log and the CSV are linked
+    box = sandbox.make(str(project))
+    try:
+        assert "train.log" in box.linked and (Path(box.path) / "train.log").is_symlink()
+        done = _guarded_run(
+            box,
+            "open('train.log', 'a').write('appended\\n')\n"
+            "open('metrics.csv', 'w').write('new\\n')\n",
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        copy = Path(box.path)
+        assert (copy / "train.log").read_text() == "an earlier run\nappended\n"
+        assert (copy / "metrics.csv").read_text() == "new\n"
+        assert not (copy / "train.log").is_symlink()
+        assert (project / "train.log").read_text() == "an earlier run\n"
+        assert (project / "metrics.csv").read_text().count("\n") == 5001
+    finally:
+        box.remove()
+
+
+def test_a_write_that_would_reach_the_users_folder_is_refused(project: Path) -> None:
+    box = sandbox.make(str(project))
+    target = project / "data" / "data.txt"
+    try:
+        done = _guarded_run(box, f"open({str(target)!r}, 'w').write('x')\n")
+        assert done.returncode != 0
+        assert "does not change your files" in done.stderr
+        assert target.read_text() == "the user's data\n"
+    finally:
+        box.remove()
+
+
+def test_writes_outside_the_folder_are_recorded(project: Path, tmp_path: Path) -> None:
+    elsewhere = Path.home() / f".gpusight-test-{os.getpid()}.txt"
+    box = sandbox.make(str(project))
+    try:
+        done = _guarded_run(box, f"open({str(elsewhere)!r}, 'w').write('x')\n")
+        assert done.returncode == 0, done.stderr[-2000:]
+        facts = json.loads((Path(box.path) / "facts.json").read_text())
+        assert str(elsewhere.resolve()) in facts["writes_outside"]
+    finally:
+        box.remove()
+        elsewhere.unlink(missing_ok=True)
