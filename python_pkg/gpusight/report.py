@@ -324,9 +324,24 @@ def load_report(source: str | Path | dict[str, Any]) -> dict[str, Any]:
     return dict(data)
 
 
+MAX_REPORT_BYTES = 1 << 30
+
+
 def read_report_text(path: Path) -> str:
-    """A report file's text: UTF-8 (a byte-order mark is allowed), else one clear error."""
+    """A report file's text: UTF-8 (a byte-order mark is allowed), else one clear error. Only
+    a regular file is read (``/dev/zero`` reads forever, a FIFO blocks), up to a bound."""
+    import stat
+
     try:
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):
+            what = "Is a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            raise ReportValidationError(f"cannot read report {path}: {what}")
+        if st.st_size > MAX_REPORT_BYTES:
+            raise ReportValidationError(
+                f"cannot read report {path}: {st.st_size >> 20} MiB, more than a report holds "
+                f"({MAX_REPORT_BYTES >> 20} MiB)"
+            )
         raw = path.read_bytes()
     except OSError as exc:
         raise ReportValidationError(

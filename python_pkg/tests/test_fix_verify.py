@@ -198,3 +198,43 @@ def test_the_copy_keeps_the_layout_with_real_files(project: Path) -> None:
     finally:
         box.remove()
     assert not copy.exists()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("where", ["/dev/zero", "fifo", "../outside.py", "link_out"])
+def test_a_hostile_made_from_path_is_refused_without_reading_it(
+    project: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    """The ``gpusight-made-from:`` lines are paths too: one naming a device, a FIFO, a file
+    outside the folder or a link out of it is refused before anything is read or run."""
+    (project.parent / "outside.py").write_text("SECRET = 1\n")
+    if where == "fifo":
+        os.mkfifo(project / "pipe")
+        where = "pipe"
+    elif where == "link_out":
+        os.symlink(project.parent / "outside.py", project / "escape.py")
+        where = "escape.py"
+    fix = write_fix(project, {"num_workers": 2})
+    text = fix.read_text()
+    fix.write_text(f"gpusight-made-from: {'0' * 64} {where}\n" + text)
+    before = snapshot(project)
+    assert run_verify(fix) != 0
+    err = capsys.readouterr().err
+    assert "the patch is stale" in err and "cannot be read" in err
+    assert snapshot(project) == before
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("what", ["/dev/zero", "fifo"])
+def test_verify_reads_no_device_or_fifo_as_its_patch_or_report(
+    project: Path, capsys: pytest.CaptureFixture[str], what: str
+) -> None:
+    special = "/dev/zero"
+    if what == "fifo":
+        special = str(project.parent / "pipe")
+        os.mkfifo(special)
+    assert run_verify(Path(special)) == 2
+    assert "not a regular file" in capsys.readouterr().err
+    fix = write_fix(project, {"num_workers": 2})
+    assert run_verify(fix, "--report", special) == 2
+    assert "not a regular file" in capsys.readouterr().err

@@ -402,11 +402,13 @@ def _verify(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("torch") is None:
         print("gpusight run --verify: torch is not installed", file=sys.stderr)
         return 2
+    from ..fixes.patch_files import read_text
+
     try:
-        with open(args.verify, encoding="utf-8") as f:
-            diff_text = f.read()
+        diff_text = read_text(args.verify)
     except (OSError, UnicodeDecodeError) as exc:
-        print(f"gpusight run --verify: cannot read {args.verify}: {exc}", file=sys.stderr)
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        print(f"gpusight run --verify: cannot read {args.verify}: {why}", file=sys.stderr)
         return 2
     report = None
     if args.report:

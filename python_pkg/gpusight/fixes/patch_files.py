@@ -9,11 +9,14 @@ rather than guess.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
+import stat
 
 from ..report import Fix, PatchFile
+from ..text_report import printable
 
 MADE_FROM = "gpusight-made-from:"
 _MADE_FROM_LINE = re.compile(r"^gpusight-made-from: ([0-9a-f]{64}) (.+)$")
@@ -23,10 +26,37 @@ def text_sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def read_text(path: str) -> str:
-    """A file's text as the run reads it (UTF-8, universal newlines)."""
+MAX_SOURCE_BYTES = 16 << 20
+"""A source file a patch names, or the patch itself, is read only up to this size."""
+
+
+def read_text(path: str, limit: int = MAX_SOURCE_BYTES) -> str:
+    """A regular file's text as the run reads it (UTF-8, universal newlines); OSError for a
+    device, a FIFO or a folder (never opened: ``/dev/zero`` reads forever, a FIFO blocks) and
+    for a file over ``limit`` bytes."""
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    if st.st_size > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit >> 20} MiB", path)
     with open(path, encoding="utf-8") as f:
-        return f.read()
+        return f.read(limit + 1)
+
+
+def inside(root: str, path: str) -> str:
+    """``path`` (relative, as a diff or a report names it) below ``root``, symbolic links
+    followed, or OSError: a patch reads and changes the files of the folder it was made in."""
+    from .diff_apply import PatchError, safe_relative
+
+    try:
+        rel = safe_relative(path)
+    except PatchError as exc:
+        raise OSError(errno.EINVAL, str(exc), path) from None
+    full = os.path.realpath(os.path.join(root, rel))
+    top = os.path.realpath(root)
+    if full != top and not full.startswith(top.rstrip(os.sep) + os.sep):
+        raise OSError(errno.EINVAL, "a link out of this directory", path)
+    return full
 
 
 def patchable_path(path: str) -> bool:
@@ -72,14 +102,14 @@ def stale(files: dict[str, str], root: str) -> list[str]:
     """One line per file under ``root`` that is not as the patch was made from it."""
     problems = []
     for path, sha in files.items():
-        full = os.path.join(root, path)
         try:
-            now = text_sha256(read_text(full))
+            now = text_sha256(read_text(inside(root, path)))
         except FileNotFoundError:
             problems.append(f"{path}: no such file here")
             continue
         except (OSError, UnicodeDecodeError) as exc:
-            problems.append(f"{path}: cannot be read ({exc})")
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            problems.append(f"{printable(path)}: cannot be read ({why})")
             continue
         if now != sha:
             problems.append(f"{path} changed since the run that made the patch")

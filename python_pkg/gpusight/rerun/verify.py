@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..fixes.diff_apply import PatchError, apply, parse
-from ..fixes.patch_files import made_from, read_text, stale
+from ..fixes.patch_files import inside, made_from, read_text, stale
 from . import sandbox
 from .driver import RunResult, ScriptRunner
 
@@ -96,9 +96,8 @@ def prepare(diff_text: str, root: str, report: Mapping[str, Any] | None = None) 
         )
     out: dict[str, str] = {}
     for d in diffs:
-        full = os.path.join(root, d.path)
         try:
-            text = out.get(d.path) or read_text(full)
+            text = out.get(d.path) or read_text(inside(root, d.path))
         except FileNotFoundError:
             raise VerifyError(
                 f"{d.path}: no such file here; run --verify from the directory the patch was "
