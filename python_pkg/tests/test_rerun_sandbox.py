@@ -142,3 +142,24 @@ def test_writes_outside_the_folder_are_recorded(project: Path, tmp_path: Path) -
     finally:
         box.remove()
         elsewhere.unlink(missing_ok=True)
+
+
+def test_a_copy_within_its_limits_links_the_rest_and_never_copies_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "home"
+    for d in ("a", "b", "c"):
+        (root / d).mkdir(parents=True)
+        (root / d / "f.txt").write_text(d)
+    monkeypatch.setattr(sandbox, "COPY_MAX_FILES", 1)
+    monkeypatch.setattr(sandbox.tempfile, "tempdir", str(root / "c"))  # the copy lies below
+    box = sandbox.make(str(root))
+    try:
+        copy = Path(box.path)
+        assert copy.parent == root / "c"
+        assert not (copy / "a").is_symlink() and (copy / "a" / "f.txt").read_text() == "a"
+        assert (copy / "b").is_symlink()  # the limit was spent: the folder is linked whole
+        assert not (copy / "c").is_symlink()  # it holds the copy: walked, the copy left out
+        assert not (copy / "c" / copy.name).exists()
+    finally:
+        box.remove()

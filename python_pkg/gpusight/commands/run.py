@@ -340,11 +340,18 @@ def _what_if(args: argparse.Namespace, label: str) -> int:
     driver = Driver(runner, budget_s=args.budget, warmup=args.warmup, progress=say)
     say(f"what-if: re-running {args.script} once per change, budget {args.budget:.0f} s, "
         f"in a scratch copy of this folder ({box.path})")  # fmt: skip
-    try:
-        out = driver.what_if()
-    finally:
-        box.remove()
-        shutil.rmtree(runner.tmp, ignore_errors=True)
+    from ..rerun import stop_signals
+
+    with stop_signals.as_interrupt() as got:
+        try:
+            out = driver.what_if()
+        except KeyboardInterrupt:
+            print("gpusight run --what-if: interrupted during the baseline run: no report",
+                  file=sys.stderr)  # fmt: skip
+            return stop_signals.exit_code(got)
+        finally:
+            box.remove()
+            shutil.rmtree(runner.tmp, ignore_errors=True)
     base = out.baseline
     if base.report is None:
         print(f"gpusight run --what-if: the baseline run failed: {base.error}", file=sys.stderr)
@@ -362,7 +369,9 @@ def _what_if(args: argparse.Namespace, label: str) -> int:
     if not args.quiet:
         print_summary(report, sys.stderr)
         print_what_if(report, sys.stderr)
-    return 130 if out.interrupted else 0
+    if out.interrupted:
+        return stop_signals.exit_code(got)
+    return 0 if base.ok else 1
 
 
 def sandbox_note(box: Any, facts: dict[str, Any] | None) -> str:
@@ -425,25 +434,28 @@ def _verify(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"gpusight: {text}", file=sys.stderr, flush=True)
 
+    from ..rerun import stop_signals
+
     try:
-        out = verify(
-            diff_text,
-            args.script,
-            args.args,
-            report=report,
-            steps=args.steps or 20,
-            warmup=args.warmup,
-            timeout_s=max(60.0, args.budget),
-            env=_rerun_env(),
-            progress=say,
-        )
+        with stop_signals.as_interrupt() as got:
+            out = verify(
+                diff_text,
+                args.script,
+                args.args,
+                report=report,
+                steps=args.steps or 20,
+                warmup=args.warmup,
+                timeout_s=max(60.0, args.budget),
+                env=_rerun_env(),
+                progress=say,
+            )
     except VerifyError as exc:
         print(f"gpusight run --verify: {exc}", file=sys.stderr)
         print("gpusight run --verify: nothing was changed in your files", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("gpusight run --verify: interrupted; nothing was changed", file=sys.stderr)
-        return 130
+        return stop_signals.exit_code(got)
     from ..text_report import printable
 
     sys.stdout.write(printable(render_verified(out, args.verify, args.report)))

@@ -341,7 +341,11 @@ class Driver:
         self.count += 1
         n = self.count
         self.progress(f"what-if {n}: {label} ...")
-        res = self.runner(label, changes, profile, timeout_s)
+        # The budget is a hard limit over every run, the baseline's included.
+        left = self.left_s()
+        res = self.runner(label, changes, profile, max(1.0, min(timeout_s, left)))
+        if timeout_s > left and not res.ok and (res.error or "").startswith("stopped after"):
+            res.error = f"stopped when the budget ran out (--budget {self.budget_s:g} s)"
         what = (
             f"{res.step_ms:.2f} ms/step, {res.items or '?'} items" if res.ok else res.error or "?"
         )
@@ -365,7 +369,7 @@ class Driver:
     def what_if(self) -> Outcome:
         self.t0 = time.monotonic()
         base = self.run_one("baseline (watched, profiled)", {}, profile=True,
-                            timeout_s=max(60.0, self.budget_s))  # fmt: skip
+                            timeout_s=self.budget_s)  # fmt: skip
         out = Outcome(baseline=base, control=None, budget_s=self.budget_s)
         try:
             self._arms(out)
@@ -568,12 +572,17 @@ def _read(path: Path) -> dict[str, Any] | None:
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
-    _kill_group(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc.pid, signal.SIGKILL)
-        proc.wait()
+    """End a re-run and everything it started: SIGINT first, as Ctrl-C would (DataLoader
+    workers then remove their ``pymp-*`` folders), then SIGTERM, then SIGKILL."""
+    for sig, wait_s in ((signal.SIGINT, 5.0), (signal.SIGTERM, 3.0)):
+        _kill_group(proc.pid, sig)
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+    _kill_group(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def _kill_group(pid: int, sig: int = signal.SIGKILL) -> None:

@@ -51,7 +51,7 @@ def make(root: str, files: Mapping[str, str] | None = None, prefix: str = "gpusi
     """A copy of ``root`` in a new temporary folder; ``files`` (relative path -> text) are
     written into it instead of their originals. The caller removes it (``Sandbox.remove``)."""
     box = Sandbox(os.path.abspath(root), tempfile.mkdtemp(prefix=prefix))
-    budget = _Budget()
+    budget = _Budget(skip=os.path.realpath(box.path))
     try:
         _fill(box, box.root, box.path, "", dict(files or {}), budget)
         for rel, text in (files or {}).items():
@@ -69,30 +69,49 @@ def make(root: str, files: Mapping[str, str] | None = None, prefix: str = "gpusi
 
 @dataclass
 class _Budget:
+    skip: str = ""
+    """The copy itself, where the temporary folder lies below the one copied."""
     bytes: int = 0
     files: int = 0
 
+    @property
+    def spent(self) -> bool:
+        return self.bytes >= COPY_MAX_TOTAL or self.files >= COPY_MAX_FILES
+
 
 def _fill(box: Sandbox, src: str, dst: str, rel: str, files: dict[str, str], b: _Budget) -> None:
-    with os.scandir(src) as entries:
-        for e in entries:
-            r = f"{rel}/{e.name}" if rel else e.name
-            target = os.path.join(dst, e.name)
-            if e.name in SKIPPED:
-                continue  # bytecode of patched files must not come from the user's cache
-            if r in files:
-                with open(target, "w", encoding="utf-8") as f:
-                    f.write(files.pop(r))
-            elif e.is_dir(follow_symlinks=False) and e.name not in LINKED_DIRS:
-                os.mkdir(target)
-                _fill(box, e.path, target, r, files, b)
-            elif e.is_file(follow_symlinks=False) and _copied(e, target, b):
-                pass
-            elif e.is_symlink():
-                os.symlink(_link_target(box, e.path), target)
-            else:
-                os.symlink(os.path.abspath(e.path), target)
-                box.linked.append(r)
+    with os.scandir(src) as it:
+        entries = sorted(it, key=lambda e: e.name)  # the same copy every time
+    for e in entries:
+        r = f"{rel}/{e.name}" if rel else e.name
+        target = os.path.join(dst, e.name)
+        if e.name in SKIPPED or os.path.realpath(e.path) == b.skip:
+            continue  # bytecode of patched files must not come from the user's cache
+        if r in files:
+            with open(target, "w", encoding="utf-8") as f:
+                f.write(files.pop(r))
+        elif (
+            e.is_dir(follow_symlinks=False)
+            and e.name not in LINKED_DIRS
+            and not (b.spent and not _holds(r, files, b.skip, e.path))
+        ):
+            os.mkdir(target)
+            _fill(box, e.path, target, r, files, b)
+        elif e.is_file(follow_symlinks=False) and _copied(e, target, b):
+            pass
+        elif e.is_symlink():
+            os.symlink(_link_target(box, e.path), target)
+        else:
+            os.symlink(os.path.abspath(e.path), target)
+            box.linked.append(r)
+
+
+def _holds(rel: str, files: dict[str, str], skip: str, path: str) -> bool:
+    """Whether a folder must be walked though the copy's limits are reached: a patched file
+    lies below it, or the copy itself does (its link would loop)."""
+    prefix = rel + "/"
+    real = os.path.realpath(path)
+    return any(f.startswith(prefix) for f in files) or skip.startswith(real + os.sep)
 
 
 def _link_target(box: Sandbox, path: str) -> str:
