@@ -99,14 +99,18 @@ def _guarded_run(box: sandbox.Sandbox, code: str) -> subprocess.CompletedProcess
 def test_a_file_written_through_a_link_becomes_the_copys_own(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sandbox, "COPY_MAX_FILE", 8)  # the log and the CSV are linked
+    monkeypatch.setattr(sandbox, "COPY_MAX_TOTAL", 0)  # nothing fits: every file is linked
+    ckpt = hashlib.sha256((project / "ckpt.pt").read_bytes()).hexdigest()
     box = sandbox.make(str(project))
     try:
         assert "train.log" in box.linked and (Path(box.path) / "train.log").is_symlink()
+        assert (Path(box.path) / "ckpt.pt").is_symlink()
         done = _guarded_run(
             box,
             "open('train.log', 'a').write('appended\\n')\n"
-            "open('metrics.csv', 'w').write('new\\n')\n",
+            "open('metrics.csv', 'w').write('new\\n')\n"
+            "import torch\n"
+            "torch.save({'w': torch.zeros(2)}, 'ckpt.pt')  # written from C++\n",
         )
         assert done.returncode == 0, done.stderr[-2000:]
         copy = Path(box.path)
@@ -115,6 +119,8 @@ def test_a_file_written_through_a_link_becomes_the_copys_own(
         assert not (copy / "train.log").is_symlink()
         assert (project / "train.log").read_text() == "an earlier run\n"
         assert (project / "metrics.csv").read_text().count("\n") == 5001
+        assert hashlib.sha256((project / "ckpt.pt").read_bytes()).hexdigest() == ckpt
+        assert not (copy / "ckpt.pt").is_symlink()
     finally:
         box.remove()
 

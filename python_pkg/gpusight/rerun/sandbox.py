@@ -19,9 +19,11 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-COPY_MAX_FILE = 256 << 20
-"""A file larger than this is linked, not copied (a dataset, as a rule)."""
-COPY_MAX_TOTAL = 2 << 30
+COPY_MAX_FILE = 64 << 20
+"""A file larger than this is linked, not copied (a dataset, as a rule), unless it is one a
+training script writes over (``WRITTEN_SUFFIXES``)."""
+COPY_MAX_TOTAL = 1 << 30
+WRITTEN_SUFFIXES = frozenset(".pt .pth .ckpt .safetensors .bin .h5 .keras .onnx .log .csv".split())
 COPY_MAX_FILES = 20_000
 LINKED_DIRS = frozenset(
     ".git .hg .svn .venv venv .tox .nox node_modules .mypy_cache .ruff_cache .pytest_cache "
@@ -129,7 +131,8 @@ def _copied(e: os.DirEntry[str], target: str, b: _Budget) -> bool:
     if _clone(e.path, target):
         b.files += 1
         return True
-    if size > COPY_MAX_FILE or b.bytes + size > COPY_MAX_TOTAL or b.files >= COPY_MAX_FILES:
+    big = size > COPY_MAX_FILE and os.path.splitext(e.name)[1].lower() not in WRITTEN_SUFFIXES
+    if big or b.bytes + size > COPY_MAX_TOTAL or b.files >= COPY_MAX_FILES:
         return False
     shutil.copy2(e.path, target)
     b.bytes += size
