@@ -137,4 +137,4 @@ def _guard_torch_save(mod: Any, guard: Guard) -> None:
     mod.save = save
     torch = sys.modules.get("torch")
     if torch is not None and getattr(torch, "save", None) is orig:
-        torch.save = save
+        torch.save = save  # type: ignore[attr-defined]
