@@ -185,18 +185,29 @@ def build_page(view: PageView, data: Any, title: str, assets: PageAssets | None 
     )
 
 
-def report_page(report: Report | Mapping[str, Any] | str | Path) -> str:
-    """One report as a self-contained HTML page."""
-    data = report_data(report)
+def report_page(report: Report | Mapping[str, Any] | str | Path, private: bool = False) -> str:
+    """One report as a self-contained HTML page: with ``private`` (the page stays on this
+    machine) its host name and paths as they are, else as ``shared_copy`` leaves them."""
+    data = _for_page(report_data(report), private)
     return build_page("report", data, report_title(data))
+
+
+def _for_page(data: dict[str, Any], private: bool) -> dict[str, Any]:
+    from .shared_copy import shared
+
+    return data if private else dict(shared(data))
 
 
 def compare_page(
     before: Report | Mapping[str, Any] | str | Path,
     after: Report | Mapping[str, Any] | str | Path,
+    private: bool = False,
 ) -> str:
     """Two reports compared (``<gs-compare>``) as a self-contained HTML page."""
-    data = {"before": report_data(before), "after": report_data(after)}
+    data = {
+        "before": _for_page(report_data(before), private),
+        "after": _for_page(report_data(after), private),
+    }
     return build_page("compare", data, COMPARE_TITLE)
 
 
@@ -208,9 +219,11 @@ def write_page(text: str, path: str | Path) -> Path:
     return write_text(path, text, errors="backslashreplace")
 
 
-def save_html(report: Report | Mapping[str, Any] | str | Path, path: str | Path) -> Path:
+def save_html(
+    report: Report | Mapping[str, Any] | str | Path, path: str | Path, private: bool = False
+) -> Path:
     """Write ``report`` as one self-contained HTML file; returns the path."""
-    return write_page(report_page(report), path)
+    return write_page(report_page(report, private), path)
 
 
 def save_compare_html(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import os
 import re
 import subprocess
 import sys
@@ -33,6 +34,7 @@ from gpusight.html_export import (
     report_page,
     script_hash,
 )
+from gpusight.shared_copy import shared
 from html_support import fixed_report, typical_report
 
 HERE = Path(__file__).parent
@@ -131,14 +133,14 @@ def test_page_holds_the_bundle_verbatim_under_its_csp_hash() -> None:
     assert policy["img-src"] == "data:"
     kind, data = json_payload(page)
     assert kind == "report"
-    assert data == json.loads(typical_report().to_json())
+    assert data == shared(json.loads(typical_report().to_json()))
 
 
 @needs_bundle
 @pytest.mark.parametrize("evil", HOSTILE[:3])
 def test_hostile_strings_cannot_break_out(evil: str) -> None:
     data = hostile(typical_report().to_dict(), evil)
-    page = report_page(data)
+    page = report_page(data, private=True)  # every string as it is, the host name included
     # Only the template's own elements: the JSON element, the bundle, and nothing else.
     assert len(re.findall(r"</script", page, re.I)) == 2
     assert len(re.findall(r"<script", page, re.I)) == 2
@@ -257,7 +259,7 @@ def test_cli_html(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     out = tmp_path / "run.html"
     assert f"report written to {out}" in done.stderr
-    assert json_payload(out.read_text("utf-8"))[1] == json.loads(src.read_text())
+    assert json_payload(out.read_text("utf-8"))[1] == shared(json.loads(src.read_text()))
 
     done = run_cli("html", src, "-o", tmp_path / "named.html")
     assert done.returncode == 0 and (tmp_path / "named.html").is_file()
@@ -327,8 +329,8 @@ def test_cli_diff_html(tmp_path: Path) -> None:
     kind, data = json_payload(text)
     assert kind == "compare"
     assert data == {
-        "before": json.loads(before.read_text()),
-        "after": json.loads(after.read_text()),
+        "before": shared(json.loads(before.read_text())),
+        "after": shared(json.loads(after.read_text())),
     }
     assert "<title>gpusight: before and after</title>" in text
     assert text == compare_page(before, after)
@@ -420,7 +422,7 @@ def test_hostile_file_names_and_lines_in_a_patch_stay_text_in_html() -> None:
         assert len(re.findall(r"</script", page, re.I)) == 2
         assert "<img" not in page and "<!--" not in page
         assert "\x1b" not in page  # the JSON escapes it
-    assert json_payload(report_page(data))[1] == data
+    assert json_payload(report_page(data, private=True))[1] == data
 
 
 def test_hostile_file_names_and_lines_in_a_patch_stay_text_in_the_terminal() -> None:
@@ -437,3 +439,19 @@ def test_hostile_file_names_and_lines_in_a_patch_stay_text_in_the_terminal() -> 
             "+++ b/</script><img src=x onerror=window.__pwned=1>\\x1b]8;;http://evil\\x07" in text
         )
         assert "\\x1b[2J\\x1b[31m\\rfake \\u202egnp.exe" in text
+
+
+def test_a_shared_page_leaves_out_the_host_and_private_paths() -> None:
+    import sys
+
+    data = typical_report().to_dict()
+    home = os.path.expanduser("~")
+    data["notes"].append(f"torch from {sys.prefix}/lib/python3/site-packages; data in {home}/ds")
+    page = report_page(data)
+    shown = json_payload(page)[1]
+    assert "hostname" not in shown["machine"] and "gpu-node-07" not in page
+    assert sys.prefix not in page and f"{home}/ds" not in page
+    assert "<python env>/lib/python3/site-packages" in shown["notes"][-1]
+    assert "~/ds" in shown["notes"][-1]
+    kept = json_payload(report_page(data, private=True))[1]
+    assert kept["machine"]["hostname"] == "gpu-node-07" and kept["notes"] == data["notes"]

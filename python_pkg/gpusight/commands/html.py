@@ -27,6 +27,12 @@ def register(subparsers: Any) -> None:
         metavar="FILE",
         help="where to write the page (default: REPORT with .html instead of .json)",
     )
+    parser.add_argument(
+        "--keep-paths",
+        action="store_true",
+        help="keep the host name and the paths of your home folder and Python environment "
+        "in the page (left out by default: the page is made to be shared)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -47,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         if problem:
             print(f"gpusight: {problem}", file=sys.stderr)
             return 2
-        path = save_html(data, output)
+        path = save_html(data, output, private=args.keep_paths)
     except ReportValidationError as exc:
         print(f"gpusight: {args.report}: {exc}", file=sys.stderr)
         return 2
