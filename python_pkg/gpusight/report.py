@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -369,7 +370,12 @@ def parse_report_json(text: str) -> Any:
         raise ReportValidationError(
             f"report is not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}"
         ) from None
-    except ValueError as exc:  # from _refuse_constant
+    except ValueError as exc:  # from _refuse_constant, or an integer of thousands of digits
+        if "int_max_str_digits" in str(exc) or "digits" in str(exc):
+            raise ReportValidationError(
+                "report is not valid JSON for gpusight: it holds an integer of more than "
+                f"{sys.get_int_max_str_digits()} digits, which no report field takes"
+            ) from None
         raise ReportValidationError(
             f"report is not valid JSON: {exc} (NaN and Infinity have no place in a report)"
         ) from None

@@ -120,6 +120,7 @@ def _print_traceback(exc: BaseException, script: str, script_path: str) -> None:
     directory would otherwise no longer match its own frames). A syntax error has no frame of
     the script: it is printed without gpusight's and runpy's frames, as Python prints it."""
     names = {script, script_path}
+    names |= {os.path.join(n, "__main__.py") for n in tuple(names)}  # a folder run as a script
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename not in names:
         tb = tb.tb_next
@@ -153,8 +154,9 @@ def run(args: argparse.Namespace) -> int:
     args.json = os.path.abspath(args.json) if args.json else args.json
     args.html = os.path.abspath(args.html) if args.html else args.html
     args.patch = os.path.abspath(args.patch) if args.patch else args.patch
-    if not os.path.isfile(script):
-        print(f"gpusight run: no such script: {script}", file=sys.stderr)
+    if not os.path.isfile(script) and not _runnable_folder(script):
+        why = "a folder without __main__.py" if os.path.isdir(script) else "no such script"
+        print(f"gpusight run: {why}: {script}", file=sys.stderr)
         return 2
     from .paths import outputs_problem
 
@@ -255,12 +257,18 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
+def _runnable_folder(path: str) -> bool:
+    """A folder Python runs as a script (``python folder``): one holding ``__main__.py``."""
+    return os.path.isdir(path) and os.path.isfile(os.path.join(path, "__main__.py"))
+
+
 def _execute(script: str, script_args: list[str], context: Any) -> int:
     """Run ``script`` as ``python script args`` would, inside ``context``; its exit code."""
     saved_argv, saved_path0 = list(sys.argv), (sys.path[0] if sys.path else None)
     sys.argv = [script, *script_args]
     script_path = os.path.abspath(script)
-    script_dir = os.path.dirname(script_path)
+    # A folder run as a script is its own first import path, as Python makes it.
+    script_dir = script_path if os.path.isdir(script_path) else os.path.dirname(script_path)
     if sys.path:
         sys.path[0] = script_dir
     else:

@@ -152,20 +152,32 @@ class Outcome:
 
 
 def _tail(path: Path, n: int = 2) -> str:
+    """The log's last lines that say something: not the ``^^^^`` / ``~~~~`` marks under a
+    traceback's source line."""
     try:
-        lines = [ln for ln in path.read_text("utf-8", "replace").splitlines() if ln.strip()]
+        text = path.read_text("utf-8", "replace")
     except OSError:
         return ""
+    lines = [ln for ln in text.splitlines() if ln.strip() and ln.strip().strip("^~ ")]
     return " | ".join(lines[-n:])[-300:]
 
 
+# What a script that ran out of host memory leaves in its log (torch's CPU allocator, Python).
+_CPU_OOM = ("DefaultCPUAllocator: can't allocate memory", "MemoryError", "Cannot allocate memory")
+
+
 OOM = "out of memory"
+CPU_OOM = "out of host memory (RAM)"
 
 
 def _reason(rc: int, log: Path) -> str:
     tail = _tail(log)
     if "out of memory" in tail.lower() or "OutOfMemoryError" in tail:
         return OOM
+    if any(m in tail for m in _CPU_OOM):
+        return CPU_OOM
+    if rc == -signal.SIGKILL:
+        return "stopped by signal 9 (SIGKILL: the kernel's out-of-memory killer, as a rule)"
     if rc < 0:
         return f"stopped by signal {-rc}"
     return f"crashed: the script exited with {rc}" + (f": {tail}" if tail else "")

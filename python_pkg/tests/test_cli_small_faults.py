@@ -1,0 +1,71 @@
+"""The small ways a run can go wrong, each said plainly: a failure's reason is its error line
+(not the ``^^^^`` under the source), a script that ran out of host memory is named so, a folder
+with ``__main__.py`` runs as Python runs it, and a report holding an integer of thousands of
+digits is refused in words about the report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from gpusight.cli import main
+from gpusight.report import load_report
+from gpusight.report_schema import ReportValidationError
+from gpusight.rerun.driver import CPU_OOM, _reason
+from html_support import typical_report
+
+TRACEBACK = """Traceback (most recent call last):
+  File "train.py", line 3, in <module>
+    model(x).sum().backward()
+    ^^^^^^^^^^^^^^^^^^^^^^^^^
+{error}
+             ~~~~~~~~^^^^^^
+"""
+
+
+def test_a_failures_reason_is_its_error_line(tmp_path: Path) -> None:
+    log = tmp_path / "log.txt"
+    log.write_text(TRACEBACK.format(error="ValueError: shapes (4, 8) and (3, 2) do not match"))
+    why = _reason(1, log)
+    assert "ValueError: shapes (4, 8) and (3, 2) do not match" in why
+    assert "^^^" not in why and "~~~" not in why
+
+
+def test_a_script_out_of_host_memory_is_named_so(tmp_path: Path) -> None:
+    log = tmp_path / "log.txt"
+    error = (
+        "RuntimeError: [enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't "
+        "allocate memory: you tried to allocate 68719476736 bytes."
+    )
+    log.write_text(TRACEBACK.format(error=error))
+    assert _reason(1, log) == CPU_OOM
+    log.write_text("")
+    assert "out-of-memory killer" in _reason(-9, log)
+
+
+def test_a_folder_with_main_runs_as_python_runs_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "helpers.py").write_text("N = 8\n")
+    (app / "__main__.py").write_text(
+        "import torch\nfrom helpers import N\nm = torch.nn.Linear(N, 2)\n"
+        "opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(30):\n    opt.zero_grad()\n    m(torch.randn(4, N)).sum().backward()\n"
+        "    opt.step()\n"
+    )
+    out = tmp_path / "r.json"
+    assert main(["run", "--quiet", "--json", str(out), str(app)]) == 0
+    assert json.loads(out.read_text())["run"]["steps"] > 0
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["run", str(empty)]) == 2
+    assert "a folder without __main__.py" in capsys.readouterr().err
+
+
+def test_an_integer_of_thousands_of_digits_is_refused_in_words_about_the_report() -> None:
+    text = typical_report().to_json().replace('"cpu_count": 16', '"cpu_count": ' + "9" * 5000)
+    with pytest.raises(ReportValidationError, match="integer of more than"):
+        load_report(text)
