@@ -99,3 +99,9 @@ def test_what_if_on_a_script_without_steps_runs_no_changes(tmp_path: Path) -> No
     rep = json.loads(out.read_text())
     assert rep["verdict"]["bottleneck"] == "none"
     assert rep["what_if"] == []
+
+
+def test_what_if_exits_1_when_the_script_fails(tmp_path: Path) -> None:
+    script = tmp_path / "s.py"
+    script.write_text("raise RuntimeError('broken before the first step')\n")
+    assert main(["run", "--quiet", "--what-if", "--budget", "30", str(script)]) == 1

@@ -19,17 +19,22 @@ def _report(run: dict[str, object]) -> dict[str, object]:
     return {"schema_version": "1.2", "kind": "watch", "run": run}
 
 
-def test_the_drain_is_spread_over_the_measured_steps() -> None:
-    run = {"steps": 112, "step_time_ms": 17.9, "end_drain_ms": 257.6, "items_per_step": 1280}
+def test_the_window_runs_from_an_empty_queue_to_a_drained_gpu() -> None:
+    # The host ran ahead of a 20 ms GPU step: two short steps while the queue filled, then the
+    # GPU's pace, and 40 ms of work still queued at the end.
+    times = [2.0, 2.0, 16.0, *[20.0] * 17]
+    run = {"steps": 20, "step_time_ms": 20.0, "step_times_ms": times, "end_drain_ms": 40.0,
+           "items_per_step": 64}  # fmt: skip
     res = RunResult("arm", {}, True, 9.0, _report(run), {})
-    assert res.drain_share_ms == 257.6 / 112
-    assert res.step_ms is not None and abs(res.step_ms - (17.9 + 2.3)) < 1e-9
-    assert res.items_per_s(None) is not None and res.items_per_s(None) < 1280 / 17.9 * 1000
+    assert res.drained_mean_ms == (sum(times) + 40.0) / 20
+    assert res.step_ms is not None and abs(res.step_ms - 20.0) < 1e-9
+    assert res.items_per_s(None) == 64 / 20.0 * 1000
 
 
 def test_no_drain_leaves_the_steady_mean() -> None:
-    res = RunResult("arm", {}, True, 9.0, _report({"steps": 50, "step_time_ms": 4.0}), {})
-    assert res.drain_share_ms == 0.0
+    run = {"steps": 3, "step_time_ms": 4.0, "step_times_ms": [1.0, 4.0, 4.0]}
+    res = RunResult("arm", {}, True, 9.0, _report(run), {})
+    assert res.drained_mean_ms is None
     assert res.step_ms == 4.0
 
 

@@ -311,7 +311,7 @@ def _write_facts(
 def _what_if(args: argparse.Namespace, label: str) -> int:
     """Re-run the script once per change; the baseline's report with the measured rows."""
     from ..report_parse import report_from_dict
-    from ..rerun.driver import Driver, ScriptRunner
+    from ..rerun.driver import SHORT_RUN, Driver, ScriptRunner
     from ..rerun.results import apply
 
     if importlib.util.find_spec("torch") is None:
@@ -379,7 +379,8 @@ def _what_if(args: argparse.Namespace, label: str) -> int:
         print_what_if(report, sys.stderr)
     if out.interrupted:
         return stop_signals.exit_code(got)
-    return 0 if base.ok else 1
+    # The script failed (a crash, a timeout, memory): not a run too short to time.
+    return 0 if base.ok or base.error == SHORT_RUN else 1
 
 
 def sandbox_note(box: Any, facts: dict[str, Any] | None) -> str:

@@ -69,19 +69,26 @@ class RunResult:
 
     @property
     def step_ms(self) -> float | None:
-        """The measured mean step, plus the loader's epoch start spread over the epoch and the
-        GPU work still queued after the last measured step spread over the steps."""
+        """The measured mean step (``drained_mean_ms`` where the run drained the GPU), plus the
+        loader's epoch start spread over the epoch."""
         v = self.run.get("step_time_ms")
-        return float(v) + self.epoch_share_ms + self.drain_share_ms if v else None
+        if not v:
+            return None
+        drained = self.drained_mean_ms
+        return (drained if drained is not None else float(v)) + self.epoch_share_ms
 
     @property
-    def drain_share_ms(self) -> float:
-        """A step's host timestamps run ahead of a GPU-bound step by the launch queue's depth:
-        the measured steps start with the queue empty and end before the GPU finished them.
-        On the H200 an LSTM language model at batch 1280 read 17.9 ms a step against its own
-        drained clock's 20.2 ms over 112 steps, a batch gain 20 % high."""
-        drain, steps = self.run.get("end_drain_ms"), self.steps
-        return float(drain) / steps if drain and steps else 0.0
+    def drained_mean_ms(self) -> float | None:
+        """Every measured step's time and the GPU work still queued after the last, over the
+        steps: the window from an empty launch queue to a drained GPU. A GPU-bound step's host
+        timestamps run ahead of it by the queue's depth (the first steps short, the last ones
+        ended before the GPU finished them): on the H200 an LSTM language model at batch 1280
+        read a 20.9x batch gain from its steady steps, 18.5x drained, 17.2x by its own clock
+        (benchmarks/results/h200-run19, h200-run20)."""
+        drain, xs = self.run.get("end_drain_ms"), self.run.get("step_times_ms") or []
+        if drain is None or not xs or len(xs) != self.steps:
+            return None
+        return (sum(float(x) for x in xs) + float(drain)) / len(xs)
 
     @property
     def epoch_share_ms(self) -> float:
@@ -295,12 +302,15 @@ def _in_sandbox(
     return run_cwd, run_script, {**(env or os.environ), ENV: json.dumps(guard)}
 
 
+SHORT_RUN = "the code ended before enough measured steps"
+
+
 def judge(res: RunResult) -> RunResult:
     """Mark a run that wrote its report ok, or say why it does not count."""
     if res.error is not None:
         return res
     if not res.step_ms or res.steps < 3:
-        res.error = "the code ended before enough measured steps"
+        res.error = SHORT_RUN
     elif res.changes and (why := took_effect(res.facts, res.changes)) is not None:
         res.error = f"the change did not take effect ({why})"
     else:
