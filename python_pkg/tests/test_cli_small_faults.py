@@ -69,3 +69,29 @@ def test_an_integer_of_thousands_of_digits_is_refused_in_words_about_the_report(
     text = typical_report().to_json().replace('"cpu_count": 16', '"cpu_count": ' + "9" * 5000)
     with pytest.raises(ReportValidationError, match="integer of more than"):
         load_report(text)
+
+
+def test_os_exit_still_writes_the_report_and_closed_stderr_is_no_error(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "hard.py").write_text(
+        "import os, torch\nm = torch.nn.Linear(4, 2)\n"
+        "opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(20):\n    opt.zero_grad()\n    m(torch.randn(3, 4)).sum().backward()\n"
+        "    opt.step()\nos._exit(3)\n"
+    )
+    (tmp_path / "quiet.py").write_text("import sys\nsys.stderr.close()\nprint('ok')\n")
+    gpusight = str(Path(sys.executable).parent / "gpusight")
+
+    def run(name: str) -> subprocess.CompletedProcess[str]:
+        cmd = [gpusight, "run", "--json", f"{name}.json", f"{name}.py"]
+        return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+    hard = run("hard")
+    assert hard.returncode == 3  # os._exit's code, as under Python
+    notes = json.loads((tmp_path / "hard.json").read_text())["notes"]
+    assert "the script ended the process with os._exit(3)" in notes
+    quiet = run("quiet")
+    assert quiet.returncode == 0 and quiet.stdout == "ok\n"  # as `python quiet.py` exits
+    assert (tmp_path / "quiet.json").is_file()

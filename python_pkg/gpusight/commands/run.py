@@ -28,9 +28,11 @@ import os
 import runpy
 import shutil
 import sys
+import threading
 import time
 import traceback
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -217,8 +219,17 @@ def run(args: argparse.Namespace) -> int:
 
     # A what-if's run: the training framework whose precision switch a re-run would turn.
     frameworks, stop_observing = framework_precision.observe() if args.facts else ([], None)
+
+    def finish_early(exit_code: int) -> None:
+        """The script called ``os._exit``: the report is written before the process ends."""
+        w.stop()
+        if w.report is not None and rank is None:
+            w.report.notes.append(f"the script ended the process with os._exit({exit_code})")
+            _outputs(w.report, args)
+
     try:
-        code = _execute(script, args.args, w)
+        with _hard_exit_reported(finish_early):
+            code = _execute(script, args.args, w)
     finally:
         batch_arg.uninstall()
         if stop_observing is not None:
@@ -249,12 +260,40 @@ def run(args: argparse.Namespace) -> int:
         return code
     if report is not None:
         dist.add_idle_gpus(report, w.torch)
-        _write(report, args.json)
-        _write_html(report, args.html)
-        _write_patch(report, args.patch, args.quiet)
-        if not args.quiet:
-            print_summary(report, sys.stderr)
+        _outputs(report, args)
     return code
+
+
+def _outputs(report: Report, args: argparse.Namespace) -> None:
+    _write(report, args.json)
+    _write_html(report, args.html)
+    _write_patch(report, args.patch, args.quiet)
+    if not args.quiet and sys.stderr is not None and not sys.stderr.closed:
+        # A script that closed stderr gets no summary, as Python prints nothing there either.
+        print_summary(report, sys.stderr)
+
+
+@contextlib.contextmanager
+def _hard_exit_reported(finish: Callable[[int], None]) -> Iterator[None]:
+    """While the script runs, ``os._exit`` in this process's main thread first lets ``finish``
+    write the report (a forked child, DataLoader workers included, exits as it would)."""
+    real, pid, main = os._exit, os.getpid(), threading.main_thread().ident
+
+    def _exit(status: int) -> NoReturn:
+        if os.getpid() == pid and threading.get_ident() == main:
+            os._exit = real  # once
+            try:
+                finish(status)
+            except BaseException:
+                pass
+        real(status)
+
+    os._exit = _exit
+    try:
+        yield
+    finally:
+        if os._exit is _exit:
+            os._exit = real
 
 
 def _runnable_folder(path: str) -> bool:
