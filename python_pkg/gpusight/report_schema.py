@@ -50,6 +50,9 @@ MAX_WORLD_SIZE = 1 << 20
 #: More points than any series of a run holds (10 Hz for a year is 3e8 bytes of JSON already):
 #: a longer one is a damaged or hostile file, refused before anything iterates over it.
 MAX_SERIES = 10_000_000
+MAX_STRING_CHARS = 4 << 20
+"""The longest text a report may hold (a note, a patch): the widget drew a 30 MB note and its
+tab ran out of memory on a 100 MB one."""
 _SERIES = ("timeline", "step_times_ms", "step_starts_s", "syncs")
 
 
@@ -103,6 +106,15 @@ def check_version(data: Any) -> None:
 
 def _check_sizes(data: dict[str, Any]) -> None:
     """Figures the schema cannot bound but that no real run has (a damaged or hostile file)."""
+    long = _long_string(data)
+    if long is not None:
+        path, n = long
+        raise ReportValidationError(
+            f"invalid report at {path}: a string of {n:,} characters, more than "
+            f"{MAX_STRING_CHARS:,} (no report text is that long; a browser tab drawing it "
+            "runs out of memory)",
+            path,
+        )
     run = data.get("run")
     if not isinstance(run, dict):
         return
@@ -124,6 +136,31 @@ def _check_sizes(data: dict[str, Any]) -> None:
                     f"invalid report at run.kernels.{key}: {v!r} is outside 0..{MAX_WORLD_SIZE}",
                     f"run.kernels.{key}",
                 )
+
+
+def _long_string(data: Any) -> tuple[str, int] | None:
+    """The first string longer than ``MAX_STRING_CHARS`` (its field path and length): one
+    plain walk, the paths only once such a string is there."""
+    stack: list[Any] = [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, str) and len(value) > MAX_STRING_CHARS:
+            return _path_to_long(data, ()), len(value)
+    return None
+
+
+def _path_to_long(value: Any, path: tuple[str | int, ...]) -> str:
+    items: Any = value.items() if isinstance(value, dict) else enumerate(value)
+    for k, v in items:
+        if isinstance(v, str) and len(v) > MAX_STRING_CHARS:
+            return _field_path((*path, k))
+        if isinstance(v, (dict, list)) and _long_string(v) is not None:
+            return _path_to_long(v, (*path, k))
+    return _field_path(path)
 
 
 def validate(data: Any) -> None:

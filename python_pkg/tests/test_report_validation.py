@@ -180,3 +180,15 @@ def test_absurdly_long_series_are_refused_by_length_first(
     err = bad(data)
     assert err.path == "run.step_times_ms"
     assert f"{report_schema.MAX_SERIES + 1} items, more than" in str(err)
+
+
+def test_a_string_no_report_holds_is_refused_with_its_path() -> None:
+    from gpusight.report_schema import MAX_STRING_CHARS
+
+    data = typical_report().to_dict()
+    data["notes"].append("x" * (MAX_STRING_CHARS + 1))
+    with pytest.raises(ReportValidationError, match=r"notes\[\d+\]: a string of") as err:
+        validate(data)
+    assert err.value.path.startswith("notes[")
+    data["notes"][-1] = "x" * MAX_STRING_CHARS  # the longest allowed
+    validate(data)

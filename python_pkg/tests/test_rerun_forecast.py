@@ -47,3 +47,20 @@ def test_the_forecast_stays_between_the_largest_step_seen_and_k_times_the_contro
     # The sweep's runs in any order.
     a = sweep_step_ratio(1.0, [(16.0, run(4.0)), (4.0, run(2.0))], 64.0)
     assert a == sweep_step_ratio(1.0, [(4.0, run(2.0)), (16.0, run(4.0))], 64.0)
+
+
+def test_a_failed_control_is_said_as_failed_not_as_the_budget() -> None:
+    from gpusight.rerun.driver import Driver
+
+    def runner(label: str, changes: dict[str, Any], profile: bool, timeout_s: float) -> RunResult:
+        if label.startswith("baseline"):
+            base = run(5.0)
+            base.facts = {"cuda": False, "breakdown_ms": {"compute": 5.0}}
+            return base
+        return RunResult(label, changes, ok=False, wall_s=1.0,
+                         error="crashed: the script exited with 1: OSError: disk full")  # fmt: skip
+
+    out = Driver(runner, budget_s=600.0).what_if()
+    assert out.control is not None and not out.control.ok
+    assert out.noise_note.startswith("within-run only (the control run failed: crashed")
+    assert "budget" not in out.noise_note

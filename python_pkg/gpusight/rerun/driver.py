@@ -550,7 +550,11 @@ class Driver:
         two disagree by more than ``CONTROLS_AGREE_PCT`` (the reference is then their median)."""
         plain = Arm("control", "control again (no change)", {})
         need = self.forecast_s(ref, plain)
-        if need > self.left_s() or ref is out.baseline:
+        if ref is out.baseline:
+            why = (out.control.error if out.control is not None else None) or "not run"
+            out.noise_note = f"within-run only (the control run failed: {why})"
+            return
+        if need > self.left_s():
             out.noise_note = "within-run only (no budget left for a second control run)"
             return
         rates = [ref.items_per_s(items0)]
