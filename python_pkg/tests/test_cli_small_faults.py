@@ -95,3 +95,23 @@ def test_os_exit_still_writes_the_report_and_closed_stderr_is_no_error(tmp_path:
     quiet = run("quiet")
     assert quiet.returncode == 0 and quiet.stdout == "ok\n"  # as `python quiet.py` exits
     assert (tmp_path / "quiet.json").is_file()
+
+
+def test_a_dataloader_traceback_holds_no_frame_of_gpusight(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "bad_data.py"
+    script.write_text(
+        "import torch\nfrom torch.utils.data import DataLoader, Dataset\n\n"
+        "class Broken(Dataset):\n    def __len__(self):\n        return 64\n\n"
+        "    def __getitem__(self, i):\n        if i == 40:\n"
+        "            raise KeyError('sample 40 is missing')\n        return torch.randn(4)\n\n"
+        "m = torch.nn.Linear(4, 2)\nopt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for x in DataLoader(Broken(), batch_size=4):\n    opt.zero_grad()\n"
+        "    m(x).sum().backward()\n    opt.step()\n"
+    )
+    assert main(["run", "--quiet", str(script)]) == 1
+    err = capsys.readouterr().err
+    assert "KeyError: 'sample 40 is missing'" in err and "in __getitem__" in err
+    assert f'File "{script}"' in err
+    assert "gpusight/" not in err.split("Traceback", 1)[1]

@@ -128,7 +128,21 @@ def _print_traceback(exc: BaseException, script: str, script_path: str) -> None:
         tb = tb.tb_next
     if tb is None and not isinstance(exc, SyntaxError):
         tb = exc.__traceback__  # not the script's own error: all of it
-    traceback.print_exception(type(exc), exc, tb)
+    shown = traceback.TracebackException(type(exc), exc, tb)
+    _without_our_frames(shown, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.stderr.write("".join(shown.format()))
+
+
+def _without_our_frames(te: traceback.TracebackException, pkg: str, depth: int = 0) -> None:
+    """The watch's hooks between the script's frames and torch's (a DataLoader's iterator, a
+    module's call) are not the user's code: left out of the traceback, and of its causes."""
+    prefix = pkg.rstrip(os.sep) + os.sep
+    kept = [f for f in te.stack if not (f.filename or "").startswith(prefix)]
+    if kept and len(kept) != len(te.stack):
+        te.stack = traceback.StackSummary.from_list(kept)
+    for inner in (te.__cause__, te.__context__):
+        if inner is not None and depth < 20:
+            _without_our_frames(inner, pkg, depth + 1)
 
 
 def _arguments_error(args: argparse.Namespace) -> str | None:
