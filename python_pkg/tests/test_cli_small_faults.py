@@ -115,3 +115,26 @@ def test_a_dataloader_traceback_holds_no_frame_of_gpusight(
     assert "KeyError: 'sample 40 is missing'" in err and "in __getitem__" in err
     assert f'File "{script}"' in err
     assert "gpusight/" not in err.split("Traceback", 1)[1]
+
+
+@pytest.mark.timeout(120)
+def test_a_forked_child_that_exits_ends_and_leaves_the_report_to_the_parent(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "forks.py").write_text(
+        "import os, sys, torch\nm = torch.nn.Linear(4, 2)\n"
+        "opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for i in range(40):\n    opt.zero_grad()\n    m(torch.randn(3, 4)).sum().backward()\n"
+        "    opt.step()\n    if i == 5:\n        pid = os.fork()\n        if pid == 0:\n"
+        "            sys.exit(0)\n        os.waitpid(pid, 0)\nprint('parent done')\n"
+    )
+    gpusight = str(Path(sys.executable).parent / "gpusight")
+    done = subprocess.run([gpusight, "run", "--json", "r.json", "forks.py"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=90)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == "parent done\n"
+    assert done.stderr.count("\ngpusight: ") == 1  # one summary: the parent's
+    assert json.loads((tmp_path / "r.json").read_text())["run"]["steps"] > 0

@@ -244,6 +244,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         with _hard_exit_reported(finish_early):
             code = _execute(script, args.args, w)
+        if w.in_forked_child:
+            # A fork of the script left the watched code (sys.exit in the child): it exits with
+            # its code, and the report stays the parent's.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
     finally:
         batch_arg.uninstall()
         if stop_observing is not None:

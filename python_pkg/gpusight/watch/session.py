@@ -423,6 +423,10 @@ class Watch:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        if self.in_forked_child:
+            # A fork of the watched process leaving the watched code (a child that calls
+            # sys.exit): the watch is the parent's; stopping its profiler here never returned.
+            return False
         if exc_type is not None and issubclass(exc_type, StopWatch):
             self.outcome = "stopped"
         elif exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
@@ -433,6 +437,10 @@ class Watch:
             self.outcome = f"raised {exc_type.__name__}"
         self.stop()
         return exc_type is not None and issubclass(exc_type, StopWatch)
+
+    @property
+    def in_forked_child(self) -> bool:
+        return bool(self._pid) and os.getpid() != self._pid
 
     # -- start / stop -------------------------------------------------------------------------
     def start(self) -> Watch:
