@@ -138,3 +138,12 @@ def test_a_forked_child_that_exits_ends_and_leaves_the_report_to_the_parent(
     assert done.stdout == "parent done\n"
     assert done.stderr.count("\ngpusight: ") == 1  # one summary: the parent's
     assert json.loads((tmp_path / "r.json").read_text())["run"]["steps"] > 0
+
+
+@pytest.mark.parametrize("empties", ["sys.argv.clear()", "sys.argv = []"])
+def test_a_script_that_empties_sys_argv_exits_as_under_python(tmp_path: Path, empties: str) -> None:
+    script = tmp_path / "argv.py"
+    script.write_text(f"import sys\n{empties}\nprint('ok')\n")
+    out = tmp_path / "r.json"
+    assert main(["run", "--quiet", "--json", str(out), str(script)]) == 0
+    assert not any("raised" in n for n in json.loads(out.read_text())["notes"])

@@ -335,7 +335,7 @@ def _execute(script: str, script_args: list[str], context: Any) -> int:
     code = 0
     try:
         with context:
-            runpy.run_path(script, run_name="__main__")
+            _run_as_main(script)
     except SystemExit as exc:
         code = _exit_code(exc)
     except KeyboardInterrupt:
@@ -348,6 +348,32 @@ def _execute(script: str, script_args: list[str], context: Any) -> int:
         if saved_path0 is not None and sys.path:
             sys.path[0] = saved_path0
     return code
+
+
+def _run_as_main(script: str) -> None:
+    """``python script``: a source file run as ``__main__`` as ``runpy.run_path`` runs it, but
+    without its setting ``sys.argv[0]`` back afterwards (a script that emptied ``sys.argv``
+    would end in an IndexError of runpy's); folders and other files through runpy."""
+    if not script.endswith((".py", ".pyw")) or not os.path.isfile(script):
+        runpy.run_path(script, run_name="__main__")
+        return
+    import io
+    import types
+
+    with io.open_code(os.path.abspath(script)) as f:
+        code = compile(f.read(), script, "exec", dont_inherit=True)
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=script, __cached__=None, __loader__=None, __package__="",
+                         __spec__=None)  # fmt: skip
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = main
+    try:
+        exec(code, main.__dict__)
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
+        else:
+            sys.modules.pop("__main__", None)
 
 
 def _write_facts(
