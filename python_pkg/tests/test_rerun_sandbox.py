@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -158,14 +159,56 @@ def test_a_copy_within_its_limits_links_the_rest_and_never_copies_itself(
         (root / d).mkdir(parents=True)
         (root / d / "f.txt").write_text(d)
     monkeypatch.setattr(sandbox, "COPY_MAX_FILES", 1)
+    monkeypatch.setattr(sandbox, "COPY_MAX_ENTRIES", 3)
     monkeypatch.setattr(sandbox.tempfile, "tempdir", str(root / "c"))  # the copy lies below
     box = sandbox.make(str(root))
     try:
         copy = Path(box.path)
         assert copy.parent == root / "c"
-        assert not (copy / "a").is_symlink() and (copy / "a" / "f.txt").read_text() == "a"
-        assert (copy / "b").is_symlink()  # the limit was spent: the folder is linked whole
+        assert not (copy / "a").is_symlink() and not (copy / "a" / "f.txt").is_symlink()
+        assert (copy / "b").is_symlink()  # the entries were spent: the folder is linked whole
         assert not (copy / "c").is_symlink()  # it holds the copy: walked, the copy left out
+        assert (copy / "c" / "f.txt").is_symlink()  # past the file limit: linked
         assert not (copy / "c" / copy.name).exists()
     finally:
         box.remove()
+
+
+def test_a_what_if_refuses_writes_outside_the_folder_unless_allowed(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    # Not below /tmp (scratch, whose writes are routine): the user's home.
+    outside = Path.home() / f".gpusight-test-outside-{os.getpid()}" / "ckpt.txt"
+    outside.parent.mkdir(exist_ok=True)
+    request.addfinalizer(lambda: shutil.rmtree(outside.parent, ignore_errors=True))
+    (project / "train.py").write_text(
+        "import torch\nm = torch.nn.Linear(4, 2)\n"
+        "opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        f"open({str(outside)!r}, 'a').write('a run\\n')\n"
+        "for _ in range(200):\n    opt.zero_grad()\n    m(torch.randn(3, 4)).sum().backward()\n"
+        "    opt.step()\n"
+    )
+    gpusight = str(Path(sys.executable).parent / "gpusight")
+    env = {k: v for k, v in os.environ.items() if k != "TMPDIR"}
+    env["TMPDIR"] = str(tmp_path / "scratch")  # not the folder written to
+    Path(env["TMPDIR"]).mkdir()
+
+    def what_if(*extra: str) -> subprocess.CompletedProcess[str]:
+        cmd = [gpusight, "run", "--what-if", "--budget", "30", *extra, "--json", "r.json",
+               "train.py"]  # fmt: skip
+        return subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True,
+                              timeout=200)  # fmt: skip
+
+    refused = what_if()
+    assert refused.returncode == 1
+    assert "writes outside its folder" in refused.stderr and "--allow-writes-outside" in (
+        refused.stderr
+    )
+    assert not outside.exists()
+    allowed = what_if("--allow-writes-outside")
+    assert allowed.returncode == 0, allowed.stderr[-2000:]
+    assert outside.read_text().count("a run") >= 2  # once per re-run, as the note says
+    notes = json.loads((project / "r.json").read_text())["notes"]
+    assert any("wrote outside the folder" in n and str(outside) in n for n in notes)

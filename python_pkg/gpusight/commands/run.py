@@ -86,6 +86,12 @@ def register(subparsers: Any) -> None:
         metavar="S",
         help="with --what-if: seconds for all the re-runs together (default 180)",
     )
+    p.add_argument(
+        "--allow-writes-outside",
+        action="store_true",
+        help="with --what-if: let the script write outside its folder in every re-run (its "
+        "writes inside go to a scratch copy; outside they would repeat, so they are refused)",
+    )
     # Used by --what-if for its re-runs: what to change, where to write what the run saw.
     p.add_argument("--inject", default=None, help=argparse.SUPPRESS)
     p.add_argument("--facts", default=None, help=argparse.SUPPRESS)
@@ -429,6 +435,7 @@ def _what_if(args: argparse.Namespace, label: str) -> int:
         env=_rerun_env(),
         lean=True,
         sandbox=box,
+        refuse_outside=not args.allow_writes_outside,
     )
     driver = Driver(runner, budget_s=args.budget, warmup=args.warmup, progress=say)
     say(f"what-if: re-running {args.script} once per change, budget {args.budget:.0f} s, "

@@ -209,6 +209,7 @@ class ScriptRunner:
         cwd: str | None = None,
         lean: bool = False,
         sandbox: Sandbox | None = None,
+        refuse_outside: bool = False,
     ) -> None:
         self.lean = lean
         """Unprofiled runs watch lean (``Watch.lean``): the what-if compares their step times
@@ -219,7 +220,7 @@ class ScriptRunner:
         """The scratch copy of the user's folder each run works in (``sandbox.py``)."""
         self.env: dict[str, str] | None = env
         if sandbox is not None:
-            self.cwd, script, self.env = _in_sandbox(sandbox, script, cwd, env)
+            self.cwd, script, self.env = _in_sandbox(sandbox, script, cwd, env, refuse_outside)
         self.script = script
         self.args = list(script_args)
         self.steps = steps
@@ -286,7 +287,7 @@ the script, as ``gpusight run`` sets it)."""
 
 
 def _in_sandbox(
-    box: Sandbox, script: str, cwd: str | None, env: dict[str, str] | None
+    box: Sandbox, script: str, cwd: str | None, env: dict[str, str] | None, refuse: bool
 ) -> tuple[str, str, dict[str, str]]:
     """The folder, script path and environment of a run in ``box``: the same place relative
     to the copy as to the user's folder, the guard asked for in the environment."""
@@ -298,7 +299,8 @@ def _in_sandbox(
     full = os.path.abspath(script)
     rel = os.path.relpath(full, box.root)
     run_script = full if rel.startswith("..") else os.path.join(box.path, rel)
-    guard = {"copy": box.path, "protect": [box.root, os.path.dirname(full)]}
+    guard = {"copy": box.path, "protect": [box.root, os.path.dirname(full)],
+             "outside": "refuse" if refuse else "record"}  # fmt: skip
     return run_cwd, run_script, {**(env or os.environ), ENV: json.dumps(guard)}
 
 

@@ -25,9 +25,11 @@ training script writes over (``WRITTEN_SUFFIXES``)."""
 COPY_MAX_TOTAL = 1 << 30
 WRITTEN_SUFFIXES = frozenset(".pt .pth .ckpt .safetensors .bin .h5 .keras .onnx .log .csv".split())
 COPY_MAX_FILES = 20_000
+COPY_MAX_ENTRIES = 100_000
+"""Past the copy's limits its folders are still made (so that a run can add files to them) and
+their files linked, up to this many entries; then whole folders are linked."""
 LINKED_DIRS = frozenset(
-    ".git .hg .svn .venv venv .tox .nox node_modules .mypy_cache .ruff_cache .pytest_cache "
-    "wandb mlruns lightning_logs".split()
+    ".git .hg .svn .venv venv .tox .nox node_modules .mypy_cache .ruff_cache .pytest_cache".split()
 )
 SKIPPED = frozenset({"__pycache__", ".ipynb_checkpoints"})
 _FICLONE = 0x40049409  # Linux ioctl: the destination shares the source's blocks until written
@@ -75,16 +77,18 @@ class _Budget:
     """The copy itself, where the temporary folder lies below the one copied."""
     bytes: int = 0
     files: int = 0
+    entries: int = 0
 
     @property
     def spent(self) -> bool:
-        return self.bytes >= COPY_MAX_TOTAL or self.files >= COPY_MAX_FILES
+        return self.entries >= COPY_MAX_ENTRIES
 
 
 def _fill(box: Sandbox, src: str, dst: str, rel: str, files: dict[str, str], b: _Budget) -> None:
     with os.scandir(src) as it:
         entries = sorted(it, key=lambda e: e.name)  # the same copy every time
     for e in entries:
+        b.entries += 1
         r = f"{rel}/{e.name}" if rel else e.name
         target = os.path.join(dst, e.name)
         if e.name in SKIPPED or os.path.realpath(e.path) == b.skip:

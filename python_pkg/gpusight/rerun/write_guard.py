@@ -17,18 +17,33 @@ import sys
 from typing import Any
 
 ENV = "GPUSIGHT_SANDBOX"
-"""What the driver passes: ``{"copy": folder, "protect": [folders]}`` as JSON."""
+"""What the driver passes: ``{"copy": folder, "protect": [folders], "outside": "record" or
+"refuse"}`` as JSON."""
+ALLOW_FLAG = "--allow-writes-outside"
 MAX_RECORDED = 20
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 # Where a run writes as a matter of course: caches and scratch, never the user's work.
-_ROUTINE = ("/tmp", "/dev", "/proc", "/sys", "/var/tmp", os.path.expanduser("~/.cache"))
+_ROUTINE_DIRS = ("/tmp", "/dev", "/proc", "/sys", "/var/tmp", os.path.expanduser("~/.cache"))
+_CACHE_VARS = (
+    "TMPDIR", "XDG_CACHE_HOME", "HF_HOME", "HF_DATASETS_CACHE", "HF_HUB_CACHE",
+    "TRANSFORMERS_CACHE", "TORCH_HOME", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR",
+    "CUDA_CACHE_PATH", "MPLCONFIGDIR", "PYTHONPYCACHEPREFIX",
+)  # fmt: skip
+
+
+def routine_dirs() -> list[str]:
+    """Scratch and the caches the environment names (their writes are no one's work)."""
+    named = [os.environ.get(v) for v in _CACHE_VARS]
+    return [os.path.realpath(p) for p in (*_ROUTINE_DIRS, *named) if p]
 
 
 class Guard:
-    def __init__(self, copy: str, protect: list[str]) -> None:
+    def __init__(self, copy: str, protect: list[str], refuse_outside: bool = False) -> None:
         self.copy = os.path.realpath(copy)
         self.copy_abs = os.path.abspath(copy)
         self.protect = [os.path.realpath(p) for p in protect]
+        self.refuse_outside = refuse_outside
+        self.routine = routine_dirs()
         self.outside: list[str] = []
         self.busy = False
 
@@ -71,9 +86,16 @@ class Guard:
                     f"gpusight: a re-run works in a scratch copy of your folder and does not "
                     f"change your files ({what}: {real})"
                 )
-        if not any(_below(real, r) for r in _ROUTINE) and len(self.outside) < MAX_RECORDED:
-            if real not in self.outside:
-                self.outside.append(real)
+        if any(_below(real, r) for r in self.routine):
+            return
+        if self.refuse_outside:
+            raise PermissionError(
+                f"gpusight: the script writes outside its folder ({what}: {real}); a what-if "
+                f"re-runs it several times and would repeat that each time: pass {ALLOW_FLAG} "
+                "to let it"
+            )
+        if len(self.outside) < MAX_RECORDED and real not in self.outside:
+            self.outside.append(real)
 
     def _own(self, link: str, truncates: bool) -> None:
         """The link becomes a file of the copy's: empty where the open truncates it."""
@@ -113,7 +135,8 @@ def install_from_env() -> Guard | None:
     if not spec or _ACTIVE is not None:
         return _ACTIVE
     data = json.loads(spec)
-    _ACTIVE = guard = Guard(str(data["copy"]), [str(p) for p in data.get("protect") or []])
+    protect = [str(p) for p in data.get("protect") or []]
+    _ACTIVE = guard = Guard(str(data["copy"]), protect, data.get("outside") == "refuse")
     sys.addaudithook(guard.hook)
     from ..knobs.after_import import after_import
 
