@@ -51,6 +51,8 @@ def main():
         opt.step()
         if i == 14:
             break
+    with open("metrics.csv", "a") as f:  # a run's own output, beside the script
+        f.write(f"{loss.item():.4f}\\n")
 
 
 if __name__ == "__main__":
@@ -79,6 +81,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (root / "data" / "scale.txt").write_text("1.0\n")
     (root / "local_helpers.py").write_text("SIZE = 16\n")
     (root / "train.py").write_text(SCRIPT)
+    (root / "metrics.csv").write_text("an earlier run's metrics\n")
     monkeypatch.chdir(root)
     # The copies land here, so that a copy left behind would be seen.
     own_tmp = tmp_path / "tmp"
