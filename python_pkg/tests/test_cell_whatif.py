@@ -118,3 +118,24 @@ def test_the_example_notebooks_what_if_cell(ip: Any) -> None:
     workers = rows.get("DataLoader num_workers=2")
     assert workers is not None and workers.speedup is not None and workers.speedup > 1.2
     assert rep.verdict.bottleneck == "input_pipeline"
+
+
+def test_a_cells_re_runs_write_in_a_scratch_copy(
+    ip: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A helper of an earlier cell writes beside the notebook (the cell itself shows no write,
+    so it is not refused): the re-runs' writes land in the copy, the folder stays as it was."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "metrics.csv").write_text("the user's metrics\n")
+    ip.user_ns["ds"] = SlowDataset(n=64, sleep_s=0.0)
+    ip.run_cell(SETUP).raise_error()
+    ip.run_cell(
+        "def log_step(v):\n    with open('metrics.csv', 'a') as f:\n        f.write(f'{v}\\n')\n"
+    ).raise_error()
+    cell = TRAIN.replace("    step += 1\n", "    step += 1\n    log_step(step)\n")
+    rep = ip.run_cell_magic("gpusight", "--what-if --budget 20 --steps 4 --warmup 1", cell)
+    assert isinstance(rep, Report)
+    assert (tmp_path / "metrics.csv").read_text() == "the user's metrics\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["metrics.csv"]
+    assert any("scratch copy" in n for n in rep.notes)
+    assert str(tmp_path) == __import__("os").getcwd()

@@ -12,7 +12,10 @@ names as found.
 from __future__ import annotations
 
 import ast
+import contextlib
+import os
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from ..report import Report
@@ -36,7 +39,10 @@ class CellRunner:
         warmup: int,
         label: str | None,
         source_names: dict[str, tuple[str, int]],
+        sandbox: Any = None,
     ) -> None:
+        self.sandbox = sandbox
+        """The scratch copy of the kernel's folder each run works in (``rerun/sandbox.py``)."""
         self.code = code
         self.shell = shell
         self.state = state
@@ -84,7 +90,7 @@ class CellRunner:
                                 f"({type(exc).__name__}: {exc})"[:300]
                             ) from None
                         clones.append(clone)
-            with w:
+            with self._in_copy(), w:
                 exec(self.code, self.shell.user_global_ns, ns)
         except KeyboardInterrupt:
             raise
@@ -109,6 +115,23 @@ class CellRunner:
         if report is None and res.error is None:
             res.error = "no report"
         return judge(res)
+
+    @contextlib.contextmanager
+    def _in_copy(self) -> Iterator[None]:
+        """The cell runs in the scratch copy, under the write guard; then back where it was."""
+        box = self.sandbox
+        if box is None:
+            yield
+            return
+        from ..rerun.write_guard import guarded
+
+        here = os.getcwd()
+        os.chdir(box.path)
+        try:
+            with guarded(box.path, [box.root]):
+                yield
+        finally:
+            os.chdir(here)
 
 
 def run(args: Any, cell: str, code: Any, shell: Any, names: dict[str, tuple[str, int]]) -> Report:
@@ -135,6 +158,9 @@ def run(args: Any, cell: str, code: Any, shell: Any, names: dict[str, tuple[str,
     if not args.budget > 0:
         raise UsageError("%%gpusight: --budget must be a positive number of seconds")
     state = CellState.capture(shell.user_ns, tree)
+    from ..rerun import sandbox
+
+    box = sandbox.make(os.getcwd(), prefix="gpusight-cell-copy-")
     runner = CellRunner(
         code,
         shell,
@@ -143,6 +169,7 @@ def run(args: Any, cell: str, code: Any, shell: Any, names: dict[str, tuple[str,
         warmup=args.warmup,
         label=args.label,
         source_names=names,
+        sandbox=box,
     )
     driver = Driver(runner, budget_s=args.budget, warmup=args.warmup)
     try:
@@ -156,6 +183,7 @@ def run(args: Any, cell: str, code: Any, shell: Any, names: dict[str, tuple[str,
             out = driver.what_if()
     finally:
         changed = state.restore()
+        box.remove()
     base = out.baseline
     if base.report is None:
         raise UsageError(f"%%gpusight --what-if: the cell's first run failed: {base.error}")
@@ -164,6 +192,10 @@ def run(args: Any, cell: str, code: Any, shell: Any, names: dict[str, tuple[str,
         report.notes.append(f"what-if: not run, the cell's first run failed: {base.error}")
     else:
         apply(report, out)
+    report.notes.append(
+        f"the cell's re-runs ran in a scratch copy of {box.root} (removed afterwards): what "
+        "they wrote there left your files as they were"
+    )
     report.notes.append(
         f"the cell ran {out.runs} times; the kernel is as before it: "
         + (

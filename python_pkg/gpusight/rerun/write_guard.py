@@ -10,10 +10,12 @@ C++) are not seen: the copy holds real files for everything it could copy, so th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 ENV = "GPUSIGHT_SANDBOX"
@@ -161,3 +163,28 @@ def _guard_torch_save(mod: Any, guard: Guard) -> None:
     torch = sys.modules.get("torch")
     if torch is not None and getattr(torch, "save", None) is orig:
         torch.save = save  # type: ignore[attr-defined]
+
+
+_IN_KERNEL: Guard | None = None
+_DISPATCHING = False
+
+
+def _dispatch(event: str, args: tuple[Any, ...]) -> None:
+    guard = _IN_KERNEL
+    if guard is not None:
+        guard.hook(event, args)
+
+
+@contextlib.contextmanager
+def guarded(copy: str, protect: list[str]) -> Iterator[Guard]:
+    """In a long-lived process (the notebook's kernel): the guard while the block runs (an
+    audit hook cannot be removed: one hook, idle outside such a block)."""
+    global _IN_KERNEL, _DISPATCHING
+    if not _DISPATCHING:
+        sys.addaudithook(_dispatch)
+        _DISPATCHING = True
+    before, _IN_KERNEL = _IN_KERNEL, Guard(copy, protect)
+    try:
+        yield _IN_KERNEL
+    finally:
+        _IN_KERNEL = before
