@@ -95,13 +95,16 @@ def run(args: argparse.Namespace) -> int:
             add_to_report(report, quick=args.quick, progress=bar)
     finally:
         bar.close()
-    print(format_table(report.benchmarks))
+    from ..text_report import printable
+
+    # Device and driver names come from the machine: printed as text, never as escapes.
+    print(printable(format_table(report.benchmarks)))
     if report.findings:
         print()
-        print(format_findings(report.findings))
+        print(printable(format_findings(report.findings)))
     if report.verdict.summary:
         print()
-        print(report.verdict.summary)
+        print(printable(report.verdict.summary))
     if args.json is not None:
         try:
             path = report.save(args.json)
