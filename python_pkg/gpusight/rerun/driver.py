@@ -263,8 +263,9 @@ class ScriptRunner:
                 _kill(proc)
                 raise
             finally:
-                # DataLoader workers of a script that ended abnormally.
-                _kill_group(proc.pid)
+                # DataLoader workers of a script that ended abnormally: a moment to finish
+                # their own exit (it removes their pymp-* folders), then ended.
+                _end_group(proc.pid)
         wall = time.monotonic() - t
         report = _read(rp)
         facts = _read(fp)
@@ -602,7 +603,7 @@ def _read(path: Path) -> dict[str, Any] | None:
 def _kill(proc: subprocess.Popen[bytes]) -> None:
     """End a re-run and everything it started: SIGINT first, as Ctrl-C would (DataLoader
     workers then remove their ``pymp-*`` folders), then SIGTERM, then SIGKILL."""
-    for sig, wait_s in ((signal.SIGINT, 5.0), (signal.SIGTERM, 3.0)):
+    for sig, wait_s in ((signal.SIGINT, 10.0), (signal.SIGTERM, 3.0)):
         _kill_group(proc.pid, sig)
         try:
             proc.wait(timeout=wait_s)
@@ -611,6 +612,18 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
             continue
     _kill_group(proc.pid, signal.SIGKILL)
     proc.wait()
+
+
+def _end_group(pid: int, grace_s: float = 3.0) -> None:
+    """What is left of a run's process group: let it exit for ``grace_s``, then SIGKILL."""
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pid, 0)
+        except (ProcessLookupError, PermissionError, OSError):
+            return  # nothing left
+        time.sleep(0.05)
+    _kill_group(pid)
 
 
 def _kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
