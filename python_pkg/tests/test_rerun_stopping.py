@@ -69,7 +69,7 @@ def _ours(folder: Path) -> list[str]:
 def test_a_signal_ends_the_what_if_and_everything_it_started(tmp_path: Path, sig: int) -> None:
     project = tmp_path / "proj"
     project.mkdir()
-    script = project / f"slow_loop_{sig}.py"
+    script = project / f"slow_loop_{sig}_{os.getpid()}.py"  # a name no other run has
     script.write_text(SLOW_LOOP)
     scratch = tmp_path / "tmp"
     scratch.mkdir()
@@ -95,12 +95,13 @@ def test_a_signal_ends_the_what_if_and_everything_it_started(tmp_path: Path, sig
 
 @pytest.mark.timeout(120)
 def test_the_budget_is_a_hard_limit_on_the_baseline_too(tmp_path: Path) -> None:
-    (tmp_path / "slow_start.py").write_text(SLOW_START)
+    name = f"slow_start_{os.getpid()}.py"  # a name no other run has
+    (tmp_path / name).write_text(SLOW_START)
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     t0 = time.monotonic()
     done = subprocess.run(
-        [_gpusight(), "run", "--what-if", "--budget", "10", "slow_start.py"],
+        [_gpusight(), "run", "--what-if", "--budget", "10", name],
         cwd=tmp_path, env={**os.environ, "TMPDIR": str(scratch)},
         capture_output=True, text=True, timeout=100,
     )  # fmt: skip
@@ -108,5 +109,5 @@ def test_the_budget_is_a_hard_limit_on_the_baseline_too(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "budget ran out (--budget 10 s)" in done.stderr
     assert wall < 25, wall  # 10 s of budget, then the run is stopped (SIGINT, then SIGTERM)
-    assert _processes_running("slow_start.py") == []
+    assert _processes_running(name) == []
     assert _ours(scratch) == []
