@@ -8,7 +8,7 @@
  * is gone, from the sidebar, and offline.
  */
 import type { GpusightReport } from '../report';
-import { buildPage, exportFileName, reportTitle } from './page';
+import { buildPage, exportFileName, reportTitle, sharedReport } from './page';
 
 /** The exported page for `report`, as `gpusight html` writes it. */
 export async function exportHtml(report: GpusightReport): Promise<string> {
@@ -16,7 +16,7 @@ export async function exportHtml(report: GpusightReport): Promise<string> {
   return buildPage(
     PAGE_TEMPLATE,
     BUNDLE,
-    { view: 'report', data: report },
+    { view: 'report', data: sharedReport(report) },
     reportTitle(report)
   );
 }

@@ -11,7 +11,8 @@ import {
   escapeJsonForHtml,
   exportFileName,
   fillTemplate,
-  reportTitle
+  reportTitle,
+  sharedReport
 } from './page';
 
 const root = join(__dirname, '..', '..');
@@ -142,7 +143,7 @@ describe.skipIf(!built)('the built page', () => {
       const fromBrowser = buildPage(
         template,
         bundle,
-        { view: 'report', data: report },
+        { view: 'report', data: sharedReport(report) },
         reportTitle(report)
       );
       // Same document; the JSON may differ in number formatting only (Python writes 1.0).

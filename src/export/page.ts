@@ -108,6 +108,19 @@ export function buildPage(
   });
 }
 
+/**
+ * The report as a page made to be shared carries it: without the host name (as
+ * `gpusight html` leaves it out; the kernel side also replaces home and environment paths).
+ */
+export function sharedReport(report: GpusightReport): GpusightReport {
+  if (!report.machine || !('hostname' in report.machine)) {
+    return report;
+  }
+  const { hostname: _hostname, ...machine } = report.machine;
+  void _hostname;
+  return { ...report, machine };
+}
+
 /** A file name for a report: `gpusight-<kind>-<date>.html`, only safe characters. */
 export function exportFileName(report: GpusightReport): string {
   const date = String(report.created_at ?? '')
