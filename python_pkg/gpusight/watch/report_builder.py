@@ -553,58 +553,12 @@ def build_report(w: Watch) -> Report:
         "peak_memory_bytes": peak,
         "memory_capacity_bytes": capacity,
         "kernels": kernels,
-        "syncs": [
-            {
-                "kind": s.kind,
-                "count": s.count,
-                "total_ms": round(s.idle_ms, 3) if s.idle_ms is not None else None,
-                **(
-                    {
-                        "source": {
-                            "file": s.file,
-                            "line": s.line,
-                            **({"code": s.code} if s.code else {}),
-                        }
-                    }
-                    if s.file is not None and s.line is not None
-                    else {}
-                ),
-            }
-            for s in ev.syncs
-        ],
+        "syncs": _sync_rows(ev.syncs),
     }
-    if w.end_drain_ms is not None and clean:
-        run["end_drain_ms"] = round(w.end_drain_ms, 3)
-    spread = _spread(step_ms)
-    if spread:
-        run["step_time_spread_ms"] = spread
-    if result.stall is not None:
-        run["stall"] = result.stall.as_dict()
-    items = items_per_step(w, ev.placement.batch_size if ev.placement else None)
-    hinted = _hinted_batch(w)
-    if hinted is not None and not _loader_feeds(w):
-        items = hinted
-    if items:
-        run["items_per_step"] = items
-    epochs = ev.epoch_starts
-    if epochs:
-        run["epoch_starts"] = epochs
-    if w.label:
-        run["label"] = w.label
-    if w.outcome == "stopped":
-        notes.append(f"stopped after {len(clean)} measured steps (--steps)")
-    elif rec.capped:
-        notes.append(
-            f"measured the first {rec.measured:,} steps after the warm-up and let the rest of the "
-            "run go unwatched (each measured step keeps a record); --steps N measures another "
-            "number and then stops the script"
-        )
-    elif w.outcome == "interrupted":
-        notes.append(f"interrupted after {rec.completed} steps; the report covers what ran")
-    elif w.outcome.startswith("exited"):
-        notes.append(f"the script {w.outcome}; the report covers what ran")
-    elif w.outcome.startswith("raised"):
-        notes.append(f"the watched code {w.outcome}; the report covers what ran")
+    _add_run_extras(run, w, ev, result, step_ms)
+    outcome = _outcome_note(w, rec, len(clean))
+    if outcome:
+        notes.append(outcome)
     report = Report(
         kind="watch",
         machine=machine_facts(torch),
@@ -617,6 +571,63 @@ def build_report(w: Watch) -> Report:
     if rec.kind is None:
         return report  # nothing was seen to attribute: the report claims nothing
     return lead_with_cpu_only_build(report)
+
+
+def _sync_rows(syncs: list[Any]) -> list[dict[str, Any]]:
+    """The report's sync sites: kind, count, GPU idle after them, the source line."""
+    rows = []
+    for s in syncs:
+        row: dict[str, Any] = {
+            "kind": s.kind,
+            "count": s.count,
+            "total_ms": round(s.idle_ms, 3) if s.idle_ms is not None else None,
+        }
+        if s.file is not None and s.line is not None:
+            row["source"] = {"file": s.file, "line": s.line, **({"code": s.code} if s.code else {})}
+        rows.append(row)
+    return rows
+
+
+def _add_run_extras(
+    run: dict[str, Any], w: Watch, ev: Any, result: Any, step_ms: list[float]
+) -> None:
+    """The run's optional fields: the GPU's drain, the spread, a stall, items, epochs, label."""
+    if w.end_drain_ms is not None and step_ms:
+        run["end_drain_ms"] = round(w.end_drain_ms, 3)
+    spread = _spread(step_ms)
+    if spread:
+        run["step_time_spread_ms"] = spread
+    if result.stall is not None:
+        run["stall"] = result.stall.as_dict()
+    items = items_per_step(w, ev.placement.batch_size if ev.placement else None)
+    hinted = _hinted_batch(w)
+    if hinted is not None and not _loader_feeds(w):
+        items = hinted
+    if items:
+        run["items_per_step"] = items
+    if ev.epoch_starts:
+        run["epoch_starts"] = ev.epoch_starts
+    if w.label:
+        run["label"] = w.label
+
+
+def _outcome_note(w: Watch, rec: Any, measured: int) -> str | None:
+    """How the watched code ended, where that bounds what the report covers."""
+    if w.outcome == "stopped":
+        return f"stopped after {measured} measured steps (--steps)"
+    if rec.capped:
+        return (
+            f"measured the first {rec.measured:,} steps after the warm-up and let the rest of the "
+            "run go unwatched (each measured step keeps a record); --steps N measures another "
+            "number and then stops the script"
+        )
+    if w.outcome == "interrupted":
+        return f"interrupted after {rec.completed} steps; the report covers what ran"
+    if w.outcome.startswith("exited"):
+        return f"the script {w.outcome}; the report covers what ran"
+    if w.outcome.startswith("raised"):
+        return f"the watched code {w.outcome}; the report covers what ran"
+    return None
 
 
 def window_cost(w: Watch, steady: list[Any], read_ms: float | None) -> dict[str, float]:
