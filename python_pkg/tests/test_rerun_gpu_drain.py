@@ -2,8 +2,8 @@
 
 A GPU-bound step's host timestamps run ahead of the GPU by the launch queue's depth: the watch
 starts the measured steps with the queue empty and records how long the GPU still ran after the
-last one (``run.end_drain_ms``); the what-if's time per step is that whole window. On the CPU nothing is
-queued: no drain is reported and the time per step is the steady mean.
+last one (``run.end_drain_ms``); the what-if's time per step is that whole window. On the CPU
+nothing is queued: no drain is reported and the time per step is the steady mean.
 """
 
 from __future__ import annotations
