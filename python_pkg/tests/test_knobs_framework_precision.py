@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpusight.after_import import after_import
 from gpusight.knobs import by_name, plan_groups, took_effect
-from gpusight.knobs.after_import import after_import
 from gpusight.knobs.framework_precision import observe, trained_through
 from gpusight.rerun.inject import InjectError, install
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..after_import import after_import
 from . import framework_precision
-from .after_import import after_import
 from .base import After, Arm, Group, Knob, Situation
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from .after_import import Callback, after_import
+from ..after_import import Callback, after_import
 
 
 @dataclass(frozen=True)

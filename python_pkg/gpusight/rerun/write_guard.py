@@ -140,7 +140,7 @@ def install_from_env() -> Guard | None:
     protect = [str(p) for p in data.get("protect") or []]
     _ACTIVE = guard = Guard(str(data["copy"]), protect, data.get("outside") == "refuse")
     sys.addaudithook(guard.hook)
-    from ..knobs.after_import import after_import
+    from ..after_import import after_import
 
     after_import({"torch.serialization": lambda mod: _guard_torch_save(mod, guard)})
     return guard

@@ -1,8 +1,9 @@
 """Run a callback once a module is imported, whenever the script imports it.
 
 A re-run's knobs patch a framework's own switch (``TrainingArguments``, Lightning's ``Trainer``,
-``Accelerator``) without importing the framework themselves: a script that never uses it pays
-nothing, and one that does gets the patch before its first line that uses it.
+``Accelerator``), and the watch times a framework's checkpoint saving, without importing the
+framework themselves: a script that never uses it pays nothing, and one that does gets the patch
+before its first line that uses it.
 """
 
 from __future__ import annotations
