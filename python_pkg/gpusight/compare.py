@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 # Breakdown categories, in the order the chart draws them: the ones the rules split a step into.
 from .durations import format_ms
-from .rules.workload import BREAKDOWN_KEYS
+from .rules.workload import REPORTED_KEYS
 
 FindingStatus = Literal["resolved", "new", "still"]
 
@@ -25,6 +25,7 @@ BREAKDOWN_LABELS = {
     "launch_overhead": "Kernel launch overhead",
     "other_cpu": "Other CPU work",
     "communication": "Communication",
+    "between_steps": "Between steps (evaluation, checkpoints)",
 }
 STATUS_LABELS: dict[str, str] = {"resolved": "resolved", "new": "new", "still": "still there"}
 
@@ -97,7 +98,7 @@ def compare_reports(before: Mapping[str, Any], after: Mapping[str, Any]) -> Comp
     ab = _run(after).get("breakdown_ms")
     rows: list[BreakdownRow] = []
     if bb is not None or ab is not None:
-        for key in BREAKDOWN_KEYS:
+        for key in REPORTED_KEYS:
             b = float(bb.get(key, 0) or 0) if bb is not None else None
             a = float(ab.get(key, 0) or 0) if ab is not None else None
             if not b and not a:

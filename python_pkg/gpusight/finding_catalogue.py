@@ -154,6 +154,17 @@ CATALOGUE: dict[str, CatalogueEntry] = {
         "adds scatter/gather even on one.",
         _WATCH + ": the model's wrapper.",
     ),
+    "code.eval_phase": CatalogueEntry(
+        "An evaluation between the training steps takes a large share of the run: the GPU "
+        "utilisation that drops every N steps, often from a value read back every batch.",
+        _WATCH + ": the time from `model.eval()` until the model goes back to training, with its "
+        "period, the line that starts it and the syncs inside it.",
+    ),
+    "code.checkpoint_phase": CatalogueEntry(
+        "Saving checkpoints between the training steps takes a large share of the run.",
+        _WATCH + ": the time in `torch.save` or a library's save (`save_pretrained`, a trainer's "
+        "checkpoint), with its period and line.",
+    ),
     "load.input_bound": CatalogueEntry(
         "The step waits for the next batch: the input pipeline (DataLoader) is slower than the "
         "GPU.",

@@ -15,6 +15,7 @@ export const BREAKDOWN_LABELS: Record<BreakdownKey, string> = {
   launch_overhead: 'Kernel launch overhead',
   other_cpu: 'Other CPU work',
   communication: 'Communication',
+  between_steps: 'Between steps (evaluation, checkpoints)',
   unattributed: 'Unattributed'
 };
 
@@ -28,7 +29,8 @@ const ORDER: BreakdownKey[] = [
   'sync_stall',
   'launch_overhead',
   'other_cpu',
-  'communication'
+  'communication',
+  'between_steps'
 ];
 
 export interface BreakdownSegment {

@@ -18,7 +18,8 @@ export const BREAKDOWN_KEYS = [
   'sync_stall',
   'launch_overhead',
   'other_cpu',
-  'communication'
+  'communication',
+  'between_steps'
 ] as const satisfies readonly (keyof Breakdown)[];
 
 export type BreakdownCategory = (typeof BREAKDOWN_KEYS)[number];

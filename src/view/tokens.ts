@@ -59,6 +59,7 @@ export const CATEGORY_COLOR: Record<BreakdownKey, CssVar> = {
   launch_overhead: 'var(--jp-accent-color1)',
   other_cpu: 'var(--jp-warn-color2)',
   communication: 'var(--jp-info-color1)',
+  between_steps: 'var(--jp-info-color2)',
   unattributed: 'var(--jp-layout-color3)'
 };
 
@@ -73,6 +74,7 @@ export const BOTTLENECK_LABEL: Record<Bottleneck, string> = {
   precision: 'Precision',
   memory_capacity: 'GPU memory capacity',
   communication: 'Communication',
+  between_steps: 'Between steps (evaluation, checkpoints)',
   compute: 'Compute (the GPU is busy)',
   none: 'No bottleneck found'
 };

@@ -223,6 +223,74 @@ WORKLOAD_SNIPPETS = [
         {"batch": 64},
     ),
     Snippet(
+        "phase.eval_metrics_on_gpu",
+        "python",
+        "import torch\n"
+        "\n"
+        "# {site}: `{code}` reads a value back every batch of the evaluation, and the\n"
+        "# host waits for the GPU each time. Accumulate on the GPU and read once, at the end:\n"
+        "def evaluate(model, val_loader, loss_fn, device):\n"
+        "    model.eval()\n"
+        "    total_loss = torch.zeros((), device=device)\n"
+        "    correct = torch.zeros((), device=device, dtype=torch.long)\n"
+        "    seen = 0\n"
+        "    with torch.inference_mode():\n"
+        "        for x, y in val_loader:\n"
+        "            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)\n"
+        "            out = model(x)\n"
+        "            total_loss += loss_fn(out, y) * len(y)\n"
+        "            correct += (out.argmax(-1) == y).sum()\n"
+        "            seen += len(y)\n"
+        "    model.train()\n"
+        "    return total_loss.item() / seen, correct.item() / seen  # the one read-back\n"
+        "\n"
+        "\n"
+        "# It takes {share}% of the run. Evaluating every {twice} steps instead of {period}\n"
+        "# halves that, for a validation curve with half the points:\n"
+        "EVAL_EVERY = {twice!r}\n",
+        {
+            "site": "train.py:88",
+            "code": "correct += (pred == y).sum().item()",
+            "period": 50,
+            "twice": 100,
+            "share": 30,
+        },
+    ),
+    Snippet(
+        "phase.eval_less_often",
+        "python",
+        "# {site}: the evaluation takes {share}% of the run, every {period} steps.\n"
+        "# Every {twice} steps instead halves that, for a validation curve with half the points;\n"
+        "# a fixed subset of the validation set cuts each evaluation instead.\n"
+        "EVAL_EVERY = {twice!r}\n"
+        "for step, batch in enumerate(train_loader):\n"
+        "    train_step(batch)\n"
+        "    if (step + 1) % EVAL_EVERY == 0:\n"
+        "        evaluate(model, val_loader)\n",
+        {"site": "train.py:88", "period": 50, "twice": 100, "share": 30},
+    ),
+    Snippet(
+        "phase.checkpoint_less_often",
+        "python",
+        "import threading\n"
+        "\n"
+        "import torch\n"
+        "\n"
+        "# {site}: saving takes {ms} ms every {period} steps ({share}% of the run).\n"
+        "# Save every {twice} steps instead (a crash then loses up to that many steps of work),\n"
+        "# and write from a thread: only the copy to the host holds up training.\n"
+        "SAVE_EVERY = {twice!r}\n"
+        "\n"
+        "\n"
+        "def save_in_background(model, path):\n"
+        "    state = {{k: v.detach().to('cpu', copy=True)\n"
+        "             for k, v in model.state_dict().items()}}\n"
+        "    writer = threading.Thread(target=torch.save, args=(state, path))\n"
+        "    writer.start()\n"
+        "    return writer  # join() it before the next save and at the end of training\n",
+        {"site": "train.py:120", "ms": 850, "period": 100, "twice": 200, "share": 12},
+    ),
+    Snippet(
         "infer.inference_mode",
         "python",
         "import torch\n"

@@ -38,6 +38,8 @@ from ..fixes.placement import to_device_text
 from ..fixes.statement_patches import autocast_text, log_every_text
 from ..fixes.where_made import channels_last_text, pin_source_text
 from ..report import Evidence, Finding, Fix, Impact, Scalar, Severity, SourceLine, Verdict
+from . import between_steps
+from .between_steps import PhaseSeen
 from .stalls import Stall, find_stalls, stall_phrase, workers_to_keep_up
 
 CATEGORY_BOTTLENECK = {
@@ -57,6 +59,8 @@ BREAKDOWN_KEYS = (
     "other_cpu",
     "communication",
 )
+REPORTED_KEYS = (*BREAKDOWN_KEYS, "between_steps")
+"""The report's breakdown: the step's own categories, then what ran between the steps."""
 # Above this GPU-busy (compute) share the GPU itself sets the pace.
 COMPUTE_BOUND_PCT = 80.0
 # A category must hold at least this share of the step to be named the bottleneck.
@@ -207,6 +211,9 @@ class WorkloadEvidence:
     wraps that statement."""
     h2d_link_gbps: float | None = None
     """One direction of the GPU's PCIe link at its best, after encoding (NVML; GB/s)."""
+    phases: list[PhaseSeen] = field(default_factory=list)
+    """Evaluation and checkpoint saving between the training steps; ``step_times_ms`` and
+    the other per-step figures leave their time out (``between_steps.py``)."""
 
 
 @dataclass
@@ -1240,7 +1247,7 @@ def gpu_busy_pct(ev: WorkloadEvidence, split: dict[str, float]) -> float | None:
 def analyse(ev: WorkloadEvidence) -> WorkloadResult:
     split = breakdown(ev)
     found = findings(ev, split)
-    return WorkloadResult(
+    result = WorkloadResult(
         step_time_ms=step_time(ev),
         breakdown_ms=split,
         gpu_busy_pct=gpu_busy_pct(ev, split),
@@ -1248,6 +1255,38 @@ def analyse(ev: WorkloadEvidence) -> WorkloadResult:
         findings=found,
         stall=stall_of(ev),
     )
+    if ev.phases:
+        _add_phases(ev, result)
+    return result
+
+
+def _add_phases(ev: WorkloadEvidence, result: WorkloadResult) -> None:
+    """The phases between the steps join the training step's split as a category of their own,
+    with their findings; they are the verdict where they take more than any cause inside the
+    step (compute aside: the GPU's own work is no time to give back)."""
+    n = len(steady_steps(ev))
+    between = between_steps.between_steps_ms(ev.phases, n)
+    if between <= 0:
+        return
+    whole = result.step_time_ms + between
+    result.step_time_ms = whole
+    result.breakdown_ms["between_steps"] = between
+    result.findings.extend(between_steps.findings(ev.phases, whole, n))
+    inside = max(
+        (v for k, v in result.breakdown_ms.items() if k not in ("compute", "between_steps")),
+        default=0.0,
+    )
+    share = _pct(between, whole)
+    if result.verdict.bottleneck not in ("device_placement", "none") and (
+        share >= between_steps.NAMED_PCT and between > inside
+    ):
+        busy = result.verdict.gpu_busy_pct
+        b = f"GPU busy {busy:.0f}% in the training steps" if busy is not None else "no GPU in use"
+        result.verdict = Verdict(
+            bottleneck="between_steps",
+            gpu_busy_pct=busy,
+            summary=between_steps.summary(ev.phases, share, b),
+        )
 
 
 def scalar(value: object) -> Scalar:

@@ -49,6 +49,9 @@ class StepRecord:
     calls (``framework_ns``); see ``detail.py``."""
     epoch: bool = False
     """A new DataLoader iterator (an epoch, with fresh workers unless persistent) began here."""
+    phase_ns: int = 0
+    """Of the step's time, what evaluation and checkpoint saving between the training steps
+    took (``phases.py``); what the hooks measured in them is not in the step's other figures."""
 
     @property
     def duration_ns(self) -> int:
@@ -63,6 +66,7 @@ class StepRecord:
         self.detail_ns += other.detail_ns
         self.full = self.full and other.full
         self.epoch = self.epoch or other.epoch
+        self.phase_ns += other.phase_ns
 
 
 @dataclass
@@ -94,6 +98,11 @@ class StepRecorder:
         self.max_window_ns = 0
         """With ``steps``: stop once the measured steps take this long (and ``MIN_STEPS`` are
         in), even short of ``steps``: slow steps do not stretch a what-if run without end."""
+        self.phase_seen = False
+        """An evaluation or a checkpoint ran between the training steps (``phases.py``)."""
+        self.phase_measured = False
+        """One ran within the measured steps: until then, with ``steps``, the measuring goes on
+        (at most ``MAX_STEPS_FACTOR`` times the steps asked for) to cover one."""
 
     # -- phases -------------------------------------------------------------------------------
     @property
@@ -130,6 +139,8 @@ class StepRecorder:
                 return True
         if self._measured < steps:
             return False
+        if self.phase_seen and not self.phase_measured:
+            return self._measured >= steps * MAX_STEPS_FACTOR
         return self._measured_ns >= self.min_window_ns or self._measured >= steps * MAX_STEPS_FACTOR
 
     @property
@@ -178,8 +189,8 @@ class StepRecorder:
         cur = self.current
         n = len(ends)
         share = (cur.overhead_ns + overhead_ns) // n
-        held = (cur.data_ns, cur.copy_ns, cur.syncs, cur.detail_ns, cur.epoch)
-        cur.data_ns = cur.copy_ns = cur.syncs = cur.detail_ns = 0
+        held = (cur.data_ns, cur.copy_ns, cur.syncs, cur.detail_ns, cur.epoch, cur.phase_ns)
+        cur.data_ns = cur.copy_ns = cur.syncs = cur.detail_ns = cur.phase_ns = 0
         cur.epoch = False
         detail, full = cur.detail, cur.full
         records = self.records
@@ -201,7 +212,7 @@ class StepRecorder:
         self._measured_ns += ends[-1] - cur.start_ns
         nxt = self.current = StepRecord(len(records) + 1, "measure", ends[-1])
         nxt.detail, nxt.full = detail, full
-        nxt.data_ns, nxt.copy_ns, nxt.syncs, nxt.detail_ns, nxt.epoch = held
+        nxt.data_ns, nxt.copy_ns, nxt.syncs, nxt.detail_ns, nxt.epoch, nxt.phase_ns = held
 
     def begin_measured(self, now_ns: int) -> StepRecord:
         """``begin_next`` after ``end_steady``: the next step is measured."""

@@ -23,11 +23,13 @@ from ..rules.workload import (
     analyse,
     median_step,
     steady_from,
+    steady_steps,
 )
 from .calibration import UNSEEN_FACTOR_FORWARD, unseen_factor
 from .call_sites import CallSite, in_library
 from .machine import machine_facts
 from .notebook_cells import cell_at, loader_cell, torch_alias
+from .phase_report import phase_evidence, phase_free_run, phase_rows, unmeasured_note
 from .recorder import StepRecord
 from .source_lines import Site
 from .trace_analysis import HostRecord, WindowStats
@@ -129,7 +131,13 @@ def _window_stats(w: Watch, notes: list[str]) -> WindowStats | None:
     window = w.window
     if rec is None or window is None:
         return None
-    analysed = rec.analysed()
+    profiled = rec.analysed()
+    analysed = phase_free_run(profiled)
+    if len(analysed) < len(profiled):
+        notes.append(
+            f"an evaluation or a checkpoint fell inside the profiler window: its kernel figures "
+            f"come from the {len(analysed)} profiled step(s) without one"
+        )
     got = window.trace()
     if got is None:
         if window.error:
@@ -322,7 +330,7 @@ def build_report(w: Watch) -> Report:
     if (
         phase == "measure"
         and rec.steps is not None
-        and not (rec.min_window_ns or rec.max_window_ns)
+        and not (rec.min_window_ns or rec.max_window_ns or rec.phase_seen)
     ):
         clean = clean[: rec.steps]
     if rec.kind is None:
@@ -392,7 +400,7 @@ def build_report(w: Watch) -> Report:
     texts: dict[str, str | None] = {}  # each user file read once for the sync and copy sites
     ev = WorkloadEvidence(
         step_mode=rec.kind or "block",
-        step_times_ms=[_ms(r.duration_ns) for r in clean],
+        step_times_ms=[_ms(r.duration_ns - r.phase_ns) for r in clean],
         data_wait_ms=[_ms(r.data_ns) for r in clean],
         host_copy_ms=_copy_per_step(clean),
         framework_ms=_framework_per_step(clean),
@@ -410,7 +418,7 @@ def build_report(w: Watch) -> Report:
                 source=_sync_source(a.site, texts),
             )
             for key, a in syncs
-            if not measured or a.measured
+            if (a.measured if measured else a.count)
         ],
         copies=[
             CopySite(
@@ -448,6 +456,7 @@ def build_report(w: Watch) -> Report:
         gpu_used=gpu_used,
         nvml_util_pct=nvml_util,
         h2d_link_gbps=_link_gbps(sampler),
+        phases=phase_evidence(w, rec, clean),
     )
     result = analyse(ev)
     if rec.kind is None:
@@ -556,6 +565,11 @@ def build_report(w: Watch) -> Report:
         "syncs": _sync_rows(ev.syncs),
     }
     _add_run_extras(run, w, ev, result, step_ms)
+    if ev.phases:
+        run["phases"] = phase_rows(ev.phases, len(steady_steps(ev)))
+        unmeasured = unmeasured_note(ev.phases, len(clean))
+        if unmeasured:
+            notes.append(unmeasured)
     outcome = _outcome_note(w, rec, len(clean))
     if outcome:
         notes.append(outcome)

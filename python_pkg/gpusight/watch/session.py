@@ -55,6 +55,7 @@ from .detail import DetailPlan
 from .nvml_sampler import NvmlSampler
 from .optimizer_clock import OptimizerClock
 from .patches import Patches
+from .phases import PhaseHooks
 from .placement import INSPECT_CALLS, ModuleInfo, inspect_module, observe_call
 from .profiler_window import CUPTI_TEARDOWN, ProfilerWindow
 from .recorder import MAX_MEASURED, MAX_STEPS_FACTOR, StepRecorder
@@ -416,6 +417,8 @@ class Watch:
         self._run_left = 0
         """How many more steps the run may take, where an optimizer step ends them."""
         self._graphs_at_start = 0
+        self.phases = PhaseHooks(self, lambda: _is_compiling())
+        """Evaluation and checkpoint saving between the training steps (``phases.py``)."""
 
     # -- context manager ----------------------------------------------------------------------
     def __enter__(self) -> Watch:
@@ -505,6 +508,8 @@ class Watch:
         try:
             if self._rec is not None:
                 self._close_run()  # before the hooks come off: ``_restore`` takes the shims
+                if self.phases.tracker.active is not None:
+                    self.phases.tracker.end(self._rec, self._end_ns)
                 self._rec.finish(self._end_ns)
         finally:
             self._restore()
@@ -602,6 +607,7 @@ class Watch:
         # Sync warnings: every occurrence (not once per line), shown to us instead of printed.
         p.add("warnings filter", _filter_warning("always", SYNC_MESSAGE))
         p.set_attr(warnings, "showwarning", self._wrap_showwarning(warnings.showwarning))
+        self.phases.install(torch)
 
     def _maybe_enable_sync_mode(self) -> None:
         """Sync-debug mode needs CUDA up; never start CUDA ourselves, wait for the run to."""
@@ -986,6 +992,8 @@ class Watch:
     def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
         if _is_compiling() or get_ident() != self._tid:
             return
+        if self.phases.tracker.active is not None:
+            self.phases.training_resumes()
         open_ = self._opt_open
         key = id(opt)
         frame = sys._getframe(1)  # torch's wrapper of this step
@@ -1029,7 +1037,7 @@ class Watch:
         if self._run_left:
             # A light step that the plan knows is light, in a run: its end and its loader's
             # wait into the run's lists (``_start_run`` says why), unless it recorded more.
-            if not (cur.syncs or cur.copy_ns or cur.detail_ns or cur.epoch):
+            if not (cur.syncs or cur.copy_ns or cur.detail_ns or cur.epoch or cur.phase_ns):
                 self._run_left -= 1
                 self._run.append(t)
                 self._run_data.append(cur.data_ns)
@@ -1428,6 +1436,8 @@ class Watch:
             rec = w._rec
             if _is_compiling() or w._bwd_depth or get_ident() != w._tid or rec is None:
                 return orig(*args, **kwargs)
+            if w.phases.tracker.active is not None:
+                w.phases.training_resumes()
             if not w._full and rec.kind == "optimizer":
                 # A light step: an optimizer ends it, and its backward is not timed.
                 rec.current.overhead_ns += w.calibration.wrapper_ns
@@ -1688,9 +1698,12 @@ class Watch:
                 agg = agg_or_none
             if loc is not None and user is not None and user is frame:
                 self._sync_sites[loc] = (user.f_code, agg)
+        rec = self._rec
+        if self.phases.tracker.active is not None:
+            self.phases.tracker.note_sync(agg.key)
+            return agg
         agg.count += 1
         agg.host_ns += host_ns
-        rec = self._rec
         if rec is not None:
             cur = rec.current
             if cur.phase == "measure":
