@@ -1,8 +1,8 @@
-"""A model and its optimizer saved every 10 steps, on the training thread.
+"""A model and its optimizer saved every 6 steps, on the training thread.
 
 ``torch.save`` of a state on the GPU copies every tensor to the host and writes it before the
 next step can start: the GPU idles for the whole save. Fix: copy the state to the host and write
-it from a thread, every 10 steps still (the same checkpoints; the training is unchanged).
+it from a thread, every 6 steps still (the same checkpoints; the training is unchanged).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import torch.nn.functional as F
 from _common import Steps, parse_args, pick_device
 from torch import nn
 
-LABEL = "torch.save of model and optimizer every 10 steps on the training thread"
+LABEL = "torch.save of model and optimizer every 6 steps on the training thread"
 EXPECTED = {"bottleneck": "between_steps", "finding": "code.checkpoint_phase"}
 REQUIRES_CUDA = False
-SAVE_EVERY = 10
+SAVE_EVERY = 6
 
 
 class Mlp(nn.Module):

@@ -1,4 +1,4 @@
-"""A language model evaluated every 20 steps, its metrics read back batch by batch.
+"""A language model evaluated every 8 steps, its metrics read back batch by batch.
 
 Each validation batch calls ``.item()`` on its loss and copies its predictions to the host for a
 numpy accuracy: two syncs a batch, so the host waits for the GPU 32 times an evaluation and the
@@ -13,10 +13,10 @@ import torch.nn.functional as F
 from _common import Steps, parse_args, pick_device
 from torch import nn
 
-LABEL = "evaluation every 20 steps with two syncs per validation batch"
+LABEL = "evaluation every 8 steps with two syncs per validation batch"
 EXPECTED = {"bottleneck": "between_steps", "finding": "code.eval_phase"}
 REQUIRES_CUDA = False
-EVAL_EVERY = 20
+EVAL_EVERY = 8
 VAL_BATCHES = 16
 
 
