@@ -43,7 +43,9 @@ CATALOGUE: dict[str, CatalogueEntry] = {
     ),
     "env.cpu_only_build": CatalogueEntry(
         "The installed torch is a CPU-only build (`torch.version.cuda` is None): it can never "
-        "use a GPU, whatever the machine has.",
+        "use a GPU, whatever the machine has. A watched run's report leads with it where the "
+        "machine has an NVIDIA GPU; on one without, it says so in a note and leads with the "
+        "run's own fix.",
         _PROBE,
     ),
     "env.cuda_unavailable": CatalogueEntry(

@@ -39,16 +39,24 @@ export function cpuOnlyFinding(version: string): Finding {
 }
 
 /**
- * The finding to act on first: a CPU-only build before anything (nothing else matters until a
- * GPU can be used), else the largest measured or estimated impact, skipping info-only findings.
+ * The finding to act on first: a CPU-only build on a machine with a GPU before anything (nothing
+ * else matters until that GPU can be used), else the largest measured or estimated impact,
+ * skipping info-only findings. On a machine without a GPU a CUDA build would change nothing: the
+ * run's own fix comes first.
  */
 export function firstFinding(report: GpusightReport): Finding | null {
-  const findings = report.findings ?? [];
   const cpuOnly = cpuOnlyBuild(report);
-  if (cpuOnly !== null) {
+  const gpuHere = (report.machine.gpus ?? []).length > 0;
+  if (cpuOnly !== null && gpuHere) {
     // A report made before the kernel side named the build still leads with it.
-    return findings.find(f => f.id === CPU_ONLY_ID) ?? cpuOnlyFinding(cpuOnly);
+    return (
+      (report.findings ?? []).find(f => f.id === CPU_ONLY_ID) ??
+      cpuOnlyFinding(cpuOnly)
+    );
   }
+  const findings = (report.findings ?? []).filter(
+    f => gpuHere || f.id !== CPU_ONLY_ID
+  );
   const ranked = sortFindings(findings).filter(f => f.fix?.text);
   return (
     ranked.find(f => f.severity === 'critical' && f.impact.basis !== 'none') ??

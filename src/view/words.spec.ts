@@ -61,8 +61,9 @@ describe('words that follow the machine', () => {
     expect(breakdownSegments({ compute: 10 }, 10)[0].label).toBe('GPU compute');
   });
 
-  it('puts the CPU-only build first in a rendered report', async () => {
+  it('puts the CPU-only build first on a machine with a GPU it leaves unused', async () => {
     const r = cpuOnly();
+    r.machine.gpus = [{ index: 0, name: 'NVIDIA H200' }];
     r.findings.push({
       id: 'env.cpu_only_build',
       severity: 'critical',
@@ -73,7 +74,9 @@ describe('words that follow the machine', () => {
     });
     expect(firstFinding(r)?.id).toBe('env.cpu_only_build');
     // An older report without the finding still leads with the build.
-    expect(firstFinding(cpuOnly())?.title).toMatch(/CPU-only build/);
+    const older = cpuOnly();
+    older.machine.gpus = r.machine.gpus;
+    expect(firstFinding(older)?.title).toMatch(/CPU-only build/);
     const el = document.createElement('gs-report');
     el.report = r;
     document.body.appendChild(el);
@@ -92,6 +95,39 @@ describe('words that follow the machine', () => {
     expect(first?.shadowRoot?.querySelector('h3')?.textContent).toContain(
       'CPU-only build'
     );
+  });
+
+  it("leads with the run's own fix on a machine without a GPU", async () => {
+    const r = cpuOnly();
+    r.findings.push({
+      id: 'env.cpu_only_build',
+      severity: 'critical',
+      title: 'torch 2.13.0+cpu is a CPU-only build: it cannot use any GPU',
+      evidence: [],
+      impact: { basis: 'none', text: 'Nothing runs on a GPU.' },
+      fix: { text: 'Install a CUDA build of torch.' }
+    });
+    const gpu = clone(full) as unknown as GpusightReport;
+    const own = firstFinding(gpu)?.id;
+    expect(own).toBeTruthy();
+    expect(firstFinding(r)?.id).toBe(own);
+    expect(firstFinding(cpuOnly())?.id).toBe(own);
+    const el = document.createElement('gs-report');
+    el.report = r;
+    document.body.appendChild(el);
+    await el.updateComplete;
+    const first = el.shadowRoot?.querySelector('gs-first-fix');
+    await first?.updateComplete;
+    expect(first?.shadowRoot?.querySelector('h3')?.textContent).not.toContain(
+      'CPU-only build'
+    );
+    // The verdict still says the run had no GPU.
+    const verdict = el.shadowRoot?.querySelector('gs-verdict');
+    await verdict?.updateComplete;
+    expect(
+      verdict?.shadowRoot?.querySelector('.jp-GpusightVerdict-summary')
+        ?.textContent
+    ).toMatch(/^torch 2\.13\.0\+cpu is a CPU-only build/);
   });
 
   it('picks the largest measured impact first and marks the basis', () => {

@@ -1,9 +1,11 @@
-"""A CPU-only torch build leads every report made on it.
+"""A CPU-only torch build on a machine with a GPU leads every report made on it.
 
 ``gpusight check`` calls a CPU-only build critical (``env.cpu_only_build``). A watch or benchmark
-report on the same build must not then say "No bottleneck found" or "Nothing to fix": it names the
-build first. :func:`lead_with_cpu_only_build` does that to any report, from its ``machine`` alone
-(the watch and bench builders call it last, after their own verdict).
+report on the same build must not then say "No bottleneck found" or "Nothing to fix": its verdict
+names the build. Its finding comes first where the machine has an NVIDIA GPU that the build
+leaves unused; on a machine without one a CUDA build would change nothing, so the report says
+so in a note and its first fix stays the run's own. :func:`lead_with_cpu_only_build` does that to
+any report, from its ``machine`` alone (the watch and bench builders call it last).
 """
 
 from __future__ import annotations
@@ -16,6 +18,11 @@ from ..fixes import fix
 from ..report import Evidence, Finding, Impact, Report, Verdict
 
 FINDING_ID = "env.cpu_only_build"
+NO_GPU_NOTE = (
+    "torch here is a CPU-only build, and this machine has no NVIDIA GPU that its driver shows "
+    "(NVML): a CUDA build would change nothing here, so the fixes are the run's own; on a GPU "
+    "machine, install a CUDA build first (`gpusight check` names the index for its driver)"
+)
 
 
 def cpu_only_torch_version(machine: Mapping[str, Any]) -> str | None:
@@ -57,8 +64,13 @@ def lead_with_cpu_only_build(report: Report) -> Report:
     version = cpu_only_torch_version(report.machine)
     if version is None:
         return report
-    if not any(f.id == FINDING_ID for f in report.findings):
-        report.findings.insert(0, cpu_only_finding(version))
+    if report.machine.get("gpus"):
+        if not any(f.id == FINDING_ID for f in report.findings):
+            report.findings.insert(0, cpu_only_finding(version))
+    else:
+        report.findings = [f for f in report.findings if f.id != FINDING_ID]
+        if NO_GPU_NOTE not in report.notes:
+            report.notes.append(NO_GPU_NOTE)
     head = f"torch {version} is a CPU-only build, so this ran without a GPU."
     v = report.verdict
     if not v.summary.startswith(head):

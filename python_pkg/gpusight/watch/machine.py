@@ -114,7 +114,8 @@ def machine_facts(torch: Any) -> dict[str, Any]:
                     "memory_total_bytes": int(p.total_memory),
                 }
             )
-    elif cuda_available:
+    else:
+        # Also without CUDA: a CPU-only build on a GPU machine leaves those GPUs unused.
         gpus = _nvml_gpus()
     return {
         "hostname": platform.node() or None,
