@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from ..report_schema import MAX_WORLD_SIZE, ReportValidationError
     from ..rules.distributed import merge_reports, rank_info
     from .paths import output_problem
-    from .run import print_summary
+    from .run_summary import print_summary
 
     if args.world_size is not None and not 1 <= args.world_size <= MAX_WORLD_SIZE:
         print(f"gpusight merge: --world-size must be 1 to {MAX_WORLD_SIZE}", file=sys.stderr)

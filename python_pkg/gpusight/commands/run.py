@@ -34,6 +34,8 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from .run_summary import print_summary, print_what_if
+
 if TYPE_CHECKING:
     from ..report import Report
 
@@ -296,7 +298,7 @@ def _outputs(report: Report, args: argparse.Namespace) -> None:
     _write_patch(report, args.patch, args.quiet)
     if not args.quiet and sys.stderr is not None and not sys.stderr.closed:
         # A script that closed stderr gets no summary, as Python prints nothing there either.
-        print_summary(report, sys.stderr)
+        print_summary(report, sys.stderr, args)
 
 
 @contextlib.contextmanager
@@ -467,7 +469,7 @@ def _what_if(args: argparse.Namespace, label: str) -> int:
     _write_html(report, args.html)
     _write_patch(report, args.patch, args.quiet)
     if not args.quiet:
-        print_summary(report, sys.stderr)
+        print_summary(report, sys.stderr, args)
         print_what_if(report, sys.stderr)
     if out.interrupted:
         return stop_signals.exit_code(got)
@@ -602,23 +604,6 @@ def _write_patch(report: Report, path: str | None, quiet: bool) -> None:
         )
 
 
-def print_what_if(report: Report, out: Any) -> None:
-    from ..text_report import EscapedStream
-
-    rows = report.what_if
-    if not rows:
-        return
-    out = EscapedStream(out)
-    print("  what-if (the script re-run with one change, items per second):", file=out)
-    for r in rows:
-        if r.skipped:
-            print(f"    {r.change}: not run ({r.skipped})", file=out)
-        elif r.speedup is not None:
-            noise = r.noise_pct or 0.0
-            sig = "" if r.speedup >= 1.0 + noise / 100.0 else " (within the noise)"
-            print(f"    {r.change}: {r.speedup:.2f}x ±{noise:.0f}%{sig}", file=out)
-
-
 def _no_torch_report(label: str) -> Report:
     import platform
 
@@ -660,30 +645,3 @@ def _write_html(report: Report, path: str | None) -> None:
         report.save_html(path)
     except Exception as exc:  # the run's exit code is the script's, whatever the export does
         print(f"gpusight run: could not write {path}: {exc}", file=sys.stderr)
-
-
-def print_summary(report: Report, out: Any) -> None:
-    """A few lines: verdict, step split, the top findings with their source lines."""
-    from ..durations import format_ms
-    from ..text_report import EscapedStream
-
-    out = EscapedStream(out)
-
-    run = report.run or {}
-    print(f"\ngpusight: {report.verdict.bottleneck}: {report.verdict.summary}", file=out)
-    split = run.get("breakdown_ms") or {}
-    total = run.get("step_time_ms") or 0.0
-    if split and total:
-        # Parts under half a percent of the step say nothing at this precision.
-        parts = ", ".join(f"{k} {format_ms(v)}" for k, v in split.items() if v >= 0.005 * total)
-        print(f"  step {format_ms(total)} over {run.get('steps')} steps: {parts}", file=out)
-    from ..report import sort_findings
-
-    for f in sort_findings(report.findings)[:5]:
-        where = next((e.source for e in f.evidence if e.source is not None), None)
-        at = f" [{where.file}:{where.line}]" if where else ""
-        share = f.impact.recoverable_pct
-        gain = f" (up to {share:.0f}% of the step)" if share else ""
-        print(f"  {f.severity:8} {f.id}: {f.title}{at}{gain}", file=out)
-    for note in report.notes:
-        print(f"  note: {note}", file=out)

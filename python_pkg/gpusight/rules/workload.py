@@ -765,8 +765,9 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
                 impact=impact,
                 fix=_with_patch(
                     fix(
-                        f"Load batches in {suggested} worker processes, pinned, kept alive across "
-                        "epochs.",
+                        f"Load batches in {suggested} worker processes"
+                        + (", pinned," if ev.cuda_available else "")
+                        + " kept alive across epochs.",
                         "loader.workers",
                         batch_size=ld.batch_size or 64,
                         workers=suggested,
