@@ -1,6 +1,13 @@
 // @vitest-environment happy-dom
 import { describe, expect, it } from 'vitest';
-import { readStall, renderSteps, stallCaption, stalledSteps } from './steps';
+import {
+  phaseCaption,
+  readPhases,
+  readStall,
+  renderSteps,
+  stallCaption,
+  stalledSteps
+} from './steps';
 
 describe('step-time strip', () => {
   const times = Array.from({ length: 40 }, (_, i) => (i % 8 === 5 ? 150 : 20));
@@ -56,5 +63,54 @@ describe('step-time strip', () => {
     ].map(t => t.textContent);
     expect(ticks.every(t => /^\d+$/.test(t ?? ''))).toBe(true);
     expect(ticks[0]).toBe('1');
+  });
+
+  it('reads run.phases defensively and marks the steps that held one', () => {
+    expect(readPhases({})).toEqual([]);
+    expect(readPhases({ phases: 'x' })).toEqual([]);
+    expect(readPhases({ phases: [{ kind: 'logging', steps: [1] }] })).toEqual(
+      []
+    );
+    expect(readPhases({ phases: [{ kind: 'evaluation', steps: [] }] })).toEqual(
+      []
+    );
+    const phases = readPhases({
+      phases: [
+        {
+          kind: 'evaluation',
+          steps: [5, 13, 21],
+          times_ms: [120, 130, 140],
+          period_steps: 8
+        }
+      ]
+    });
+    expect(phases).toEqual([
+      { kind: 'evaluation', steps: [5, 13, 21], periodSteps: 8, msEach: 130 }
+    ]);
+    expect(phaseCaption(phases[0])).toBe(
+      'An evaluation every 8 steps: 130 ms each (steps 6, 14, 22).'
+    );
+    // The same steps also read as a stall: they are drawn once, as the phase.
+    const stall = readStall({
+      stall: { period_steps: 8, stall_ms: 130, share_pct: 40.6, cause: 'x' }
+    });
+    const el = document.createElement('div');
+    renderSteps(el, times, {
+      width: 320,
+      color: 'blue',
+      stallColor: 'orange',
+      stall,
+      phaseColor: 'teal',
+      phases
+    });
+    const phase = el.querySelector('path.jp-mod-phase');
+    expect(phase?.getAttribute('data-steps')).toBe('3');
+    expect((phase?.getAttribute('d') ?? '').match(/M/g)).toHaveLength(3);
+    expect(
+      el.querySelector('path.jp-mod-stalled')?.getAttribute('data-steps')
+    ).toBe('2');
+    expect(el.querySelector('svg')?.textContent).toContain(
+      'An evaluation every 8 steps'
+    );
   });
 });

@@ -1,7 +1,8 @@
 /**
  * The step-time strip: one bar per step, its time on y, so a stall every k steps shows at a
  * glance as a comb of tall bars. The watch's periodic-stall finding (`run.stall`, optional)
- * marks the stalled steps and names the period in a caption.
+ * marks the stalled steps and names the period in a caption; what ran between the steps
+ * (`run.phases`: evaluation, checkpoints) marks the steps that held it.
  */
 import { axisBottom, axisLeft } from 'd3-axis';
 import { scaleLinear } from 'd3-scale';
@@ -44,6 +45,61 @@ export function readStall(run: unknown): StepStall | null {
     sharePct: num(o.share_pct) ?? 0,
     cause: typeof o.cause === 'string' ? o.cause : ''
   };
+}
+
+/** What ran between the steps: its kind, the steps (0-based) that held it, its period. */
+export interface StepPhase {
+  kind: 'evaluation' | 'checkpoint';
+  steps: number[];
+  periodSteps: number | null;
+  msEach: number;
+}
+
+/** `run.phases`, read defensively as `run.stall` is. */
+export function readPhases(run: unknown): StepPhase[] {
+  if (!run || typeof run !== 'object') {
+    return [];
+  }
+  const list = (run as { phases?: unknown }).phases;
+  if (!Array.isArray(list)) {
+    return [];
+  }
+  const out: StepPhase[] = [];
+  for (const p of list) {
+    if (!p || typeof p !== 'object') {
+      continue;
+    }
+    const o = p as Record<string, unknown>;
+    const kind =
+      o.kind === 'evaluation' || o.kind === 'checkpoint' ? o.kind : null;
+    const steps = Array.isArray(o.steps)
+      ? o.steps.filter((s): s is number => Number.isInteger(s) && s >= 0)
+      : [];
+    if (kind === null || !steps.length) {
+      continue;
+    }
+    const times = Array.isArray(o.times_ms)
+      ? o.times_ms.filter((t): t is number => num(t) !== null)
+      : [];
+    const period = num(o.period_steps);
+    out.push({
+      kind,
+      steps,
+      periodSteps: period !== null && Number.isInteger(period) ? period : null,
+      msEach: times.length ? times.reduce((a, b) => a + b, 0) / times.length : 0
+    });
+  }
+  return out;
+}
+
+/** "An evaluation every 8 steps: 20.2 ms each (steps 3, 11)." */
+export function phaseCaption(p: StepPhase): string {
+  const what = p.kind === 'evaluation' ? 'An evaluation' : 'A checkpoint save';
+  const every = p.periodSteps ? ` every ${p.periodSteps} steps` : '';
+  const shown = p.steps.slice(0, 4).map(s => String(s + 1));
+  const more = p.steps.length > 4 ? ', ...' : '';
+  const label = p.steps.length === 1 ? 'step' : 'steps';
+  return `${what}${every}: ${formatMs(p.msEach)} each (${label} ${shown.join(', ')}${more}).`;
 }
 
 /**
@@ -100,6 +156,8 @@ export interface StepsOptions {
   color: string;
   stallColor: string;
   stall: StepStall | null;
+  phaseColor?: string;
+  phases?: StepPhase[];
 }
 
 const MARGIN = { top: 8, right: 8, bottom: 30, left: 52 };
@@ -114,8 +172,12 @@ export function renderSteps(
   const innerW = Math.max(10, width - MARGIN.left - MARGIN.right);
   const innerH = Math.max(10, height - MARGIN.top - MARGIN.bottom);
   const ok = times.map(t => (Number.isFinite(t) && t >= 0 ? t : 0));
+  const between = new Set((opts.phases ?? []).flatMap(p => p.steps));
+  // A phase's steps are known exactly: the stall's guessed ones give way to them.
   const stalled = new Set(
-    opts.stall ? stalledSteps(ok, opts.stall.periodSteps) : []
+    (opts.stall ? stalledSteps(ok, opts.stall.periodSteps) : []).filter(
+      i => !between.has(i)
+    )
   );
   const sorted = [...ok].sort((a, b) => a - b);
   const median = sorted.length ? sorted[Math.floor(sorted.length / 2)] : 0;
@@ -125,7 +187,8 @@ export function renderSteps(
     label: 'Time of each step',
     description: ok.length
       ? `${ok.length} steps, median ${formatMs(median)}, slowest ${formatMs(sorted[sorted.length - 1])}.` +
-        (opts.stall ? ` ${stallCaption(opts.stall)}` : '')
+        (opts.stall ? ` ${stallCaption(opts.stall)}` : '') +
+        (opts.phases ?? []).map(p => ` ${phaseCaption(p)}`).join('')
       : 'No per-step times.',
     className: 'jp-GpusightStepsChart'
   });
@@ -144,12 +207,15 @@ export function renderSteps(
   // One path per kind of bar: a run of 10,000 steps stays two elements, not 10,000.
   let plain = '';
   let marked = '';
+  let phased = '';
   ok.forEach((t, i) => {
     const bx = x(i) + gap / 2;
     const bw = Math.max(0.5, band - gap);
     const top = y(t);
     const d = `M${bx.toFixed(2)},${innerH}V${top.toFixed(2)}h${bw.toFixed(2)}V${innerH}Z`;
-    if (stalled.has(i)) {
+    if (between.has(i)) {
+      phased += d;
+    } else if (stalled.has(i)) {
       marked += d;
     } else {
       plain += d;
@@ -166,6 +232,14 @@ export function renderSteps(
     .attr('d', marked)
     .attr('data-steps', stalled.size)
     .style('fill', opts.stallColor);
+  if (between.size) {
+    root
+      .append('path')
+      .attr('class', 'jp-GpusightStepsChart-bars jp-mod-phase')
+      .attr('d', phased)
+      .attr('data-steps', between.size)
+      .style('fill', opts.phaseColor ?? opts.stallColor);
+  }
   root
     .append('path')
     .attr('class', 'jp-GpusightStepsChart-median')

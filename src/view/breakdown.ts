@@ -8,9 +8,12 @@ import {
 } from '../charts/breakdown';
 import { formatMs, formatPct } from '../charts/format';
 import {
+  phaseCaption,
+  readPhases,
   readStall,
   renderSteps,
   stallCaption,
+  type StepPhase,
   type StepStall
 } from '../charts/steps';
 import type { Run } from '../report';
@@ -53,6 +56,7 @@ export class GsBreakdown extends ChartElement {
   private _segments: BreakdownSegment[] = [];
   private _steps: number[] = [];
   private _stall: StepStall | null = null;
+  private _phases: StepPhase[] = [];
 
   override connectedCallback(): void {
     super.connectedCallback();
@@ -66,6 +70,7 @@ export class GsBreakdown extends ChartElement {
       : [];
     this._steps = (run?.step_times_ms ?? []).filter(t => Number.isFinite(t));
     this._stall = readStall(run);
+    this._phases = readPhases(run);
   }
 
   /** Whether the card has anything beyond one number: otherwise it is left out. */
@@ -143,6 +148,12 @@ export class GsBreakdown extends ChartElement {
             </p>`
           : nothing
       }
+      ${this._phases.map(
+        p =>
+          html`<p class="jp-GpusightBreakdown-stall jp-mod-phase">
+            ${phaseCaption(p)}
+          </p>`
+      )}
       <div class="jp-GpusightBreakdown-steps"></div>`;
   }
 
@@ -215,7 +226,9 @@ export class GsBreakdown extends ChartElement {
         width,
         color: STEP_COLOR,
         stallColor: STALL_COLOR,
-        stall: this._stall
+        stall: this._stall,
+        phaseColor: CATEGORY_COLOR.between_steps,
+        phases: this._phases
       });
     }
   }
