@@ -235,6 +235,39 @@ def test_launch_overhead_small_batch() -> None:
     assert rep.finding("load.memory_headroom").severity == "info"  # type: ignore[union-attr]
 
 
+def test_a_small_collate_in_the_main_process_is_no_input_pipeline_problem() -> None:
+    # A graph network at one graph a batch: 3 ms launch-bound steps, 0.35 ms of it building the
+    # batch in the main process (12 %). A worker's handoff would cost a good part of that.
+    window = GpuWindow(
+        steps=3,
+        gpu=True,
+        split_ms={"compute": 0.4, "launch_overhead": 2.2, "data_wait": 0.35},
+        launches_per_step=300,
+        median_kernel_us=4.0,
+    )
+    placement = Placement(
+        module="GCN", param_devices=["cuda"], input_devices=["cuda"], batch_size=30
+    )
+    small = evidence(
+        step_ms=3.0, data_wait_ms=[0.35] * 6, window=window, placement=placement,
+        loader=LoaderInfo(num_workers=0, batch_size=1), cpu_count=16,
+    )  # fmt: skip
+    rep = report_of(small)
+    assert rep.verdict.bottleneck == "launch_overhead"
+    f = rep.finding("load.input_bound")
+    assert f is not None and f.severity == "info" and "handing a batch over" in f.impact.text
+    # The same share from a slow collate (12 ms of a 100 ms step) still warns.
+    window_slow = GpuWindow(
+        steps=3, gpu=True, split_ms={"compute": 30.0, "launch_overhead": 58.0, "data_wait": 12.0}
+    )
+    slow = evidence(
+        step_ms=100.0, data_wait_ms=[12.0] * 6, window=window_slow, placement=placement,
+        loader=LoaderInfo(num_workers=0, batch_size=1), cpu_count=16,
+    )  # fmt: skip
+    g = report_of(slow).finding("load.input_bound")
+    assert g is not None and g.severity == "warn"
+
+
 def test_unbatched_inference() -> None:
     ev = evidence(
         step_ms=1.0,
