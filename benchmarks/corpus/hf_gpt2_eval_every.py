@@ -30,7 +30,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 
 LIBRARY = "transformers"
 LABEL = "GPT-2 6x512 bf16 training, eval every 20 steps reading .item()/.cpu() per batch"
-EXPECTED = {"bottleneck": "host_sync", "pick": None}
+EXPECTED = {"bottleneck": "between_steps", "pick": None}
 FIX = "eval metrics summed on the GPU and read once per evaluation, not per batch"
 
 
