@@ -45,7 +45,7 @@ def test_every_id_the_code_raises_is_in_the_schema_and_every_id_is_raised() -> N
     assert set(raised) == set(finding_ids())
     # The scan sees what the rules say, so that an empty scan cannot pass.
     host_sync = raised["code.host_sync"]
-    assert host_sync.modules == {"gpusight.rules.workload"}
+    assert host_sync.modules == {"gpusight.rules.workload_findings"}
     assert "sync.defer_item" in host_sync.snippets
     assert raised["env.launch_blocking"].severities == {"critical", "warn"}
 

@@ -142,7 +142,8 @@ for step in range(3):
 
 
 def test_autocast_goes_around_the_forward_line_of_the_cell_that_ran_it(ip: Any) -> None:
-    from gpusight.rules.workload import CodeSource, _autocast_fix
+    from gpusight.fixes.workload_patches import autocast_fix as _autocast_fix
+    from gpusight.rules.workload import CodeSource
     from gpusight.watch.notebook_cells import cell_at, torch_alias
 
     ip.run_cell(
@@ -173,7 +174,8 @@ def test_autocast_goes_around_the_forward_line_of_the_cell_that_ran_it(ip: Any) 
 
 
 def test_a_watched_cells_magic_line_stays_when_autocast_goes_in() -> None:
-    from gpusight.rules.workload import CodeSource, _autocast_fix
+    from gpusight.fixes.workload_patches import autocast_fix as _autocast_fix
+    from gpusight.rules.workload import CodeSource
 
     # The shape cell_at gives a %%gpusight cell: the code that ran is the body below the magic.
     source = "%%gpusight --steps 3\n" + FORWARD_LOOP
@@ -199,7 +201,8 @@ LOGGING_LOOP = """for step in range(3):
 
 
 def test_a_logging_line_that_syncs_is_changed_in_the_cell_that_ran_it(ip: Any) -> None:
-    from gpusight.rules.workload import SyncSite, _sync_fix
+    from gpusight.fixes.workload_patches import sync_fix as _sync_fix
+    from gpusight.rules.workload import SyncSite
     from gpusight.watch.report_builder import _sync_source
     from gpusight.watch.source_lines import Site
 

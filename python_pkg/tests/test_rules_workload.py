@@ -389,9 +389,9 @@ def test_no_steps() -> None:
 
 
 def test_ids_and_categories_are_in_the_catalogue() -> None:
-    from gpusight.rules import workload
+    from gpusight.rules import workload, workload_findings
 
-    src = open(workload.__file__, encoding="utf-8").read()
+    src = open(workload_findings.__file__, encoding="utf-8").read()
     for fid in ("load.input_bound", "code.pageable_copy", "infer.unbatched"):
         assert fid in finding_ids() and fid in src
     assert set(workload.CATEGORY_BOTTLENECK.values()) <= set(bottlenecks())

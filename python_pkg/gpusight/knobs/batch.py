@@ -238,7 +238,7 @@ class Batch(Knob):
 
     def fix(self, arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
         from ..fixes import fix
-        from ..rules.workload import knob_batch_fix
+        from ..fixes.workload_patches import knob_batch_fix
         from .user_lines import forward_source, patched_loader
 
         ch = arm.changes

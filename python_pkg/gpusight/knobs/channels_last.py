@@ -47,7 +47,7 @@ class ChannelsLast(Knob):
 
     def fix(self, arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
         from ..fixes import fix
-        from ..rules.workload import channels_last_fix
+        from ..fixes.workload_patches import channels_last_fix
         from .user_lines import forward_source
 
         f = fix("Use channels_last for the model and its inputs.", "memory.channels_last")

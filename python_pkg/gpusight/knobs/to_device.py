@@ -76,7 +76,7 @@ class ToDevice(Knob):
 
     def fix(self, arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
         from ..fixes import fix
-        from ..rules.workload import to_device_fix
+        from ..fixes.workload_patches import to_device_fix
         from .user_lines import forward_source
 
         device = str(arm.changes.get("to_device") or "cuda")
