@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING, Any
 
 from ..report import SourceLine
 from ..rules.between_steps import PhaseSeen, PhaseSync
 from .call_sites import CallSite
+from .phases import EVALUATION
 
 if TYPE_CHECKING:
     from .recorder import StepRecord, StepRecorder
@@ -39,6 +41,43 @@ def _step_of(records: list[StepRecord], t: int) -> int | None:
         else:
             return mid
     return None
+
+
+PER_STEP_NOTE = (
+    "the model was put in eval mode at every step (a teacher or an EMA model?): that time is "
+    "the training step's, not an evaluation between the steps"
+)
+
+
+def settle(w: Watch, rec: StepRecorder) -> str | None:
+    """Evaluations at every step (a distillation's teacher, an EMA model) given back to the
+    steps that held them: their time, loader wait, copies, model time and syncs. The note to
+    add, where it did so."""
+    hooks = w.phases
+    evals = [e for e in hooks.tracker.events if e.kind == EVALUATION]
+    close = len(evals) >= 2 and all(
+        b.at_step - a.at_step <= 2 for a, b in itertools.pairwise(evals)
+    )
+    if not evals or not (hooks.per_step or close):
+        return None
+    for e in evals:
+        at = _step_of(rec.records, e.start_ns)
+        if at is None:
+            continue
+        r = rec.records[at]
+        r.phase_ns = max(0, r.phase_ns - e.duration_ns)
+        r.data_ns += e.data_ns
+        r.copy_ns += e.copy_ns
+        r.framework_ns += e.framework_ns
+        r.syncs += e.syncs
+        for key, n in e.sync_sites.items():
+            agg = w.collected.syncs.get(key)
+            if agg is not None:
+                agg.count += n
+                agg.measured += n if r.phase == "measure" else 0
+    hooks.tracker.events = [e for e in hooks.tracker.events if e.kind != EVALUATION]
+    rec.phase_seen = bool(hooks.tracker.events)
+    return PER_STEP_NOTE
 
 
 def phase_evidence(w: Watch, rec: StepRecorder, clean: list[StepRecord]) -> list[PhaseSeen]:
@@ -149,4 +188,4 @@ def phase_free_run(analysed: list[StepRecord]) -> list[StepRecord]:
     return best
 
 
-__all__ = ["phase_evidence", "phase_free_run", "phase_rows", "unmeasured_note"]
+__all__ = ["phase_evidence", "phase_free_run", "phase_rows", "settle", "unmeasured_note"]

@@ -9,7 +9,10 @@ wait, copies, time in the model, syncs) moves out of the step into the phase, so
 figures stay the training step's, and the step keeps how long its phases took (``phase_ns``).
 
 Only while a training loop drives the steps (an optimizer or a backward ends them): in inference
-every call is in eval mode, and nothing runs between steps.
+every call is in eval mode, and nothing runs between steps. A model put in eval mode at every
+step (a distillation's teacher, an EMA model) is part of the step, no evaluation: after
+``PER_STEP_EVALS`` evaluations a step apart the watch stops looking for evaluations, and the
+report gives the ones it saw back to their steps (``phase_report.settle``).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ if TYPE_CHECKING:
 EVALUATION = "evaluation"
 CHECKPOINT = "checkpoint"
 TRAINING_KINDS = frozenset({"optimizer", "backward"})
+PER_STEP_EVALS = 3
 MAX_EVENTS = 10_000
 """Phases kept per watch: one a step at most in a loop that evaluates every step."""
 
@@ -57,6 +61,8 @@ class PhaseEvent:
     """The line one level out that called the function holding ``site`` (the loop's
     ``evaluate(...)``), where that is the user's too."""
     end_ns: int = 0
+    at_step: int = 0
+    """Training steps begun since the watch started, when it began (``PhaseHooks.steps``)."""
     data_ns: int = 0
     copy_ns: int = 0
     framework_ns: int = 0
@@ -157,6 +163,11 @@ class PhaseHooks:
         self._is_compiling = is_compiling
         self._train_depth = 0
         self._saving = False
+        self.steps = 0
+        """Training steps begun (optimizer steps, or backward calls where none steps)."""
+        self.per_step = False
+        """The model went into eval mode at every step: no evaluation phase (see above)."""
+        self._close = 0
 
     def install(self, torch: Any) -> None:
         p = self.w._patches
@@ -213,11 +224,24 @@ class PhaseHooks:
         if mode:
             if tracker.active is not None and tracker.active.kind == EVALUATION:
                 tracker.end(rec, t)
-        elif tracker.active is None and rec.kind in TRAINING_KINDS and _has_parameters(module):
+        elif (
+            tracker.active is None
+            and not self.per_step
+            and rec.kind in TRAINING_KINDS
+            and _has_parameters(module)
+        ):
+            last = next((e for e in reversed(tracker.events) if e.kind == EVALUATION), None)
+            if last is not None:
+                # At most 2 step begins apart: a loop with two optimizers begins two a step.
+                self._close = self._close + 1 if self.steps - last.at_step <= 2 else 0
+                if self._close >= PER_STEP_EVALS:
+                    self.per_step = True
+                    return
             site, outer = _sites(self.w, frame)
             if tracker.begin(EVALUATION, rec, t, site):
                 assert tracker.active is not None
                 tracker.active.caller = outer
+                tracker.active.at_step = self.steps
 
     def _wrap_save(self, orig: Callable[..., Any]) -> Callable[..., Any]:
         hooks = self

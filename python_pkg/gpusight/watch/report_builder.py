@@ -29,7 +29,7 @@ from .calibration import UNSEEN_FACTOR_FORWARD, unseen_factor
 from .call_sites import CallSite, in_library
 from .machine import machine_facts
 from .notebook_cells import cell_at, loader_cell, torch_alias
-from .phase_report import phase_evidence, phase_free_run, phase_rows, unmeasured_note
+from .phase_report import phase_evidence, phase_free_run, phase_rows, settle, unmeasured_note
 from .recorder import StepRecord
 from .source_lines import Site
 from .trace_analysis import HostRecord, WindowStats
@@ -326,6 +326,9 @@ def build_report(w: Watch) -> Report:
     assert rec is not None
     torch = w.torch
     notes = [*w.notes, *w.optimizer_notes()]
+    per_step = settle(w, rec)
+    if per_step:
+        notes.append(per_step)
     clean, phase = rec.clean()
     if (
         phase == "measure"
@@ -520,18 +523,17 @@ def build_report(w: Watch) -> Report:
             else "the model's forward, backward and optimizer calls were"
         )
         notes.append(
-            f"{calls} timed on {plan.full} of "
-            f"{plan.measured} measured steps, picked at random (1 in {plan.full_every}): on every "
-            f"step of a step this short the hooks that time them would cost "
-            f"{100 * (plan.hook_share or 0):.1f} % of it; the other steps' framework time is the "
-            "mean of those"
+            f"{calls} timed on {plan.full} of the {plan.measured} measured steps (the first "
+            f"few, then 1 in {plan.full_every} at random): timing them on every step would cost "
+            f"{100 * (plan.hook_share or 0):.1f} % of a step this short; the other steps' "
+            "framework time is the mean of the timed ones"
         )
     if measured and plan.every > 1:
         notes.append(
-            f"host-to-device copies and host syncs were recorded on {plan.detailed} of "
-            f"{plan.measured} measured steps, picked at random (1 in {plan.every}): on every "
-            f"step of a step this short they would cost {100 * (plan.share or 0):.1f} % of it; "
-            "their counts are scaled to all steps"
+            f"host-to-device copies and host syncs were recorded on {plan.detailed} of the "
+            f"{plan.measured} measured steps (the first few, then 1 in {plan.every} at random): "
+            f"recording them on every step would cost {100 * (plan.share or 0):.1f} % of a step "
+            "this short; their counts are scaled to all steps"
         )
     if seen is not None:
         kernels["overhead_seen_pct"] = round(seen, 3)
@@ -628,7 +630,16 @@ def _add_run_extras(
 def _outcome_note(w: Watch, rec: Any, measured: int) -> str | None:
     """How the watched code ended, where that bounds what the report covers."""
     if w.outcome == "stopped":
-        return f"stopped after {measured} measured steps (--steps)"
+        asked = rec.steps
+        if asked is None or asked == measured:
+            return f"stopped after the {measured} measured steps asked for"
+        if measured < asked:
+            return (
+                f"stopped after {measured} measured steps ({asked} asked for: the window's "
+                "time was up)"
+            )
+        why = "an evaluation or a checkpoint" if rec.phase_seen else "a long enough window"
+        return f"stopped after {measured} measured steps ({asked} asked for, more to cover {why})"
     if rec.capped:
         return (
             f"measured the first {rec.measured:,} steps after the warm-up and let the rest of the "

@@ -992,8 +992,10 @@ class Watch:
     def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
         if _is_compiling() or get_ident() != self._tid:
             return
-        if self.phases.tracker.active is not None:
-            self.phases.training_resumes()
+        phases = self.phases
+        phases.steps += 1
+        if phases.tracker.active is not None:
+            phases.training_resumes()
         open_ = self._opt_open
         key = id(opt)
         frame = sys._getframe(1)  # torch's wrapper of this step
@@ -1436,6 +1438,8 @@ class Watch:
             rec = w._rec
             if _is_compiling() or w._bwd_depth or get_ident() != w._tid or rec is None:
                 return orig(*args, **kwargs)
+            if rec.kind != "optimizer":
+                w.phases.steps += 1
             if w.phases.tracker.active is not None:
                 w.phases.training_resumes()
             if not w._full and rec.kind == "optimizer":
