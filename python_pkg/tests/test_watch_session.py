@@ -115,7 +115,7 @@ def test_steps_end_the_block_and_count() -> None:
     assert done == 2 + 1 + 1 + 4 - 1
     assert w.report is not None and w.report.run is not None
     assert w.report.run["steps"] == 4 and w.report.run["warmup_steps"] == 2
-    assert any("stopped after 4" in n for n in w.report.notes)
+    assert "stopped after the 4 measured steps asked for" in w.report.notes
 
 
 def test_steps_without_optimizer_and_inference() -> None:

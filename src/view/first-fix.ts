@@ -27,7 +27,7 @@ export function cpuOnlyFinding(version: string): Finding {
     title: `torch ${version} is a CPU-only build: it cannot use any GPU`,
     evidence: [
       { label: 'torch', value: version },
-      { label: 'torch.version.cuda', value: null }
+      { label: 'torch.version.cuda', value: 'None (no CUDA in this build)' }
     ],
     impact: { basis: 'none', text: 'Nothing runs on a GPU.' },
     fix: {

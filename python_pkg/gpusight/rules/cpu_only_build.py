@@ -43,7 +43,10 @@ def cpu_only_finding(version: str, python: str | None = None) -> Finding:
         title=f"torch {version} is a CPU-only build: it cannot use any GPU",
         detail="torch.version.cuda and torch.version.hip are both None, so "
         "torch.cuda.is_available() is always False and everything here ran on the CPU.",
-        evidence=[Evidence("torch", version), Evidence("torch.version.cuda", None)],
+        evidence=[
+            Evidence("torch", version),
+            Evidence("torch.version.cuda", "None (no CUDA in this build)"),
+        ],
         impact=Impact(basis="none", text="Nothing runs on a GPU."),
         fix=fix(
             "Install a CUDA build of torch in its place (run `gpusight check` on the GPU machine "

@@ -90,7 +90,7 @@ def _torch_rules(facts: Facts, out: EnvironmentResult) -> None:
                 ),
                 evidence=[
                     _ev("torch", t.version),
-                    _ev("torch.version.cuda", None),
+                    _ev("torch.version.cuda", "None (no CUDA in this build)"),
                     _ev("NVIDIA GPUs (NVML)", len(gpus) if facts.nvml.available else NOT_CHECKED),
                     _ev("driver supports CUDA up to", _driver_cuda(facts)),
                 ],
