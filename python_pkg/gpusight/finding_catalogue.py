@@ -212,6 +212,14 @@ CATALOGUE: dict[str, CatalogueEntry] = {
         "batch will run out of memory.",
         _WATCH + ": peak memory against capacity.",
     ),
+    "load.optimizer_unfused": CatalogueEntry(
+        "The optimizer updates its parameters one tensor at a time (or in foreach groups): "
+        "thousands of small kernels a step, each launched by the host, where `fused=True` "
+        "runs the update as a few.",
+        _WATCH + ": the optimizer's class and settings, its parameter tensors, and the host's "
+        "time inside `optimizer.step()` against the step; `gpusight run --what-if` measures "
+        "`fused=True`.",
+    ),
     "dist.idle_gpus": CatalogueEntry(
         "Some GPUs on the machine stay idle while the job runs on others.",
         _WATCH + " and `gpusight run` under torchrun: the GPUs used against those visible.",

@@ -79,7 +79,7 @@ def register(subparsers: Any) -> None:
         "--what-if",
         action="store_true",
         help="re-run the unmodified script once per candidate change (DataLoader workers, "
-        "batch, autocast, TF32, channels_last, ...) and measure each one's gain",
+        "batch, autocast, TF32, channels_last, a fused optimizer, ...) and measure each one's gain",
     )
     p.add_argument(
         "--budget",

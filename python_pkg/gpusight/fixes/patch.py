@@ -61,14 +61,21 @@ LOADER_POSITIONAL = (
 )
 
 
-def set_call_keywords(source: str, line: int, values: dict[str, str]) -> str | None:
-    """``source`` with the loader call at ``line`` given ``values`` (keyword -> Python source),
-    or None when there is no such call or the result would not compile."""
+def set_call_keywords(
+    source: str,
+    line: int,
+    values: dict[str, str],
+    names: tuple[str, ...] = LOADER_NAMES,
+    positional: tuple[str, ...] = LOADER_POSITIONAL,
+) -> str | None:
+    """``source`` with the call of one of ``names`` (the DataLoader's by default) at ``line``
+    given ``values`` (keyword -> Python source), or None when there is no such call or the
+    result would not compile. ``positional``: the call's parameters that may come by position."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return None
-    call = find_call(tree, line)
+    call = find_call(tree, line, names)
     if call is None or call.end_lineno is None or call.end_col_offset is None:
         return None
     lines = source.splitlines(keepends=True)
@@ -78,7 +85,7 @@ def set_call_keywords(source: str, line: int, values: dict[str, str]) -> str | N
     ):
         return None  # *args / **kwargs may hold the setting already: no safe edit
     present: dict[str, ast.expr] = {
-        name: arg for name, arg in zip(LOADER_POSITIONAL, call.args, strict=False)
+        name: arg for name, arg in zip(positional, call.args, strict=False)
     }
     present.update({kw.arg: kw.value for kw in call.keywords if kw.arg is not None})
     missing = []
@@ -123,6 +130,16 @@ def unified_diff(old: str, new: str, path: str) -> str:
     text = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
                    for line in diff)  # fmt: skip
     return text
+
+
+def call_patch(
+    source: str, line: int, path: str, values: dict[str, object], names: tuple[str, ...]
+) -> str | None:
+    """The diff that sets keyword-only ``values`` in the call of one of ``names`` at ``line``."""
+    new = set_call_keywords(source, line, {k: repr(v) for k, v in values.items()}, names, ())
+    if new is None or new == source:
+        return None
+    return unified_diff(source, new, path)
 
 
 def loader_patch(source: str, line: int, path: str, values: dict[str, object]) -> str | None:

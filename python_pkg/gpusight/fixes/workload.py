@@ -291,6 +291,18 @@ WORKLOAD_SNIPPETS = [
         {"site": "train.py:120", "ms": 850, "period": 100, "twice": 200, "share": 12},
     ),
     Snippet(
+        "optim.fused",
+        "python",
+        "import torch\n"
+        "\n"
+        "# {site}: torch.optim.{name} updates {tensors} parameter tensors with several kernel\n"
+        "# launches each; fused=True runs the whole update as a few kernels (CUDA, floating-point\n"
+        "# parameters; torch >= 2.4 for SGD). Same update, same results up to rounding.\n"
+        "optimizer_class = getattr(torch.optim, {name!r})\n"
+        "optimizer = optimizer_class(model.parameters(), lr=1e-3, fused=True)\n",
+        {"site": "train.py:30", "name": "AdamW", "tensors": 800},
+    ),
+    Snippet(
         "infer.inference_mode",
         "python",
         "import torch\n"

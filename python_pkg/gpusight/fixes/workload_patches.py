@@ -9,7 +9,7 @@ from ..report import Fix
 from ..rules.workload_evidence import CodeSource, CopySite, LoaderSource, SyncSite, WorkloadEvidence
 from .batch_knob import batch_knob_text
 from .cell_patch import with_cell_fix, with_statement_cell_fix
-from .patch import loader_patch, unified_diff
+from .patch import call_patch, loader_patch, unified_diff
 from .patch_files import with_patch
 from .placement import to_device_text
 from .statement_patches import autocast_text, log_every_text
@@ -110,3 +110,19 @@ def loader_pin_fix(f: Fix, ev: WorkloadEvidence) -> Fix:
     if ev.loader is None or ev.loader.pin_memory or not ev.cuda_available:
         return f
     return loader_values_fix(f, ev.loader_source, {"pin_memory": True})
+
+
+OPTIMIZER_CALLS = ("Adam", "AdamW", "SGD")
+
+
+def optimizer_fused_fix(f: Fix, src: CodeSource | None, foreach: bool | None) -> Fix:
+    """``fused=True`` in the user's optimizer call (a ``foreach=True`` there would conflict:
+    it goes back to the default)."""
+    if src is None:
+        return f
+    values: dict[str, object] = {"fused": True}
+    if foreach:
+        values["foreach"] = None
+    return with_patch(
+        f, call_patch(src.text, src.line, src.path, values, OPTIMIZER_CALLS), {src.path: src.text}
+    )

@@ -16,6 +16,7 @@ from .batch import Batch
 from .channels_last import ChannelsLast
 from .compile import Compile
 from .cudnn_benchmark import CudnnBenchmark
+from .fused_optimizer import FusedOptimizer
 from .loader import LOADER_KEYS, LoaderSettings, Workers
 from .tf32 import Tf32
 from .to_device import ToDevice
@@ -29,6 +30,7 @@ REGISTRY: tuple[Knob, ...] = (
     Tf32(),
     ChannelsLast(),
     CudnnBenchmark(),
+    FusedOptimizer(),
     Compile(),
 )
 KNOWN_KEYS = frozenset(k for knob in REGISTRY for k in knob.keys)

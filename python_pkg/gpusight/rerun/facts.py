@@ -95,9 +95,28 @@ def from_watch(w: Watch, wall_s: float | None = None) -> dict[str, Any]:
             "input_opaque": sorted(main.input_opaque),
             "input_shape": main.input_shape,
         },
+        "optimizer": _optimizer(w),
         "flags": {k: v for k, v in flags.items() if isinstance(v, (bool, str)) or v is None},
         "finding_ids": [f.id for f in rep.findings] if rep is not None else [],
         "bottleneck": rep.verdict.bottleneck if rep is not None else None,
         "outcome": w.outcome,
         "wall_s": wall_s,
+    }
+
+
+def _optimizer(w: Watch) -> dict[str, Any] | None:
+    """The optimizer over the most parameter tensors: what it is, and the line that built it."""
+    o = max(w.collected.optimizers.values(), key=lambda x: x.tensors, default=None)
+    if o is None:
+        return None
+    site = o.site
+    return {
+        "name": o.name,
+        "tensors": o.tensors,
+        "foreach": o.foreach,
+        "fused": o.fused,
+        "cuda": o.cuda,
+        "site": None
+        if site is None
+        else {"file": site.filename, "shown": site.shown, "line": site.line},
     }

@@ -69,6 +69,21 @@ LoaderSource = CodeSource
 
 
 @dataclass
+class OptimizerInfo:
+    """The optimizer whose steps the run took (the one over the most parameter tensors)."""
+
+    name: str
+    """Its class: ``AdamW``, ``SGD``, ..."""
+    tensors: int
+    foreach: bool | None
+    """As built; None is torch's default (foreach on CUDA)."""
+    fused: bool | None
+    cuda: bool
+    source: CodeSource | None = None
+    """The user's line that built it, where the watch saw that."""
+
+
+@dataclass
 class Placement:
     module: str | None = None
     param_devices: list[str] = field(default_factory=list)
@@ -149,6 +164,9 @@ class WorkloadEvidence:
     phases: list[PhaseSeen] = field(default_factory=list)
     """Evaluation and checkpoint saving between the training steps; ``step_times_ms`` and
     the other per-step figures leave their time out (``between_steps.py``)."""
+    optimizer: OptimizerInfo | None = None
+    optimizer_ms: float | None = None
+    """The host's mean time inside ``optimizer.step()`` per step, over the steps that timed it."""
 
 
 def mean(xs: list[float]) -> float:

@@ -21,6 +21,7 @@ from ..fixes.workload_patches import (
     loader_batch_fix,
     loader_pin_fix,
     loader_values_fix,
+    optimizer_fused_fix,
     pin_source_fix,
     sync_fix,
     to_device_fix,
@@ -752,6 +753,67 @@ def memory_fit(c: StepView) -> list[Finding]:
     return out
 
 
+# An optimizer's host time per step this large a share of the step, over at least this many
+# parameter tensors, is launch work a fused update does in a few kernels.
+OPTIMIZER_SHARE_PCT = 10.0
+OPTIMIZER_MIN_TENSORS = 64
+FUSED_OPTIMIZERS = ("Adam", "AdamW", "SGD")
+"""The torch.optim classes whose CUDA update takes ``fused=True`` (torch >= 2.4 for SGD)."""
+# Of the optimizer's host time, what a fused update gives back: a loop over the tensors launches
+# a few kernels per tensor (most of it), foreach a few per group of tensors (less).
+FUSED_RECOVERY = {"loop": (0.5, 0.9), "foreach": (0.2, 0.6)}
+
+
+def optimizer_unfused(c: StepView) -> list[Finding]:
+    """``load.optimizer_unfused``: an optimizer whose step launches kernels per tensor (or per
+    group of tensors) where one fused update would do, taking a large share of the step."""
+    o, opt_ms, total = c.ev.optimizer, c.ev.optimizer_ms or 0.0, c.total
+    if o is None or not (c.gpu_run and o.cuda) or o.fused or o.name not in FUSED_OPTIMIZERS:
+        return []
+    share = pct(opt_ms, total)
+    if o.tensors < OPTIMIZER_MIN_TENSORS or share < OPTIMIZER_SHARE_PCT:
+        return []
+    how = "loop" if o.foreach is False else "foreach"
+    lo_frac, hi_frac = FUSED_RECOVERY[how]
+    lo = total / max(1e-9, total - lo_frac * opt_ms)
+    hi = total / max(1e-9, total - hi_frac * opt_ms)
+    per = "one tensor at a time" if how == "loop" else "in groups of tensors (foreach)"
+    site = site_text(o.source.path, o.source.line) if o.source else "the optimizer's line"
+    return [
+        Finding(
+            id="load.optimizer_unfused",
+            severity=severity_of(share, OPTIMIZER_SHARE_PCT, 30.0),
+            title=f"{o.name} updates its {o.tensors} parameter tensors {per}",
+            evidence=[
+                Evidence("optimizer", o.name),
+                Evidence("parameter tensors", o.tensors),
+                Evidence("foreach", o.foreach),
+                Evidence("fused", o.fused),
+                Evidence("host time in optimizer.step()", rnd(opt_ms, 2), "ms/step"),
+                Evidence("share of step", rnd(share), "%"),
+            ],
+            impact=range_impact(
+                lo,
+                hi,
+                f"optimizer.step() keeps the host {rnd(opt_ms, 1)} ms of each {rnd(total, 1)} ms "
+                "step launching its update; fused=True runs it as a few kernels. "
+                "gpusight run --what-if measures it.",
+            ),
+            fix=optimizer_fused_fix(
+                fix(
+                    f"Build the optimizer with fused=True: {o.name}(..., fused=True).",
+                    "optim.fused",
+                    site=site,
+                    name=o.name,
+                    tensors=o.tensors,
+                ),
+                o.source,
+                o.foreach,
+            ),
+        )
+    ]
+
+
 RULES: tuple[Callable[[StepView], list[Finding]], ...] = (
     cpu_model,
     device_mismatch,
@@ -766,6 +828,7 @@ RULES: tuple[Callable[[StepView], list[Finding]], ...] = (
     host_sync,
     pageable_copy,
     memory_fit,
+    optimizer_unfused,
 )
 """In the order their findings are listed before sorting (``report.sort_findings``)."""
 

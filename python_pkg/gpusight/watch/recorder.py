@@ -49,6 +49,8 @@ class StepRecord:
     calls (``framework_ns``); see ``detail.py``."""
     epoch: bool = False
     """A new DataLoader iterator (an epoch, with fresh workers unless persistent) began here."""
+    optimizer_ns: int = 0
+    """Of ``framework_ns``, the host's time inside ``optimizer.step()`` (timed steps only)."""
     phase_ns: int = 0
     """Of the step's time, what evaluation and checkpoint saving between the training steps
     took (``phases.py``); what the hooks measured in them is not in the step's other figures."""
@@ -67,6 +69,7 @@ class StepRecord:
         self.full = self.full and other.full
         self.epoch = self.epoch or other.epoch
         self.phase_ns += other.phase_ns
+        self.optimizer_ns += other.optimizer_ns
 
 
 @dataclass

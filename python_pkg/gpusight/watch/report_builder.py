@@ -17,6 +17,7 @@ from ..rules.workload import (
     GpuWindow,
     LoaderInfo,
     LoaderSource,
+    OptimizerInfo,
     Placement,
     SyncSite,
     WorkloadEvidence,
@@ -281,6 +282,26 @@ def _sampled_ms(values: list[tuple[int, bool]]) -> list[float]:
     return [_ms(ns if recorded else mean) for ns, recorded in values]
 
 
+def optimizer_info(w: Watch) -> OptimizerInfo | None:
+    """The optimizer over the most parameter tensors, with the user's line that built it."""
+    seen = max(w.collected.optimizers.values(), key=lambda o: o.tensors, default=None)
+    if seen is None:
+        return None
+    site = seen.site
+    text = site.source() if site is not None else None
+    source = (
+        CodeSource(site.shown, text, site.line, _cell(site.filename, site.line, site.offset))
+        if site is not None and text
+        else None
+    )
+    return OptimizerInfo(seen.name, seen.tensors, seen.foreach, seen.fused, seen.cuda, source)
+
+
+def _optimizer_ms(steps: list[StepRecord]) -> float | None:
+    timed = [r.optimizer_ns for r in steps if r.full and r.optimizer_ns]
+    return _ms(statistics.fmean(timed)) if timed else None
+
+
 def _framework_per_step(steps: list[StepRecord]) -> list[float]:
     """Framework ms per step; a light step (no module hooks or framework clocks) gets the mean
     of those that timed it."""
@@ -460,6 +481,8 @@ def build_report(w: Watch) -> Report:
         nvml_util_pct=nvml_util,
         h2d_link_gbps=_link_gbps(sampler),
         phases=phase_evidence(w, rec, clean),
+        optimizer=optimizer_info(w),
+        optimizer_ms=_optimizer_ms(clean),
     )
     result = analyse(ev)
     if rec.kind is None:

@@ -54,6 +54,7 @@ from .call_sites import CallSite, SiteCounts, call_site
 from .detail import DetailPlan
 from .nvml_sampler import NvmlSampler
 from .optimizer_clock import OptimizerClock
+from .optimizers_seen import OptimizerSeen, describe, wrap_init
 from .patches import Patches
 from .phases import PhaseHooks
 from .placement import INSPECT_CALLS, ModuleInfo, inspect_module, observe_call
@@ -188,6 +189,10 @@ class Collected:
     """Where each DataLoader built during the watch was built, by ``id`` of its dataset."""
     forward_sites: dict[int, SiteCounts] = field(default_factory=dict)
     """The user's lines that called each top-level module, by ``id`` of the module."""
+    optimizers: dict[int, OptimizerSeen] = field(default_factory=dict)
+    """Each optimizer stepped, by ``id``, read at its first step (``optimizers_seen.py``)."""
+    optimizer_sites: dict[int, CallSite] = field(default_factory=dict)
+    """Where each optimizer built during the watch was built, by its ``id``."""
 
 
 def classify_copy(src_pinned: bool, non_blocking: bool) -> str:
@@ -584,6 +589,8 @@ class Watch:
             self._drop_compile_filter = _filter_warning("ignore", COMPILE_HOOKS_MESSAGE)
             p.add("torch.compile warnings filter", self._drop_compile_filter)
         p.handle("optimizer pre-hook", optim_mod.register_optimizer_step_pre_hook(self._opt_pre))
+        opt_cls = optim_mod.Optimizer
+        p.set_attr(opt_cls, "__init__", wrap_init(self, opt_cls.__init__))
         p.handle("optimizer post-hook", optim_mod.register_optimizer_step_post_hook(self._opt_post))
         h_pre = nn_module.register_module_forward_pre_hook(self._fwd_pre)
         h_post = nn_module.register_module_forward_hook(self._fwd_post, always_call=True)
@@ -998,6 +1005,8 @@ class Watch:
             phases.training_resumes()
         open_ = self._opt_open
         key = id(opt)
+        if key not in self.collected.optimizers:
+            self._see_optimizer(opt, key)
         frame = sys._getframe(1)  # torch's wrapper of this step
         if open_:
             self._prune_open(frame)
@@ -1049,11 +1058,25 @@ class Watch:
             cur = rec.current
         if self._opt_t0:
             cur.framework_ns += t - self._opt_t0
+            cur.optimizer_ns += t - self._opt_t0
             if rec.recording_window:
                 rec.window.framework.append((self._opt_t0, t))
             self._opt_t0 = 0
         if not self._boundary("optimizer", t):
             cur.overhead_ns += perf_counter_ns() - t
+
+    def _see_optimizer(self, opt: Any, key: int) -> None:
+        """An optimizer's first step: what it is and how it updates, once."""
+        t = perf_counter_ns()
+        try:
+            seen = describe(opt)
+        except Exception:  # what an optimizer is, for a fix: never the user's problem
+            return
+        seen.site = self.collected.optimizer_sites.get(key)
+        self.collected.optimizers[key] = seen
+        rec = self._rec
+        if rec is not None:
+            rec.current.overhead_ns += perf_counter_ns() - t
 
     def _prune_open(self, frame: Any) -> None:
         """Another optimizer step begins while some are open: keep those still running below

@@ -1,0 +1,69 @@
+"""The optimizers a watched run stepped: their class, how many parameter tensors they update and
+how (a loop over the tensors, ``foreach``, ``fused``), and the user's line that built each.
+
+Read once per optimizer, at its first step; the line comes from a wrapper of
+``torch.optim.Optimizer.__init__`` (every optimizer's constructor ends there) while the watch
+runs, so an optimizer built before the watch began has none.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from threading import get_ident
+from typing import TYPE_CHECKING, Any
+
+from .call_sites import CallSite, call_site
+
+if TYPE_CHECKING:
+    from .session import Watch
+
+FUSED_OPTIMIZERS = ("Adam", "AdamW", "SGD", "Adagrad")
+"""torch.optim classes that take ``fused=True`` (CUDA since torch 2.0 for Adam/AdamW, 2.4 for
+SGD and Adagrad, which is CPU-only there): the whole update as a few kernels."""
+
+
+@dataclass
+class OptimizerSeen:
+    name: str
+    tensors: int
+    """Parameter tensors it updates, over all its groups."""
+    foreach: bool | None
+    """As built: None is torch's default (foreach on CUDA, a loop on the CPU)."""
+    fused: bool | None
+    cuda: bool
+    """Its parameters are on a CUDA device."""
+    steps: int = 0
+    site: CallSite | None = None
+
+
+def describe(opt: Any) -> OptimizerSeen:
+    params = [p for g in getattr(opt, "param_groups", []) for p in g.get("params", [])]
+    defaults = getattr(opt, "defaults", {}) or {}
+    return OptimizerSeen(
+        name=type(opt).__name__,
+        tensors=len(params),
+        foreach=defaults.get("foreach"),
+        fused=defaults.get("fused"),
+        cuda=any(getattr(p, "is_cuda", False) for p in params[:8]),
+    )
+
+
+def wrap_init(w: Watch, orig: Callable[..., Any]) -> Callable[..., Any]:
+    """``Optimizer.__init__`` that remembers the user's line that built each optimizer."""
+
+    @functools.wraps(orig)
+    def __init__(opt: Any, *args: Any, **kwargs: Any) -> None:
+        orig(opt, *args, **kwargs)
+        if get_ident() != w._tid:
+            return
+        try:
+            site = call_site(w.sources, sys._getframe(1))
+        except Exception:  # a fix's call site is a nicety: never the user's problem
+            site = None
+        if site is not None:
+            w.collected.optimizer_sites.setdefault(id(opt), site)
+
+    return __init__
