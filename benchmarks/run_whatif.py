@@ -142,7 +142,15 @@ def truth(
 def pick(report: dict[str, Any], how: str) -> dict[str, Any] | None:
     rows = [r for r in report.get("what_if", []) if r.get("speedup") and not r.get("skipped")]
     group = lambda r: (r.get("params") or {}).get("group")  # noqa: E731
-    if how in ("workers", "batch", "channels_last", "to_device", "autocast", "tf32"):
+    if how in (
+        "workers",
+        "batch",
+        "channels_last",
+        "to_device",
+        "autocast",
+        "tf32",
+        "fused_optimizer",
+    ):
         got = [r for r in rows if group(r) == how]
         return max(got, key=lambda r: r["speedup"]) if got else None
     if how == "together":
