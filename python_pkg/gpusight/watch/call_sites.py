@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import linecache
 import os
+import sys
 import sysconfig
 from dataclasses import dataclass, field
 from types import FrameType
@@ -64,6 +65,15 @@ def call_site(sources: SourceMap, frame: FrameType | None) -> CallSite | None:
         return None
     shown, offset = sources.names.get(filename, (None, 0))
     return CallSite(filename, shown or display_path(filename), int(user.f_lineno or 0), offset)
+
+
+def constructor_site(sources: SourceMap) -> CallSite | None:
+    """In a wrapper of a constructor: the user's line that called it (None where it cannot be
+    told: a fix's call site is a nicety, never the user's problem)."""
+    try:
+        return call_site(sources, sys._getframe(2))
+    except Exception:
+        return None
 
 
 @dataclass

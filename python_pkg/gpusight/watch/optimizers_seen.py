@@ -9,13 +9,12 @@ runs, so an optimizer built before the watch began has none.
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from threading import get_ident
 from typing import TYPE_CHECKING, Any
 
-from .call_sites import CallSite, call_site
+from .call_sites import CallSite, constructor_site
 
 if TYPE_CHECKING:
     from .session import Watch
@@ -59,10 +58,7 @@ def wrap_init(w: Watch, orig: Callable[..., Any]) -> Callable[..., Any]:
         orig(opt, *args, **kwargs)
         if get_ident() != w._tid:
             return
-        try:
-            site = call_site(w.sources, sys._getframe(1))
-        except Exception:  # a fix's call site is a nicety: never the user's problem
-            site = None
+        site = constructor_site(w.sources)
         if site is not None:
             w.collected.optimizer_sites.setdefault(id(opt), site)
 

@@ -50,7 +50,7 @@ from ..report import Report
 from . import call_shim
 from .calibration import Calibration, calibrate
 from .call_cycle import Cycle, find_cycle
-from .call_sites import CallSite, SiteCounts, call_site
+from .call_sites import CallSite, SiteCounts, call_site, constructor_site
 from .detail import DetailPlan
 from .nvml_sampler import NvmlSampler
 from .optimizer_clock import OptimizerClock
@@ -1549,10 +1549,7 @@ class Watch:
             orig(dl, *args, **kwargs)
             if get_ident() != w._tid:
                 return
-            try:
-                site = call_site(w.sources, sys._getframe(1))
-            except Exception:  # a fix's call site is a nicety: never the user's problem
-                site = None
+            site = constructor_site(w.sources)
             if site is not None:
                 w.collected.loader_sites.setdefault(id(getattr(dl, "dataset", None)), site)
 
