@@ -104,11 +104,9 @@ class StepView:
         )
 
 
-def cpu_model(c: StepView) -> list[Finding]:
+def cpu_model(view: StepView) -> list[Finding]:
     """``code.cpu_model``: the model on the CPU beside a usable GPU."""
-    ev = c.ev
-    total = c.total
-    p = c.p
+    ev, total, p = view.ev, view.total, view.p
     out: list[Finding] = []
     if ev.cuda_available and p.param_devices == ["cpu"]:
         host = mean(ev.framework_ms)
@@ -150,10 +148,9 @@ def cpu_model(c: StepView) -> list[Finding]:
     return out
 
 
-def device_mismatch(c: StepView) -> list[Finding]:
+def device_mismatch(view: StepView) -> list[Finding]:
     """``code.device_mismatch``: parameters or inputs on more than one device."""
-    share = c.share
-    p = c.p
+    share, p = view.share, view.p
     out: list[Finding] = []
     devices = sorted(set(p.param_devices) | set(p.input_devices))
     if len(set(p.param_devices)) > 1 or (
@@ -182,9 +179,9 @@ def device_mismatch(c: StepView) -> list[Finding]:
     return out
 
 
-def dataparallel(c: StepView) -> list[Finding]:
+def dataparallel(view: StepView) -> list[Finding]:
     """``code.dataparallel``: the model wrapped in ``nn.DataParallel``."""
-    p = c.p
+    p = view.p
     out: list[Finding] = []
     if p.dataparallel:
         n = p.dataparallel_devices
@@ -214,13 +211,9 @@ def dataparallel(c: StepView) -> list[Finding]:
     return out
 
 
-def input_bound(c: StepView) -> list[Finding]:
+def input_bound(view: StepView) -> list[Finding]:
     """``load.input_bound``: the step waits for its DataLoader."""
-    ev = c.ev
-    split = c.split
-    total = c.total
-    share = c.share
-    stall = c.stall
+    ev, split, total, share, stall = view.ev, view.split, view.total, view.share, view.stall
     out: list[Finding] = []
     if share["data_wait"] >= 5.0:
         ld = ev.loader or LoaderInfo()
@@ -319,13 +312,9 @@ def input_bound(c: StepView) -> list[Finding]:
     return out
 
 
-def cpu_preprocessing(c: StepView) -> list[Finding]:
+def cpu_preprocessing(view: StepView) -> list[Finding]:
     """``load.cpu_preprocessing``: host work outside the model takes the step."""
-    ev = c.ev
-    split = c.split
-    share = c.share
-    gpu_run = c.gpu_run
-    w = c.w
+    ev, split, share, gpu_run, w = view.ev, view.split, view.share, view.gpu_run, view.w
     out: list[Finding] = []
     if share["other_cpu"] >= 10.0:
         cpu_loop = w.cpu_op_loop_ms if w is not None else 0.0
@@ -362,13 +351,9 @@ def cpu_preprocessing(c: StepView) -> list[Finding]:
     return out
 
 
-def launch_bound(c: StepView) -> list[Finding]:
+def launch_bound(view: StepView) -> list[Finding]:
     """``load.launch_bound``: the GPU idles between kernels inside the framework calls."""
-    split = c.split
-    share = c.share
-    gpu_run = c.gpu_run
-    busy = c.busy
-    w = c.w
+    split, share, gpu_run, busy, w = view.split, view.share, view.gpu_run, view.busy, view.w
     out: list[Finding] = []
     if gpu_run and w is not None and share["launch_overhead"] >= 15.0:
         out.append(
@@ -403,13 +388,9 @@ def launch_bound(c: StepView) -> list[Finding]:
     return out
 
 
-def small_batch(c: StepView) -> list[Finding]:
+def small_batch(view: StepView) -> list[Finding]:
     """``load.small_batch``: a batch too small to fill the GPU."""
-    ev = c.ev
-    share = c.share
-    gpu_run = c.gpu_run
-    busy = c.busy
-    batch = c.batch
+    ev, share, gpu_run, busy, batch = view.ev, view.share, view.gpu_run, view.busy, view.batch
     out: list[Finding] = []
     if (
         gpu_run
@@ -451,12 +432,9 @@ def small_batch(c: StepView) -> list[Finding]:
     return out
 
 
-def unbatched(c: StepView) -> list[Finding]:
+def unbatched(view: StepView) -> list[Finding]:
     """``infer.unbatched``: inference one request (or a few) per forward."""
-    ev = c.ev
-    total = c.total
-    busy = c.busy
-    batch = c.batch
+    ev, total, busy, batch = view.ev, view.total, view.busy, view.batch
     out: list[Finding] = []
     if ev.step_mode == "forward" and batch is not None and batch <= 4:
         out.append(
@@ -480,10 +458,9 @@ def unbatched(c: StepView) -> list[Finding]:
     return out
 
 
-def grad_enabled(c: StepView) -> list[Finding]:
+def grad_enabled(view: StepView) -> list[Finding]:
     """``infer.grad_enabled``: inference that records autograd history."""
-    ev = c.ev
-    p = c.p
+    ev, p = view.ev, view.p
     out: list[Finding] = []
     if ev.step_mode == "forward" and p.grad_enabled:
         out.append(
@@ -499,15 +476,10 @@ def grad_enabled(c: StepView) -> list[Finding]:
     return out
 
 
-def precision(c: StepView) -> list[Finding]:
+def precision(view: StepView) -> list[Finding]:
     """``load.amp_unused`` and ``load.channels_last``: float32 matmuls without Tensor Cores,
     half-precision convolutions in NCHW."""
-    ev = c.ev
-    split = c.split
-    total = c.total
-    gpu_run = c.gpu_run
-    p = c.p
-    w = c.w
+    ev, split, total, gpu_run, p, w = view.ev, view.split, view.total, view.gpu_run, view.p, view.w
     out: list[Finding] = []
     if gpu_run and w is not None and split["compute"] > 0:
         fp32 = w.matmul_fp32_ms
@@ -576,14 +548,16 @@ def precision(c: StepView) -> list[Finding]:
     return out
 
 
-def host_sync(c: StepView) -> list[Finding]:
+def host_sync(view: StepView) -> list[Finding]:
     """``code.host_sync``: the host waits for the GPU inside the loop."""
-    ev = c.ev
-    split = c.split
-    share = c.share
-    gpu_run = c.gpu_run
-    w = c.w
-    n_steps = c.n_steps
+    ev, split, share, gpu_run, w, n_steps = (
+        view.ev,
+        view.split,
+        view.share,
+        view.gpu_run,
+        view.w,
+        view.n_steps,
+    )
     out: list[Finding] = []
     sync_count = sum(s.count for s in ev.syncs)
     if ev.syncs and (share["sync_stall"] >= 1.0 or sync_count / n_steps >= 1.0 or w is None):
@@ -631,13 +605,9 @@ def host_sync(c: StepView) -> list[Finding]:
     return out
 
 
-def pageable_copy(c: StepView) -> list[Finding]:
+def pageable_copy(view: StepView) -> list[Finding]:
     """``code.pageable_copy``: host-to-device copies from pageable memory."""
-    ev = c.ev
-    split = c.split
-    share = c.share
-    w = c.w
-    n_steps = c.n_steps
+    ev, split, share, w, n_steps = view.ev, view.split, view.share, view.w, view.n_steps
     out: list[Finding] = []
     pageable_async = [c for c in ev.copies if c.kind == "pageable_async"]
     pageable_sync = [c for c in ev.copies if c.kind == "pageable_sync"]
@@ -693,11 +663,9 @@ def pageable_copy(c: StepView) -> list[Finding]:
     return out
 
 
-def memory_fit(c: StepView) -> list[Finding]:
+def memory_fit(view: StepView) -> list[Finding]:
     """``load.oom_risk`` and ``load.memory_headroom``: the peak against the capacity."""
-    ev = c.ev
-    busy = c.busy
-    batch = c.batch
+    ev, busy, batch = view.ev, view.busy, view.batch
     out: list[Finding] = []
     cap = ev.memory_capacity_bytes
     peak = ev.peak_reserved_bytes or ev.peak_memory_bytes
@@ -764,11 +732,11 @@ FUSED_OPTIMIZERS = ("Adam", "AdamW", "SGD")
 FUSED_RECOVERY = {"loop": (0.5, 0.9), "foreach": (0.2, 0.6)}
 
 
-def optimizer_unfused(c: StepView) -> list[Finding]:
+def optimizer_unfused(view: StepView) -> list[Finding]:
     """``load.optimizer_unfused``: an optimizer whose step launches kernels per tensor (or per
     group of tensors) where one fused update would do, taking a large share of the step."""
-    o, opt_ms, total = c.ev.optimizer, c.ev.optimizer_ms or 0.0, c.total
-    if o is None or not (c.gpu_run and o.cuda) or o.fused or o.name not in FUSED_OPTIMIZERS:
+    o, opt_ms, total = view.ev.optimizer, view.ev.optimizer_ms or 0.0, view.total
+    if o is None or not (view.gpu_run and o.cuda) or o.fused or o.name not in FUSED_OPTIMIZERS:
         return []
     share = pct(opt_ms, total)
     if o.tensors < OPTIMIZER_MIN_TENSORS or share < OPTIMIZER_SHARE_PCT:
