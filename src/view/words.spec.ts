@@ -22,6 +22,18 @@ function cpuOnly(): GpusightReport {
   return r;
 }
 
+/** The CPU-only build's finding as the kernel side writes it. */
+function buildFinding(): GpusightReport['findings'][number] {
+  return {
+    id: 'env.cpu_only_build',
+    severity: 'critical',
+    title: 'torch 2.13.0+cpu is a CPU-only build: it cannot use any GPU',
+    evidence: [],
+    impact: { basis: 'none', text: 'Nothing runs on a GPU.' },
+    fix: { text: 'Install a CUDA build of torch.' }
+  };
+}
+
 afterEach(() => document.body.replaceChildren());
 
 describe('words that follow the machine', () => {
@@ -64,14 +76,7 @@ describe('words that follow the machine', () => {
   it('puts the CPU-only build first on a machine with a GPU it leaves unused', async () => {
     const r = cpuOnly();
     r.machine.gpus = [{ index: 0, name: 'NVIDIA H200' }];
-    r.findings.push({
-      id: 'env.cpu_only_build',
-      severity: 'critical',
-      title: 'torch 2.13.0+cpu is a CPU-only build: it cannot use any GPU',
-      evidence: [],
-      impact: { basis: 'none', text: 'Nothing runs on a GPU.' },
-      fix: { text: 'Install a CUDA build of torch.' }
-    });
+    r.findings.push(buildFinding());
     expect(firstFinding(r)?.id).toBe('env.cpu_only_build');
     // An older report without the finding still leads with the build.
     const older = cpuOnly();
@@ -99,14 +104,7 @@ describe('words that follow the machine', () => {
 
   it("leads with the run's own fix on a machine without a GPU", async () => {
     const r = cpuOnly();
-    r.findings.push({
-      id: 'env.cpu_only_build',
-      severity: 'critical',
-      title: 'torch 2.13.0+cpu is a CPU-only build: it cannot use any GPU',
-      evidence: [],
-      impact: { basis: 'none', text: 'Nothing runs on a GPU.' },
-      fix: { text: 'Install a CUDA build of torch.' }
-    });
+    r.findings.push(buildFinding());
     const gpu = clone(full) as unknown as GpusightReport;
     const own = firstFinding(gpu)?.id;
     expect(own).toBeTruthy();
