@@ -72,7 +72,8 @@ def lead_with_cpu_only_build(report: Report) -> Report:
             report.findings.insert(0, cpu_only_finding(version))
     else:
         report.findings = [f for f in report.findings if f.id != FINDING_ID]
-        if NO_GPU_NOTE not in report.notes:
+        # A benchmark's skipped GPU rows already say it ("no CUDA device"): no note again.
+        if report.kind != "bench" and NO_GPU_NOTE not in report.notes:
             report.notes.append(NO_GPU_NOTE)
     head = f"torch {version} is a CPU-only build, so this ran without a GPU."
     v = report.verdict
