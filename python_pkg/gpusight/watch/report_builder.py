@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 from collections.abc import Callable
 from time import perf_counter_ns
@@ -31,7 +32,7 @@ from .call_sites import CallSite, in_library
 from .machine import machine_facts
 from .notebook_cells import cell_at, loader_cell, torch_alias
 from .phase_report import phase_evidence, phase_free_run, phase_rows, settle, unmeasured_note
-from .recorder import StepRecord
+from .recorder import StepRecord, StepRecorder
 from .source_lines import Site
 from .trace_analysis import HostRecord, WindowStats
 from .trace_analysis import analyse as analyse_trace
@@ -342,11 +343,9 @@ def _spread(xs: list[float]) -> list[float] | None:
     return [round(qs[0], 3), round(qs[-1], 3)]
 
 
-def build_report(w: Watch) -> Report:
-    rec = w.recorder
-    assert rec is not None
-    torch = w.torch
-    notes = [*w.notes, *w.optimizer_notes()]
+def _reported_steps(w: Watch, rec: StepRecorder, notes: list[str]) -> tuple[list[StepRecord], str]:
+    """The steps the report covers and the phase they come from, with what to say about them
+    (evaluations at every step given back to their steps first: ``phase_report.settle``)."""
     per_step = settle(w, rec)
     if per_step:
         notes.append(per_step)
@@ -376,6 +375,158 @@ def build_report(w: Watch) -> Report:
             f"the run ended before any clean step: {len(clean)} {phase.replace('_', ' ')} step(s) "
             "are reported instead (profiler and start-up costs included)"
         )
+    return clean, phase
+
+
+def _sync_sites(
+    w: Watch, stats: WindowStats | None, steps: int, measured: bool, texts: dict[str, str | None]
+) -> list[SyncSite]:
+    """The sync sites, counted over the measured steps where those are reported (scaled from
+    the steps that recorded them: ``detail.py``), with the GPU idle each left in the window."""
+    scale = w.detail.scale if measured else (lambda n: n)
+    sync_idle = stats.sync_idle_ms if stats is not None else {}
+    return [
+        SyncSite(
+            kind=a.kind,
+            count=scale(a.measured) if measured else a.count,
+            file=a.site.file if a.site else None,
+            line=a.site.line if a.site else None,
+            code=a.site.code if a.site else None,
+            idle_ms=_per_run(sync_idle.get(key), stats, steps),
+            source=_sync_source(a.site, texts),
+        )
+        for key, a in sorted(w.collected.syncs.items(), key=lambda kv: -kv[1].count)
+        if (a.measured if measured else a.count)
+    ]
+
+
+def _copy_sites(w: Watch, measured: bool, texts: dict[str, str | None]) -> list[CopySite]:
+    """The host-to-device copy sites, counted as the sync sites are."""
+    scale = w.detail.scale if measured else (lambda n: n)
+    return [
+        CopySite(
+            kind=a.kind,
+            count=scale(a.measured) if measured else a.count,
+            bytes=scale(a.measured_bytes) if measured else a.bytes,
+            host_ms=_ms(scale(a.measured_host_ns) if measured else a.host_ns),
+            file=a.site.file if a.site else None,
+            line=a.site.line if a.site else None,
+            code=a.site.code if a.site else None,
+            source=_sync_source(a.site, texts),
+        )
+        for a in w.collected.copies.values()
+        if not measured or a.measured
+    ]
+
+
+def _loader_info(ld: Any) -> LoaderInfo | None:
+    if ld is None:
+        return None
+    return LoaderInfo(
+        ld.num_workers, ld.pin_memory, ld.batch_size, ld.persistent_workers, ld.prefetch_factor
+    )
+
+
+def _sampling(w: Watch, measured: bool, kernels: dict[str, Any]) -> list[str]:
+    """What the watch sampled rather than recorded on every step (``detail.py``): its figures
+    into ``kernels``, and the notes that say so."""
+    out: list[str] = []
+    plan = w.detail
+    if plan.decided:
+        kernels["detail_every"] = plan.every
+        kernels["detail_steps"] = plan.detailed
+        kernels["detail_cost_pct"] = round(100.0 * (plan.share or 0.0), 3)
+    if plan.hook_share is not None:
+        kernels["module_hooks_every"] = plan.full_every
+        kernels["module_hooks_steps"] = plan.full
+        kernels["module_hooks_cost_pct"] = round(100.0 * plan.hook_share, 3)
+    if measured and plan.full < plan.measured:
+        calls = (
+            "the model's calls were"
+            if w.recorder is not None and w.recorder.kind == "forward"
+            else "the model's forward, backward and optimizer calls were"
+        )
+        out.append(
+            f"{calls} timed on {plan.full} of the {plan.measured} measured steps (the first "
+            f"few, then 1 in {plan.full_every} at random): timing them on every step would cost "
+            f"{100 * (plan.hook_share or 0):.1f} % of a step this short; the other steps' "
+            "framework time is the mean of the timed ones"
+        )
+    if measured and plan.every > 1:
+        out.append(
+            f"host-to-device copies and host syncs were recorded on {plan.detailed} of the "
+            f"{plan.measured} measured steps (the first few, then 1 in {plan.every} at random): "
+            f"recording them on every step would cost {100 * (plan.share or 0):.1f} % of a step "
+            "this short; their counts are scaled to all steps"
+        )
+    return out
+
+
+def _busy_check(
+    rec: StepRecorder, stats: WindowStats | None, nvml: float | None, result: Any
+) -> str | None:
+    """``busy_cross_check`` of the result's GPU busy against the trace's and NVML's."""
+    window_step = (
+        statistics.fmean(_ms(r.duration_ns) for r in rec.analysed()) if stats is not None else None
+    )
+    return busy_cross_check(
+        result.gpu_busy_pct,
+        stats.busy_pct if stats else None,
+        nvml,
+        window_step_ms=window_step,
+        step_ms=result.step_time_ms,
+        median_kernel_us=stats.median_kernel_us if stats else None,
+    )
+
+
+def _overhead(
+    w: Watch, rec: StepRecorder, clean: list[StepRecord], kernels: dict[str, Any], notes: list[str]
+) -> float | None:
+    """What watching cost the reported steps (%): its clocks' share times the factor for what
+    they cannot see, its figures into ``kernels``, a note from ``NOTED_OVERHEAD_PCT`` on."""
+    total_ns = sum(r.duration_ns for r in clean)
+    seen = 100.0 * sum(r.overhead_ns for r in clean) / total_ns if total_ns else None
+    factor = unseen_factor(rec.kind, w.detail.full_every)
+    overhead = seen * factor if seen is not None else None
+    if seen is not None:
+        kernels["overhead_seen_pct"] = round(seen, 3)
+        kernels["overhead_unseen_factor"] = factor
+    if overhead is not None and seen is not None and overhead >= NOTED_OVERHEAD_PCT:
+        notes.append(_overhead_note(overhead, seen, factor))
+    # The per-event costs that overhead_pct adds to the hooks' own time (watch/calibration.py).
+    for name, ns in w.calibration.as_dict().items():
+        kernels[f"overhead_calibration_{name}"] = ns
+    return overhead
+
+
+def _overhead_note(overhead: float, seen: float, factor: float) -> str:
+    return (
+        f"watching cost about {overhead:.1f} % of each measured step, included in the step "
+        f"time: its own clocks saw {seen:.1f} %, and on steps this short it costs about "
+        f"{factor:g}x what they see (calibrated against the script's own clock"
+        + (", for steps a model call ends" if factor == UNSEEN_FACTOR_FORWARD else "")
+        + ")"
+    )
+
+
+def _claim_nothing(result: Any) -> None:
+    """No step was seen: nothing to attribute, and no finding may claim a share of it."""
+    result.verdict = Verdict(
+        bottleneck="none",
+        gpu_busy_pct=None,
+        summary="No training or inference step was seen (no optimizer.step(), backward() "
+        "or model forward): nothing to attribute.",
+    )
+    result.findings = []
+    result.stall = None
+
+
+def build_report(w: Watch) -> Report:
+    rec = w.recorder
+    assert rec is not None
+    torch = w.torch
+    notes = [*w.notes, *w.optimizer_notes()]
+    clean, phase = _reported_steps(w, rec, notes)
     t_read = perf_counter_ns()
     stats = _window_stats(w, notes)
     read_ms = _ms(perf_counter_ns() - t_read) if w.window is not None else None
@@ -415,11 +566,6 @@ def build_report(w: Watch) -> Report:
     loaders = sorted(w.collected.loaders.values(), key=lambda s: -s.calls)
     ld = loaders[0] if loaders else None
     measured = phase == "measure"
-    # Counts from the steps that recorded copies and syncs, for all measured steps (detail.py).
-    scale = w.detail.scale if measured else (lambda n: n)
-    syncs = sorted(w.collected.syncs.items(), key=lambda kv: -kv[1].count)
-    sync_idle = stats.sync_idle_ms if stats is not None else {}
-    import os
 
     texts: dict[str, str | None] = {}  # each user file read once for the sync and copy sites
     ev = WorkloadEvidence(
@@ -431,42 +577,9 @@ def build_report(w: Watch) -> Report:
         cuda_available=cuda,
         cuda_devices=int(torch.cuda.device_count()) if cuda else 0,
         window=_gpu_window(stats) if stats is not None else None,
-        syncs=[
-            SyncSite(
-                kind=a.kind,
-                count=scale(a.measured) if measured else a.count,
-                file=a.site.file if a.site else None,
-                line=a.site.line if a.site else None,
-                code=a.site.code if a.site else None,
-                idle_ms=_per_run(sync_idle.get(key), stats, len(clean)),
-                source=_sync_source(a.site, texts),
-            )
-            for key, a in syncs
-            if (a.measured if measured else a.count)
-        ],
-        copies=[
-            CopySite(
-                kind=a.kind,
-                count=scale(a.measured) if measured else a.count,
-                bytes=scale(a.measured_bytes) if measured else a.bytes,
-                host_ms=_ms(scale(a.measured_host_ns) if measured else a.host_ns),
-                file=a.site.file if a.site else None,
-                line=a.site.line if a.site else None,
-                code=a.site.code if a.site else None,
-                source=_sync_source(a.site, texts),
-            )
-            for a in w.collected.copies.values()
-            if not measured or a.measured
-        ],
-        loader=LoaderInfo(
-            ld.num_workers,
-            ld.pin_memory,
-            ld.batch_size,
-            ld.persistent_workers,
-            ld.prefetch_factor,
-        )
-        if ld
-        else None,
+        syncs=_sync_sites(w, stats, len(clean), measured, texts),
+        copies=_copy_sites(w, measured, texts),
+        loader=_loader_info(ld),
         epoch_starts=[i for i, r in enumerate(clean) if r.epoch],
         loader_source=loader_source(w, ld),
         forward_source=forward_source(w),
@@ -486,20 +599,8 @@ def build_report(w: Watch) -> Report:
     )
     result = analyse(ev)
     if rec.kind is None:
-        # No step was seen: nothing to attribute, and no finding may claim a share of it.
-        result.verdict = Verdict(
-            bottleneck="none",
-            gpu_busy_pct=None,
-            summary="No training or inference step was seen (no optimizer.step(), backward() "
-            "or model forward): nothing to attribute.",
-        )
-        result.findings = []
-        result.stall = None
+        _claim_nothing(result)
 
-    total_ns = sum(r.duration_ns for r in clean)
-    seen = 100.0 * sum(r.overhead_ns for r in clean) / total_ns if total_ns else None
-    factor = unseen_factor(rec.kind, w.detail.full_every)
-    overhead = seen * factor if seen is not None else None
     kernels: dict[str, Any] = {"step_mode": ev.step_mode, "steps_from": phase}
     if stats is not None:
         kernels.update(stats.kernels_dict())
@@ -510,17 +611,7 @@ def build_report(w: Watch) -> Report:
     cost = window_cost(w, clean[steady:], read_ms)
     if cost:
         kernels.update(cost)
-    window_step = (
-        statistics.fmean(_ms(r.duration_ns) for r in rec.analysed()) if stats is not None else None
-    )
-    check = busy_cross_check(
-        result.gpu_busy_pct,
-        stats.busy_pct if stats else None,
-        nvml_util,
-        window_step_ms=window_step,
-        step_ms=result.step_time_ms,
-        median_kernel_us=stats.median_kernel_us if stats else None,
-    )
+    check = _busy_check(rec, stats, nvml_util, result)
     if check:
         notes.append(check)
         kernels["busy_trusted"] = "trace"
@@ -530,48 +621,8 @@ def build_report(w: Watch) -> Report:
         )
     if reserved is not None:
         kernels["peak_reserved_bytes"] = reserved
-    plan = w.detail
-    if plan.decided:
-        kernels["detail_every"] = plan.every
-        kernels["detail_steps"] = plan.detailed
-        kernels["detail_cost_pct"] = round(100.0 * (plan.share or 0.0), 3)
-    if plan.hook_share is not None:
-        kernels["module_hooks_every"] = plan.full_every
-        kernels["module_hooks_steps"] = plan.full
-        kernels["module_hooks_cost_pct"] = round(100.0 * plan.hook_share, 3)
-    if measured and plan.full < plan.measured:
-        calls = (
-            "the model's calls were"
-            if w.recorder is not None and w.recorder.kind == "forward"
-            else "the model's forward, backward and optimizer calls were"
-        )
-        notes.append(
-            f"{calls} timed on {plan.full} of the {plan.measured} measured steps (the first "
-            f"few, then 1 in {plan.full_every} at random): timing them on every step would cost "
-            f"{100 * (plan.hook_share or 0):.1f} % of a step this short; the other steps' "
-            "framework time is the mean of the timed ones"
-        )
-    if measured and plan.every > 1:
-        notes.append(
-            f"host-to-device copies and host syncs were recorded on {plan.detailed} of the "
-            f"{plan.measured} measured steps (the first few, then 1 in {plan.every} at random): "
-            f"recording them on every step would cost {100 * (plan.share or 0):.1f} % of a step "
-            "this short; their counts are scaled to all steps"
-        )
-    if seen is not None:
-        kernels["overhead_seen_pct"] = round(seen, 3)
-        kernels["overhead_unseen_factor"] = factor
-    if overhead is not None and overhead >= NOTED_OVERHEAD_PCT:
-        notes.append(
-            f"watching cost about {overhead:.1f} % of each measured step, included in the step "
-            f"time: its own clocks saw {seen:.1f} %, and on steps this short it costs about "
-            f"{factor:g}x what they see (calibrated against the script's own clock"
-            + (", for steps a model call ends" if factor == UNSEEN_FACTOR_FORWARD else "")
-            + ")"
-        )
-    # The per-event costs that overhead_pct adds to the hooks' own time (watch/calibration.py).
-    for name, ns in w.calibration.as_dict().items():
-        kernels[f"overhead_calibration_{name}"] = ns
+    notes.extend(_sampling(w, measured, kernels))
+    overhead = _overhead(w, rec, clean, kernels, notes)
     step_ms = [round(_ms(r.duration_ns), 3) for r in clean]
     run: dict[str, Any] = {
         "steps": len(clean),
