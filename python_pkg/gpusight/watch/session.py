@@ -1071,7 +1071,8 @@ class Watch:
         try:
             seen = describe(opt)
         except Exception:  # what an optimizer is, for a fix: never the user's problem
-            return
+            # Kept as unknown, so that its later steps do not ask again.
+            seen = OptimizerSeen(type(opt).__name__, 0, None, None, False)
         seen.site = self.collected.optimizer_sites.get(key)
         self.collected.optimizers[key] = seen
         rec = self._rec
