@@ -76,7 +76,9 @@ class StepWindow:
     def step_end(self) -> None:
         """After a step: once the window's steps are measured, stop and deliver the report."""
         rec = self._watch.recorder if self._watch is not None else None
-        if self.watching and rec is not None and rec.done():
+        # Once they are, the watch counts the next step's FLOPs (``watch/flop_step.py``).
+        counting = self._watch is not None and self._watch.flops.counting
+        if self.watching and rec is not None and rec.done() and not counting:
             self.close()
 
     def close(self) -> Report | None:

@@ -34,6 +34,7 @@ from .notebook_cells import cell_at, loader_cell, torch_alias
 from .phase_report import phase_evidence, phase_free_run, phase_rows, settle, unmeasured_note
 from .recorder import StepRecord, StepRecorder
 from .source_lines import Site
+from .speed_of_light import BUSY_VERDICTS, measure_ceilings, speed_of_light, summary_line
 from .trace_analysis import HostRecord, WindowStats
 from .trace_analysis import analyse as analyse_trace
 
@@ -641,6 +642,12 @@ def build_report(w: Watch) -> Report:
         "syncs": _sync_rows(ev.syncs),
     }
     _add_run_extras(run, w, ev, result, step_ms)
+    sol = _speed_of_light(w, ev.step_times_ms)
+    if sol is not None:
+        run["speed_of_light"] = sol
+        line = summary_line(sol)
+        if line and result.verdict.bottleneck in BUSY_VERDICTS:
+            result.verdict.summary = f"{result.verdict.summary.rstrip()} {line}"
     if ev.phases:
         run["phases"] = phase_rows(ev.phases, len(steady_steps(ev)))
         unmeasured = unmeasured_note(ev.phases, len(clean))
@@ -661,6 +668,23 @@ def build_report(w: Watch) -> Report:
     if rec.kind is None:
         return report  # nothing was seen to attribute: the report claims nothing
     return lead_with_cpu_only_build(report)
+
+
+def _speed_of_light(w: Watch, own_ms: list[float]) -> dict[str, Any] | None:
+    """FLOPs per step against this GPU's ceilings, over the training steps' own time (the
+    phases between them left out) and the GPU's work still queued after the last one."""
+    counted = w.flops.result
+    if counted is None:
+        return None
+    step_ms = None
+    if own_ms:
+        step_ms = (sum(own_ms) + (w.end_drain_ms or 0.0)) / len(own_ms)
+    torch = w.torch
+    name = None
+    if w.cuda_available and torch.cuda.is_initialized():
+        name = str(torch.cuda.get_device_name(torch.cuda.current_device()))
+    measured = measure_ceilings(torch, counted) if name else {}
+    return speed_of_light(counted, step_ms, name, measured)
 
 
 def _sync_rows(syncs: list[Any]) -> list[dict[str, Any]]:

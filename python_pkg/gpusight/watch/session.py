@@ -52,6 +52,7 @@ from .calibration import Calibration, calibrate
 from .call_cycle import Cycle, find_cycle
 from .call_sites import CallSite, SiteCounts, call_site, constructor_site
 from .detail import DetailPlan
+from .flop_step import FLOPS_CUT_SHORT, FlopStep, flops_blocked
 from .nvml_sampler import NvmlSampler
 from .optimizer_clock import OptimizerClock
 from .optimizers_seen import OptimizerSeen, describe, wrap_init
@@ -424,6 +425,8 @@ class Watch:
         self._graphs_at_start = 0
         self.phases = PhaseHooks(self, lambda: _is_compiling())
         """Evaluation and checkpoint saving between the training steps (``phases.py``)."""
+        self.flops = FlopStep(enabled=not lean)
+        """The FLOPs of the step after the measured ones (``flop_step.py``)."""
 
     # -- context manager ----------------------------------------------------------------------
     def __enter__(self) -> Watch:
@@ -535,6 +538,7 @@ class Watch:
         # that sync is ours, not the user's.
         self._tid = None
         parts: list[tuple[str, Callable[[], object]]] = [
+            ("FLOP counter", lambda: self.flops.abort(FLOPS_CUT_SHORT)),
             ("profiler window", self._end_window),
             ("hooks and wrappers", self._patches.restore),
             ("sync-debug mode", self._restore_sync_mode),
@@ -829,6 +833,8 @@ class Watch:
         rec = self._rec
         if rec is None:
             return False
+        if self.flops.counting:
+            return self._end_flop_step(kind, rec)
         if self._in_run:
             self._close_run()
         plan = self.detail
@@ -898,6 +904,39 @@ class Watch:
     def _measuring_done(self) -> None:
         rec = self._rec
         assert rec is not None
+        if self._begin_flop_step(rec):
+            return
+        self._finish_measuring(rec)
+
+    def _begin_flop_step(self, rec: StepRecorder) -> bool:
+        """Count the next step's FLOPs (the hooks stay on until it ends); False: no count."""
+        fs = self.flops
+        if not fs.enabled or fs.result is not None:
+            return False
+        why = flops_blocked(self._top_modules.values(), _compiled_graphs() > self._graphs_at_start)
+        if not fs.begin(self._torch, self._flags_now(), rec.current.index, why):
+            return False
+        self._in_run, self._run_left = False, 0
+        if not self._full:
+            self._set_full(True)
+        return True
+
+    def _end_flop_step(self, kind: str, rec: StepRecorder) -> bool:
+        """A step boundary while counting: a step of the driving kind ends the count."""
+        if kind != rec.kind:
+            return False
+        cur = rec.current
+
+        def again() -> bool:
+            cur.phase_ns = 0
+            return self.flops.begin(self._torch, self._flags_now(), cur.index, None)
+
+        self.flops.end(cur.phase_ns > 0, again)
+        if not self.flops.counting:
+            self._finish_measuring(rec)
+        return False
+
+    def _finish_measuring(self, rec: StepRecorder) -> None:
         self._done = True
         if self._measure_drained:
             self.end_drain_ms = self._gpu_queue_drain_ms()
