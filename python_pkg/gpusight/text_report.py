@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import IO, Any
 
 from .report import RENDERERS, Report
+from .speed_of_light_text import lines as speed_of_light_lines
 
 _RESET = "\033[0m"
 _ANSI = re.compile(r"\033\[[0-9;]*m")
@@ -245,6 +246,12 @@ def render(
         out.add()
     if data.get("checks"):
         _checks(data["checks"], out)
+        out.add()
+    sol = speed_of_light_lines((data.get("run") or {}).get("speed_of_light"))
+    if sol:
+        out.add(out.style("Speed of light", "bold"))
+        for label, text in sol:
+            out.wrap(text, 18, f"  {label:<16}")
         out.add()
     findings = data.get("findings") or []
     if findings:

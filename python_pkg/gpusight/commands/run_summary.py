@@ -11,6 +11,7 @@ from typing import Any
 from ..durations import format_ms
 from ..first_fix import changed_lines, first_finding, gain_text
 from ..report import Finding, Report, sort_findings
+from ..speed_of_light_text import mfu_text
 from ..text_report import EscapedStream
 
 CODE_LINES = 8
@@ -29,6 +30,9 @@ def print_summary(report: Report, out: Any, args: argparse.Namespace | None = No
         # Parts under half a percent of the step say nothing at this precision.
         parts = ", ".join(f"{k} {format_ms(v)}" for k, v in split.items() if v >= 0.005 * total)
         print(f"  step {format_ms(total)} over {run.get('steps')} steps: {parts}", file=out)
+    mfu = mfu_text(run.get("speed_of_light") or {})
+    if mfu:
+        print(f"  MFU: {mfu}", file=out)
     first = first_finding(report)
     if first is not None:
         _print_first(first, out)
