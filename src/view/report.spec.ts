@@ -128,6 +128,47 @@ describe('<gs-report>', () => {
     expect(deepAll(el, '.jp-GpusightError-path')[0].textContent).toBe('(root)');
   });
 
+  it('draws the speed of light as a meter per ceiling, or says why there is none', async () => {
+    const r = clone(full) as GpusightReport;
+    r.run!.speed_of_light = {
+      flops_per_step: 2e12,
+      flops_by_precision: { bf16: 2e12 },
+      precision: 'bf16',
+      step_time_ms: 10,
+      achieved_tflops: 200,
+      ceilings: [
+        {
+          source: 'measured',
+          precision: 'bf16',
+          tflops: 800,
+          label: 'measured'
+        },
+        {
+          source: 'datasheet',
+          precision: 'bf16',
+          tflops: 989,
+          label: 'datasheet'
+        }
+      ],
+      mfu_pct: 25,
+      mfu_datasheet_pct: 20.2
+    };
+    const el = await mount(r);
+    const meters = deepAll(el, '.jp-GpusightSpeedOfLight-track');
+    expect(meters.map(m => m.getAttribute('aria-valuenow'))).toEqual([
+      '25',
+      '20.2'
+    ]);
+    expect(meters[0].getAttribute('aria-label')).toContain(
+      'measured on this GPU'
+    );
+    r.run!.speed_of_light = { unavailable: 'the model is compiled' };
+    const other = await mount(r);
+    expect(deepAll(other, '.jp-GpusightSpeedOfLight-track')).toEqual([]);
+    const why = deepAll(other, '.jp-GpusightSpeedOfLight-why')[0];
+    expect(why.textContent).toContain('FLOPs not given: the model is compiled');
+  });
+
   it('renders a minimal report without the run sections', async () => {
     const el = await mount(minimal);
     expect(el.validation?.ok).toBe(true);

@@ -20,6 +20,7 @@ import { firstFinding } from './first-fix';
 import { cpuOnlyBuild, gpuInUse } from './machine';
 import { humanDate, notRun, type NotRunGroup } from './not-run';
 import { baseStyles } from './styles';
+import './speed-of-light';
 import './timeline';
 import './verdict';
 import './whatifs';
@@ -94,6 +95,7 @@ export class GsReport extends LitElement {
         color: var(--jp-ui-font-color2);
       }
       gs-breakdown,
+      gs-speed-of-light,
       gs-timeline,
       gs-findings,
       gs-whatifs,
@@ -213,6 +215,11 @@ export class GsReport extends LitElement {
           : nothing
       }
       ${run ? html`<gs-breakdown .run=${run} .gpu=${gpu}></gs-breakdown>` : nothing}
+      ${
+        run?.speed_of_light
+          ? html`<gs-speed-of-light .run=${run}></gs-speed-of-light>`
+          : nothing
+      }
       ${run?.timeline?.length ? html`<gs-timeline .run=${run}></gs-timeline>` : nothing}
       ${
         whatIfs.length

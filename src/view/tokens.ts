@@ -144,6 +144,12 @@ export const SYNTAX_COLOR = {
   flag: 'var(--jp-mirror-editor-attribute-color)'
 } as const satisfies Record<string, CssVar>;
 
+/** The speed-of-light bars: the measured ceiling in the brand color, the datasheet's muted. */
+export const MFU_COLOR: Record<'measured' | 'datasheet', CssVar> = {
+  measured: 'var(--jp-brand-color1)',
+  datasheet: 'var(--jp-ui-font-color3)'
+};
+
 /** Sizes (px) the elements share. */
 export const SIZE = {
   gap: 8,
