@@ -16,6 +16,7 @@
 #   bash benchmarks/run_gpu.sh callbacks               (~2 min)
 #   bash benchmarks/run_gpu.sh patterns                (~2 min)
 #   bash benchmarks/run_gpu.sh multi                   (2 GPUs, ~3 min)
+#   bash benchmarks/run_gpu.sh shapes                  (the loop shapes, ~5 min)
 #   bash benchmarks/run_gpu.sh corpus-verdict          (the corpus's truth and verdicts)
 #   CORPUS="a b" bash benchmarks/run_gpu.sh corpus-whatif   (their what-ifs against the truth)
 # Each step's output goes to the terminal and to $OUT/run_gpu.log. A step may write
@@ -60,6 +61,8 @@ want whatif && step whatif 420 "$PY" benchmarks/gpu_whatif.py --out "$OUT/whatif
 # gpusight run --what-if on each scenario's unmodified script vs its fix (SCENARIOS="a b" for some).
 want runwhatif && step runwhatif 1500 "$PY" benchmarks/run_whatif.py --out "$OUT/runwhatif" ${SCENARIOS:+--only $SCENARIOS} --budget "${WHATIF_BUDGET:-90}"
 # --no-bare: the external overhead is overhead.py's job (same process, ABBA rounds).
+# The loop shapes (#34): verdict, phase and the lead finding's estimate against each --fix.
+want shapes && step shapes 330 "$PY" benchmarks/loop_shapes.py --out "$OUT/shapes"
 want accuracy && step accuracy 240 "$PY" benchmarks/accuracy.py --no-bare --out "$OUT/acc"
 want overhead && step overhead 240 "$PY" benchmarks/overhead.py --out "$OUT/ov"
 want overhead && step micro 60 "$PY" benchmarks/overhead.py --micro --out "$OUT/ov"
