@@ -232,3 +232,19 @@ def test_a_rerun_with_the_change_builds_the_scripts_own_optimizer_fused(tmp_path
     assert data["injected"].get("fused_optimizer") == 1
     assert data["optimizer"]["name"] == "AdamW" and data["optimizer"]["fused"] is True
     assert data["optimizer"]["site"]["line"] == 4
+
+
+def test_its_fix_renders_in_a_process_that_imported_only_the_fixes_package() -> None:
+    # A re-run's parent (``gpusight run --what-if``) builds the knob's fix without the watch's
+    # rules ever importing ``fixes.workload``: its snippets must be known all the same.
+    import subprocess
+    import sys
+
+    code = (
+        "from gpusight.fixes import fix\n"
+        "f = fix('x', 'optim.fused', site='train.py:3', name='Adam', tensors=800)\n"
+        "print('fused=True' in f.code)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"

@@ -6,6 +6,7 @@ import shlex
 import string
 
 from ..report import Fix
+from . import workload as _workload  # noqa: F401  (adds its snippets: every caller sees them)
 from .catalogue import SNIPPETS, Param, Snippet
 
 __all__ = ["SNIPPETS", "Snippet", "fix", "placeholders", "render"]
