@@ -17,6 +17,7 @@
 #   bash benchmarks/run_gpu.sh patterns                (~2 min)
 #   bash benchmarks/run_gpu.sh multi                   (2 GPUs, ~3 min)
 #   bash benchmarks/run_gpu.sh shapes                  (the loop shapes, ~5 min)
+#   bash benchmarks/run_gpu.sh mfu                     (MFU against a hand computation, ~2 min)
 #   bash benchmarks/run_gpu.sh corpus-verdict          (the corpus's truth and verdicts)
 #   CORPUS="a b" bash benchmarks/run_gpu.sh corpus-whatif   (their what-ifs against the truth)
 # Each step's output goes to the terminal and to $OUT/run_gpu.log. A step may write
@@ -63,6 +64,8 @@ want runwhatif && step runwhatif 1500 "$PY" benchmarks/run_whatif.py --out "$OUT
 # --no-bare: the external overhead is overhead.py's job (same process, ABBA rounds).
 # The loop shapes (#34): verdict, phase and the lead finding's estimate against each --fix.
 want shapes && step shapes 330 "$PY" benchmarks/loop_shapes.py --out "$OUT/shapes"
+# The speed of light (#35): MFU against a hand computation (GPT blocks, ResNet-50).
+want mfu && step mfu 200 "$PY" benchmarks/mfu_check.py --out "$OUT/mfu"
 want accuracy && step accuracy 240 "$PY" benchmarks/accuracy.py --no-bare --out "$OUT/acc"
 want overhead && step overhead 240 "$PY" benchmarks/overhead.py --out "$OUT/ov"
 want overhead && step micro 60 "$PY" benchmarks/overhead.py --micro --out "$OUT/ov"

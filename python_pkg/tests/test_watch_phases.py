@@ -272,6 +272,29 @@ def test_the_verdict_is_the_biggest_recoverable_time() -> None:
     assert between_steps.NAMED_PCT > 100 * 0.2 / 10.2
 
 
+def test_a_first_evaluation_that_builds_its_kernels_is_not_the_typical_one() -> None:
+    # As on an H200: 540 ms for the first (kernels built), then about 50 ms each.
+    warm = PhaseSeen("evaluation", steps=[7, 15, 23, 31], ms=[540.0, 48.0, 51.0, 54.0],
+                     all_steps=[8, 16, 24, 32])  # fmt: skip
+    assert warm.ms_each == 51.0
+    assert per_step_ms(warm, 32) == pytest.approx(51.0 / 8)
+    even = PhaseSeen("evaluation", steps=[7, 15], ms=[60.0, 50.0], all_steps=[8, 16])
+    assert even.ms_each == 55.0  # within FIRST_SLOW: both typical
+
+
+def test_per_batch_reads_in_an_evaluation_are_named_but_evaluating_less_often_leads() -> None:
+    # Measured on an H200, per-batch .item()/.cpu() in an evaluation cost nothing the metrics on
+    # the GPU gave back (0.94x, 1.00x): the fix with a gain the estimate can stand behind leads.
+    seen = PhaseSeen(
+        "evaluation", steps=[7, 15], ms=[50.0, 52.0], all_steps=[8, 16],
+        sync_sites=[between_steps.PhaseSync(".item()", 16, "train.py", 88, "loss.item()")],
+    )  # fmt: skip
+    f = between_steps.finding(seen, 30.0, 16)
+    assert f.fix.snippet_id == "phase.eval_less_often"
+    assert ".item() at train.py:88 read a value back 16 times" in f.fix.text
+    assert f.impact.speedup_range == (round(100 / 85, 2), round(100 / 70, 2))
+
+
 def test_the_evaluation_snippet_computes_what_a_per_batch_read_does() -> None:
     from gpusight.fixes import render
 
