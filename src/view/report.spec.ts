@@ -129,7 +129,7 @@ describe('<gs-report>', () => {
   });
 
   it('draws the speed of light as a meter per ceiling, or says why there is none', async () => {
-    const r = clone(full) as GpusightReport;
+    const r = clone(full) as unknown as GpusightReport;
     r.run!.speed_of_light = {
       flops_per_step: 2e12,
       flops_by_precision: { bf16: 2e12 },
