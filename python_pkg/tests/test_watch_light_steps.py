@@ -221,8 +221,9 @@ def test_a_run_stops_at_the_step_its_recorder_must_end_on() -> None:
             calls += 1
     rec = w.recorder
     assert rec is not None and rec.measured == 40
-    # The call that ended the 40th measured step raised StopWatch: not a run's length later.
-    assert calls + 1 == len(rec.records) == rec.warmup + 40
+    # The call after the 40th measured step's (the step whose FLOPs were counted) raised
+    # StopWatch: not a run's length later.
+    assert calls == len(rec.records) == rec.warmup + 40
 
 
 def test_runs_go_on_past_the_step_count_until_the_window_is_long_enough() -> None:
