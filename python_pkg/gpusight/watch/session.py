@@ -904,6 +904,10 @@ class Watch:
     def _measuring_done(self) -> None:
         rec = self._rec
         assert rec is not None
+        if self._measure_drained:
+            # Now, at the last measured step's end: the counted step after it runs slowly on
+            # the host and lets the GPU's queue run dry (8 % of a GPU-bound step lost on an H200).
+            self.end_drain_ms = self._gpu_queue_drain_ms()
         if self._begin_flop_step(rec):
             return
         self._finish_measuring(rec)
@@ -938,8 +942,6 @@ class Watch:
 
     def _finish_measuring(self, rec: StepRecorder) -> None:
         self._done = True
-        if self._measure_drained:
-            self.end_drain_ms = self._gpu_queue_drain_ms()
         self._tid = None  # every hook passes straight through from here on
         if self.stop_after_steps:
             raise StopWatch(f"gpusight: {rec.measured} steps measured")
