@@ -1,9 +1,11 @@
 """Gradient accumulation over 16 micro-batches, ``loss.item()`` read on every one of them.
 
 Each ``.item()`` waits for the GPU to finish the micro-batch before the host may queue the next
-one, so the GPU idles between micro-batches while the host launches: the host waits, it does not
-work. Fix: accumulate the loss on the GPU and read it once per optimizer step (the same
-training, the same logged number).
+one. On an H200 that wait cost nothing: the ``--fix`` (the loss accumulated on the GPU, read once
+per optimizer step: the same training, the same logged number) ran 0.99x at micro-batches of 4
+and 0.96x at 64 (h200-run21), the host waiting for work the GPU does anyway. So the watch must
+not make the sync the bottleneck: at 64 sequences of 256 a micro-batch the GPU sets the pace,
+and the sync finding is there at 1.0x.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from _common import Steps, parse_args, pick_device
 from torch import nn
 
 LABEL = "gradient accumulation (16 micro-batches) with loss.item() per micro-batch"
-EXPECTED = {"bottleneck": "host_sync", "finding": "code.host_sync"}
+EXPECTED = {"bottleneck": "compute", "finding": "code.host_sync"}
 REQUIRES_CUDA = True
 MICRO = 16
 
@@ -34,7 +36,7 @@ def main() -> None:
     args = parse_args(__doc__, iters=20)
     dev = pick_device(args.device)
     gpu = dev.type == "cuda"
-    d, layers, micro_batch, seq = (512, 4, 4, 128) if gpu else (32, 1, 2, 8)
+    d, layers, micro_batch, seq = (512, 4, 64, 256) if gpu else (32, 1, 2, 8)
     torch.manual_seed(0)
     model = Encoder(d, layers, 10).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=gpu)
