@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .machine import tf32_matmul
+
 TRIES = 3
 _CONV = ("convolution", "conv")
 FLOPS_CUT_SHORT = "the run ended before the step after the measured ones did"
@@ -58,23 +60,17 @@ def precision_of(dtype: Any, conv: bool, flags: dict[str, Any]) -> str:
     if name.startswith("float8"):
         return "fp8"
     if name == "float32":
-        if conv:
-            tf32 = bool(flags.get("cudnn.allow_tf32"))
-        else:
-            precision = flags.get("float32_matmul_precision")
-            tf32 = bool(flags.get("matmul.allow_tf32")) or precision in ("high", "medium")
+        tf32 = bool(flags.get("cudnn.allow_tf32")) if conv else tf32_matmul(flags)
         return "tf32" if tf32 else "fp32"
     return name
 
 
 def _counter_class(torch: Any) -> type | None:
     """A ``FlopCounterMode`` that also tallies by precision; None before torch 2.1."""
-    base = getattr(getattr(torch.utils, "flop_counter", None), "FlopCounterMode", None)
-    if base is None:
-        try:
-            from torch.utils.flop_counter import FlopCounterMode as base  # type: ignore
-        except ImportError:
-            return None
+    try:
+        from torch.utils.flop_counter import FlopCounterMode as base
+    except ImportError:
+        return None
 
     class StepFlopCounter(base):  # type: ignore[misc, valid-type]
         def __init__(self, flags: dict[str, Any]) -> None:
@@ -85,7 +81,7 @@ def _counter_class(torch: Any) -> type | None:
         def _count_flops(self, func_packet: Any, out: Any, args: Any, kwargs: Any) -> Any:
             counts = self.flop_counts["Global"]
             before = counts[func_packet]
-            result = super()._count_flops(func_packet, out, args, kwargs)
+            result = super()._count_flops(func_packet, out, args, kwargs)  # type: ignore[no-untyped-call]
             added = counts[func_packet] - before
             if added:
                 first = next((a for a in args if isinstance(a, torch.Tensor)), None)

@@ -34,6 +34,12 @@ def torch_flags(torch: Any) -> dict[str, str | bool | None]:
     return out
 
 
+def tf32_matmul(flags: dict[str, Any]) -> bool:
+    """Whether float32 matrix products may use TF32, from ``torch_flags``' reading."""
+    precision = flags.get("float32_matmul_precision")
+    return bool(flags.get("matmul.allow_tf32")) or precision in ("high", "medium")
+
+
 def visible_gpus() -> list[int | str]:
     """NVML ids of the GPUs this process sees, in torch's order (at most 8)."""
     env = os.environ.get("CUDA_VISIBLE_DEVICES")

@@ -29,7 +29,7 @@ from ..rules.workload import (
 )
 from .calibration import UNSEEN_FACTOR_FORWARD, unseen_factor
 from .call_sites import CallSite, in_library
-from .machine import machine_facts
+from .machine import machine_facts, tf32_matmul
 from .notebook_cells import cell_at, loader_cell, torch_alias
 from .phase_report import phase_evidence, phase_free_run, phase_rows, settle, unmeasured_note
 from .recorder import StepRecord, StepRecorder
@@ -157,11 +157,7 @@ def _window_stats(w: Watch, notes: list[str]) -> WindowStats | None:
         framework=rec.window.framework,
         syncs=rec.window.syncs,
     )
-    flags = w.flags()
-    tf32 = bool(flags.get("matmul.allow_tf32")) or flags.get("float32_matmul_precision") in (
-        "high",
-        "medium",
-    )
+    tf32 = tf32_matmul(w.flags())
     return analyse_trace(trace, align, host, main_tid=w.native_tid, fp32_tensor_cores=tf32)
 
 
@@ -585,8 +581,7 @@ def build_report(w: Watch) -> Report:
         loader_source=loader_source(w, ld),
         forward_source=forward_source(w),
         placement=_placement(w),
-        tf32_matmul=bool(flags.get("matmul.allow_tf32"))
-        or flags.get("float32_matmul_precision") in ("high", "medium"),
+        tf32_matmul=tf32_matmul(flags),
         peak_memory_bytes=peak,
         peak_reserved_bytes=reserved,
         memory_capacity_bytes=capacity,

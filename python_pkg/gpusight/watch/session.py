@@ -923,6 +923,9 @@ class Watch:
         self._in_run, self._run_left = False, 0
         if not self._full:
             self._set_full(True)
+        if self._detail:
+            # Its copies and syncs are not the report's steps': they pass through unrecorded.
+            self._set_detail(False)
         return True
 
     def _end_flop_step(self, kind: str, rec: StepRecorder) -> bool:
@@ -1639,8 +1642,6 @@ class Watch:
 
     def record_copy(self, src: Any, non_blocking: bool, t0: int, t1: int, frame: Any) -> CopyAgg:
         """Account one host-to-device copy of ``src`` issued from ``frame`` (or its callers)."""
-        if self.flops.counting:  # the step whose FLOPs are counted is not one of the report's
-            return CopyAgg("uncounted", None)
         loc = (id(frame.f_code), frame.f_lasti) if frame is not None else None
         seen = self._copy_sites.get(loc) if loc is not None else None
         if (
@@ -1749,8 +1750,6 @@ class Watch:
 
     def record_sync(self, frame: Any, t: int, kind: str | None = None, host_ns: int = 0) -> SyncAgg:
         """Count one host sync at the user's line above ``frame``."""
-        if self.flops.counting:  # the step whose FLOPs are counted is not one of the report's
-            return SyncAgg("uncounted", None)
         loc = (id(frame.f_code), frame.f_lasti) if frame is not None else None
         known = self._sync_sites.get(loc) if loc is not None else None
         if known is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..bench.peaks import PRECISIONS
 from .flop_step import CountedFlops
 
 MINOR_SHARE = 0.05
@@ -123,14 +124,11 @@ def _ceilings(
             rows.append({"source": "measured", "precision": p, "tflops": value, "label": label})
         value, label = (
             ceiling_for(peaks, p, device_name)
-            if p in _PEAK_PRECISIONS
+            if p in PRECISIONS
             else (None, f"no datasheet rate for {p}")
         )
         rows.append({"source": "datasheet", "precision": p, "tflops": value, "label": label})
     return rows
-
-
-_PEAK_PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
 
 def measure_ceilings(
@@ -143,7 +141,7 @@ def measure_ceilings(
     return {
         p: measured_ceiling(torch, p)
         for p, f in counted.by_precision.items()
-        if f > MINOR_SHARE * total and p in _PEAK_PRECISIONS
+        if f > MINOR_SHARE * total and p in PRECISIONS
     }
 
 
