@@ -89,6 +89,15 @@ def register(subparsers: Any) -> None:
         help="with --what-if: seconds for all the re-runs together (default 180)",
     )
     p.add_argument(
+        "--try",
+        dest="try_knobs",
+        default=None,
+        metavar="KNOBS",
+        help="with --what-if: try only these changes, comma-separated knob names (to_device, "
+        "workers, loader, batch, autocast, tf32, channels_last, cudnn_benchmark, "
+        "fused_optimizer, compile)",
+    )
+    p.add_argument(
         "--allow-writes-outside",
         action="store_true",
         help="with --what-if: let the script write outside its folder in every re-run (its "
@@ -401,6 +410,23 @@ def _write_facts(
         print(f"gpusight run: could not write {path}: {exc}", file=sys.stderr)
 
 
+def _tried(names: str | None) -> frozenset[str] | str | None:
+    """The knob names ``--try`` gives (None: every knob), or what is wrong with them."""
+    if names is None:
+        return None
+    got = frozenset(n.strip() for n in names.split(",") if n.strip())
+    from ..knobs import REGISTRY
+
+    known = {k.name for k in REGISTRY}
+    unknown = sorted(got - known)
+    if unknown or not got:
+        return (
+            f"--try: unknown change(s) {', '.join(unknown) or '(none given)'}; "
+            f"known: {', '.join(sorted(known))}"
+        )
+    return got
+
+
 def _what_if(args: argparse.Namespace, label: str) -> int:
     """Re-run the script once per change; the baseline's report with the measured rows."""
     from ..report_parse import report_from_dict
@@ -415,6 +441,10 @@ def _what_if(args: argparse.Namespace, label: str) -> int:
         return 2
     if args.inject or args.facts:
         print("gpusight run: --what-if takes no --inject/--facts", file=sys.stderr)
+        return 2
+    only = _tried(args.try_knobs)
+    if isinstance(only, str):
+        print(f"gpusight run: {only}", file=sys.stderr)
         return 2
 
     def say(text: str) -> None:
@@ -439,7 +469,7 @@ def _what_if(args: argparse.Namespace, label: str) -> int:
         sandbox=box,
         refuse_outside=not args.allow_writes_outside,
     )
-    driver = Driver(runner, budget_s=args.budget, warmup=args.warmup, progress=say)
+    driver = Driver(runner, budget_s=args.budget, warmup=args.warmup, progress=say, only=only)
     say(f"what-if: re-running {args.script} once per change, budget {args.budget:.0f} s, "
         f"in a scratch copy of this folder ({box.path})")  # fmt: skip
     from ..rerun import stop_signals

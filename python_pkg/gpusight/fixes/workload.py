@@ -63,6 +63,18 @@ WORKLOAD_SNIPPETS = [
         {"launches": 400},
     ),
     Snippet(
+        "launch.compile_mode",
+        "python",
+        "import torch\n"
+        "\n"
+        "# Compile once the model is built and on the GPU, before the training loop: the\n"
+        "# first steps compile (once per process), the steps after run the fused kernels.\n"
+        "# mode='reduce-overhead' also replays them as CUDA graphs: static shapes, and no\n"
+        "# .item()/.cpu() inside the model.\n"
+        "model = torch.compile(model, mode={mode!r})\n",
+        {"mode": "reduce-overhead"},
+    ),
+    Snippet(
         "precision.autocast",
         "python",
         "import torch\n"

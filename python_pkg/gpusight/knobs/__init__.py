@@ -69,6 +69,11 @@ def took_effect(facts: dict[str, Any] | None, changes: dict[str, Any]) -> str | 
     return "; ".join(dict.fromkeys(why)) or None
 
 
+def extra_warmup(changes: dict[str, Any]) -> int:
+    """The warm-up steps a re-run with ``changes`` needs beyond the control's."""
+    return max((k.extra_warmup for k in owners(changes)), default=0)
+
+
 def plan_groups(facts: dict[str, Any]) -> list[Group]:
     s = Situation.of(facts)
     return [g for knob in REGISTRY for g in knob.groups(s)]
@@ -83,6 +88,7 @@ __all__ = [
     "Knob",
     "Situation",
     "by_name",
+    "extra_warmup",
     "owners",
     "plan_groups",
     "run_items",

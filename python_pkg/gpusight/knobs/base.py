@@ -33,6 +33,8 @@ class Arm:
     scope: Scope = "end_to_end"
     """``compute_only``: the arm times the model on the same inputs repeated, not the user's
     loop at a larger batch; its gain is not the script's end to end."""
+    extra_s: float = 0.0
+    """Seconds a run of this arm takes beyond the control's besides its steps (compiling)."""
 
 
 @dataclass
@@ -106,6 +108,8 @@ class Knob:
     """Around the model's call: a lower order's ``before`` runs first, its ``after`` last."""
     moves_parameters: bool = False
     """Its ``prepare`` moves or relays the model's parameters (an optimizer's state follows)."""
+    extra_warmup: int = 0
+    """Warm-up steps a re-run with this change needs beyond the control's (compiling)."""
 
     def groups(self, s: Situation) -> list[Group]:
         return []
@@ -154,6 +158,14 @@ class Knob:
     def script_args(self, args: list[str], changes: dict[str, Any]) -> list[str]:
         """The script's command line for a re-run with ``changes``."""
         return args
+
+    def cost(
+        self, arm_facts: dict[str, Any] | None, ref_facts: dict[str, Any] | None,
+        step_ms: float | None, ref_step_ms: float | None,
+    ) -> dict[str, float]:  # fmt: skip
+        """What the change costs once, apart from its steady steps (``compile_s``), from the
+        arm's and the control's facts and their steps: a measured row's params."""
+        return {}
 
     def fix(self, arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
         from ..report import Fix

@@ -1,22 +1,114 @@
-"""torch.compile / CUDA graphs: named for launch-bound steps, not yet run from outside."""
+"""``torch.compile`` of the model: fused kernels, and with ``mode="reduce-overhead"`` its calls
+replayed as CUDA graphs (one launch for many).
+
+Taken into a re-run by compiling the model's ``forward`` at its first changed call (the model's
+own hooks, which apply the other knobs, stay outside the compiled code). Compiling takes seconds
+to minutes: the re-run's warm-up is longer by ``extra_warmup`` steps so that the measured steps
+are compiled ones, and the compile time is read from the warm-up's steps and said apart from
+the steady gain, with the steps it takes to pay for itself. The CUDA-graph arm runs only where
+``graph_safety`` finds nothing that a replay cannot follow; otherwise its row names the blocker
+and its line.
+"""
 
 from __future__ import annotations
 
-from .base import Arm, Group, Knob, Situation
+from typing import TYPE_CHECKING, Any, ClassVar
 
-SKIPPED = (
-    "not tried from outside the script: compiling takes longer than a what-if run, and CUDA "
-    "graphs need static shapes and inputs; measure it with gpusight.diagnose(), or apply "
-    "launch.compile and compare with gpusight diff"
-)
+from .base import Arm, Group, Knob, Situation, share
+from .graph_safety import blockers
+
+if TYPE_CHECKING:
+    from ..report import Fix
+
+FINDING = "load.launch_bound"
+MODES = ("default", "reduce-overhead")
+MIN_LAUNCH_SHARE = 15.0
+"""% of the step idle between launches below which compiling has little to give back (the
+launch finding's own bar)."""
+FORECAST_S = 60.0
+"""A compiled run's time beyond the control's, for the budget: compiling forward and backward
+of a model the size the launch-bound steps have took 20-60 s on the H200."""
+
+
+def _label(mode: str) -> str:
+    return "torch.compile(model)" if mode == "default" else f"torch.compile(model, mode={mode!r})"
+
+
+def compile_s(arm_facts: dict[str, Any] | None, ref_facts: dict[str, Any] | None,
+              step_ms: float | None) -> float | None:  # fmt: skip
+    """Seconds the compiled run's warm-up took beyond the control's warm-up and its own extra
+    steady steps: the compile, paid once per process."""
+    arm_w = (arm_facts or {}).get("warmup_step_ms") or []
+    ref_w = (ref_facts or {}).get("warmup_step_ms") or []
+    if not arm_w or not ref_w or step_ms is None:
+        return None
+    extra = max(0, len(arm_w) - len(ref_w)) * step_ms
+    return max(0.0, (float(sum(arm_w)) - float(sum(ref_w)) - extra) / 1000.0)
 
 
 class Compile(Knob):
     name = "compile"
+    keys = ("compile",)
+    applied_as = "compile"
+    unapplied = "the model's forward was not compiled"
+    titles: ClassVar[dict[str, str]] = {FINDING: "Kernel launches, not the GPU, set the pace"}
+    order = 90  # after the other knobs have moved or relaid the model
+    extra_warmup = 6
+
+    def needs_model(self, changes: dict[str, Any]) -> bool:
+        return self.owns(changes)
+
+    def validate(self, changes: dict[str, Any]) -> str | None:
+        mode = changes.get("compile")
+        if mode and mode not in MODES:
+            return f"compile must be one of {', '.join(MODES)} (got {mode!r})"
+        return None
 
     def groups(self, s: Situation) -> list[Group]:
-        if not s.cuda or not s.model or "load.launch_bound" not in s.ids:
+        m = s.model
+        launch = share(s.facts, "launch_overhead")
+        if not s.cuda or not m or s.facts.get("compiled") or launch < MIN_LAUNCH_SHARE:
             return []
-        arm = Arm("compile", "torch.compile / CUDA graphs", {}, "load.launch_bound",
-                  skipped=SKIPPED)  # fmt: skip
-        return [Group("compile", 0.0, [arm])]
+        if m.get("name") in ("DataParallel", "DistributedDataParallel"):
+            return []
+        arms = [
+            Arm("compile", _label("default"), {"compile": "default"}, FINDING, extra_s=FORECAST_S)
+        ]
+        graph = Arm("compile", _label("reduce-overhead"), {"compile": "reduce-overhead"},
+                    FINDING, extra_s=FORECAST_S)  # fmt: skip
+        blocked = blockers(s.facts)
+        if blocked:
+            graph.skipped = "not run: CUDA graphs are unsafe here: " + blocked[0].text()
+        arms.append(graph)
+        return [Group("compile", launch * 0.5, arms)]
+
+    def prepare(self, hooks: Any, module: Any) -> None:
+        mode = hooks.changes.get("compile")
+        kwargs = {} if mode == "default" else {"mode": mode}
+        module.forward = hooks.torch.compile(module.forward, **kwargs)
+        hooks.inj._undo.append(lambda: vars(module).pop("forward", None))
+        hooks.inj.hit("compile")
+
+    def cost(
+        self, arm_facts: dict[str, Any] | None, ref_facts: dict[str, Any] | None,
+        step_ms: float | None, ref_step_ms: float | None,
+    ) -> dict[str, float]:  # fmt: skip
+        secs = compile_s(arm_facts, ref_facts, step_ms)
+        if secs is None:
+            return {}
+        out = {"compile_s": round(secs, 1)}
+        if step_ms and ref_step_ms and ref_step_ms > step_ms:
+            out["break_even_steps"] = float(round(secs * 1000.0 / (ref_step_ms - step_ms)))
+        return out
+
+    def fix(self, arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
+        from ..fixes import fix
+
+        mode = str(arm.changes.get("compile") or "default")
+        graphs = mode == "reduce-overhead"
+        return fix(
+            f"Compile the model: model = {_label(mode)}"
+            + (" (its calls replayed as CUDA graphs)." if graphs else "."),
+            "launch.compile_mode",
+            mode=mode,
+        )

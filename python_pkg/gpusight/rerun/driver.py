@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..knobs import by_name, run_items, script_args, took_effect
+from ..knobs import by_name, extra_warmup, run_items, script_args, took_effect
 from ..knobs.gain_rule import MIN_GAIN, beyond_bound, threshold
 from .plan import Arm, Group, combine, plan, sweep_goes_on
 
@@ -238,7 +238,7 @@ class ScriptRunner:
         cmd = [
             self.python, "-c", LAUNCH, "run", "--quiet",
             "--json", str(rp), "--facts", str(fp),
-            "--steps", str(self.steps), "--warmup", str(self.warmup),
+            "--steps", str(self.steps), "--warmup", str(self.warmup + extra_warmup(changes)),
             "--profile-steps", "3" if profile else "0",
             "--min-window", str(MIN_WINDOW_S), "--max-window", str(MAX_WINDOW_S),
         ]  # fmt: skip
@@ -348,8 +348,11 @@ class Driver:
         budget_s: float = 180.0,
         warmup: int = 3,
         progress: Callable[[str], None] | None = None,
+        only: frozenset[str] | None = None,
     ) -> None:
         self.runner = runner
+        self.only = only
+        """The knobs to try (``--try``); None: every knob the facts call for."""
         self.budget_s = budget_s
         self.warmup = warmup
         self.progress = progress or (lambda _t: None)
@@ -388,7 +391,8 @@ class Driver:
         ratio = max(1.0, arm.slowdown)
         if seen and control.step_ms:
             ratio = sweep_step_ratio(control.step_ms, seen, arm.slowdown)
-        return control.wall_s + stepping * (ratio - 1.0)
+        more = extra_warmup(arm.changes) * step_s * ratio
+        return control.wall_s + stepping * (ratio - 1.0) + more + arm.extra_s
 
     # -- the whole what-if ------------------------------------------------------------------
     def what_if(self) -> Outcome:
@@ -423,7 +427,7 @@ class Driver:
         if ref.items_per_s(items0) is None:
             return
         winners: list[Arm] = []
-        groups = plan(base.facts)
+        groups = [g for g in plan(base.facts) if self.only is None or g.name in self.only]
         out.plan = [f"{g.name} ({len(g.arms)})" for g in groups]
         self.progress(
             "plan: " + (", ".join(out.plan) or "no change to try") + ", then the winners together"
@@ -532,13 +536,16 @@ class Driver:
         if len(winners) < 2:
             return 0.0
         return self.forecast_s(
-            ref, Arm("together", "", {}, slowdown=max(a.slowdown for a in winners))
-        )
+            ref,
+            Arm("together", "", combine(winners), slowdown=max(a.slowdown for a in winners),
+                extra_s=max(a.extra_s for a in winners)),
+        )  # fmt: skip
 
     def _together(self, out: Outcome, winners: list[Arm], ref: RunResult, items0: int) -> None:
         fake = Arm("together", "all winners together", combine(winners),
                    slowdown=max(a.slowdown for a in winners),
                    items_factor=max(a.items_factor for a in winners),
+                   extra_s=max(a.extra_s for a in winners),
                    scope="compute_only" if any(a.scope == "compute_only" for a in winners)
                    else "end_to_end")  # fmt: skip
         need = self.forecast_s(ref, fake)

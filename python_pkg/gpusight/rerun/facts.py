@@ -94,7 +94,25 @@ def from_watch(w: Watch, wall_s: float | None = None) -> dict[str, Any]:
             "input_dim0s": sorted(main.input_dim0s),
             "input_opaque": sorted(main.input_opaque),
             "input_shape": main.input_shape,
+            "input_shapes": [list(x) for x in sorted(main.input_shapes)],
         },
+        "compiled": bool(w.compiled_graphs) or any(m.name == "OptimizedModule" for m in mods),
+        "syncs": [
+            {
+                "kind": a.kind,
+                "count": a.count,
+                "in_model": a.in_model,
+                "file": a.site.file if a.site else None,
+                "line": a.site.line if a.site else None,
+                "code": a.site.code if a.site else None,
+            }
+            for a in sorted(w.collected.syncs.values(), key=lambda a: -a.count)[:12]
+        ],
+        "warmup_step_ms": [
+            round(r.duration_ns / 1e6, 3)
+            for r in (rec.records if rec else [])
+            if r.phase == "warmup"
+        ],
         "optimizer": _optimizer(w),
         "flags": {k: v for k, v in flags.items() if isinstance(v, (bool, str)) or v is None},
         "finding_ids": [f.id for f in rep.findings] if rep is not None else [],

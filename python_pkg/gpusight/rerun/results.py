@@ -44,7 +44,12 @@ def _ms_per_base_items(res: RunResult, base_items: int | None) -> float | None:
 
 
 def _row(
-    arm: Arm, res: RunResult | None, before: float | None, base_items: int | None, noise: float
+    arm: Arm,
+    res: RunResult | None,
+    before: float | None,
+    base_items: int | None,
+    noise: float,
+    ref: RunResult | None = None,
 ) -> WhatIf:
     params: dict[str, Any] = {"group": arm.group}
     params.update({f"set_{k}": v for k, v in arm.changes.items() if isinstance(v, (int, str))})
@@ -64,6 +69,9 @@ def _row(
         params["items_per_step"] = res.items
         params["items_per_s"] = round(res.items / res.step_ms * 1000.0, 1) if res.step_ms else 0
     speedup = round(before / after, 3) if before and after else None
+    knob = by_name(arm.group)
+    if knob is not None and ref is not None:
+        params.update(knob.cost(res.facts, ref.facts, after, before))
     return WhatIf(arm.label, before, round(after, 4) if after else None, speedup,
                   arm.finding_id, params, round(noise, 2), scope=arm.scope)  # fmt: skip
 
@@ -80,14 +88,14 @@ def apply(report: Report, out: Outcome) -> Report:
         more = [_ms_per_base_items(c, base_items) for c in out.controls]
         before = statistics.median([before, *(m for m in more if m)])
     rows: list[WhatIf] = []
-    best: dict[str, tuple[float, Arm, RunResult]] = {}
+    best: dict[str, tuple[float, Arm, RunResult, WhatIf]] = {}
     for arm, res in out.arms:
-        row = _row(arm, res, before, base_items, out.noise_pct)
+        row = _row(arm, res, before, base_items, out.noise_pct, ref)
         rows.append(row)
         if res is not None and row.speedup and arm.finding_id:
             cur = best.get(arm.finding_id)
             if cur is None or row.speedup > cur[0]:
-                best[arm.finding_id] = (row.speedup, arm, res)
+                best[arm.finding_id] = (row.speedup, arm, res, row)
     if out.together is not None:
         winners, res = out.together
         part = any(a.scope == "compute_only" for a in winners)
@@ -99,7 +107,7 @@ def apply(report: Report, out: Outcome) -> Report:
         rows.append(row)
     report.what_if = rows
     bar = threshold(out.noise_pct)
-    for fid, (gain, arm, res) in best.items():
+    for fid, (gain, arm, res, row) in best.items():
         f = report.finding(fid)
         measured = fix_text = None
         ips0 = base_items / before * 1000.0 if base_items and before else None
@@ -110,7 +118,9 @@ def apply(report: Report, out: Outcome) -> Report:
         if gain >= bar:
             measured = Impact(
                 basis="measured",
-                text=_measured_text(arm, gain, rate, out.noise_pct) + _outputs_back(res),
+                text=_measured_text(arm, gain, rate, out.noise_pct)
+                + _once_cost(row.params or {})
+                + _outputs_back(res),
                 speedup=round(gain, 2),
                 recoverable_pct=round(100.0 * (1.0 - 1.0 / gain), 1),
             )
@@ -149,6 +159,16 @@ def apply(report: Report, out: Outcome) -> Report:
         ]
     _summarise(report, out, rows, bar)
     return report
+
+
+def _once_cost(params: dict[str, Any]) -> str:
+    """What the change costs once (``Knob.cost``), said beside its steady gain."""
+    secs = params.get("compile_s")
+    if secs is None:
+        return ""
+    steps = params.get("break_even_steps")
+    pays = f"; it pays for itself after about {int(steps):,} steps" if steps else ""
+    return f" Compiling took {float(secs):.1f} s once, at the start{pays}."
 
 
 def _measured_text(arm: Arm, gain: float, rate: str, noise: float) -> str:

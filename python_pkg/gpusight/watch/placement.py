@@ -7,6 +7,7 @@ from typing import Any
 
 # Look at this many calls of each top-level module; placement rarely changes after that.
 INSPECT_CALLS = 20
+MAX_SHAPES = 8
 
 
 @dataclass
@@ -33,6 +34,9 @@ class ModuleInfo:
     graph batch object): their tensors' batch dimension is not known."""
     input_shape: list[int] | None = None
     """The first input tensor's shape, at the first call."""
+    input_shapes: set[tuple[int, ...]] = field(default_factory=set)
+    """The first input tensor's distinct shapes over the inspected calls (at most
+    ``MAX_SHAPES``): shapes that change from step to step."""
 
 
 def _layout(t: Any) -> bool | None:
@@ -112,6 +116,8 @@ def observe_call(info: ModuleInfo, args: tuple[Any, ...], kwargs: dict[str, Any]
         info.input_devices.add(t.device.type)
     if tensors:
         first = tensors[0]
+        if len(info.input_shapes) < MAX_SHAPES:
+            info.input_shapes.add(tuple(int(n) for n in first.shape))
         if first.dim() >= 1:
             info.batch_size = int(first.shape[0])
         lay = _layout(first)

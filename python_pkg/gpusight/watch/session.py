@@ -126,6 +126,9 @@ class SyncAgg:
     host_ns: int = 0
     key: str = "?"
     """``file:line`` of the site (``?`` when none): its key in ``Collected.syncs``."""
+    in_model: int = 0
+    """Of ``count``, those made while a model's call was in flight (a CUDA graph of the model
+    could not hold them: ``knobs/graph_safety.py``)."""
 
 
 @dataclass
@@ -1773,6 +1776,8 @@ class Watch:
             return agg
         agg.count += 1
         agg.host_ns += host_ns
+        if self._fwd_depth:
+            agg.in_model += 1
         if rec is not None:
             cur = rec.current
             if cur.phase == "measure":
