@@ -212,3 +212,17 @@ def test_a_what_if_refuses_writes_outside_the_folder_unless_allowed(
     assert outside.read_text().count("a run") >= 2  # once per re-run, as the note says
     notes = json.loads((project / "r.json").read_text())["notes"]
     assert any("wrote outside the folder" in n and str(outside) in n for n in notes)
+
+
+def test_compiler_caches_are_routine_even_where_writes_outside_are_refused(
+    tmp_path: Path,
+) -> None:
+    from gpusight.rerun.write_guard import Guard
+
+    guard = Guard(str(tmp_path / "copy"), [str(tmp_path / "user")], refuse_outside=True)
+    # Triton builds its launcher modules under ~/.triton (torch.compile on a GPU), the CUDA
+    # driver its JIT cache under ~/.nv: a compiled re-run writes there every time.
+    for cache in ("~/.triton/cache/ab/cuda_utils.so", "~/.nv/ComputeCache/index"):
+        guard.hook("open", (os.path.expanduser(cache), "wb", 0))
+    with pytest.raises(PermissionError, match="writes outside its folder"):
+        guard.hook("open", (os.path.expanduser("~/.gpusight-not-a-cache/x"), "w", 0))

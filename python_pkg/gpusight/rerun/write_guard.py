@@ -24,8 +24,12 @@ ENV = "GPUSIGHT_SANDBOX"
 ALLOW_FLAG = "--allow-writes-outside"
 MAX_RECORDED = 20
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-# Where a run writes as a matter of course: caches and scratch, never the user's work.
-_ROUTINE_DIRS = ("/tmp", "/dev", "/proc", "/sys", "/var/tmp", os.path.expanduser("~/.cache"))
+# Where a run writes as a matter of course: caches and scratch, never the user's work
+# (Triton builds its launchers under ~/.triton, the CUDA driver its JIT cache under ~/.nv).
+_ROUTINE_DIRS = (
+    "/tmp", "/dev", "/proc", "/sys", "/var/tmp",
+    *(os.path.expanduser(d) for d in ("~/.cache", "~/.triton", "~/.nv")),
+)  # fmt: skip
 _CACHE_VARS = (
     "TMPDIR", "XDG_CACHE_HOME", "HF_HOME", "HF_DATASETS_CACHE", "HF_HUB_CACHE",
     "TRANSFORMERS_CACHE", "TORCH_HOME", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR",
