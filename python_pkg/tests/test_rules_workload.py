@@ -235,6 +235,32 @@ def test_launch_overhead_small_batch() -> None:
     assert rep.finding("load.memory_headroom").severity == "info"  # type: ignore[union-attr]
 
 
+def test_a_graph_batch_is_counted_in_graphs_not_nodes() -> None:
+    # One graph of 30 nodes a step: the model sees 30 node rows beside a 2-row edge index (not
+    # batch-first); the loader's batch of 1 graph is what the script counts and what grows.
+    window = GpuWindow(
+        steps=3,
+        gpu=True,
+        launches_per_step=300,
+        median_kernel_us=4.0,
+        split_ms={"compute": 0.4, "launch_overhead": 2.4, "other_cpu": 0.2},
+    )
+    nodes = Placement(module="GCN", param_devices=["cuda"], input_devices=["cuda"],
+                      batch_size=30, batch_first=False)  # fmt: skip
+    rep = report_of(evidence(step_ms=3.0, window=window, placement=nodes,
+                             loader=LoaderInfo(num_workers=0, batch_size=1)))  # fmt: skip
+    small = rep.finding("load.small_batch")
+    assert small is not None and small.title == "Batch size 1 is too small to keep the GPU busy"
+    assert small.impact.text.startswith("At batch 256 instead of 1 each step")
+    # Batch-first inputs keep the model's own batch (a loop that splits the loader's batch).
+    split = Placement(module="MLP", param_devices=["cuda"], input_devices=["cuda"],
+                      batch_size=16, batch_first=True)  # fmt: skip
+    rep = report_of(evidence(step_ms=3.0, window=window, placement=split,
+                             loader=LoaderInfo(num_workers=0, batch_size=64)))  # fmt: skip
+    again = rep.finding("load.small_batch")
+    assert again is not None and again.title.startswith("Batch size 16 ")
+
+
 def test_a_small_collate_in_the_main_process_is_no_input_pipeline_problem() -> None:
     # A graph network at one graph a batch: 3 ms launch-bound steps, 0.35 ms of it building the
     # batch in the main process (12 %). A worker's handoff would cost a good part of that.

@@ -97,6 +97,10 @@ class Placement:
     autocast_dtype: str | None = None
     batch_size: int | None = None
     grad_enabled: bool | None = None
+    batch_first: bool | None = None
+    """The model's positional tensor inputs share one leading size (None: not known). A graph's
+    node features beside its edge index, or ``[seq, batch]`` inputs, do not: their leading
+    size is not the items the script counts."""
 
 
 @dataclass

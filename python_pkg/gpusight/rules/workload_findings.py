@@ -99,9 +99,18 @@ class StepView:
             p=p,
             w=ev.window,
             stall=stall_of(ev),
-            batch=p.batch_size or (ev.loader.batch_size if ev.loader else None),
+            batch=step_batch(p, ev.loader),
             n_steps=max(1, len(ev.step_times_ms)),
         )
+
+
+def step_batch(p: Placement, loader: LoaderInfo | None) -> int | None:
+    """The batch in the script's items: the model's leading input size where its inputs are
+    batch-first, else the loader's batch (graphs, not their nodes)."""
+    ld = loader.batch_size if loader is not None else None
+    if ld and (p.batch_size is None or p.batch_first is False):
+        return ld
+    return p.batch_size or ld
 
 
 def cpu_model(view: StepView) -> list[Finding]:

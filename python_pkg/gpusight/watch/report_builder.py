@@ -254,6 +254,7 @@ def _placement(w: Watch) -> Placement | None:
         autocast_dtype=main.autocast_dtype,
         batch_size=main.batch_size,
         grad_enabled=main.grad_enabled,
+        batch_first=len(main.input_dim0s) == 1 if main.input_dim0s else None,
     )
 
 
