@@ -55,6 +55,7 @@ CASES: dict[str, dict[str, Any]] = {
     "cpu_model": {"pick": "to_device", "iters": 80},
     "unbatched_inference": {"pick": "batch", "iters": 200},
     "small_batch_rnn": {"pick": "batch", "iters": 120},
+    "graph_batches": {"pick": "batch", "iters": 200},
     # No what-if measures these fixes from outside (a sync in the user's logging line, a copy's
     # source pinned): the watch's patch is verified against the script's own --fix instead.
     "item_per_step": {"pick": None, "iters": 60, "what_if": False},

@@ -42,12 +42,26 @@ def parse_args(doc: str | None, iters: int = 30) -> argparse.Namespace:
         "--workers", type=int, default=None, help="DataLoader workers instead of the scenario's"
     )
     p.add_argument(
+        "--compile",
+        choices=("default", "reduce-overhead"),
+        default=None,
+        help="torch.compile the model in this mode (the compile what-if's truth; raise "
+        "--warmup past the compiling steps)",
+    )
+    p.add_argument(
         "--step-log",
         default=None,
         help="write every step's time (ms, warm-up included) to this JSON file: the outside "
         "clock that benchmarks/watch_cost.py compares a watched run with",
     )
     return p.parse_args()
+
+
+def compiled(model: torch.nn.Module, args: argparse.Namespace) -> torch.nn.Module:
+    """The model as ``--compile`` asks: ``torch.compile(model, mode=...)``, as a user would."""
+    if not getattr(args, "compile", None):
+        return model
+    return torch.compile(model, mode=args.compile)  # type: ignore[return-value]
 
 
 def pick_device(name: str | None) -> torch.device:

@@ -89,7 +89,8 @@ def main() -> None:
             if i >= args.iters:
                 break
             data = {k: v.to(dev) for k, v in data.items()}
-            out = model(data["x"], data["edge_index"], data["batch"], graphs)
+            # The batch says how many graphs it holds (PyG's ``Batch.num_graphs``), host-side.
+            out = model(data["x"], data["edge_index"], data["batch"], data["y"].shape[0])
             loss = F.cross_entropy(out, data["y"])
             opt.zero_grad(set_to_none=True)
             loss.backward()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from _common import Steps, parse_args, pick_device
+from _common import Steps, compiled, parse_args, pick_device
 from torch import nn
 
 LABEL = "MLP of 19 small modules, Adam, batch 32: launch-bound"
@@ -45,7 +45,7 @@ def main() -> None:
     dev = pick_device(args.device)
     width = 512 if dev.type == "cuda" else 64
     batch = args.batch or (2048 if args.fix else 32)
-    model = Net(width).to(dev)
+    model = compiled(Net(width).to(dev), args)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     xs = torch.randn(8, batch, width, device=dev)
     ys = torch.randint(0, 10, (8, batch), device=dev)

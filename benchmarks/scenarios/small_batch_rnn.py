@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from _common import Steps, parse_args, pick_device
+from _common import Steps, compiled, parse_args, pick_device
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -40,7 +40,7 @@ def main() -> None:
     g = torch.Generator().manual_seed(0)
     data = TensorDataset(torch.randint(0, vocab, (n, seq), generator=g), torch.randint(0, 16, (n,)))
     loader = DataLoader(data, batch_size=batch, shuffle=True, drop_last=True)
-    model = Tagger(vocab, dim, layers).to(dev)
+    model = compiled(Tagger(vocab, dim, layers).to(dev), args)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     with Steps("small_batch_rnn", args, dev, batch) as steps:
         done = 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from _common import Steps, parse_args, pick_device
+from _common import Steps, compiled, parse_args, pick_device
 from torch import nn
 
 LABEL = "tiny batch (8) on an MLP: launch-bound"
@@ -36,6 +36,7 @@ def main() -> None:
     args = parse_args(__doc__, iters=60)
     dev = pick_device(args.device)
     model, opt, xs, ys = build(dev, args.fix, args.batch)
+    model = compiled(model, args)
     with Steps("tiny_batch", args, dev, xs.shape[1]) as steps:
         for i in range(args.iters):
             loss = F.cross_entropy(model(xs[i % 16]), ys[i % 16])

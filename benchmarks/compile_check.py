@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""GPU check of the compile what-if: ``torch.compile`` measured from outside an unmodified
+script, against the same script compiling its own model, in the same lease.
+
+For each launch-bound scenario:
+
+1. ``gpusight run --what-if --try compile`` on the planted script: the rows for
+   ``torch.compile(model)`` and ``mode="reduce-overhead"``, each with its compile time;
+2. the truth: the script bare, with ``--compile default`` and with ``--compile
+   reduce-overhead`` (``torch.compile(model, mode=...)`` in the script), taking turns for
+   ``--rounds`` rounds, items per second from its own clock past ``--warmup`` steps; the
+   compile time from its step log (the warm-up steps beyond as many steady ones);
+3. error = what-if gain / true gain - 1; target within 20 %.
+
+    PYTHONPATH=python_pkg python3 benchmarks/compile_check.py --out "$OUT" [--only NAME ...]
+
+Writes OUT/<scenario>.whatif.json, OUT/compile-check.json and OUT/compile-check-table.txt
+(printed last).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from run_whatif import SCENARIOS, TARGET_PCT, items_per_s, run
+
+CASES = {"mlp_adam": 300, "tiny_batch": 300, "small_batch_rnn": 240}
+"""Scenario -> steps of each truth run."""
+MODES = ("default", "reduce-overhead")
+WARMUP = 20
+
+
+def _truth_run(name: str, mode: str | None, iters: int, log: Path) -> dict[str, Any]:
+    cmd = [sys.executable, str(SCENARIOS / f"{name}.py"), "--iters", str(iters),
+           "--warmup", str(WARMUP), "--step-log", str(log)]  # fmt: skip
+    if mode:
+        cmd += ["--compile", mode]
+    rc, out, wall = run(cmd, 400)
+    got: dict[str, Any] = {"mode": mode, "rc": rc, "wall_s": round(wall, 1)}
+    got["items_per_s"] = items_per_s(out)
+    try:
+        steps = json.loads(log.read_text())["step_ms"]
+    except (OSError, ValueError, KeyError):
+        got["error"] = out[-800:]
+        return got
+    steady = statistics.median(steps[WARMUP:]) if len(steps) > WARMUP else None
+    if steady is not None:
+        got["compile_s"] = round((sum(steps[:WARMUP]) - WARMUP * steady) / 1000.0, 1)
+    return got
+
+
+def truth(name: str, iters: int, rounds: int, out: Path) -> dict[str, Any]:
+    """The script bare and compiled each way, taking turns: gains and compile times."""
+    runs: dict[str, list[dict[str, Any]]] = {"bare": [], **{m: [] for m in MODES}}
+    for k in range(rounds):
+        for key in runs:
+            mode = None if key == "bare" else key
+            runs[key].append(_truth_run(name, mode, iters, out / f"{name}.{key}{k}.steps.json"))
+    bare = [r["items_per_s"] for r in runs["bare"] if r.get("items_per_s")]
+    res: dict[str, Any] = {"runs": runs}
+    for m in MODES:
+        got = [r["items_per_s"] for r in runs[m] if r.get("items_per_s")]
+        comp = [r["compile_s"] for r in runs[m] if r.get("compile_s") is not None]
+        res[m] = {
+            "gain": statistics.median(got) / statistics.median(bare) if got and bare else None,
+            "compile_s": statistics.median(comp) if comp else None,
+        }
+    return res
+
+
+def what_if(name: str, out: Path, budget: float) -> dict[str, Any]:
+    report = out / f"{name}.whatif.json"
+    cmd = [sys.executable, "-m", "gpusight", "run", "--what-if", "--try", "compile",
+           "--budget", str(budget), "--json", str(report), str(SCENARIOS / f"{name}.py"),
+           "--iters", "100000"]  # fmt: skip
+    rc, log, wall = run(cmd, budget + 120)
+    (out / f"{name}.whatif.log").write_text(log)
+    got: dict[str, Any] = {"rc": rc, "wall_s": round(wall, 1)}
+    try:
+        rep = json.loads(report.read_text())
+    except (OSError, ValueError):
+        got["error"] = log[-1500:]
+        return got
+    got["verdict"] = (rep.get("verdict") or {}).get("bottleneck")
+    for row in rep.get("what_if") or []:
+        p = row.get("params") or {}
+        if p.get("group") == "compile":
+            got[str(p.get("set_compile"))] = {
+                "speedup": row.get("speedup"),
+                "noise_pct": row.get("noise_pct"),
+                "skipped": row.get("skipped"),
+                "compile_s": p.get("compile_s"),
+                "break_even_steps": p.get("break_even_steps"),
+            }
+    return got
+
+
+def _cell(v: float | None, fmt: str) -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def table(results: dict[str, Any]) -> str:
+    head = "scenario          mode             what-if  truth    error   compile s (what-if/truth)"
+    lines = [head, "-" * len(head)]
+    for name, r in results.items():
+        for m in MODES:
+            w = (r["what_if"].get(m) or {}) if "what_if" in r else {}
+            t = r["truth"].get(m) or {}
+            wg, tg = w.get("speedup"), t.get("gain")
+            err = 100.0 * (wg / tg - 1.0) if wg and tg else None
+            mark = "" if err is None else (" ok" if abs(err) <= TARGET_PCT else " MISS")
+            lines.append(
+                f"{name:<17} {m:<16} {_cell(wg, '.2f'):>7}x {_cell(tg, '.2f'):>6}x "
+                f"{_cell(err, '+.1f'):>6}%{mark:<5} {_cell(w.get('compile_s'), '.1f'):>6} / "
+                f"{_cell(t.get('compile_s'), '.1f')}"
+                + (f"   skipped: {w['skipped']}" if w.get("skipped") else "")
+            )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument("--budget", type=float, default=240.0)
+    ap.add_argument("--rounds", type=int, default=1)
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {}
+    for name, iters in CASES.items():
+        if args.only and name not in args.only:
+            continue
+        t0 = time.monotonic()
+        r = {"what_if": what_if(name, out, args.budget)}
+        r["truth"] = truth(name, iters, args.rounds, out)
+        r["wall_s"] = round(time.monotonic() - t0, 1)
+        results[name] = r
+        print(name, json.dumps(r["what_if"]), flush=True)
+        (out / "compile-check.json").write_text(json.dumps(results, indent=1))
+    text = table(results)
+    (out / "compile-check-table.txt").write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
