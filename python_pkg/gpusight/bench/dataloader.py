@@ -419,59 +419,62 @@ def _errors(results: Sequence[ConfigResult]) -> dict[str, Any]:
     return {f"error: {r.config.label()}": r.error for r in results if r.error}
 
 
-def to_benchmarks(results: Sequence[ConfigResult], batch_size: int | None) -> list[Benchmark]:
-    """Rows loader.num_workers, loader.prefetch_factor, loader.pin_memory,
-    loader.persistent_workers and loader.best (the best configuration in its params)."""
-    rows: list[Benchmark] = []
-    base = [
+def _base_results(results: Sequence[ConfigResult]) -> list[ConfigResult]:
+    """The num_workers sweep's points: no other setting changed."""
+    return [
         r
         for r in results
         if r.config.prefetch_factor is None
         and not r.config.pin_memory
         and not r.config.persistent_workers
     ]
-    best_all = _best(results)
-    best_base = _best(base)
-    first_error = next((r.error for r in results if r.error), None)
-    common: dict[str, Any] = {"batch_size": batch_size}
 
-    rows.append(
-        Benchmark(
-            id="loader.num_workers",
-            label="DataLoader samples/s by num_workers",
-            value=finite(best_base.samples_per_s) if best_base else None,
-            unit=UNIT,
-            repeats=len(base),
-            params={
-                **common,
-                "best_num_workers": best_base.config.num_workers if best_base else None,
-                **_errors(base),
-            },
-            skipped=None if best_base else f"every configuration failed: {first_error}",
-            series=[_point(r.config.num_workers, r) for r in base],
-        )
+
+def _num_workers_row(
+    base: list[ConfigResult], first_error: str | None, common: dict[str, Any]
+) -> Benchmark:
+    best_base = _best(base)
+    return Benchmark(
+        id="loader.num_workers",
+        label="DataLoader samples/s by num_workers",
+        value=finite(best_base.samples_per_s) if best_base else None,
+        unit=UNIT,
+        repeats=len(base),
+        params={
+            **common,
+            "best_num_workers": best_base.config.num_workers if best_base else None,
+            **_errors(base),
+        },
+        skipped=None if best_base else f"every configuration failed: {first_error}",
+        series=[_point(r.config.num_workers, r) for r in base],
     )
 
-    def around(flag: str, points: list[tuple[float, ConfigResult]], why_not: str) -> None:
-        measured = [(x, r) for x, r in points if r.samples_per_s is not None]
-        top = max(measured, key=lambda p: p[1].samples_per_s or 0.0) if measured else None
-        rows.append(
-            Benchmark(
-                id=f"loader.{flag}",
-                label=f"DataLoader samples/s by {flag}",
-                value=finite(top[1].samples_per_s) if top else None,
-                unit=UNIT,
-                repeats=len(points),
-                params={
-                    **common,
-                    f"best_{flag}": top[0] if top else None,
-                    **_errors([r for _, r in points]),
-                },
-                skipped=None if len(points) > 1 and top else why_not,
-                series=[_point(x, r) for x, r in points] or None,
-            )
-        )
 
+def _setting_row(
+    flag: str, points: list[tuple[float, ConfigResult]], why_not: str, common: dict[str, Any]
+) -> Benchmark:
+    """The row of one setting's values (``points``: value, result), its best in the params."""
+    measured = [(x, r) for x, r in points if r.samples_per_s is not None]
+    top = max(measured, key=lambda p: p[1].samples_per_s or 0.0) if measured else None
+    return Benchmark(
+        id=f"loader.{flag}",
+        label=f"DataLoader samples/s by {flag}",
+        value=finite(top[1].samples_per_s) if top else None,
+        unit=UNIT,
+        repeats=len(points),
+        params={
+            **common,
+            f"best_{flag}": top[0] if top else None,
+            **_errors([r for _, r in points]),
+        },
+        skipped=None if len(points) > 1 and top else why_not,
+        series=[_point(x, r) for x, r in points] or None,
+    )
+
+
+def _prefetch_row(
+    results: Sequence[ConfigResult], best_base: ConfigResult | None, common: dict[str, Any]
+) -> Benchmark:
     if best_base is not None and best_base.config.num_workers > 0:
         w = best_base.config.num_workers
         pf = [
@@ -481,83 +484,88 @@ def to_benchmarks(results: Sequence[ConfigResult], batch_size: int | None) -> li
             and not r.config.pin_memory
             and not r.config.persistent_workers
         ]
-        around(
+        return _setting_row(
             "prefetch_factor",
             sorted(((float(r.config.effective_prefetch or 2), r) for r in pf), key=lambda p: p[0]),
             "no other prefetch_factor was measured",
+            common,
         )
-    else:
-        rows.append(
-            Benchmark(
-                id="loader.prefetch_factor",
-                label="DataLoader samples/s by prefetch_factor",
-                value=None,
-                unit=UNIT,
-                skipped="the best num_workers is 0: prefetch_factor applies to worker processes",
-            )
-        )
+    return Benchmark(
+        id="loader.prefetch_factor",
+        label="DataLoader samples/s by prefetch_factor",
+        value=None,
+        unit=UNIT,
+        skipped="the best num_workers is 0: prefetch_factor applies to worker processes",
+    )
 
+
+def _pin_memory_row(
+    results: Sequence[ConfigResult], best_all: ConfigResult | None, common: dict[str, Any]
+) -> Benchmark:
     pinned = [r for r in results if r.config.pin_memory and not r.config.persistent_workers]
     if pinned:
         twin = [r for r in results if r.config == replace(pinned[0].config, pin_memory=False)]
-        around(
+        return _setting_row(
             "pin_memory",
             [(0.0, r) for r in twin] + [(1.0, pinned[0])],
             "pin_memory=False was not measured alongside",
+            common,
         )
-    else:
-        rows.append(
-            Benchmark(
-                id="loader.pin_memory",
-                label="DataLoader samples/s by pin_memory",
-                value=None,
-                unit=UNIT,
-                skipped="no CUDA device: pin_memory has no effect"
-                if not results or best_all is not None
-                else "no configuration ran",
-            )
-        )
+    return Benchmark(
+        id="loader.pin_memory",
+        label="DataLoader samples/s by pin_memory",
+        value=None,
+        unit=UNIT,
+        skipped="no CUDA device: pin_memory has no effect"
+        if not results or best_all is not None
+        else "no configuration ran",
+    )
 
+
+def _persistent_row(results: Sequence[ConfigResult], common: dict[str, Any]) -> Benchmark:
+    """The wait for an epoch's first batch after the first epoch, with and without."""
     persistent = [r for r in results if r.config.persistent_workers]
-    if persistent:
-        p = persistent[0]
-        twin = [r for r in results if r.config == replace(p.config, persistent_workers=False)]
-        without = twin[0].restart_s if twin else None
-        rows.append(
-            Benchmark(
-                id="loader.persistent_workers",
-                label="DataLoader wait for the first batch of an epoch after the first",
-                value=finite(p.restart_s * 1e3) if p.restart_s is not None else None,
-                unit="ms",
-                repeats=1,
-                params={
-                    **common,
-                    "restart_ms_without": finite(without * 1e3) if without is not None else None,
-                    "samples_per_s": finite(p.samples_per_s),
-                    **_errors([p]),
-                },
-                skipped=(
-                    None
-                    if p.restart_s is not None
-                    else (p.error or "the budget allowed only one epoch: no restart to time")
-                ),
-                series=[
-                    {"x": 0, "y": finite(without * 1e3) if without is not None else None},
-                    {"x": 1, "y": finite(p.restart_s * 1e3) if p.restart_s is not None else None},
-                ],
-            )
+    if not persistent:
+        return Benchmark(
+            id="loader.persistent_workers",
+            label="DataLoader wait for the first batch of an epoch after the first",
+            value=None,
+            unit="ms",
+            skipped="the best num_workers is 0: persistent_workers applies to worker processes",
         )
-    else:
-        rows.append(
-            Benchmark(
-                id="loader.persistent_workers",
-                label="DataLoader wait for the first batch of an epoch after the first",
-                value=None,
-                unit="ms",
-                skipped="the best num_workers is 0: persistent_workers applies to worker processes",
-            )
-        )
+    p = persistent[0]
+    twin = [r for r in results if r.config == replace(p.config, persistent_workers=False)]
+    without = twin[0].restart_s if twin else None
+    return Benchmark(
+        id="loader.persistent_workers",
+        label="DataLoader wait for the first batch of an epoch after the first",
+        value=finite(p.restart_s * 1e3) if p.restart_s is not None else None,
+        unit="ms",
+        repeats=1,
+        params={
+            **common,
+            "restart_ms_without": finite(without * 1e3) if without is not None else None,
+            "samples_per_s": finite(p.samples_per_s),
+            **_errors([p]),
+        },
+        skipped=(
+            None
+            if p.restart_s is not None
+            else (p.error or "the budget allowed only one epoch: no restart to time")
+        ),
+        series=[
+            {"x": 0, "y": finite(without * 1e3) if without is not None else None},
+            {"x": 1, "y": finite(p.restart_s * 1e3) if p.restart_s is not None else None},
+        ],
+    )
 
+
+def _best_row(
+    results: Sequence[ConfigResult],
+    best_all: ConfigResult | None,
+    first_error: str | None,
+    common: dict[str, Any],
+) -> Benchmark:
     best_params: dict[str, Any] = {**common}
     if best_all is not None:
         best_params.update(_config_params(best_all.config))
@@ -566,18 +574,31 @@ def to_benchmarks(results: Sequence[ConfigResult], batch_size: int | None) -> li
         )
         best_params["configurations"] = len(results)
         best_params["failed"] = sum(1 for r in results if r.error)
-    rows.append(
-        Benchmark(
-            id="loader.best",
-            label="DataLoader, best configuration measured",
-            value=finite(best_all.samples_per_s) if best_all else None,
-            unit=UNIT,
-            repeats=best_all.batches if best_all else None,
-            params=best_params,
-            skipped=None if best_all else f"every configuration failed: {first_error}",
-        )
+    return Benchmark(
+        id="loader.best",
+        label="DataLoader, best configuration measured",
+        value=finite(best_all.samples_per_s) if best_all else None,
+        unit=UNIT,
+        repeats=best_all.batches if best_all else None,
+        params=best_params,
+        skipped=None if best_all else f"every configuration failed: {first_error}",
     )
-    return rows
+
+
+def to_benchmarks(results: Sequence[ConfigResult], batch_size: int | None) -> list[Benchmark]:
+    """Rows loader.num_workers, loader.prefetch_factor, loader.pin_memory,
+    loader.persistent_workers and loader.best (the best configuration in its params)."""
+    base = _base_results(results)
+    best_all = _best(results)
+    first_error = next((r.error for r in results if r.error), None)
+    common: dict[str, Any] = {"batch_size": batch_size}
+    return [
+        _num_workers_row(base, first_error, common),
+        _prefetch_row(results, _best(base), common),
+        _pin_memory_row(results, best_all, common),
+        _persistent_row(results, common),
+        _best_row(results, best_all, first_error, common),
+    ]
 
 
 def loader(

@@ -12,6 +12,9 @@ from ..report import CheckStatus, Finding, Impact
 from .env_checks import EnvironmentResult, _ev
 from .env_versions import _gpu_caps, vstr
 
+# TF32 Tensor Cores: compute capability 8.0 (Ampere) and newer.
+TF32_MIN_CAPABILITY = (8, 0)
+
 
 def _first_precision(settings: Mapping[str, Scalar], keys: Sequence[str]) -> bool | None:
     # torch >= 2.9 fp32_precision: the op's own value, else its backend's, else the global
@@ -63,8 +66,17 @@ def _settings_rules(facts: Facts, out: EnvironmentResult) -> None:
     for key, err in sorted(t.errors.items()):
         if key.startswith("settings."):
             out.notes.append(f"torch setting {key.removeprefix('settings.')} unreadable: {err}")
+    _tf32_check(facts, s, out)
+    _cudnn_benchmark_check(facts, s, out)
+    _deterministic_check(s, out)
+    _anomaly_check(s, out)
+
+
+def _tf32_check(facts: Facts, s: Mapping[str, Scalar], out: EnvironmentResult) -> None:
+    """``cfg.tf32_disabled``: TF32 off for float32 matmuls or convolutions on a GPU that has it."""
+    t = facts.torch
     matmul, conv = tf32_matmul(s), tf32_cudnn(s)
-    ampere = [(n, c, i) for n, c, i in _gpu_caps(facts) if c >= (8, 0)]
+    ampere = [(n, c, i) for n, c, i in _gpu_caps(facts) if c >= TF32_MIN_CAPABILITY]
     state = f"matmul {_onoff(matmul)}, cuDNN {_onoff(conv)}"
     state_ev = [
         _ev("matmul TF32 (cuBLAS)", matmul),
@@ -127,6 +139,10 @@ def _settings_rules(facts: Facts, out: EnvironmentResult) -> None:
     else:
         out.check("torch.tf32", "TF32", "pass", state)
 
+
+def _cudnn_benchmark_check(facts: Facts, s: Mapping[str, Scalar], out: EnvironmentResult) -> None:
+    """``cfg.cudnn_benchmark_off``: cuDNN picks convolution algorithms by heuristic on a GPU."""
+    t = facts.torch
     bench = s.get("cudnn.benchmark")
     gpu = bool(_gpu_caps(facts)) and t.cuda_available
     if bench is False and gpu:
@@ -158,6 +174,9 @@ def _settings_rules(facts: Facts, out: EnvironmentResult) -> None:
             None if bench or gpu else "only matters for convolutions on a GPU",
         )
 
+
+def _deterministic_check(s: Mapping[str, Scalar], out: EnvironmentResult) -> None:
+    """``cfg.deterministic``: deterministic algorithms forced on."""
     det = s.get("deterministic_algorithms") is True or s.get("cudnn.deterministic") is True
     if det:
         out.check(
@@ -192,6 +211,9 @@ def _settings_rules(facts: Facts, out: EnvironmentResult) -> None:
     else:
         out.check("torch.deterministic", "deterministic algorithms", "pass", "off")
 
+
+def _anomaly_check(s: Mapping[str, Scalar], out: EnvironmentResult) -> None:
+    """``cfg.anomaly_detection``: autograd anomaly detection on."""
     if s.get("anomaly_enabled") is True:
         out.check(
             "torch.anomaly",

@@ -1,230 +1,81 @@
-"""The workload findings, one function per finding (or per pair that shares its evidence): each
-reads the step's evidence and split (``StepView``) and returns what it found. Pure; never imports
-torch.
+"""The workload findings: the input pipeline, the host's own work and waits, and inference
+(one function per finding), with every rule in the order it runs (``RULES``) and
+:func:`findings`. Each rule reads the step's evidence and split (``StepView``) and returns what
+it found. Pure; never imports torch.
 
-Thresholds are named here or beside the figure they bound (``workload_impacts``); the fixes'
-patches of the user's lines are in ``fixes/workload_patches``.
+Where the model lives is in ``placement_findings``, how the GPU's work is shaped in
+``gpu_findings``; the thresholds are in ``workload_thresholds``, the figures that bound an
+impact in ``workload_impacts``, the fixes' patches of the user's lines in
+``fixes/workload_patches``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from ..durations import format_ms
 from ..fixes import fix
 from ..fixes import workload as _workload_snippets  # noqa: F401  (registers the snippets)
 from ..fixes.workload_patches import (
-    autocast_fix,
-    channels_last_fix,
     knob_batch_fix,
-    loader_batch_fix,
     loader_pin_fix,
     loader_values_fix,
-    optimizer_fused_fix,
     pin_source_fix,
     sync_fix,
-    to_device_fix,
 )
 from ..report import Evidence, Finding, Impact, Severity
-from .stalls import Stall, stall_phrase, workers_to_keep_up
-from .workload_evidence import (
-    GpuWindow,
-    LoaderInfo,
-    Placement,
-    WorkloadEvidence,
-    mean,
-    median_step,
-    ran_on_gpu,
-    stall_of,
-    step_time,
+from .gpu_findings import (
+    FUSED_OPTIMIZERS,
+    launch_bound,
+    memory_fit,
+    optimizer_unfused,
+    precision,
+    small_batch,
 )
+from .placement_findings import cpu_model, dataparallel, device_mismatch
+from .stalls import stall_phrase, workers_to_keep_up
+from .step_view import StepView
+from .workload_evidence import LoaderInfo, WorkloadEvidence, mean, median_step
 from .workload_impacts import (
-    GPU_MATH_SPEEDUP_MIN,
     MAX_ESTIMATED_SHARE,
-    MAX_RANGE,
     batch_impact,
     idle_impact,
     pct,
     pinned_copy_impact,
-    range_impact,
     rnd,
     severity_of,
     site_text,
     source_line,
 )
-
-# A batch built in the main process this fast (ms) is no input-pipeline problem: a worker's
-# handoff of the batch (pickled through shared memory) costs a good part of it (the PyG GCN at
-# one graph a batch read a false 1.17x warn beside its launch-bound verdict).
-SMALL_COLLATE_MS = 1.0
-# Tensor Cores run bf16 matmuls several times faster than float32 without them; claim a
-# conservative three quarters of that kernel time back.
-TENSOR_CORE_RECOVERY = 0.75
-
-
-@dataclass
-class StepView:
-    """The evidence with what every rule reads from it, worked out once."""
-
-    ev: WorkloadEvidence
-    split: dict[str, float]
-    total: float
-    """The mean steady step (ms)."""
-    share: dict[str, float]
-    """Each category's share of ``total`` (%)."""
-    gpu_run: bool
-    busy: float | None
-    """The compute share where the steps ran on a GPU."""
-    p: Placement
-    w: GpuWindow | None
-    stall: Stall | None
-    batch: int | None
-    """The model's batch, else the loader's."""
-    n_steps: int
-
-    @classmethod
-    def of(cls, ev: WorkloadEvidence, split: dict[str, float]) -> StepView:
-        total = step_time(ev)
-        share = {k: pct(v, total) for k, v in split.items()}
-        gpu_run = ran_on_gpu(ev)
-        p = ev.placement or Placement()
-        return cls(
-            ev=ev,
-            split=split,
-            total=total,
-            share=share,
-            gpu_run=gpu_run,
-            busy=share["compute"] if gpu_run else None,
-            p=p,
-            w=ev.window,
-            stall=stall_of(ev),
-            batch=step_batch(p, ev.loader),
-            n_steps=max(1, len(ev.step_times_ms)),
-        )
-
-
-def step_batch(p: Placement, loader: LoaderInfo | None) -> int | None:
-    """The batch in the script's items: the model's leading input size where its inputs are
-    batch-first, else the loader's batch (graphs, not their nodes)."""
-    ld = loader.batch_size if loader is not None else None
-    if ld and (p.batch_size is None or p.batch_first is False):
-        return ld
-    return p.batch_size or ld
-
-
-def cpu_model(view: StepView) -> list[Finding]:
-    """``code.cpu_model``: the model on the CPU beside a usable GPU."""
-    ev, total, p = view.ev, view.total, view.p
-    out: list[Finding] = []
-    if ev.cuda_available and p.param_devices == ["cpu"]:
-        host = mean(ev.framework_ms)
-        # The model's math moves to the GPU: 5x faster there at the least, free at the most;
-        # the rest of the step stays where it is.
-        rest = max(total - host, 0.0)
-        lo = total / (rest + host / GPU_MATH_SPEEDUP_MIN) if host > 0 else 1.0
-        hi = total / rest if rest > 0 else MAX_RANGE
-        out.append(
-            Finding(
-                id="code.cpu_model",
-                severity="critical",
-                title="The model runs on the CPU although a GPU is available",
-                evidence=[
-                    Evidence("model", p.module),
-                    Evidence("parameters on", "cpu"),
-                    Evidence("inputs on", ", ".join(p.input_devices) or None),
-                    Evidence("CUDA devices available", ev.cuda_devices),
-                    Evidence("host time in forward/backward/optimizer", rnd(host, 2), "ms/step"),
-                ],
-                impact=range_impact(
-                    lo,
-                    hi,
-                    f"The forward/backward/optimizer time ({rnd(host, 1)} ms of the "
-                    f"{rnd(total, 1)} ms step) would move to the GPU: from its math running 5x "
-                    "faster there to it costing nothing, with the rest of the step unchanged. "
-                    "gpusight run --what-if measures it.",
-                ),
-                fix=to_device_fix(
-                    fix(
-                        "Move the model (before building the optimizer) and each batch to the GPU.",
-                        "placement.to_device",
-                        device="cuda",
-                    ),
-                    ev.forward_source,
-                ),
-            )
-        )
-    return out
-
-
-def device_mismatch(view: StepView) -> list[Finding]:
-    """``code.device_mismatch``: parameters or inputs on more than one device."""
-    share, p = view.share, view.p
-    out: list[Finding] = []
-    devices = sorted(set(p.param_devices) | set(p.input_devices))
-    if len(set(p.param_devices)) > 1 or (
-        p.param_devices and p.input_devices and set(p.input_devices) - set(p.param_devices)
-    ):
-        out.append(
-            Finding(
-                id="code.device_mismatch",
-                severity="warn",
-                title="Parameters and inputs live on different devices",
-                evidence=[
-                    Evidence("model", p.module),
-                    Evidence("parameter devices", ", ".join(p.param_devices)),
-                    Evidence("input devices", ", ".join(p.input_devices)),
-                ],
-                impact=idle_impact(share["copy"], "Copies between devices every step.")
-                if share["copy"] > 0
-                else Impact(basis="none", text="Each step moves tensors between devices."),
-                fix=fix(
-                    "Keep the whole model and its inputs on one device.",
-                    "placement.one_device",
-                    devices=", ".join(devices),
-                ),
-            )
-        )
-    return out
-
-
-def dataparallel(view: StepView) -> list[Finding]:
-    """``code.dataparallel``: the model wrapped in ``nn.DataParallel``."""
-    p = view.p
-    out: list[Finding] = []
-    if p.dataparallel:
-        n = p.dataparallel_devices
-        out.append(
-            Finding(
-                id="code.dataparallel",
-                severity="warn",
-                title="torch.nn.DataParallel wraps the model",
-                detail=(
-                    "DataParallel replicates the model on every GPU each step and drives them from "
-                    "one Python thread; PyTorch recommends DistributedDataParallel, even on one "
-                    "node."
-                ),
-                evidence=[Evidence("DataParallel devices", n)],
-                impact=Impact(
-                    basis="none",
-                    text="On one GPU it only adds scatter/gather; on several it is bound by one "
-                    "Python thread.",
-                ),
-                fix=fix(
-                    "Drop the wrapper on one GPU; use DistributedDataParallel on several.",
-                    "parallel.ddp",
-                    gpus=max(1, n or 1),
-                ),
-            )
-        )
-    return out
+from .workload_thresholds import (
+    COPY_CRITICAL_PCT,
+    COPY_WARN_PCT,
+    FUSED_RECOVERY,
+    HOST_WORK_CRITICAL_PCT,
+    HOST_WORK_PCT,
+    HOST_WORK_WARN_PCT,
+    INPUT_WAIT_CRITICAL_PCT,
+    INPUT_WAIT_PCT,
+    INPUT_WAIT_WARN_PCT,
+    OPTIMIZER_MIN_TENSORS,
+    OPTIMIZER_SHARE_PCT,
+    PAGEABLE_SYNC_COPY_PCT,
+    SMALL_COLLATE_MS,
+    SYNC_CRITICAL_PCT,
+    SYNC_STALL_PCT,
+    SYNC_WARN_PCT,
+    SYNCS_PER_STEP,
+    TENSOR_CORE_RECOVERY,
+    UNBATCHED_BUSY_PCT,
+    UNBATCHED_MAX,
+)
 
 
 def input_bound(view: StepView) -> list[Finding]:
     """``load.input_bound``: the step waits for its DataLoader."""
     ev, split, total, share, stall = view.ev, view.split, view.total, view.share, view.stall
     out: list[Finding] = []
-    if share["data_wait"] >= 5.0:
+    if share["data_wait"] >= INPUT_WAIT_PCT:
         ld = ev.loader or LoaderInfo()
         workers = ld.num_workers or 0
         busy_step = max(1e-6, total - split["data_wait"])
@@ -272,7 +123,9 @@ def input_bound(view: StepView) -> list[Finding]:
         out.append(
             Finding(
                 id="load.input_bound",
-                severity="info" if small else severity_of(share["data_wait"], 10.0, 40.0),
+                severity="info"
+                if small
+                else severity_of(share["data_wait"], INPUT_WAIT_WARN_PCT, INPUT_WAIT_CRITICAL_PCT),
                 title="The input pipeline starves the step"
                 + (
                     f": {stall_phrase(stall, 'wait')} for the DataLoader"
@@ -325,7 +178,7 @@ def cpu_preprocessing(view: StepView) -> list[Finding]:
     """``load.cpu_preprocessing``: host work outside the model takes the step."""
     ev, split, share, gpu_run, w = view.ev, view.split, view.share, view.gpu_run, view.w
     out: list[Finding] = []
-    if share["other_cpu"] >= 10.0:
+    if share["other_cpu"] >= HOST_WORK_PCT:
         cpu_loop = w.cpu_op_loop_ms if w is not None else 0.0
         ev_list = [
             Evidence("other host time", rnd(split["other_cpu"], 2), "ms/step"),
@@ -339,7 +192,9 @@ def cpu_preprocessing(view: StepView) -> list[Finding]:
         out.append(
             Finding(
                 id="load.cpu_preprocessing",
-                severity=severity_of(share["other_cpu"], 20.0, 50.0),
+                severity=severity_of(
+                    share["other_cpu"], HOST_WORK_WARN_PCT, HOST_WORK_CRITICAL_PCT
+                ),
                 title="Host work in the loop body keeps the GPU waiting"
                 if gpu_run
                 else "Host work outside the model takes a large share of the step",
@@ -360,96 +215,15 @@ def cpu_preprocessing(view: StepView) -> list[Finding]:
     return out
 
 
-def launch_bound(view: StepView) -> list[Finding]:
-    """``load.launch_bound``: the GPU idles between kernels inside the framework calls."""
-    split, share, gpu_run, busy, w = view.split, view.share, view.gpu_run, view.busy, view.w
-    out: list[Finding] = []
-    if gpu_run and w is not None and share["launch_overhead"] >= 15.0:
-        out.append(
-            Finding(
-                id="load.launch_bound",
-                severity=severity_of(share["launch_overhead"], 15.0, 50.0),
-                title="Kernel launches, not the GPU, set the pace",
-                evidence=[
-                    Evidence(
-                        "GPU idle inside forward/backward/optimizer",
-                        rnd(split["launch_overhead"], 2),
-                        "ms/step",
-                    ),
-                    Evidence("share of step", rnd(share["launch_overhead"]), "%"),
-                    Evidence("kernel launches", rnd(w.launches_per_step), "per step"),
-                    Evidence(
-                        "median kernel", w.median_kernel_us and rnd(w.median_kernel_us, 1), "µs"
-                    ),
-                    Evidence("GPU busy", busy and rnd(busy), "%"),
-                ],
-                impact=idle_impact(
-                    share["launch_overhead"] * 0.8,
-                    "CUDA graphs replay the step's launches at once; fusion removes many.",
-                ),
-                fix=fix(
-                    "Compile the model with CUDA graphs (or grow the batch).",
-                    "launch.compile",
-                    launches=int(w.launches_per_step),
-                ),
-            )
-        )
-    return out
-
-
-def small_batch(view: StepView) -> list[Finding]:
-    """``load.small_batch``: a batch too small to fill the GPU."""
-    ev, share, gpu_run, busy, batch = view.ev, view.share, view.gpu_run, view.busy, view.batch
-    out: list[Finding] = []
-    if (
-        gpu_run
-        and batch is not None
-        and ev.step_mode != "forward"
-        and batch <= 64
-        and busy is not None
-        and busy < 50.0
-        and share["launch_overhead"] >= 15.0
-    ):
-        out.append(
-            Finding(
-                id="load.small_batch",
-                severity="warn",
-                title=f"Batch size {batch} is too small to keep the GPU busy",
-                evidence=[
-                    Evidence("batch size", batch),
-                    Evidence("GPU busy", rnd(busy), "%"),
-                    Evidence("launch overhead", rnd(share["launch_overhead"]), "% of step"),
-                ],
-                impact=batch_impact(batch, max(256, batch * 8), busy, "step"),
-                fix=knob_batch_fix(
-                    loader_batch_fix(
-                        fix(
-                            "Grow the batch until the GPU is busy (and scale the learning rate).",
-                            "batch.larger",
-                            batch_size=batch,
-                            suggested=max(256, batch * 8),
-                        ),
-                        ev,
-                        batch,
-                        max(256, batch * 8),
-                    ),
-                    ev.forward_source,
-                    max(256, batch * 8),
-                ),
-            )
-        )
-    return out
-
-
 def unbatched(view: StepView) -> list[Finding]:
     """``infer.unbatched``: inference one request (or a few) per forward."""
     ev, total, busy, batch = view.ev, view.total, view.busy, view.batch
     out: list[Finding] = []
-    if ev.step_mode == "forward" and batch is not None and batch <= 4:
+    if ev.step_mode == "forward" and batch is not None and batch <= UNBATCHED_MAX:
         out.append(
             Finding(
                 id="infer.unbatched",
-                severity="warn" if (busy is None or busy < 50.0) else "info",
+                severity="warn" if (busy is None or busy < UNBATCHED_BUSY_PCT) else "info",
                 title=f"Inference runs {batch} request(s) per forward",
                 evidence=[
                     Evidence("batch size", batch),
@@ -485,78 +259,6 @@ def grad_enabled(view: StepView) -> list[Finding]:
     return out
 
 
-def precision(view: StepView) -> list[Finding]:
-    """``load.amp_unused`` and ``load.channels_last``: float32 matmuls without Tensor Cores,
-    half-precision convolutions in NCHW."""
-    ev, split, total, gpu_run, p, w = view.ev, view.split, view.total, view.gpu_run, view.p, view.w
-    out: list[Finding] = []
-    if gpu_run and w is not None and split["compute"] > 0:
-        fp32 = w.matmul_fp32_ms
-        if fp32 >= 0.25 * split["compute"] and fp32 > 0.05:
-            rec = pct(min(fp32, split["compute"]) * TENSOR_CORE_RECOVERY, total)
-            out.append(
-                Finding(
-                    id="load.amp_unused",
-                    severity="critical" if pct(fp32, total) >= 50.0 else "warn",
-                    title="Matmuls run in float32 without Tensor Cores",
-                    evidence=[
-                        Evidence("float32 matmul/conv kernels", rnd(fp32, 2), "ms/step"),
-                        Evidence("share of GPU time", rnd(pct(fp32, split["compute"])), "%"),
-                        Evidence("TF32 allowed for matmul", ev.tf32_matmul),
-                        Evidence("autocast on", p.autocast),
-                    ],
-                    impact=idle_impact(
-                        rec, "bf16 on Tensor Cores runs these matmuls several times faster."
-                    ),
-                    fix=autocast_fix(
-                        fix(
-                            "Train under bf16 autocast; allow TF32 for what stays float32.",
-                            "precision.autocast",
-                            dtype="bfloat16",
-                        ),
-                        ev.forward_source,
-                    ),
-                )
-            )
-        not_nhwc = p.input_channels_last is False or p.model_channels_last is False
-        if (
-            p.has_conv
-            and w.conv_lowp_ms > 0
-            and (w.layout_transform_ms >= 0.03 * split["compute"] or not_nhwc)
-            and (w.conv_lowp_ms + w.layout_transform_ms) >= 0.2 * split["compute"]
-        ):
-            rec = pct(max(w.layout_transform_ms, 0.15 * w.conv_lowp_ms), total)
-            out.append(
-                Finding(
-                    id="load.channels_last",
-                    severity="warn",
-                    title="Half-precision convolutions run in NCHW layout",
-                    evidence=[
-                        Evidence("conv kernels (fp16/bf16)", rnd(w.conv_lowp_ms, 2), "ms/step"),
-                        Evidence(
-                            "NCHW<->NHWC transpose kernels",
-                            rnd(w.layout_transform_ms, 2),
-                            "ms/step",
-                        ),
-                        Evidence("input channels_last", p.input_channels_last),
-                        Evidence("model channels_last", p.model_channels_last),
-                    ],
-                    impact=idle_impact(
-                        rec, "Tensor Core convolutions read NHWC without transposes."
-                    ),
-                    fix=channels_last_fix(
-                        fix(
-                            "Use channels_last for the model and the inputs.",
-                            "memory.channels_last",
-                        ),
-                        ev.forward_source,
-                        p.input_channels_last is False,
-                    ),
-                )
-            )
-    return out
-
-
 def host_sync(view: StepView) -> list[Finding]:
     """``code.host_sync``: the host waits for the GPU inside the loop."""
     ev, split, share, gpu_run, w, n_steps = (
@@ -569,10 +271,16 @@ def host_sync(view: StepView) -> list[Finding]:
     )
     out: list[Finding] = []
     sync_count = sum(s.count for s in ev.syncs)
-    if ev.syncs and (share["sync_stall"] >= 1.0 or sync_count / n_steps >= 1.0 or w is None):
+    if ev.syncs and (
+        share["sync_stall"] >= SYNC_STALL_PCT or sync_count / n_steps >= SYNCS_PER_STEP or w is None
+    ):
         top = sorted(ev.syncs, key=lambda s: (-(s.idle_ms or 0.0), -s.count))
         first = top[0]
-        sev: Severity = severity_of(share["sync_stall"], 5.0, 25.0) if gpu_run else "info"
+        sev: Severity = (
+            severity_of(share["sync_stall"], SYNC_WARN_PCT, SYNC_CRITICAL_PCT)
+            if gpu_run
+            else "info"
+        )
         out.append(
             Finding(
                 id="code.host_sync",
@@ -621,14 +329,20 @@ def pageable_copy(view: StepView) -> list[Finding]:
     pageable_async = [c for c in ev.copies if c.kind == "pageable_async"]
     pageable_sync = [c for c in ev.copies if c.kind == "pageable_sync"]
     trace_pageable = w.memcpy_h2d_pageable if w is not None else 0
-    if pageable_async or trace_pageable or (pageable_sync and share["copy"] >= 10.0):
+    if (
+        pageable_async
+        or trace_pageable
+        or (pageable_sync and share["copy"] >= PAGEABLE_SYNC_COPY_PCT)
+    ):
         sites = sorted(pageable_async or pageable_sync, key=lambda c: -c.host_ms)
         first_c = sites[0] if sites else None
         mb = sum(c.bytes for c in sites) / n_steps / 1e6 if sites else None
         out.append(
             Finding(
                 id="code.pageable_copy",
-                severity=severity_of(share["copy"], 0.0, 25.0) if share["copy"] >= 5 else "info",
+                severity=severity_of(share["copy"], 0.0, COPY_CRITICAL_PCT)
+                if share["copy"] >= COPY_WARN_PCT
+                else "info",
                 title="Host-to-device copies from pageable memory block the host"
                 if pageable_async
                 else "Host-to-device copies come from pageable memory",
@@ -672,125 +386,6 @@ def pageable_copy(view: StepView) -> list[Finding]:
     return out
 
 
-def memory_fit(view: StepView) -> list[Finding]:
-    """``load.oom_risk`` and ``load.memory_headroom``: the peak against the capacity."""
-    ev, busy, batch = view.ev, view.busy, view.batch
-    out: list[Finding] = []
-    cap = ev.memory_capacity_bytes
-    peak = ev.peak_reserved_bytes or ev.peak_memory_bytes
-    if cap and peak:
-        frac = peak / cap
-        gib = 1024**3
-        if frac >= 0.9:
-            out.append(
-                Finding(
-                    id="load.oom_risk",
-                    severity="critical" if frac >= 0.97 else "warn",
-                    title="The run uses nearly all GPU memory",
-                    evidence=[
-                        Evidence("peak reserved", rnd(peak / gib, 2), "GiB"),
-                        Evidence("capacity", rnd(cap / gib, 2), "GiB"),
-                        Evidence("share", rnd(100 * frac), "%"),
-                    ],
-                    impact=Impact(
-                        basis="none",
-                        text="A longer sequence or bigger batch will run out of memory.",
-                    ),
-                    fix=fix(
-                        "Lower the peak: autocast, activation checkpointing, expandable segments.",
-                        "memory.reduce",
-                        peak_gib=rnd(peak / gib),
-                        capacity_gib=rnd(cap / gib),
-                    ),
-                )
-            )
-        elif frac < 0.3 and busy is not None and busy < 70.0 and batch:
-            factor = max(2, min(8, int(0.6 / max(frac, 1e-3))))
-            out.append(
-                Finding(
-                    id="load.memory_headroom",
-                    severity="info",
-                    title=f"GPU memory is {rnd(100 * frac)}% used: room for a larger batch",
-                    evidence=[
-                        Evidence("peak", rnd(peak / gib, 2), "GiB"),
-                        Evidence("capacity", rnd(cap / gib, 2), "GiB"),
-                        Evidence("batch size", batch),
-                    ],
-                    impact=Impact(basis="none", text="More work per step for the same launches."),
-                    fix=fix(
-                        "Grow the batch while the GPU is under-used.",
-                        "memory.larger_batch",
-                        peak_gib=rnd(peak / gib),
-                        capacity_gib=rnd(cap / gib),
-                        factor=factor,
-                        suggested=batch * factor,
-                    ),
-                )
-            )
-    return out
-
-
-# An optimizer's host time per step this large a share of the step, over at least this many
-# parameter tensors, is launch work a fused update does in a few kernels.
-OPTIMIZER_SHARE_PCT = 10.0
-OPTIMIZER_MIN_TENSORS = 64
-FUSED_OPTIMIZERS = ("Adam", "AdamW", "SGD")
-"""The torch.optim classes whose CUDA update takes ``fused=True`` (torch >= 2.4 for SGD)."""
-# Of the optimizer's host time, what a fused update gives back: a loop over the tensors launches
-# a few kernels per tensor (most of it), foreach a few per group of tensors (less).
-FUSED_RECOVERY = {"loop": (0.5, 0.9), "foreach": (0.2, 0.6)}
-
-
-def optimizer_unfused(view: StepView) -> list[Finding]:
-    """``load.optimizer_unfused``: an optimizer whose step launches kernels per tensor (or per
-    group of tensors) where one fused update would do, taking a large share of the step."""
-    o, opt_ms, total = view.ev.optimizer, view.ev.optimizer_ms or 0.0, view.total
-    if o is None or not (view.gpu_run and o.cuda) or o.fused or o.name not in FUSED_OPTIMIZERS:
-        return []
-    share = pct(opt_ms, total)
-    if o.tensors < OPTIMIZER_MIN_TENSORS or share < OPTIMIZER_SHARE_PCT:
-        return []
-    how = "loop" if o.foreach is False else "foreach"
-    lo_frac, hi_frac = FUSED_RECOVERY[how]
-    lo = total / max(1e-9, total - lo_frac * opt_ms)
-    hi = total / max(1e-9, total - hi_frac * opt_ms)
-    per = "one tensor at a time" if how == "loop" else "in groups of tensors (foreach)"
-    site = site_text(o.source.path, o.source.line) if o.source else "the optimizer's line"
-    return [
-        Finding(
-            id="load.optimizer_unfused",
-            severity=severity_of(share, OPTIMIZER_SHARE_PCT, 30.0),
-            title=f"{o.name} updates its {o.tensors} parameter tensors {per}",
-            evidence=[
-                Evidence("optimizer", o.name),
-                Evidence("parameter tensors", o.tensors),
-                Evidence("foreach", o.foreach),
-                Evidence("fused", o.fused),
-                Evidence("host time in optimizer.step()", rnd(opt_ms, 2), "ms/step"),
-                Evidence("share of step", rnd(share), "%"),
-            ],
-            impact=range_impact(
-                lo,
-                hi,
-                f"optimizer.step() keeps the host {rnd(opt_ms, 1)} ms of each {rnd(total, 1)} ms "
-                "step launching its update; fused=True runs it as a few kernels. "
-                "gpusight run --what-if measures it.",
-            ),
-            fix=optimizer_fused_fix(
-                fix(
-                    f"Build the optimizer with fused=True: {o.name}(..., fused=True).",
-                    "optim.fused",
-                    site=site,
-                    name=o.name,
-                    tensors=o.tensors,
-                ),
-                o.source,
-                o.foreach,
-            ),
-        )
-    ]
-
-
 RULES: tuple[Callable[[StepView], list[Finding]], ...] = (
     cpu_model,
     device_mismatch,
@@ -816,3 +411,30 @@ def findings(ev: WorkloadEvidence, split: dict[str, float]) -> list[Finding]:
     if view.total <= 0:
         return []
     return [f for rule in RULES for f in rule(view)]
+
+
+__all__ = [
+    "FUSED_OPTIMIZERS",
+    "FUSED_RECOVERY",
+    "OPTIMIZER_MIN_TENSORS",
+    "OPTIMIZER_SHARE_PCT",
+    "RULES",
+    "SMALL_COLLATE_MS",
+    "TENSOR_CORE_RECOVERY",
+    "StepView",
+    "cpu_model",
+    "cpu_preprocessing",
+    "dataparallel",
+    "device_mismatch",
+    "findings",
+    "grad_enabled",
+    "host_sync",
+    "input_bound",
+    "launch_bound",
+    "memory_fit",
+    "optimizer_unfused",
+    "pageable_copy",
+    "precision",
+    "small_batch",
+    "unbatched",
+]

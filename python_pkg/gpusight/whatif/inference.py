@@ -32,7 +32,6 @@ import torch
 from torch import nn
 
 from ..bench.device import finite
-from ..bench.timer import quantile, time_fn
 from ..fixes import fix
 from ..fixes import scaling as _scaling_snippets  # noqa: F401  (registers the snippets)
 from ..fixes import workload as _workload_snippets  # noqa: F401  (infer.inference_mode)
@@ -40,63 +39,28 @@ from ..report import Benchmark, Evidence, Finding, Impact, Report, Verdict, What
 from .arms import model_device
 from .context import MIN_GAIN, Progress
 from .errors import DiagnoseError
+from .latency import Latency, Pair, interleaved, measure
 from .machine import machine_facts
 from .restore import Snapshot
 from .significance import band_excludes_one
 
 CPU_BATCHES = (1, 2, 4, 8, 16, 32)
 GPU_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-# A larger batch must multiply throughput at least this much to call the serving unbatched.
+# A larger batch must multiply throughput at least this much to call the serving unbatched
+# (a warning from the second).
 UNBATCHED_GAIN = 1.5
+UNBATCHED_WARN_GAIN = 2.0
+# The micro-batcher's wait for more requests: about one batch's p50, within these seconds.
+BATCHER_WAIT_S = (0.001, 0.02)
+# A measured speedup from here is a warning, below it information: inference_mode, graph replay.
+GRAD_WARN_SPEEDUP = 1.1
+GRAPH_WARN_SPEEDUP = 1.3
 # The sweep stops once doubling the batch adds less throughput than this, twice in a row.
 PLATEAU_GAIN = 1.05
-REPEATS = 200
-MIN_REPEATS = 5
 # Shares of the budget: the what-if pairs first, the sweep gets the rest.
 SHARE_GRAD = 0.2
 SHARE_AUTOCAST = 0.15
 SHARE_GRAPH = 0.2
-
-
-@dataclass
-class Latency:
-    """Repeated timings of one call (ms), with the batch it carried."""
-
-    batch: int
-    samples_ms: list[float]
-
-    @property
-    def p50(self) -> float:
-        return quantile(self.samples_ms, 0.5)
-
-    @property
-    def p99(self) -> float:
-        return quantile(self.samples_ms, 0.99)
-
-    @property
-    def p10(self) -> float:
-        return quantile(self.samples_ms, 0.1)
-
-    @property
-    def p90(self) -> float:
-        return quantile(self.samples_ms, 0.9)
-
-    @property
-    def throughput(self) -> float:
-        """Samples per second at the median latency."""
-        return 1000.0 * self.batch / self.p50 if self.p50 > 0 else 0.0
-
-
-@dataclass
-class Pair:
-    """A what-if measured interleaved with the baseline: (baseline, variant) samples."""
-
-    base: Latency
-    variant: Latency
-
-    @property
-    def speedup(self) -> float:
-        return self.base.p50 / self.variant.p50 if self.variant.p50 > 0 else 0.0
 
 
 @dataclass
@@ -184,45 +148,12 @@ def _call(model: nn.Module, inputs: Any) -> Any:
     return model(inputs)
 
 
-# --- timing ----------------------------------------------------------------------------------
+# --- the calls measured (their timing: latency.py) -------------------------------------------
 
 
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def measure(fn: Callable[[], object], batch: int, device: torch.device, budget_s: float) -> Latency:
-    """Time ``fn`` with the one timer: host clock around each call, the device synced after it
-    (the latency a caller waits for its answer)."""
-    timing = time_fn(
-        lambda i: fn(),
-        clock="host_sync" if device.type == "cuda" else "perf_counter",
-        warmup=2,
-        repeats=REPEATS,
-        min_repeats=MIN_REPEATS,
-        budget_s=max(budget_s, 1e-3),
-        device=device if device.type == "cuda" else None,
-    )
-    return Latency(batch, [s * 1000.0 for s in timing.samples_s])
-
-
-def interleaved(
-    base: Callable[[], object],
-    variant: Callable[[], object],
-    batch: int,
-    device: torch.device,
-    budget_s: float,
-    rounds: int = 2,
-) -> Pair:
-    """Baseline and variant in alternating blocks, so that drift (clocks, heat) hits both."""
-    b: list[float] = []
-    v: list[float] = []
-    block = budget_s / (2 * rounds)
-    for _ in range(rounds):
-        v += measure(variant, batch, device, block).samples_ms
-        b += measure(base, batch, device, block).samples_ms
-    return Pair(Latency(batch, b), Latency(batch, v))
 
 
 @contextlib.contextmanager
@@ -536,6 +467,153 @@ def _diagnose(s: _Setup, sizes: list[int], budget_s: float) -> Report:
     return _report(s, rows, baseline, grad_pair, amp_pair, graph_pair, sweep, amp)
 
 
+def _grad_enabled(s: _Setup, grad_pair: Pair) -> Finding | None:
+    """``infer.grad_enabled``: the forward runs with autograd recording, as called."""
+    n_grad = sum(p.numel() for p in s.model.parameters() if p.requires_grad)
+    if not (s.user_grad and n_grad):
+        return None
+    sp = grad_pair.speedup
+    return Finding(
+        id="infer.grad_enabled",
+        severity="warn" if sp >= GRAD_WARN_SPEEDUP else "info",
+        title="Inference runs with autograd recording"
+        + (f": inference_mode measured {sp:.2f}x faster" if _wins(grad_pair) else ""),
+        detail="Every forward records the graph for a backward that never comes: "
+        "host time per op and activation memory kept alive until the output dies.",
+        evidence=[
+            Evidence("grad enabled at the call", True),
+            Evidence("parameters requiring grad", n_grad),
+            Evidence("p50 as called", round(grad_pair.base.p50, 4), "ms"),
+            Evidence("p50 under inference_mode", round(grad_pair.variant.p50, 4), "ms"),
+            Evidence("model in training mode", s.model.training),
+        ],
+        impact=Impact(
+            basis="measured",
+            text=f"{sp:.2f}x per forward at batch {s.batch}, measured interleaved.",
+            speedup=round(sp, 3),
+        ),
+        fix=fix("Run inference under torch.inference_mode().", "infer.inference_mode"),
+    )
+
+
+def _unbatched(
+    s: _Setup, mine: Latency | None, best: Latency | None, sweep: list[Latency], setting: str
+) -> tuple[Finding, WhatIf] | None:
+    """``infer.unbatched`` and its what-if row: a larger batch of the sweep serves at least
+    ``UNBATCHED_GAIN`` times the samples per second of the batch as called."""
+    if mine is None or best is None or best.batch <= s.batch:
+        return None
+    gain = best.throughput / mine.throughput if mine.throughput > 0 else 0.0
+    if gain < UNBATCHED_GAIN:
+        return None
+    lo, hi = BATCHER_WAIT_S
+    wait_s = round(min(hi, max(lo, best.p50 / 1000.0)), 4)
+    finding = Finding(
+        id="infer.unbatched",
+        severity="warn" if gain >= UNBATCHED_WARN_GAIN else "info",
+        title=f"Batches of {best.batch} serve {gain:.1f}x the samples per second "
+        f"of batch {s.batch}",
+        detail="A forward of many samples costs about as many launches and host "
+        "work as one of a single sample; grouping waiting requests trades a few "
+        "milliseconds of latency for throughput.",
+        evidence=[
+            Evidence(f"throughput at batch {s.batch}", round(mine.throughput, 1), "samples/s"),
+            Evidence(
+                f"throughput at batch {best.batch}",
+                round(best.throughput, 1),
+                "samples/s",
+            ),
+            Evidence(f"p50 latency at batch {s.batch}", round(mine.p50, 4), "ms"),
+            Evidence(f"p99 latency at batch {s.batch}", round(mine.p99, 4), "ms"),
+            Evidence(f"p50 latency at batch {best.batch}", round(best.p50, 4), "ms"),
+            Evidence(f"p99 latency at batch {best.batch}", round(best.p99, 4), "ms"),
+            Evidence("measured with", setting),
+        ],
+        impact=Impact(
+            basis="measured",
+            text=f"{gain:.1f}x samples per second at batch {best.batch} "
+            f"(p50 {best.p50:.2f} ms per batch).",
+            speedup=round(gain, 3),
+        ),
+        fix=fix(
+            f"Group requests: a micro-batcher of up to {best.batch} that waits at "
+            f"most {wait_s * 1000:g} ms.",
+            "infer.dynamic_batching",
+            single=round(mine.throughput, 1),
+            batch=best.batch,
+            batched=round(best.throughput, 1),
+            wait_s=wait_s,
+        ),
+    )
+    row = WhatIf(
+        change=f"batch {best.batch} instead of {s.batch} (time per sample)",
+        before_ms=round(mine.p50 / mine.batch, 5),
+        after_ms=round(best.p50 / best.batch, 5),
+        speedup=round(gain, 3),
+        finding_id="infer.unbatched",
+        params={"setting": setting},
+        series=[{"x": x.batch, "y": round(x.throughput, 2), "label": "samples/s"} for x in sweep],
+    )
+    return finding, row
+
+
+def _amp_unused(s: _Setup, amp_pair: Pair) -> Finding:
+    """``load.amp_unused``: bf16 autocast measured faster than the float32 forward."""
+    return Finding(
+        id="load.amp_unused",
+        severity="warn",
+        title=f"The forward runs in float32: bf16 autocast measured {amp_pair.speedup:.2f}x",
+        evidence=[
+            Evidence("p50 float32", round(amp_pair.base.p50, 4), "ms"),
+            Evidence("p50 bf16 autocast", round(amp_pair.variant.p50, 4), "ms"),
+            Evidence("batch", s.batch),
+        ],
+        impact=Impact(
+            basis="measured",
+            text="Measured interleaved; check the outputs against your tolerance.",
+            speedup=round(amp_pair.speedup, 3),
+        ),
+        fix=fix(
+            "Serve under bf16 autocast.",
+            "infer.autocast",
+            speedup=round(amp_pair.speedup, 2),
+        ),
+    )
+
+
+def _launch_bound(s: _Setup, graph_pair: Pair) -> Finding:
+    """``load.launch_bound``: the forward replayed as a CUDA graph measured faster."""
+    shape = next((tuple(t.shape) for t in _tensors(s.inputs)), (s.batch,))
+    return Finding(
+        id="load.launch_bound",
+        severity="warn" if graph_pair.speedup >= GRAPH_WARN_SPEEDUP else "info",
+        title=f"Kernel launches set the pace: a CUDA graph replay measured "
+        f"{graph_pair.speedup:.2f}x",
+        evidence=[
+            Evidence("p50 eager", round(graph_pair.base.p50, 4), "ms"),
+            Evidence("p50 graph replay", round(graph_pair.variant.p50, 4), "ms"),
+            Evidence("batch", s.batch),
+        ],
+        impact=Impact(
+            basis="measured",
+            text="One graph launch instead of one launch per kernel.",
+            speedup=round(graph_pair.speedup, 3),
+        ),
+        fix=fix(
+            "Capture the forward once per batch size and replay it.",
+            "infer.cuda_graphs",
+            speedup=round(graph_pair.speedup, 2),
+            shape=str(shape),
+        ),
+    )
+
+
+def _tag_row(rows: list[WhatIf], change: str, finding_id: str) -> None:
+    for w in rows:
+        if w.change == change:
+            w.finding_id = finding_id
+
+
 def _report(
     s: _Setup,
     rows: list[WhatIf],
@@ -550,147 +628,19 @@ def _report(
     mine = next((x for x in sweep if x.batch == s.batch), None)
     best = max(sweep, key=lambda x: x.throughput) if sweep else None
     setting = "inference_mode" + (" + bf16 autocast" if amp else "")
-    n_grad = sum(p.numel() for p in s.model.parameters() if p.requires_grad)
-    if s.user_grad and n_grad:
-        sp = grad_pair.speedup
-        findings.append(
-            Finding(
-                id="infer.grad_enabled",
-                severity="warn" if sp >= 1.1 else "info",
-                title="Inference runs with autograd recording"
-                + (f": inference_mode measured {sp:.2f}x faster" if _wins(grad_pair) else ""),
-                detail="Every forward records the graph for a backward that never comes: "
-                "host time per op and activation memory kept alive until the output dies.",
-                evidence=[
-                    Evidence("grad enabled at the call", True),
-                    Evidence("parameters requiring grad", n_grad),
-                    Evidence("p50 as called", round(grad_pair.base.p50, 4), "ms"),
-                    Evidence("p50 under inference_mode", round(grad_pair.variant.p50, 4), "ms"),
-                    Evidence("model in training mode", s.model.training),
-                ],
-                impact=Impact(
-                    basis="measured",
-                    text=f"{sp:.2f}x per forward at batch {s.batch}, measured interleaved.",
-                    speedup=round(sp, 3),
-                ),
-                fix=fix("Run inference under torch.inference_mode().", "infer.inference_mode"),
-            )
-        )
-    if mine is not None and best is not None and best.batch > s.batch:
-        gain = best.throughput / mine.throughput if mine.throughput > 0 else 0.0
-        if gain >= UNBATCHED_GAIN:
-            wait_s = round(min(0.02, max(0.001, best.p50 / 1000.0)), 4)
-            findings.append(
-                Finding(
-                    id="infer.unbatched",
-                    severity="warn" if gain >= 2.0 else "info",
-                    title=f"Batches of {best.batch} serve {gain:.1f}x the samples per second "
-                    f"of batch {s.batch}",
-                    detail="A forward of many samples costs about as many launches and host "
-                    "work as one of a single sample; grouping waiting requests trades a few "
-                    "milliseconds of latency for throughput.",
-                    evidence=[
-                        Evidence(
-                            f"throughput at batch {s.batch}", round(mine.throughput, 1), "samples/s"
-                        ),
-                        Evidence(
-                            f"throughput at batch {best.batch}",
-                            round(best.throughput, 1),
-                            "samples/s",
-                        ),
-                        Evidence(f"p50 latency at batch {s.batch}", round(mine.p50, 4), "ms"),
-                        Evidence(f"p99 latency at batch {s.batch}", round(mine.p99, 4), "ms"),
-                        Evidence(f"p50 latency at batch {best.batch}", round(best.p50, 4), "ms"),
-                        Evidence(f"p99 latency at batch {best.batch}", round(best.p99, 4), "ms"),
-                        Evidence("measured with", setting),
-                    ],
-                    impact=Impact(
-                        basis="measured",
-                        text=f"{gain:.1f}x samples per second at batch {best.batch} "
-                        f"(p50 {best.p50:.2f} ms per batch).",
-                        speedup=round(gain, 3),
-                    ),
-                    fix=fix(
-                        f"Group requests: a micro-batcher of up to {best.batch} that waits at "
-                        f"most {wait_s * 1000:g} ms.",
-                        "infer.dynamic_batching",
-                        single=round(mine.throughput, 1),
-                        batch=best.batch,
-                        batched=round(best.throughput, 1),
-                        wait_s=wait_s,
-                    ),
-                )
-            )
-            rows.append(
-                WhatIf(
-                    change=f"batch {best.batch} instead of {s.batch} (time per sample)",
-                    before_ms=round(mine.p50 / mine.batch, 5),
-                    after_ms=round(best.p50 / best.batch, 5),
-                    speedup=round(gain, 3),
-                    finding_id="infer.unbatched",
-                    params={"setting": setting},
-                    series=[
-                        {"x": x.batch, "y": round(x.throughput, 2), "label": "samples/s"}
-                        for x in sweep
-                    ],
-                )
-            )
+    grad = _grad_enabled(s, grad_pair)
+    if grad is not None:
+        findings.append(grad)
+    unbatched = _unbatched(s, mine, best, sweep, setting)
+    if unbatched is not None:
+        findings.append(unbatched[0])
+        rows.append(unbatched[1])
     if amp_pair is not None and _wins(amp_pair):
-        findings.append(
-            Finding(
-                id="load.amp_unused",
-                severity="warn",
-                title="The forward runs in float32: bf16 autocast measured "
-                f"{amp_pair.speedup:.2f}x",
-                evidence=[
-                    Evidence("p50 float32", round(amp_pair.base.p50, 4), "ms"),
-                    Evidence("p50 bf16 autocast", round(amp_pair.variant.p50, 4), "ms"),
-                    Evidence("batch", s.batch),
-                ],
-                impact=Impact(
-                    basis="measured",
-                    text="Measured interleaved; check the outputs against your tolerance.",
-                    speedup=round(amp_pair.speedup, 3),
-                ),
-                fix=fix(
-                    "Serve under bf16 autocast.",
-                    "infer.autocast",
-                    speedup=round(amp_pair.speedup, 2),
-                ),
-            )
-        )
-        for w in rows:
-            if w.change == "bf16 autocast":
-                w.finding_id = "load.amp_unused"
+        findings.append(_amp_unused(s, amp_pair))
+        _tag_row(rows, "bf16 autocast", "load.amp_unused")
     if graph_pair is not None and _wins(graph_pair):
-        shape = next((tuple(t.shape) for t in _tensors(s.inputs)), (s.batch,))
-        findings.append(
-            Finding(
-                id="load.launch_bound",
-                severity="warn" if graph_pair.speedup >= 1.3 else "info",
-                title=f"Kernel launches set the pace: a CUDA graph replay measured "
-                f"{graph_pair.speedup:.2f}x",
-                evidence=[
-                    Evidence("p50 eager", round(graph_pair.base.p50, 4), "ms"),
-                    Evidence("p50 graph replay", round(graph_pair.variant.p50, 4), "ms"),
-                    Evidence("batch", s.batch),
-                ],
-                impact=Impact(
-                    basis="measured",
-                    text="One graph launch instead of one launch per kernel.",
-                    speedup=round(graph_pair.speedup, 3),
-                ),
-                fix=fix(
-                    "Capture the forward once per batch size and replay it.",
-                    "infer.cuda_graphs",
-                    speedup=round(graph_pair.speedup, 2),
-                    shape=str(shape),
-                ),
-            )
-        )
-        for w in rows:
-            if w.change == "CUDA graph replay":
-                w.finding_id = "load.launch_bound"
+        findings.append(_launch_bound(s, graph_pair))
+        _tag_row(rows, "CUDA graph replay", "load.launch_bound")
     if s.model.training:
         s.notes.append(
             "the model is in training mode (dropout, batch-norm statistics): call model.eval() "
@@ -775,4 +725,12 @@ def _verdict(
     return Verdict(bottleneck=bottleneck, gpu_busy_pct=None, summary=summary)
 
 
-__all__ = ["Latency", "batch_size_of", "diagnose_inference", "make_batch", "measure"]
+__all__ = [
+    "Latency",
+    "Pair",
+    "batch_size_of",
+    "diagnose_inference",
+    "interleaved",
+    "make_batch",
+    "measure",
+]
