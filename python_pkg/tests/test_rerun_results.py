@@ -107,3 +107,31 @@ def test_a_measured_to_device_is_a_patch_of_the_scripts_model_and_batch(tmp_path
     script.write_text(CPU_MODEL.replace("model(x)", "model(x['a'])"))
     g = _fix_for(arm, 2, {"forward_site": site})
     assert g.patch is None and g.code
+
+
+def test_a_measured_compile_says_its_compile_time_apart_from_its_gain() -> None:
+    arm = Arm("compile", "torch.compile(model, mode='reduce-overhead')",
+              {"compile": "reduce-overhead"}, "load.launch_bound")  # fmt: skip
+    base = _result("baseline", {}, 2.0)
+    control = _result("control", {}, 2.0)
+    control.facts = {"warmup_step_ms": [2.0, 2.0, 2.0]}
+    compiled = _result("compiled", arm.changes, 1.0, compile=1)
+    # Three steps as the control's, the compile in the third, then six compiled steps.
+    compiled.facts = {"injected": {"compile": 1},
+                      "warmup_step_ms": [2.0, 2.0, 12_002.0, *[1.0] * 6]}  # fmt: skip
+    out = Outcome(baseline=base, control=control, noise_pct=2.0)
+    out.arms = [(arm, compiled)]
+    rep = Report(kind="watch", machine={"platform": "x", "python": "3", "cpu_count": 2,
+                                        "gpus": []})  # fmt: skip
+    apply(rep, out)
+    rep.validate()
+    (row,) = rep.what_if
+    assert row.speedup == 2.0
+    assert row.params is not None and row.params["compile_s"] == 12.0
+    assert row.params["break_even_steps"] == 12_000.0  # 12 s over 1 ms saved a step
+    f = rep.finding("load.launch_bound")
+    assert f is not None and f.impact.basis == "measured" and f.impact.speedup == 2.0
+    assert "Compiling took 12.0 s once, at the start; it pays for itself after about 12,000" in (
+        f.impact.text
+    )
+    assert f.fix is not None and "mode='reduce-overhead'" in (f.fix.code or "")

@@ -168,7 +168,10 @@ def _once_cost(params: dict[str, Any]) -> str:
         return ""
     steps = params.get("break_even_steps")
     pays = f"; it pays for itself after about {int(steps):,} steps" if steps else ""
-    return f" Compiling took {float(secs):.1f} s once, at the start{pays}."
+    return (
+        f" Compiling took {float(secs):.1f} s once, at the start{pays} (torch caches what it "
+        "compiled on disk: later runs on this machine start sooner)."
+    )
 
 
 def _measured_text(arm: Arm, gain: float, rate: str, noise: float) -> str:
