@@ -186,8 +186,11 @@ CATALOGUE: dict[str, CatalogueEntry] = {
     "load.launch_bound": CatalogueEntry(
         "Kernel launches, not the GPU, set the pace: many short kernels, the GPU idle between "
         "them inside forward/backward/optimizer.",
-        _WATCH + ": the profiler trace's launches per step and GPU gaps. `gpusight.diagnose` "
-        "and `diagnose_inference` measure `torch.compile` / CUDA graphs.",
+        _WATCH + ": the profiler trace's launches per step and GPU gaps. `gpusight run "
+        '--what-if` measures `torch.compile` of the model (plain and `mode="reduce-overhead"`, '
+        "its CUDA graphs only where no sync inside the model or changing input shape rules them "
+        "out) with its compile time; `gpusight.diagnose` and `diagnose_inference` measure "
+        "`torch.compile` / CUDA graphs in the kernel.",
     ),
     "load.amp_unused": CatalogueEntry(
         "Matmuls run in float32 without Tensor Cores, where bf16 autocast would run them "
