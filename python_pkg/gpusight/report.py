@@ -88,6 +88,9 @@ class Fix:
     """What ``patch`` was made from: a file whose hash differs now makes the patch stale."""
     cell: CellPatch | None = None
     """Where the change is to a notebook cell: that cell, found by its text, and its new text."""
+    unbound_names: list[str] | None = None
+    """Names ``code`` reads that the user's kernel did not define when the report was made or
+    shown: the code is then offered for Copy only (``fixes/kernel_names.py``)."""
 
 
 @dataclass

@@ -79,6 +79,26 @@ def test_more_workers_measurably_speed_up_a_loader_that_waits_on_io() -> None:
     assert multiprocessing.active_children() == []
 
 
+def test_the_cards_code_runs_in_the_kernel_that_called_diagnose() -> None:
+    # The notebook of issue #36: its data was `train_ds`, its loader `train_loader`, and the
+    # cards' `DataLoader(dataset, ...)` raised NameError once inserted.
+    net, sgd = _mlp()
+    train_ds = SleepyDataset(delay_s=0.004)
+    train_loader = DataLoader(train_ds, batch_size=8, shuffle=True)
+    report = diagnose(net, train_loader, loss_fn=nn.CrossEntropyLoss(), optimizer=sgd,
+                      steps=4, budget_s=15, experiments=["num_workers"])  # fmt: skip
+    fix = report.finding("load.input_bound").fix  # type: ignore[union-attr]
+    assert fix.code is not None and "DataLoader(train_ds, batch_size=8" in fix.code
+    assert fix.code.count("train_loader = ") == 1 and fix.unbound_names is None
+    ns = {"torch": torch, "train_ds": train_ds, "train_loader": train_loader}
+    exec(compile(fix.code, "<card>", "exec"), ns)  # no NameError
+    assert ns["train_loader"] is not train_loader and ns["train_loader"].num_workers >= 2
+    # The combined loop reads names this caller never defined: offered for Copy, and says which.
+    combo = report.what_if[-1].fix
+    assert combo is not None and combo.unbound_names, combo.code
+    assert "dataset" not in combo.unbound_names and "net" not in (combo.unbound_names or [])
+
+
 def test_the_dataloader_winners_are_measured_together_in_one_loader() -> None:
     # Items wait 4 ms (a file read) and each worker takes 150 ms to start (its worker_init_fn):
     # two workers win, and so does keeping them across epochs. Both then run in one loader,
@@ -124,14 +144,16 @@ def test_the_dataloader_winners_are_measured_together_in_one_loader() -> None:
         f"DataLoader(dataset, batch_size=8, shuffle=True, num_workers={w}, "
         "persistent_workers=True)" in code
     )
-    # The measured loader's code runs as written (on a small dataset of the same shapes).
+    # The measured loader's code runs as written (on a small dataset of the same shapes), in
+    # the caller's names: its optimizer is `opt` here.
+    assert "opt.step()" in code and "optimizer" not in code
     torch.manual_seed(1)
     data = torch.utils.data.TensorDataset(torch.randn(32, 16), torch.randint(0, 4, (32,)))
     fresh, fresh_opt = _mlp()
     ns: dict[str, Any] = {
         "dataset": data,
         "model": fresh,
-        "optimizer": fresh_opt,
+        "opt": fresh_opt,
         "loss_fn": nn.CrossEntropyLoss(),
         "device": torch.device("cpu"),
     }

@@ -135,6 +135,32 @@ describe('<gs-fix-card>', () => {
     ).toBeNull();
   });
 
+  it('offers code whose names the kernel lacks for Copy only, and names them', async () => {
+    // Issue #36: an inserted `DataLoader(dataset, ...)` raised NameError in the user's kernel.
+    const el = await card({
+      insertable: true,
+      fix: {
+        text: 'Load batches in workers.',
+        code: 'loader = DataLoader(dataset, num_workers=2)\n',
+        language: 'python',
+        unbound_names: ['dataset', 'DataLoader']
+      }
+    });
+    const root = el.shadowRoot as ShadowRoot;
+    expect(root.querySelector('.jp-GpusightFixCard-insert')).toBeNull();
+    expect(root.querySelector('.jp-GpusightFixCard-copy')).not.toBeNull();
+    const note = root.querySelector('.jp-GpusightFixCard-copyOnly');
+    expect(note?.textContent?.replace(/\s+/g, ' ')).toContain(
+      'Copy only: this code reads `dataset`, `DataLoader`, which your kernel does not define'
+    );
+    expect(root.querySelector('.jp-GpusightFixCard-generic')).toBeNull();
+    // Every name bound: Insert is offered again.
+    el.fix = { ...el.fix!, unbound_names: undefined };
+    await el.updateComplete;
+    expect(root.querySelector('.jp-GpusightFixCard-insert')).not.toBeNull();
+    expect(root.querySelector('.jp-GpusightFixCard-copyOnly')).toBeNull();
+  });
+
   it('offers Show / Apply for a change to a notebook cell, answered by the host', async () => {
     const cell = {
       source: `x = "${HOSTILE}"\nloader = DataLoader(ds)`,

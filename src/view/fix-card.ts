@@ -106,7 +106,8 @@ export class GsFixCard extends LitElement {
       .jp-GpusightFixCard-status {
         color: var(--jp-ui-font-color2);
       }
-      .jp-GpusightFixCard-generic {
+      .jp-GpusightFixCard-generic,
+      .jp-GpusightFixCard-copyOnly {
         margin: 4px 0 2px;
         color: var(--jp-ui-font-color2);
         font-size: var(--jp-ui-font-size1);
@@ -241,14 +242,25 @@ export class GsFixCard extends LitElement {
     }
     const code = this._code;
     const language = fix.language ?? 'python';
-    // Only Python goes into a code cell as it is; shell and text are for copying.
-    const canInsert = this.insertable && code !== '' && language === 'python';
+    const unbound = fix.unbound_names ?? [];
+    // Only Python goes into a code cell as it is, and only code whose names the kernel has:
+    // shell, text and code that would raise NameError are for copying.
+    const canInsert =
+      this.insertable &&
+      code !== '' &&
+      language === 'python' &&
+      unbound.length === 0;
     return html`<div class="jp-GpusightFixCard">
       <p class="jp-GpusightFixCard-text">${fix.text}</p>
       ${fix.patch ? this._patch(fix.patch, fix.cell) : nothing}
       ${fix.cell ? this._cellActions(fix.cell) : nothing}
+      ${unbound.length > 0 && code ? this._copyOnly(unbound) : nothing}
       ${
-        code && language === 'python' && !fix.patch && !fix.cell
+        code &&
+        language === 'python' &&
+        !fix.patch &&
+        !fix.cell &&
+        unbound.length === 0
           ? html`<p class="jp-GpusightFixCard-generic">
               Generic snippet: none of your lines was seen to change, so adapt
               its names to your code.
@@ -288,6 +300,16 @@ export class GsFixCard extends LitElement {
           : nothing
       }
     </div>`;
+  }
+
+  /** Why the code is offered for Copy only: the names it reads that the kernel lacks. */
+  private _copyOnly(names: string[]) {
+    const list = names.map(n => `\`${n}\``).join(', ');
+    const them = names.length === 1 ? 'it' : 'them';
+    return html`<p class="jp-GpusightFixCard-copyOnly">
+      Copy only: this code reads ${list}, which your kernel does not define;
+      bind ${them} (or rename ${them} to your own) before running it.
+    </p>`;
   }
 
   /** The change to the user's own lines: a unified diff, each line coloured by its kind. */

@@ -344,7 +344,11 @@ class Hub:
     # --- reports --------------------------------------------------------------------------
 
     def _publish_report(self, request: str | None, origin: str, report: Any) -> Message:
+        from .display import mark_unbound
+
         data = report.to_dict()
+        if self.shell is not None:  # the kernel's names: what an inserted cell could use
+            mark_unbound(data, getattr(self.shell, "user_ns", None) or {})
         report_id = f"r{next(self._report_ids)}"
         verdict = data.get("verdict") or {}
         entry = {

@@ -94,10 +94,16 @@ def run_diagnose(
                 budget_s=opts.budget,
                 progress=progress,
                 experiments=only,
+                namespace=ns,
             )
         with progress_for_shell("gpusight diagnose: starting") as bar:
             return diagnose(
-                **objects, steps=opts.steps, budget_s=opts.budget, progress=bar, experiments=only
+                **objects,
+                steps=opts.steps,
+                budget_s=opts.budget,
+                progress=bar,
+                experiments=only,
+                namespace=ns,
             )
     except (TypeError, ValueError) as exc:
         if "must be" in str(exc) or "unknown experiments" in str(exc) or "one-shot" in str(exc):

@@ -86,7 +86,29 @@ def _report_repr(
     """``Report._repr_mimebundle_``: the bundle in a kernel; None elsewhere (the text shows)."""
     if not in_kernel():
         return None
-    return report_mimebundle(report, include, exclude)
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    data = report.to_dict()
+    mark_unbound(data, getattr(shell, "user_ns", {}) or {})
+    return report_mimebundle(data, include, exclude)
+
+
+def mark_unbound(data: dict[str, Any], names: Collection[str]) -> None:
+    """Each Python fix of the report's dict gets the names its code reads that the kernel's
+    ``names`` lack (``Fix.unbound_names``): the card then offers Copy, not a cell to run."""
+    from ..fixes.kernel_names import free_names
+
+    rows = [*(data.get("findings") or []), *(data.get("what_if") or [])]
+    for row in rows:
+        fix = row.get("fix") if isinstance(row, dict) else None
+        if not isinstance(fix, dict) or fix.get("language") != "python" or not fix.get("code"):
+            continue
+        missing = [n for n in free_names(str(fix["code"])) if n not in names]
+        if missing:
+            fix["unbound_names"] = missing
+        else:
+            fix.pop("unbound_names", None)
 
 
 RENDERERS.mimebundle = _report_repr

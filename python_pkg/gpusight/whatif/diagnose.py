@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 from torch import nn
 
+from ..fixes.kernel_names import bind_report, caller_namespace
 from ..report import Fix, Report, WhatIf
 from .arms import Arm, StepFn, Workload, model_device
 from .context import MIN_GAIN, Budget, Context, Progress, Skip, VariantOOM
@@ -102,6 +103,7 @@ def diagnose(
     progress: Progress | None = None,
     *,
     experiments: Sequence[str] | None = None,
+    namespace: Mapping[str, Any] | None = None,
 ) -> Report:
     """Measure what each fix would gain on copies of your model, and return the report.
 
@@ -121,6 +123,8 @@ def diagnose(
     (``num_workers``, ``pin_memory``, ``persistent_workers``, ``prefetch_factor``,
     ``loader_combined``: the DataLoader winners together, ``batch_size``, ``autocast``,
     ``channels_last``, ``tf32``, ``cudnn_benchmark``, ``dataset_on_gpu``, ``compile``).
+    ``namespace``: the caller's variables (default: the calling code's), in whose names the
+    fixes' code is written; what it still needs is in each fix's ``unbound_names``.
 
     Your model, optimizer, RNG states and torch flags are bit-identical afterwards, also when
     this raises (:class:`~gpusight.whatif.errors.LoaderError`, ``StepError``, ...) or is
@@ -145,6 +149,9 @@ def diagnose(
             report.notes.append(
                 "Restored after the diagnosis, which had changed them: " + ", ".join(changed) + "."
             )
+    objects = {"model": model, "optimizer": optimizer, "loader": loader,
+               "dataset": getattr(loader, "dataset", None), "loss_fn": loss_fn}  # fmt: skip
+    bind_report(report, objects, namespace if namespace is not None else caller_namespace())
     budget.tell("done", 1.0)
     return report
 
