@@ -35,8 +35,9 @@ from .phase_report import phase_evidence, phase_free_run, phase_rows, settle, un
 from .recorder import StepRecord, StepRecorder
 from .source_lines import Site
 from .speed_of_light import BUSY_VERDICTS, measure_ceilings, speed_of_light, summary_line
-from .trace_analysis import HostRecord, WindowStats
+from .trace_analysis import HostRecord
 from .trace_analysis import analyse as analyse_trace
+from .window_stats import WindowStats
 
 if TYPE_CHECKING:
     from .sampler_process import WatchSampler
