@@ -39,7 +39,6 @@ import time
 import types
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from itertools import islice
 from threading import get_ident
 from time import perf_counter_ns
@@ -47,28 +46,39 @@ from types import FrameType
 from typing import Any
 
 from ..report import Report
-from . import call_shim
-from .calibration import Calibration, calibrate
+from . import call_shim, watch_state
+from .calibration import calibrate
 from .call_cycle import Cycle, find_cycle
-from .call_sites import CallSite, SiteCounts, call_site, constructor_site
+from .call_sites import SiteCounts, call_site, constructor_site
+from .collected import CopyAgg, CopySiteSeen, LoaderSeen, SyncAgg
 from .detail import DetailPlan
-from .flop_step import FLOPS_CUT_SHORT, FlopStep, flops_blocked
+from .flop_step import FLOPS_CUT_SHORT, flops_blocked
 from .nvml_sampler import NvmlSampler
-from .optimizer_clock import OptimizerClock
 from .optimizers_seen import OptimizerSeen, describe, wrap_init
-from .patches import Patches
-from .phases import PhaseHooks
 from .placement import INSPECT_CALLS, ModuleInfo, inspect_module, observe_call
 from .profiler_window import CUPTI_TEARDOWN, ProfilerWindow
 from .recorder import MAX_MEASURED, MAX_STEPS_FACTOR, StepRecorder
 from .sampler_process import WatchSampler, gpu_sampler
-from .source_lines import Site, SourceMap
+from .watch_state import WatchState, never_compiling
+
+# Besides the watch, what the package, the tests and the benchmarks import from here.
+__all__ = [
+    "MAX_RUN",
+    "SYNC_MESSAGE",
+    "NvmlSampler",
+    "StopWatch",
+    "Watch",
+    "classify_copy",
+    "gpu_sampler",
+    "non_blocking_arg",
+    "sync_kind",
+    "warmup_settled",
+]
 
 SYNC_MESSAGE = "called a synchronizing CUDA operation"
 COMPILE_HOOKS_MESSAGE = re.escape("Using `torch.compile(module)` when there are global hooks")
 # Step kinds that outrank a forward's end (recorder.KINDS): under them a forward ends no step.
 _DRIVE_PAST_FORWARD = frozenset({"optimizer", "backward"})
-DEFAULT_DEVICE_TYPES = ("cuda", "xpu", "mps", "hpu", "privateuseone")
 ATTR_CALL = call_shim.ATTR
 ADOPT_INNER = 64
 """Of a list, tuple or dict in the watched code's namespace, the items looked at for models
@@ -85,21 +95,8 @@ LONG_STEP_NS = 1_000_000_000
 _ACTIVE: Watch | None = None
 _FORK_HOOK = False
 
-
-def _never_mind() -> None:
-    """Nothing to undo."""
-
-
-def _never() -> bool:
-    return False
-
-
-_is_compiling: Callable[[], bool] = _never
-"""``torch.compiler.is_compiling`` once a watch has started. Every hook that compiled code may
-call asks it first: torch.compile traces a module's hooks, an optimizer's and a wrapped
-``backward`` into its graph, where the thread test and the clocks would break the graph (the
-watched program would not be the user's). Traced, it is the constant True, so the hook vanishes
-from the graph; run eagerly it costs about 0.1 us."""
+_is_compiling: Callable[[], bool] = never_compiling
+"""``watch_state._is_compiling``, as this module's own global (``_use_is_compiling``)."""
 
 
 def _after_fork_in_child() -> None:
@@ -109,35 +106,18 @@ def _after_fork_in_child() -> None:
         w._tid = None
 
 
+def _use_is_compiling(is_compiling: Callable[[], bool]) -> None:
+    """``torch.compiler.is_compiling`` into each module whose hooks ask it (``watch_state.py``)."""
+    global _is_compiling
+    _is_compiling = is_compiling
+    watch_state._is_compiling = is_compiling
+
+
 class StopWatch(BaseException):
     """Raised from a step hook after the requested steps; the watch catches it.
 
     A BaseException so that the user's ``except Exception`` does not swallow it.
     """
-
-
-@dataclass
-class SyncAgg:
-    kind: str
-    site: Site | None
-    count: int = 0
-    measured: int = 0
-    """Of ``count``, those in clean (measured) steps."""
-    host_ns: int = 0
-    key: str = "?"
-    """``file:line`` of the site (``?`` when none): its key in ``Collected.syncs``."""
-
-
-@dataclass
-class CopyAgg:
-    kind: str
-    site: Site | None
-    count: int = 0
-    bytes: int = 0
-    host_ns: int = 0
-    measured: int = 0
-    measured_bytes: int = 0
-    measured_host_ns: int = 0
 
 
 PINNED_LEARN = 32
@@ -146,54 +126,6 @@ PINNED_RECHECK = 17
 ``is_pinned()`` (a CUDA driver query, microseconds in a busy loop) on every 17th copy only; a
 line seen with both kinds asks every time. A helper that copies several tensors a step shows
 both kinds within the first 32, and a prime stride does not fall in step with its period."""
-
-
-@dataclass(slots=True)
-class CopySiteSeen:
-    """One line that copies to the device: where it is, and what its sources were so far."""
-
-    code: Any
-    site: Site | None
-    key: str
-    pinned: bool
-    calls: int = 0
-    mixed: bool = False
-    """Its sources were pinned at one copy and pageable at another."""
-
-
-@dataclass
-class LoaderSeen:
-    num_workers: int | None = None
-    pin_memory: bool | None = None
-    batch_size: int | None = None
-    persistent_workers: bool | None = None
-    prefetch_factor: int | None = None
-    calls: int = 0
-    dataset_id: int = 0
-    """``id`` of the loader's dataset: how a batch's loader is matched with where it was built."""
-    batches_per_epoch: int | None = None
-    """``len()`` of the iterator: batches in one pass (None for an iterable without length)."""
-    epoch_start_ns: list[int] = field(default_factory=list)
-    """Per epoch seen (up to 8): making the iterator (workers started) and waiting for its first
-    batch. An epoch pays it once; a what-if spreads it over the epoch's batches."""
-
-
-@dataclass
-class Collected:
-    """Everything the hooks gathered, handed to the report builder."""
-
-    syncs: dict[str, SyncAgg] = field(default_factory=dict)
-    copies: dict[tuple[str, str], CopyAgg] = field(default_factory=dict)
-    loaders: dict[int, LoaderSeen] = field(default_factory=dict)
-    modules: dict[int, ModuleInfo] = field(default_factory=dict)
-    loader_sites: dict[int, CallSite] = field(default_factory=dict)
-    """Where each DataLoader built during the watch was built, by ``id`` of its dataset."""
-    forward_sites: dict[int, SiteCounts] = field(default_factory=dict)
-    """The user's lines that called each top-level module, by ``id`` of the module."""
-    optimizers: dict[int, OptimizerSeen] = field(default_factory=dict)
-    """Each optimizer stepped, by ``id``, read at its first step (``optimizers_seen.py``)."""
-    optimizer_sites: dict[int, CallSite] = field(default_factory=dict)
-    """Where each optimizer built during the watch was built, by its ``id``."""
 
 
 def classify_copy(src_pinned: bool, non_blocking: bool) -> str:
@@ -273,7 +205,7 @@ def _compiled_graphs() -> int:
         return 0
 
 
-class Watch:
+class Watch(WatchState):
     """Instrument the code run inside it; ``report`` holds the diagnosis afterwards.
 
     ``steps``: measured steps wanted; with ``stop_after_steps`` (default: when ``steps`` is
@@ -282,153 +214,6 @@ class Watch:
     when ``profile_steps`` > 0, one profiler start-up step and ``profile_steps`` profiled steps.
     """
 
-    def __init__(
-        self,
-        steps: int | None = None,
-        warmup: int = 3,
-        profile_steps: int = 3,
-        stop_after_steps: bool | None = None,
-        sample_interval_s: float = 0.1,
-        label: str | None = None,
-        source_names: dict[str, tuple[str, int]] | None = None,
-        device_types: tuple[str, ...] = DEFAULT_DEVICE_TYPES,
-        min_window_s: float = 0.0,
-        max_window_s: float = 0.0,
-        lean: bool = False,
-        namespaces: Sequence[Mapping[str, Any]] | None = None,
-    ) -> None:
-        if steps is not None and steps < 1:
-            raise ValueError("steps must be at least 1")
-        if warmup < 0 or profile_steps < 0:
-            raise ValueError("warmup and profile_steps must not be negative")
-        self.steps = steps
-        self.min_window_s = max(0.0, float(min_window_s))
-        self.max_window_s = max(0.0, float(max_window_s))
-        self.lean = lean
-        """Steps, items, modules and the loader only: no sync-debug mode, no copy hooks, no
-        NVML readings (a what-if's timed runs: they compare step times, and on a step of a
-        millisecond those parts cost a few percent that the user's own run does not pay)."""
-        self.warmup = warmup
-        self.profile_steps = profile_steps
-        self.stop_after_steps = steps is not None if stop_after_steps is None else stop_after_steps
-        self.sample_interval_s = sample_interval_s
-        self.label = label
-        self.batch_hint: Callable[[], int | None] | None = None
-        """The batch size the script was given on its command line (``gpusight run``), asked
-        when the report is built: the items of a step whose model input is not batch-first."""
-        self.device_types = device_types
-        self.sources = SourceMap(names=dict(source_names or {}))
-        self._namespaces = namespaces
-        """Where the watched code's models may be (a notebook's user namespace), looked through
-        at start for models compiled in place before it (``_adopt_compiled``); None: the
-        globals and locals of the code that started the watch."""
-        self.report: Report | None = None
-        self.notes: list[str] = []
-        self.outcome: str = "completed"
-        self.collected = Collected()
-        self._patches = Patches()
-        self._tid: int | None = None
-        self._native_tid: int | None = None
-        self._pid = 0
-        self._torch: Any = None
-        self._rec: StepRecorder | None = None
-        self._window: ProfilerWindow | None = None
-        self._sampler: WatchSampler | None = None
-        self._cuda = False
-        self._t0_ns = 0
-        self._t0 = 0.0
-        self._end_ns = 0
-        self._opt_clock: int | None = None
-        """``id`` of the optimizer whose step ends the step (``self._clock.key``, kept here for
-        the hooks' one comparison)."""
-        self._clock = OptimizerClock()
-        self._calls: list[int] = []
-        """The outermost modules' keys, call by call, until the round is known."""
-        self._cycle: Cycle | None = None
-        """The round of outermost model calls that a step is (``call_cycle.py``), once known."""
-        self._closer: int | None = None
-        """The module whose call ends a step, where the loop calls several in turn."""
-        self._cycle_extra = 0
-        """Warm-up steps added while the round was looked for."""
-        self._opt_open: list[int] = []
-        """``id``s of the optimizers whose step is under way, outermost first."""
-        self._opt_frames: list[Any] = []
-        """The frames of torch's wrappers of those steps (the stale one of a step that raised
-        is held until the next step, so its id is not another frame's)."""
-        self._opt_t0 = 0
-        self._fwd_depth = 0
-        self._fwd_t0 = 0
-        self._fwd_top: Any = None
-        self._fwd_top_info: ModuleInfo | None = None
-        self._bwd_depth = 0
-        self._switched = False
-        self._global_handles: list[Any] = []
-        self._drop_compile_filter: Callable[[], None] = _never_mind
-        self._pre_handles: dict[int, Any] = {}
-        self._post_handles: dict[int, Any] = {}
-        """The outermost modules' hooks, by module id. A light step that a model call ends
-        takes the pre-hook off and ends the step from a call shim (``call_shim.py``) instead of
-        the post-hook, or, where the module's call cannot take one, from the post-hook."""
-        self._shims: dict[int, call_shim.Shim] = {}
-        self._around: dict[int, call_shim.Shim] = {}
-        """Call shims around the compiled call of outermost modules compiled in place: their
-        step boundary and clock on every step (their hooks would run traced, unseen)."""
-        self._top_nested = False
-        """A hooked outermost module ran inside another's call: a step that a model call ends
-        then keeps its pre-hook, which tells the outermost call apart."""
-        self._top_modules: dict[int, Any] = {}
-        self._sync_mode_before: int | None = None
-        self._sync_mode_set = False
-        self._flags_before: dict[str, Any] = {}
-        self._started = False
-        self._done = False
-        self._flags_window: dict[str, Any] | None = None
-        self.window_start_ms = 0.0
-        self.window_stop_ms = 0.0
-        self._measure_drained = False
-        self.end_drain_ms: float | None = None
-        """The GPU's work still queued when the last measured step ended on the host (its
-        timestamps run ahead of a GPU-bound step by the launch queue's depth)."""
-        self._extra_warmup = 0
-        self._iter_made_ns: dict[int, int] = {}
-        """Time ``iter(loader)`` took, by ``id`` of the iterator, until its first batch."""
-        # Nothing left to do between steps but the bookkeeping (see ``_between_steps``).
-        self._settled = False
-        # (id(code), instruction offset) of a copy's or a sync's calling frame, when that frame
-        # is the user's own -> what it resolved to: a hot loop copies and syncs from the same
-        # lines every step. The code object is held so that its id stays its own.
-        self._copy_sites: dict[tuple[int, int], CopySiteSeen] = {}
-        self._sync_sites: dict[tuple[int, int], tuple[Any, SyncAgg]] = {}
-        # Frames between a sync warning and the line that caused it that are always ours or
-        # the warnings module's: skipped before looking for the user's frame.
-        self._relay_codes: set[int] = set()
-        # What the hooks' own clocks cannot see (torch's hook dispatch, the wrapper layer,
-        # Python's warning path), measured at start and added per event: see calibration.py.
-        self.calibration = Calibration()
-        # Whether the current step records copies and syncs; every step unless they would
-        # cost a short step more than their budget (detail.py).
-        self.detail = DetailPlan()
-        self._detail = True
-        # Whether the current step runs the module hooks and framework clocks (detail.py).
-        self._full = True
-        self._light_ok: bool | None = None
-        self._in_run = False
-        """A run of light steps is under way (``_start_run``, ``_opt_post``)."""
-        self._run_shim: call_shim.Shim | None = None
-        """The shim whose stand-in ends the run's steps, where a model call ends them."""
-        self._run: list[int] = []
-        """The ends of the light steps in the run under way."""
-        self._run_data: list[int] = []
-        """Each of those steps' wait for its loader."""
-        self._run_left = 0
-        """How many more steps the run may take, where an optimizer step ends them."""
-        self._graphs_at_start = 0
-        self.phases = PhaseHooks(self, lambda: _is_compiling())
-        """Evaluation and checkpoint saving between the training steps (``phases.py``)."""
-        self.flops = FlopStep(enabled=not lean)
-        """The FLOPs of the step after the measured ones (``flop_step.py``)."""
-
-    # -- context manager ----------------------------------------------------------------------
     def __enter__(self) -> Watch:
         self.start()
         return self
@@ -453,7 +238,6 @@ class Watch:
     def in_forked_child(self) -> bool:
         return bool(self._pid) and os.getpid() != self._pid
 
-    # -- start / stop -------------------------------------------------------------------------
     def start(self) -> Watch:
         global _ACTIVE, _FORK_HOOK
         if self._started:
@@ -464,9 +248,10 @@ class Watch:
 
         from .machine import torch_flags, visible_gpus
 
-        global _is_compiling
         # torch.compiler.is_compiling came with torch 2.3; before it nothing traces our hooks.
-        _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or _never
+        _use_is_compiling(
+            getattr(getattr(torch, "compiler", None), "is_compiling", None) or never_compiling
+        )
         self._torch = torch
         self._started = True
         self._graphs_at_start = _compiled_graphs()
@@ -566,17 +351,6 @@ class Watch:
             self.notes.append(
                 "torch settings changed by the watched code: " + ", ".join(sorted(changed))
             )
-
-    def _flags_now(self) -> dict[str, Any]:
-        from .machine import torch_flags
-
-        return torch_flags(self._torch) if self._torch is not None else {}
-
-    # -- installation -------------------------------------------------------------------------
-    def _mine(self) -> bool:
-        # Once the requested steps are in (``_tid`` is then None), every hook passes straight
-        # through. The hooks inline this test: it runs several times a step.
-        return get_ident() == self._tid
 
     def _install(self, torch: Any) -> None:
         from torch.nn.modules import module as nn_module
@@ -771,7 +545,6 @@ class Watch:
         else:
             self._unhook_top_modules()
 
-    # -- the profiler window ------------------------------------------------------------------
     def _start_window(self) -> None:
         t0 = perf_counter_ns()
         # The profiler's own work (a device sync when it starts or stops) is not the user's:
@@ -823,7 +596,6 @@ class Watch:
         self.window_stop_ms += (perf_counter_ns() - t0) / 1e6
         self._rec.recording_window = False
 
-    # -- step boundaries ----------------------------------------------------------------------
     def _boundary(self, kind: str, t: int) -> bool:
         """A step of ``kind`` may have ended at ``t``; True when it did.
 
@@ -1038,8 +810,6 @@ class Watch:
         )
         return transition
 
-    # -- hooks --------------------------------------------------------------------------------
-    # Each starts with the same test as ``_mine()``, inlined: it runs several times a step.
     def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
         if _is_compiling() or get_ident() != self._tid:
             return
@@ -1782,16 +1552,6 @@ class Watch:
                 rec.window.syncs.append((t, agg.key))
         return agg
 
-    # -- results for the report builder -------------------------------------------------------
-    @property
-    def calibration(self) -> Calibration:
-        return self._calibration
-
-    @calibration.setter
-    def calibration(self, value: Calibration) -> None:
-        self._calibration = value
-        self._hooks_ns = value.module_hooks_ns  # read on every module call: one lookup less
-
     @property
     def recorder(self) -> StepRecorder | None:
         return self._rec
@@ -1840,8 +1600,6 @@ SETTLED_RATIO = 1.25
 MAX_LOADER_WARMUP = 32
 MAX_LOADER_STEPS = 128
 MAX_EPOCH_STARTS = 8
-
-
 _NOT_HOLDERS = (
     type,
     types.ModuleType,
