@@ -45,14 +45,14 @@ from time import perf_counter_ns
 from typing import Any
 
 from ..report import Report
-from . import call_shim, copy_sync_hooks, watch_state
+from . import call_shim, copy_sync_hooks, loader_hooks, watch_state
 from .calibration import calibrate
 from .call_cycle import Cycle, find_cycle
-from .call_sites import SiteCounts, call_site, constructor_site
-from .collected import LoaderSeen
+from .call_sites import SiteCounts, call_site
 from .copy_sync_hooks import SYNC_MESSAGE, CopySyncHooks, classify_copy, non_blocking_arg, sync_kind
 from .detail import DetailPlan
 from .flop_step import FLOPS_CUT_SHORT, flops_blocked
+from .loader_hooks import LoaderHooks
 from .nvml_sampler import NvmlSampler
 from .optimizers_seen import OptimizerSeen, describe, wrap_init
 from .placement import INSPECT_CALLS, ModuleInfo, inspect_module, observe_call
@@ -110,6 +110,7 @@ def _use_is_compiling(is_compiling: Callable[[], bool]) -> None:
     global _is_compiling
     _is_compiling = is_compiling
     watch_state._is_compiling = is_compiling
+    loader_hooks._is_compiling = is_compiling
     copy_sync_hooks._is_compiling = is_compiling
 
 
@@ -151,7 +152,7 @@ def _compiled_graphs() -> int:
         return 0
 
 
-class Watch(CopySyncHooks):
+class Watch(LoaderHooks, CopySyncHooks):
     """Instrument the code run inside it; ``report`` holds the diagnosis afterwards.
 
     ``steps``: measured steps wanted; with ``stop_after_steps`` (default: when ``steps`` is
@@ -636,31 +637,6 @@ class Watch(CopySyncHooks):
         # when the watch stops).
         self._unhook_top_modules()
         self._restore_sync_mode()
-
-    def _new_loader(self, seen: LoaderSeen) -> None:
-        """A loader with workers: cover its prefetched batches and two of its rounds.
-
-        Workers fill ``num_workers x prefetch_factor`` batches ahead while the script starts
-        up; steps fed from that store look fast. The warm-up (when it has not ended yet) runs
-        past them, and a window given in steps is stretched to two rounds of the workers, so a
-        stall every ``num_workers`` steps is in it twice at least.
-        """
-        rec = self._rec
-        if rec is None or not seen.num_workers or self._window is not None:
-            return
-        ahead = seen.num_workers * (seen.prefetch_factor or 2)
-        if rec.completed < rec.warmup and ahead > rec.warmup:
-            rec.warmup = min(MAX_LOADER_WARMUP, ahead)
-            rec.current.phase = rec.phase_of(rec.current.index)
-        if rec.steps is not None and rec.steps < 2 * ahead:
-            wanted = min(MAX_LOADER_STEPS, 2 * ahead)
-            if wanted > rec.steps:
-                self.notes.append(
-                    f"measured {wanted} steps instead of {rec.steps}: two rounds of the "
-                    f"DataLoader's {seen.num_workers} workers x prefetch "
-                    f"{seen.prefetch_factor or 2}"
-                )
-                rec.steps = wanted
 
     def _between_steps(self, rec: StepRecorder) -> bool:
         """Warm-up extension, profiler window, hook switch, sync-debug mode; True on a switch.
@@ -1215,73 +1191,6 @@ class Watch(CopySyncHooks):
 
         return backward
 
-    def _wrap_next(self, orig: Callable[..., Any]) -> Callable[..., Any]:
-        w = self
-
-        @functools.wraps(orig)
-        def __next__(it: Any) -> Any:
-            rec = w._rec
-            if _is_compiling() or get_ident() != w._tid or rec is None:
-                return orig(it)
-            t0 = perf_counter_ns()
-            try:
-                return orig(it)
-            finally:
-                t1 = perf_counter_ns()
-                cur = rec.current
-                cur.data_ns += t1 - t0
-                if rec.recording_window:
-                    rec.window.data_wait.append((t0, t1))
-                seen = w.collected.loaders.get(id(it))
-                if seen is None:
-                    w.collected.loaders[id(it)] = seen = _loader_seen(it)
-                    w._new_loader(seen)
-                if seen.calls == 0 or getattr(it, "_num_yielded", 2) == 1:
-                    cur.epoch = True  # a first batch: a new epoch (persistent iterators too)
-                    if len(seen.epoch_start_ns) < MAX_EPOCH_STARTS:
-                        made = w._iter_made_ns.pop(id(it), 0)
-                        seen.epoch_start_ns.append(made + t1 - t0)
-                seen.calls += 1
-                cur.overhead_ns += perf_counter_ns() - t1 + w.calibration.wrapper_ns
-
-        return __next__
-
-    def _wrap_iter(self, orig: Callable[..., Any]) -> Callable[..., Any]:
-        """``iter(loader)``: starting the workers is the loader's time (its epoch start)."""
-        w = self
-
-        @functools.wraps(orig)
-        def __iter__(dl: Any) -> Any:
-            rec = w._rec
-            if _is_compiling() or get_ident() != w._tid or rec is None:
-                return orig(dl)
-            t0 = perf_counter_ns()
-            it = orig(dl)
-            t1 = perf_counter_ns()
-            rec.current.data_ns += t1 - t0
-            if rec.recording_window:
-                rec.window.data_wait.append((t0, t1))
-            w._iter_made_ns[id(it)] = t1 - t0
-            rec.current.overhead_ns += perf_counter_ns() - t1 + w.calibration.wrapper_ns
-            return it
-
-        return __iter__
-
-    def _wrap_loader_init(self, orig: Callable[..., Any]) -> Callable[..., Any]:
-        """Remember the user's line that built each DataLoader: a fix changes that call."""
-        w = self
-
-        @functools.wraps(orig)
-        def __init__(dl: Any, *args: Any, **kwargs: Any) -> None:
-            orig(dl, *args, **kwargs)
-            if get_ident() != w._tid:
-                return
-            site = constructor_site(w.sources)
-            if site is not None:
-                w.collected.loader_sites.setdefault(id(getattr(dl, "dataset", None)), site)
-
-        return __init__
-
     @property
     def recorder(self) -> StepRecorder | None:
         return self._rec
@@ -1326,10 +1235,6 @@ class Watch(CopySyncHooks):
 
 
 SETTLED_RATIO = 1.25
-# Bounds on how far a loader's prefetch stretches the warm-up and a window given in steps.
-MAX_LOADER_WARMUP = 32
-MAX_LOADER_STEPS = 128
-MAX_EPOCH_STARTS = 8
 _NOT_HOLDERS = (
     type,
     types.ModuleType,
@@ -1382,29 +1287,3 @@ def warmup_settled(durations_ns: list[int]) -> bool:
     if a <= 0 or b <= 0:
         return True
     return max(a, b) <= SETTLED_RATIO * min(a, b)
-
-
-def _loader_seen(it: Any) -> LoaderSeen:
-    sampler = getattr(it, "_index_sampler", None)
-    batch = getattr(sampler, "batch_size", None)
-    try:
-        per_epoch: int | None = len(it)
-    except Exception:  # an IterableDataset without __len__
-        per_epoch = None
-    return LoaderSeen(
-        batches_per_epoch=per_epoch,
-        num_workers=_int_or_none(getattr(it, "_num_workers", None)),
-        pin_memory=_bool_or_none(getattr(it, "_pin_memory", None)),
-        batch_size=_int_or_none(batch),
-        persistent_workers=_bool_or_none(getattr(it, "_persistent_workers", None)),
-        prefetch_factor=_int_or_none(getattr(it, "_prefetch_factor", None)),
-        dataset_id=id(getattr(it, "_dataset", None)),
-    )
-
-
-def _int_or_none(v: Any) -> int | None:
-    return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _bool_or_none(v: Any) -> bool | None:
-    return bool(v) if isinstance(v, bool) else None
