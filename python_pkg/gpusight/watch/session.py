@@ -54,9 +54,10 @@ from .call_cycle import Cycle
 from .compiled_models import CompiledModels, _callers_namespaces, _compiled_graphs
 from .copy_sync_hooks import SYNC_MESSAGE, CopySyncHooks, classify_copy, non_blocking_arg, sync_kind
 from .detail import DetailPlan
-from .flop_step import FLOPS_CUT_SHORT, flops_blocked
+from .flop_step import FLOPS_CUT_SHORT
 from .light_steps import MAX_RUN, LightSteps
 from .loader_hooks import LoaderHooks
+from .measuring_end import MeasuringEnd, StopWatch
 from .module_hooks import _DRIVE_PAST_FORWARD, ModuleHooks
 from .nvml_sampler import NvmlSampler
 from .optimizers_seen import wrap_init
@@ -105,13 +106,6 @@ def _use_is_compiling(is_compiling: Callable[[], bool]) -> None:
     copy_sync_hooks._is_compiling = is_compiling
 
 
-class StopWatch(BaseException):
-    """Raised from a step hook after the requested steps; the watch catches it.
-
-    A BaseException so that the user's ``except Exception`` does not swallow it.
-    """
-
-
 def _filter_warning(action: Any, message: str) -> Callable[[], None]:
     """Put a warnings filter first; returns what takes that one entry out again (once)."""
     warnings.filterwarnings(action, message=message)
@@ -128,7 +122,15 @@ def _filter_warning(action: Any, message: str) -> Callable[[], None]:
     return drop
 
 
-class Watch(TrainingStepHooks, ModuleHooks, LightSteps, CompiledModels, LoaderHooks, CopySyncHooks):
+class Watch(
+    MeasuringEnd,
+    TrainingStepHooks,
+    ModuleHooks,
+    LightSteps,
+    CompiledModels,
+    LoaderHooks,
+    CopySyncHooks,
+):
     """Instrument the code run inside it; ``report`` holds the diagnosis afterwards.
 
     ``steps``: measured steps wanted; with ``stop_after_steps`` (default: when ``steps`` is
@@ -430,77 +432,6 @@ class Watch(TrainingStepHooks, ModuleHooks, LightSteps, CompiledModels, LoaderHo
             self._run_left = self._run_length(rec)
             self._in_run = self._run_left > 0
         return True
-
-    def _gpu_queue_drain_ms(self) -> float | None:
-        """Wait for the GPU's queued work (ms), where this process uses CUDA."""
-        torch = self._torch
-        if not self._cuda or torch is None or not torch.cuda.is_initialized():
-            return None
-        tid, self._tid = self._tid, None  # not one of the user's syncs
-        t0 = perf_counter_ns()
-        try:
-            torch.cuda.synchronize()
-        finally:
-            self._tid = tid
-        return (perf_counter_ns() - t0) / 1e6
-
-    def _drain_before_measure(self) -> None:
-        """The measured steps start with an empty launch queue, between steps (outside both),
-        so that the drain at their end (``end_drain_ms``) holds their own GPU work only."""
-        self._measure_drained = True
-        self._gpu_queue_drain_ms()
-
-    def _measuring_done(self) -> None:
-        rec = self._rec
-        assert rec is not None
-        if self._measure_drained:
-            # Now, at the last measured step's end: the counted step after it runs slowly on
-            # the host and lets the GPU's queue run dry (8 % of a GPU-bound step lost on an H200).
-            self.end_drain_ms = self._gpu_queue_drain_ms()
-        if self._begin_flop_step(rec):
-            return
-        self._finish_measuring(rec)
-
-    def _begin_flop_step(self, rec: StepRecorder) -> bool:
-        """Count the next step's FLOPs (the hooks stay on until it ends); False: no count."""
-        fs = self.flops
-        if not fs.enabled or fs.result is not None:
-            return False
-        why = flops_blocked(self._top_modules.values(), _compiled_graphs() > self._graphs_at_start)
-        if not fs.begin(self._torch, self._flags_now(), rec.current.index, why):
-            return False
-        self._in_run, self._run_left = False, 0
-        if not self._full:
-            self._set_full(True)
-        if self._detail:
-            # Its copies and syncs are not the report's steps': they pass through unrecorded.
-            self._set_detail(False)
-        return True
-
-    def _end_flop_step(self, kind: str, rec: StepRecorder) -> bool:
-        """A step boundary while counting: a step of the driving kind ends the count."""
-        if kind != rec.kind:
-            return False
-        cur = rec.current
-
-        def again() -> bool:
-            cur.phase_ns = 0
-            return self.flops.begin(self._torch, self._flags_now(), cur.index, None)
-
-        self.flops.end(cur.phase_ns > 0, again)
-        if not self.flops.counting:
-            self._finish_measuring(rec)
-        return False
-
-    def _finish_measuring(self, rec: StepRecorder) -> None:
-        self._done = True
-        self._tid = None  # every hook passes straight through from here on
-        if self.stop_after_steps:
-            raise StopWatch(f"gpusight: {rec.measured} steps measured")
-        # The run goes on unwatched: nothing of ours left on its path (the rest is undone
-        # when the watch stops).
-        self._unhook_top_modules()
-        self._restore_sync_mode()
 
     def _between_steps(self, rec: StepRecorder) -> bool:
         """Warm-up extension, profiler window, hook switch, sync-debug mode; True on a switch.
