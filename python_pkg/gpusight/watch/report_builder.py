@@ -41,7 +41,7 @@ from .window_stats import WindowStats
 
 if TYPE_CHECKING:
     from .sampler_process import WatchSampler
-    from .session import Watch
+    from .watched_run import WatchedRun
 
 
 NOTED_OVERHEAD_PCT = 1.0
@@ -52,7 +52,7 @@ def _ms(ns: float) -> float:
     return ns / 1e6
 
 
-def loader_source(w: Watch, ld: Any) -> LoaderSource | None:
+def loader_source(w: WatchedRun, ld: Any) -> LoaderSource | None:
     """The user's DataLoader call behind the loader that fed the steps, with its file's text
     (and its notebook cell, in a notebook: also one built in an earlier cell, before the watch)."""
     if ld is None:
@@ -76,7 +76,7 @@ def _quietly(find: Callable[[], CellSource | None]) -> CellSource | None:
         return None
 
 
-def forward_site(w: Watch) -> CallSite | None:
+def forward_site(w: WatchedRun) -> CallSite | None:
     """The user's line that called the main model most often (the most parameters, then the
     most calls: the model the placement findings speak of)."""
     mods = [(key, m) for key, m in w.collected.modules.items() if m.calls > 0]
@@ -87,7 +87,7 @@ def forward_site(w: Watch) -> CallSite | None:
     return counts.top() if counts is not None else None
 
 
-def forward_source(w: Watch) -> CodeSource | None:
+def forward_source(w: WatchedRun) -> CodeSource | None:
     site = forward_site(w)
     text = site.source() if site is not None else None
     if site is None or not text:
@@ -130,7 +130,7 @@ def _sync_source(site: Site | None, texts: dict[str, str | None]) -> CodeSource 
     return CodeSource(site.file, text, line) if text else None
 
 
-def _window_stats(w: Watch, notes: list[str]) -> WindowStats | None:
+def _window_stats(w: WatchedRun, notes: list[str]) -> WindowStats | None:
     rec = w.recorder
     window = w.window
     if rec is None or window is None:
@@ -196,7 +196,7 @@ def batches_per_step(batches: int, steps: int) -> int | None:
     return max(1, round(batches / steps))
 
 
-def items_per_step(w: Watch, model_batch: int | None) -> int | None:
+def items_per_step(w: WatchedRun, model_batch: int | None) -> int | None:
     """The items a step processes as the script counts them: the loader's batch (graphs,
     sequences, images) times its batches a step where a loader feeds the steps, else the
     leading size of the model's first input."""
@@ -212,7 +212,7 @@ def items_per_step(w: Watch, model_batch: int | None) -> int | None:
     return ld.batch_size if ld is not None else None
 
 
-def _loader_feeds(w: Watch) -> bool:
+def _loader_feeds(w: WatchedRun) -> bool:
     loaders = sorted(w.collected.loaders.values(), key=lambda s: -s.calls)
     rec = w.recorder
     return bool(
@@ -223,7 +223,7 @@ def _loader_feeds(w: Watch) -> bool:
     )
 
 
-def _hinted_batch(w: Watch) -> int | None:
+def _hinted_batch(w: WatchedRun) -> int | None:
     """The command line's batch size where it is a size of the model's first input other than
     its first (``[seq, batch]`` inputs): the script's items then, not dim 0."""
     try:
@@ -237,7 +237,7 @@ def _hinted_batch(w: Watch) -> int | None:
     return int(value) if value in shape[1:] and shape[:1] != [value] else None
 
 
-def _placement(w: Watch) -> Placement | None:
+def _placement(w: WatchedRun) -> Placement | None:
     mods = [m for m in w.collected.modules.values() if m.calls > 0]
     if not mods:
         return None
@@ -258,7 +258,7 @@ def _placement(w: Watch) -> Placement | None:
     )
 
 
-def _memory(w: Watch) -> tuple[int | None, int | None, int | None]:
+def _memory(w: WatchedRun) -> tuple[int | None, int | None, int | None]:
     torch = w.torch
     if not w.cuda_available or not torch.cuda.is_initialized():
         return None, None, None
@@ -281,7 +281,7 @@ def _sampled_ms(values: list[tuple[int, bool]]) -> list[float]:
     return [_ms(ns if recorded else mean) for ns, recorded in values]
 
 
-def optimizer_info(w: Watch) -> OptimizerInfo | None:
+def optimizer_info(w: WatchedRun) -> OptimizerInfo | None:
     """The optimizer over the most parameter tensors, with the user's line that built it."""
     seen = max(w.collected.optimizers.values(), key=lambda o: o.tensors, default=None)
     if seen is None:
@@ -341,7 +341,9 @@ def _spread(xs: list[float]) -> list[float] | None:
     return [round(qs[0], 3), round(qs[-1], 3)]
 
 
-def _reported_steps(w: Watch, rec: StepRecorder, notes: list[str]) -> tuple[list[StepRecord], str]:
+def _reported_steps(
+    w: WatchedRun, rec: StepRecorder, notes: list[str]
+) -> tuple[list[StepRecord], str]:
     """The steps the report covers and the phase they come from, with what to say about them
     (evaluations at every step given back to their steps first: ``phase_report.settle``)."""
     per_step = settle(w, rec)
@@ -377,7 +379,11 @@ def _reported_steps(w: Watch, rec: StepRecorder, notes: list[str]) -> tuple[list
 
 
 def _sync_sites(
-    w: Watch, stats: WindowStats | None, steps: int, measured: bool, texts: dict[str, str | None]
+    w: WatchedRun,
+    stats: WindowStats | None,
+    steps: int,
+    measured: bool,
+    texts: dict[str, str | None],
 ) -> list[SyncSite]:
     """The sync sites, counted over the measured steps where those are reported (scaled from
     the steps that recorded them: ``detail.py``), with the GPU idle each left in the window."""
@@ -398,7 +404,7 @@ def _sync_sites(
     ]
 
 
-def _copy_sites(w: Watch, measured: bool, texts: dict[str, str | None]) -> list[CopySite]:
+def _copy_sites(w: WatchedRun, measured: bool, texts: dict[str, str | None]) -> list[CopySite]:
     """The host-to-device copy sites, counted as the sync sites are."""
     scale = w.detail.scale if measured else (lambda n: n)
     return [
@@ -425,7 +431,7 @@ def _loader_info(ld: Any) -> LoaderInfo | None:
     )
 
 
-def _sampling(w: Watch, measured: bool, kernels: dict[str, Any]) -> list[str]:
+def _sampling(w: WatchedRun, measured: bool, kernels: dict[str, Any]) -> list[str]:
     """What the watch sampled rather than recorded on every step (``detail.py``): its figures
     into ``kernels``, and the notes that say so."""
     out: list[str] = []
@@ -478,7 +484,11 @@ def _busy_check(
 
 
 def _overhead(
-    w: Watch, rec: StepRecorder, clean: list[StepRecord], kernels: dict[str, Any], notes: list[str]
+    w: WatchedRun,
+    rec: StepRecorder,
+    clean: list[StepRecord],
+    kernels: dict[str, Any],
+    notes: list[str],
 ) -> float | None:
     """What watching cost the reported steps (%): its clocks' share times the factor for what
     they cannot see, its figures into ``kernels``, a note from ``NOTED_OVERHEAD_PCT`` on."""
@@ -519,7 +529,7 @@ def _claim_nothing(result: Any) -> None:
     result.stall = None
 
 
-def build_report(w: Watch) -> Report:
+def build_report(w: WatchedRun) -> Report:
     rec = w.recorder
     assert rec is not None
     torch = w.torch
@@ -666,7 +676,7 @@ def build_report(w: Watch) -> Report:
     return lead_with_cpu_only_build(report)
 
 
-def _speed_of_light(w: Watch, own_ms: list[float]) -> dict[str, Any] | None:
+def _speed_of_light(w: WatchedRun, own_ms: list[float]) -> dict[str, Any] | None:
     """FLOPs per step against this GPU's ceilings, over the training steps' own time (the
     phases between them left out) and the GPU's work still queued after the last one."""
     counted = w.flops.result
@@ -699,7 +709,7 @@ def _sync_rows(syncs: list[Any]) -> list[dict[str, Any]]:
 
 
 def _add_run_extras(
-    run: dict[str, Any], w: Watch, ev: Any, result: Any, step_ms: list[float]
+    run: dict[str, Any], w: WatchedRun, ev: Any, result: Any, step_ms: list[float]
 ) -> None:
     """The run's optional fields: the GPU's drain, the spread, a stall, items, epochs, label."""
     if w.end_drain_ms is not None and step_ms:
@@ -721,7 +731,7 @@ def _add_run_extras(
         run["label"] = w.label
 
 
-def _outcome_note(w: Watch, rec: Any, measured: int) -> str | None:
+def _outcome_note(w: WatchedRun, rec: Any, measured: int) -> str | None:
     """How the watched code ended, where that bounds what the report covers."""
     if w.outcome == "stopped":
         asked = rec.steps
@@ -749,7 +759,7 @@ def _outcome_note(w: Watch, rec: Any, measured: int) -> str | None:
     return None
 
 
-def window_cost(w: Watch, steady: list[Any], read_ms: float | None) -> dict[str, float]:
+def window_cost(w: WatchedRun, steady: list[Any], read_ms: float | None) -> dict[str, float]:
     """What the profiler window cost the run (ms): starting and stopping it (the stop waits for
     the GPU), the profiled steps' excess over the steady median, reading the trace back."""
     rec = w.recorder
@@ -821,7 +831,7 @@ def busy_cross_check(
     return "; ".join(parts) + "."
 
 
-def failed_report(w: Watch, exc: BaseException) -> Report:
+def failed_report(w: WatchedRun, exc: BaseException) -> Report:
     import platform
 
     machine: dict[str, Any]
