@@ -26,6 +26,9 @@ H200, Python's part included).
 The hooks run on every step, so their common path is kept short: one thread check,
 then cached answers (the user's line per calling instruction, the step's phase), and none of the
 between-steps work (profiler window, hook switch, sync-debug mode) once that is all settled.
+
+Here: the watch's start, stop and restore. Its hooks and step logic are its mixins, a module
+each (``watch_state.py`` names them).
 """
 
 from __future__ import annotations
