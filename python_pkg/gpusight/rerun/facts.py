@@ -11,12 +11,8 @@ import dataclasses
 import os
 from typing import TYPE_CHECKING, Any
 
-from ..watch.report_builder import (
-    batches_per_step,
-    forward_site,
-    forward_source,
-    loader_source,
-)
+from ..watch.code_sources import forward_site, forward_source, loader_source
+from ..watch.report_builder import batches_per_step
 
 if TYPE_CHECKING:
     from ..watch.session import Watch

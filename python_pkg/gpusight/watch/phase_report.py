@@ -12,7 +12,7 @@ from .phases import EVALUATION
 
 if TYPE_CHECKING:
     from .recorder import StepRecord, StepRecorder
-    from .session import Watch
+    from .watched_run import WatchedRun
 
 
 def _line(site: CallSite | None) -> SourceLine | None:
@@ -49,7 +49,7 @@ PER_STEP_NOTE = (
 )
 
 
-def settle(w: Watch, rec: StepRecorder) -> str | None:
+def settle(w: WatchedRun, rec: StepRecorder) -> str | None:
     """Evaluations at every step (a distillation's teacher, an EMA model) given back to the
     steps that held them: their time, loader wait, copies, model time and syncs. The note to
     add, where it did so."""
@@ -80,7 +80,7 @@ def settle(w: Watch, rec: StepRecorder) -> str | None:
     return PER_STEP_NOTE
 
 
-def phase_evidence(w: Watch, rec: StepRecorder, clean: list[StepRecord]) -> list[PhaseSeen]:
+def phase_evidence(w: WatchedRun, rec: StepRecorder, clean: list[StepRecord]) -> list[PhaseSeen]:
     """One ``PhaseSeen`` per kind, with the occurrences in ``clean`` (the reported steps) and
     the step numbers of all of them."""
     events = w.phases.tracker.events
@@ -120,7 +120,7 @@ def phase_evidence(w: Watch, rec: StepRecorder, clean: list[StepRecord]) -> list
     return list(by_kind.values())
 
 
-def _sync(w: Watch, key: str, count: int) -> PhaseSync:
+def _sync(w: WatchedRun, key: str, count: int) -> PhaseSync:
     agg = w.collected.syncs.get(key)
     site = agg.site if agg is not None else None
     return PhaseSync(

@@ -30,7 +30,7 @@ from .call_sites import CallSite, call_site
 
 if TYPE_CHECKING:
     from .recorder import StepRecord, StepRecorder
-    from .session import Watch
+    from .watch_state import WatchState
 
 EVALUATION = "evaluation"
 CHECKPOINT = "checkpoint"
@@ -135,7 +135,7 @@ def _has_parameters(module: Any) -> bool:
         return False
 
 
-def _sites(w: Watch, frame: Any) -> tuple[CallSite | None, CallSite | None]:
+def _sites(w: WatchState, frame: Any) -> tuple[CallSite | None, CallSite | None]:
     """The user's line that called, and the user's line one function further out."""
     try:
         user = w.sources.user_frame(frame)
@@ -157,7 +157,7 @@ def _sites(w: Watch, frame: Any) -> tuple[CallSite | None, CallSite | None]:
 class PhaseHooks:
     """The wrappers that see phases begin and end, installed for one watch."""
 
-    def __init__(self, w: Watch, is_compiling: Callable[[], bool]) -> None:
+    def __init__(self, w: WatchState, is_compiling: Callable[[], bool]) -> None:
         self.w = w
         self.tracker = PhaseTracker()
         self._is_compiling = is_compiling

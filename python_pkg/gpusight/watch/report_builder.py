@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import os
 import statistics
-from collections.abc import Callable
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
-from ..fixes.cell_patch import CellSource
 from ..report import Report, Verdict
 from ..rules.cpu_only_build import lead_with_cpu_only_build
 from ..rules.env_versions import pcie_gbps
 from ..rules.workload import (
-    CodeSource,
     CopySite,
     GpuWindow,
     LoaderInfo,
-    LoaderSource,
-    OptimizerInfo,
     Placement,
     SyncSite,
     WorkloadEvidence,
@@ -28,19 +23,18 @@ from ..rules.workload import (
     steady_steps,
 )
 from .calibration import UNSEEN_FACTOR_FORWARD, unseen_factor
-from .call_sites import CallSite, in_library
+from .code_sources import _sync_source, forward_source, loader_source, optimizer_info
 from .machine import machine_facts, tf32_matmul
-from .notebook_cells import cell_at, loader_cell, torch_alias
 from .phase_report import phase_evidence, phase_free_run, phase_rows, settle, unmeasured_note
 from .recorder import StepRecord, StepRecorder
-from .source_lines import Site
 from .speed_of_light import BUSY_VERDICTS, measure_ceilings, speed_of_light, summary_line
-from .trace_analysis import HostRecord, WindowStats
+from .trace_analysis import HostRecord
 from .trace_analysis import analyse as analyse_trace
+from .window_stats import WindowStats
 
 if TYPE_CHECKING:
     from .sampler_process import WatchSampler
-    from .session import Watch
+    from .watched_run import WatchedRun
 
 
 NOTED_OVERHEAD_PCT = 1.0
@@ -51,58 +45,6 @@ def _ms(ns: float) -> float:
     return ns / 1e6
 
 
-def loader_source(w: Watch, ld: Any) -> LoaderSource | None:
-    """The user's DataLoader call behind the loader that fed the steps, with its file's text
-    (and its notebook cell, in a notebook: also one built in an earlier cell, before the watch)."""
-    if ld is None:
-        return None
-    site = w.collected.loader_sites.get(ld.dataset_id)
-    if site is None:
-        cell = _quietly(lambda: loader_cell(ld.dataset_id))
-        return None if cell is None else LoaderSource(cell.label, cell.compiled, cell.line, cell)
-    text = site.source()
-    if not text:
-        return None
-    cell = _quietly(lambda: cell_at(site.filename, site.line, site.offset))
-    return LoaderSource(site.shown, text, site.line, cell)
-
-
-def _quietly(find: Callable[[], CellSource | None]) -> CellSource | None:
-    """A notebook cell is a nicety of the fix: a shell that answers oddly is never an error."""
-    try:
-        return find()
-    except Exception:
-        return None
-
-
-def forward_site(w: Watch) -> CallSite | None:
-    """The user's line that called the main model most often (the most parameters, then the
-    most calls: the model the placement findings speak of)."""
-    mods = [(key, m) for key, m in w.collected.modules.items() if m.calls > 0]
-    if not mods:
-        return None
-    key, _main = max(mods, key=lambda km: (km[1].n_params, km[1].calls))
-    counts = w.collected.forward_sites.get(key)
-    return counts.top() if counts is not None else None
-
-
-def forward_source(w: Watch) -> CodeSource | None:
-    site = forward_site(w)
-    text = site.source() if site is not None else None
-    if site is None or not text:
-        return None
-    return CodeSource(site.shown, text, site.line, _cell(site.filename, site.line, site.offset))
-
-
-def _cell(filename: str, line: int, offset: int) -> CellSource | None:
-    """The notebook cell compiled as ``filename``, with the kernel's name for torch; None
-    outside a notebook or for a file."""
-    cell = _quietly(lambda: cell_at(filename, line, offset))
-    if cell is not None:
-        cell.torch_alias = torch_alias()
-    return cell
-
-
 def _link_gbps(sampler: WatchSampler | None) -> float | None:
     """The slowest PCIe link of the sampled GPUs at its best (GB/s one way), if NVML said."""
     links = [pcie_gbps(gen, width) for gen, width in (sampler.links if sampler else {}).values()]
@@ -110,26 +52,7 @@ def _link_gbps(sampler: WatchSampler | None) -> float | None:
     return min(known) if known else None
 
 
-def _sync_source(site: Site | None, texts: dict[str, str | None]) -> CodeSource | None:
-    """The user's file around a sync's line, when it is a file of theirs (not a library's)."""
-    if site is None or site.origin is None:
-        return None
-    filename, line = site.origin
-    if in_library(filename):
-        return None
-    # A notebook cell (the kernel's compiled name for it): its change goes into that cell.
-    cell = _cell(filename, line, max(0, site.line - line))
-    if cell is not None:
-        return CodeSource(site.file, cell.compiled, line, cell)
-    if filename.startswith("<"):
-        return None
-    if filename not in texts:
-        texts[filename] = CallSite(filename, site.file, line).source()
-    text = texts[filename]
-    return CodeSource(site.file, text, line) if text else None
-
-
-def _window_stats(w: Watch, notes: list[str]) -> WindowStats | None:
+def _window_stats(w: WatchedRun, notes: list[str]) -> WindowStats | None:
     rec = w.recorder
     window = w.window
     if rec is None or window is None:
@@ -195,7 +118,7 @@ def batches_per_step(batches: int, steps: int) -> int | None:
     return max(1, round(batches / steps))
 
 
-def items_per_step(w: Watch, model_batch: int | None) -> int | None:
+def items_per_step(w: WatchedRun, model_batch: int | None) -> int | None:
     """The items a step processes as the script counts them: the loader's batch (graphs,
     sequences, images) times its batches a step where a loader feeds the steps, else the
     leading size of the model's first input."""
@@ -211,7 +134,7 @@ def items_per_step(w: Watch, model_batch: int | None) -> int | None:
     return ld.batch_size if ld is not None else None
 
 
-def _loader_feeds(w: Watch) -> bool:
+def _loader_feeds(w: WatchedRun) -> bool:
     loaders = sorted(w.collected.loaders.values(), key=lambda s: -s.calls)
     rec = w.recorder
     return bool(
@@ -222,7 +145,7 @@ def _loader_feeds(w: Watch) -> bool:
     )
 
 
-def _hinted_batch(w: Watch) -> int | None:
+def _hinted_batch(w: WatchedRun) -> int | None:
     """The command line's batch size where it is a size of the model's first input other than
     its first (``[seq, batch]`` inputs): the script's items then, not dim 0."""
     try:
@@ -236,7 +159,7 @@ def _hinted_batch(w: Watch) -> int | None:
     return int(value) if value in shape[1:] and shape[:1] != [value] else None
 
 
-def _placement(w: Watch) -> Placement | None:
+def _placement(w: WatchedRun) -> Placement | None:
     mods = [m for m in w.collected.modules.values() if m.calls > 0]
     if not mods:
         return None
@@ -258,7 +181,7 @@ def _placement(w: Watch) -> Placement | None:
     )
 
 
-def _memory(w: Watch) -> tuple[int | None, int | None, int | None]:
+def _memory(w: WatchedRun) -> tuple[int | None, int | None, int | None]:
     torch = w.torch
     if not w.cuda_available or not torch.cuda.is_initialized():
         return None, None, None
@@ -279,21 +202,6 @@ def _sampled_ms(values: list[tuple[int, bool]]) -> list[float]:
     kept = [ns for ns, recorded in values if recorded]
     mean = sum(kept) / len(kept) if kept else 0.0
     return [_ms(ns if recorded else mean) for ns, recorded in values]
-
-
-def optimizer_info(w: Watch) -> OptimizerInfo | None:
-    """The optimizer over the most parameter tensors, with the user's line that built it."""
-    seen = max(w.collected.optimizers.values(), key=lambda o: o.tensors, default=None)
-    if seen is None:
-        return None
-    site = seen.site
-    text = site.source() if site is not None else None
-    source = (
-        CodeSource(site.shown, text, site.line, _cell(site.filename, site.line, site.offset))
-        if site is not None and text
-        else None
-    )
-    return OptimizerInfo(seen.name, seen.tensors, seen.foreach, seen.fused, seen.cuda, source)
 
 
 def _optimizer_ms(steps: list[StepRecord]) -> float | None:
@@ -341,7 +249,9 @@ def _spread(xs: list[float]) -> list[float] | None:
     return [round(qs[0], 3), round(qs[-1], 3)]
 
 
-def _reported_steps(w: Watch, rec: StepRecorder, notes: list[str]) -> tuple[list[StepRecord], str]:
+def _reported_steps(
+    w: WatchedRun, rec: StepRecorder, notes: list[str]
+) -> tuple[list[StepRecord], str]:
     """The steps the report covers and the phase they come from, with what to say about them
     (evaluations at every step given back to their steps first: ``phase_report.settle``)."""
     per_step = settle(w, rec)
@@ -377,7 +287,11 @@ def _reported_steps(w: Watch, rec: StepRecorder, notes: list[str]) -> tuple[list
 
 
 def _sync_sites(
-    w: Watch, stats: WindowStats | None, steps: int, measured: bool, texts: dict[str, str | None]
+    w: WatchedRun,
+    stats: WindowStats | None,
+    steps: int,
+    measured: bool,
+    texts: dict[str, str | None],
 ) -> list[SyncSite]:
     """The sync sites, counted over the measured steps where those are reported (scaled from
     the steps that recorded them: ``detail.py``), with the GPU idle each left in the window."""
@@ -398,7 +312,7 @@ def _sync_sites(
     ]
 
 
-def _copy_sites(w: Watch, measured: bool, texts: dict[str, str | None]) -> list[CopySite]:
+def _copy_sites(w: WatchedRun, measured: bool, texts: dict[str, str | None]) -> list[CopySite]:
     """The host-to-device copy sites, counted as the sync sites are."""
     scale = w.detail.scale if measured else (lambda n: n)
     return [
@@ -425,7 +339,7 @@ def _loader_info(ld: Any) -> LoaderInfo | None:
     )
 
 
-def _sampling(w: Watch, measured: bool, kernels: dict[str, Any]) -> list[str]:
+def _sampling(w: WatchedRun, measured: bool, kernels: dict[str, Any]) -> list[str]:
     """What the watch sampled rather than recorded on every step (``detail.py``): its figures
     into ``kernels``, and the notes that say so."""
     out: list[str] = []
@@ -478,7 +392,11 @@ def _busy_check(
 
 
 def _overhead(
-    w: Watch, rec: StepRecorder, clean: list[StepRecord], kernels: dict[str, Any], notes: list[str]
+    w: WatchedRun,
+    rec: StepRecorder,
+    clean: list[StepRecord],
+    kernels: dict[str, Any],
+    notes: list[str],
 ) -> float | None:
     """What watching cost the reported steps (%): its clocks' share times the factor for what
     they cannot see, its figures into ``kernels``, a note from ``NOTED_OVERHEAD_PCT`` on."""
@@ -519,7 +437,7 @@ def _claim_nothing(result: Any) -> None:
     result.stall = None
 
 
-def build_report(w: Watch) -> Report:
+def build_report(w: WatchedRun) -> Report:
     rec = w.recorder
     assert rec is not None
     torch = w.torch
@@ -666,7 +584,7 @@ def build_report(w: Watch) -> Report:
     return lead_with_cpu_only_build(report)
 
 
-def _speed_of_light(w: Watch, own_ms: list[float]) -> dict[str, Any] | None:
+def _speed_of_light(w: WatchedRun, own_ms: list[float]) -> dict[str, Any] | None:
     """FLOPs per step against this GPU's ceilings, over the training steps' own time (the
     phases between them left out) and the GPU's work still queued after the last one."""
     counted = w.flops.result
@@ -699,7 +617,7 @@ def _sync_rows(syncs: list[Any]) -> list[dict[str, Any]]:
 
 
 def _add_run_extras(
-    run: dict[str, Any], w: Watch, ev: Any, result: Any, step_ms: list[float]
+    run: dict[str, Any], w: WatchedRun, ev: Any, result: Any, step_ms: list[float]
 ) -> None:
     """The run's optional fields: the GPU's drain, the spread, a stall, items, epochs, label."""
     if w.end_drain_ms is not None and step_ms:
@@ -721,7 +639,7 @@ def _add_run_extras(
         run["label"] = w.label
 
 
-def _outcome_note(w: Watch, rec: Any, measured: int) -> str | None:
+def _outcome_note(w: WatchedRun, rec: Any, measured: int) -> str | None:
     """How the watched code ended, where that bounds what the report covers."""
     if w.outcome == "stopped":
         asked = rec.steps
@@ -749,7 +667,7 @@ def _outcome_note(w: Watch, rec: Any, measured: int) -> str | None:
     return None
 
 
-def window_cost(w: Watch, steady: list[Any], read_ms: float | None) -> dict[str, float]:
+def window_cost(w: WatchedRun, steady: list[Any], read_ms: float | None) -> dict[str, float]:
     """What the profiler window cost the run (ms): starting and stopping it (the stop waits for
     the GPU), the profiled steps' excess over the steady median, reading the trace back."""
     rec = w.recorder
@@ -821,7 +739,7 @@ def busy_cross_check(
     return "; ".join(parts) + "."
 
 
-def failed_report(w: Watch, exc: BaseException) -> Report:
+def failed_report(w: WatchedRun, exc: BaseException) -> Report:
     import platform
 
     machine: dict[str, Any]

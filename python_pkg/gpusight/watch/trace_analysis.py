@@ -18,12 +18,13 @@ from __future__ import annotations
 import statistics
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import intervals as iv
 from .kernel_names import dtype_from_name, dtype_of, kernel_kind, op_family, tensor_cores
+from .window_stats import WindowStats
 
 CATEGORIES = (
     "compute",
@@ -82,119 +83,6 @@ class Alignment:
 
     def to_trace(self, t_ns: int) -> float:
         return self.trace_us + (t_ns - self.perf_ns) / 1000.0 * self.rate
-
-
-@dataclass
-class WindowStats:
-    """Per-step means over the analysed steps (ms), and kernel facts for ``run.kernels``."""
-
-    steps: int
-    step_ms: float
-    split_ms: dict[str, float]
-    data_wait_host_ms: float
-    host_copy_ms: float
-    gpu: bool
-    device: int | None = None
-    kernel_ms: float = 0.0
-    kernels_per_step: float = 0.0
-    launches_per_step: float = 0.0
-    median_kernel_us: float | None = None
-    short_kernel_pct: float | None = None
-    matmul_ms: float = 0.0
-    matmul_fp32_ms: float = 0.0
-    """float32 matmul/conv/attention kernel time that ran without Tensor Cores (per step)."""
-    matmul_tensor_core_ms: float = 0.0
-    matmul_dtypes: dict[str, float] = field(default_factory=dict)
-    conv_ms: float = 0.0
-    conv_lowp_ms: float = 0.0
-    layout_transform_ms: float = 0.0
-    nccl_ms: float = 0.0
-    memcpy_h2d_pageable: int = 0
-    memcpy_h2d_pageable_bytes: int = 0
-    memcpy_h2d_pageable_ms: float = 0.0
-    memcpy_h2d_pinned: int = 0
-    memcpy_d2h: int = 0
-    memcpy_ms: float = 0.0
-    sync_calls_per_step: float = 0.0
-    sync_blocked_ms: float = 0.0
-    cpu_op_ms: float = 0.0
-    """Top-level aten ops on the main thread that launched no kernel (host compute)."""
-    cpu_op_loop_ms: float = 0.0
-    """The same, outside forward/backward/optimizer and the DataLoader: work in the loop body."""
-    top_cpu_ops: list[tuple[str, float]] = field(default_factory=list)
-    busy_pct: float | None = None
-    sync_idle_ms: dict[str, float] = field(default_factory=dict)
-    """Site key -> GPU idle time (ms, whole window) left behind by syncs from that site."""
-    idle_host_wait_ms: float = 0.0
-    """GPU idle gaps that ended with a kernel launched only after the GPU went idle: the GPU
-    waited for the host (HolisticTraceAnalysis' "host wait"), per step."""
-    idle_kernel_wait_ms: float = 0.0
-    """Gaps before a kernel that was already launched: launch latency between kernels."""
-    idle_other_ms: float = 0.0
-    """Other gaps (before a copy, or at the end of the window)."""
-    issued_gpu_ms: float | None = None
-    """GPU time (union of kernels and copies) of the work the window's steps launched, per
-    step, wherever on the GPU clock it ran: a step's device cost even when the host ran ahead."""
-    gpu_behind_ms: float = 0.0
-    """How long after the window's last step ended on the host the GPU finished that work."""
-    device_paced: bool = False
-    """The host ran ahead of the GPU (launch queue filling): the host-interval split is not the
-    steady state, so the split and kernel facts come from the launched work instead."""
-    alignment_error_us: float | None = None
-    """Median distance between the DataLoader's own profiler ranges and the hooks' data waits
-    mapped onto the trace clock: a check of the alignment (None without a DataLoader)."""
-
-    def kernels_dict(self) -> dict[str, float | int | str | None]:
-        def r(x: float | None, n: int = 3) -> float | None:
-            return None if x is None else round(x, n)
-
-        out: dict[str, float | int | str | None] = {
-            "window_steps": self.steps,
-            "window_step_ms": r(self.step_ms),
-            "cpu_op_ms_per_step": r(self.cpu_op_ms),
-            "cpu_op_loop_ms_per_step": r(self.cpu_op_loop_ms),
-        }
-        if self.top_cpu_ops:
-            out["top_cpu_op"] = self.top_cpu_ops[0][0]
-        if self.alignment_error_us is not None:
-            out["alignment_error_us"] = r(self.alignment_error_us, 1)
-        if not self.gpu:
-            return out
-        out.update(
-            {
-                "device": self.device,
-                "window_busy_pct": r(self.busy_pct, 2),
-                "kernel_ms_per_step": r(self.kernel_ms),
-                "kernels_per_step": r(self.kernels_per_step, 1),
-                "launches_per_step": r(self.launches_per_step, 1),
-                "median_kernel_us": r(self.median_kernel_us, 2),
-                "short_kernel_pct": r(self.short_kernel_pct, 1),
-                "matmul_ms_per_step": r(self.matmul_ms),
-                "matmul_fp32_no_tensor_core_ms_per_step": r(self.matmul_fp32_ms),
-                "matmul_tensor_core_ms_per_step": r(self.matmul_tensor_core_ms),
-                "conv_ms_per_step": r(self.conv_ms),
-                "conv_low_precision_ms_per_step": r(self.conv_lowp_ms),
-                "layout_transform_ms_per_step": r(self.layout_transform_ms),
-                "nccl_ms_per_step": r(self.nccl_ms),
-                "memcpy_ms_per_step": r(self.memcpy_ms),
-                "memcpy_h2d_pageable": self.memcpy_h2d_pageable,
-                "memcpy_h2d_pageable_bytes": self.memcpy_h2d_pageable_bytes,
-                "memcpy_h2d_pageable_ms_per_step": r(self.memcpy_h2d_pageable_ms),
-                "memcpy_h2d_pinned": self.memcpy_h2d_pinned,
-                "memcpy_d2h": self.memcpy_d2h,
-                "idle_host_wait_ms_per_step": r(self.idle_host_wait_ms),
-                "idle_kernel_wait_ms_per_step": r(self.idle_kernel_wait_ms),
-                "idle_other_ms_per_step": r(self.idle_other_ms),
-                "sync_calls_per_step": r(self.sync_calls_per_step, 2),
-                "sync_blocked_ms_per_step": r(self.sync_blocked_ms),
-                "issued_gpu_ms_per_step": r(self.issued_gpu_ms),
-                "gpu_behind_ms": r(self.gpu_behind_ms),
-                "device_paced": self.device_paced,
-            }
-        )
-        for dtype, ms in sorted(self.matmul_dtypes.items()):
-            out[f"matmul_{dtype}_ms_per_step"] = r(ms)
-        return out
 
 
 @dataclass
@@ -278,6 +166,41 @@ def _top_level(ops: list[_Ev]) -> list[_Ev]:
     return top
 
 
+@dataclass
+class _Work:
+    """The device's work in the window: what ran on the analysed device, and the host's calls."""
+
+    device: int | None
+    gpu: bool
+    kernels: list[_Ev]
+    copies: list[_Ev]
+    runtime: list[_Ev]
+    cpu_ops: list[_Ev]
+    issued: list[_Ev]
+    issued_set: iv.Intervals
+    gpu_start: float
+    gpu_end: float
+    behind_us: float
+    paced: bool
+
+
+@dataclass
+class _Sets:
+    """The window's intervals on the trace clock: GPU activity by kind, and the host's."""
+
+    compute: iv.Intervals
+    nccl: iv.Intervals
+    copy: iv.Intervals
+    active: iv.Intervals
+    data: iv.Intervals
+    host_copy: iv.Intervals
+    framework: iv.Intervals
+    sync: iv.Intervals
+    block_copy: iv.Intervals
+    cpu_only: iv.Intervals
+    cpu_loop: iv.Intervals
+
+
 def analyse(
     trace: dict[str, Any],
     align: Alignment,
@@ -299,9 +222,69 @@ def analyse(
     lo, hi = steps[0][0], steps[-1][1]
     n = len(steps)
     ev = _events(trace)
+    work = _work(ev, lo, hi, n)
+    kernels, gpu = work.kernels, work.gpu
 
+    # Runtime calls: launches, syncs, and the cudaMemcpyAsync calls that blocked the host.
+    by_corr: dict[Any, _Ev] = {}
+    for r in work.runtime:
+        corr = r.args.get("correlation")
+        if corr is not None:
+            by_corr[corr] = r
+    stats = WindowStats(
+        steps=n,
+        step_ms=(hi - lo) / n / 1000.0,
+        split_ms={},
+        data_wait_host_ms=0.0,
+        host_copy_ms=0.0,
+        gpu=gpu,
+        device=work.device,
+    )
+    blocking, sync_calls = _blocking(work, by_corr, stats)
+    launches, launch_stack, cpu_only_tops = _launch_stacks(work, main_tid)
+    sets = _sets(work, host, align, blocking, cpu_only_tops)
+    durations, matmul_dtypes = _kernel_families(
+        stats, kernels, by_corr, launches, launch_stack, fp32_tensor_cores, conv_tf32
+    )
+
+    # Gaps in GPU activity over the whole window, and the blocking call (if any) that left each.
+    window_gaps = iv.gaps(sets.active, lo, hi) if gpu else []
+    _idle_split(stats, window_gaps, kernels, by_corr)
+    left_by = _left_by(blocking, [g[0] for g in window_gaps])
+    totals, sync_idle = _split_steps(steps, sets, window_gaps, left_by, _sync_sites(host, align))
+
+    stats.split_ms = {k: v / n / 1000.0 for k, v in totals.items()}
+    if work.issued:
+        stats.issued_gpu_ms = iv.total(work.issued_set) / n / 1000.0
+        stats.gpu_behind_ms = work.behind_us / 1000.0
+    stats.device_paced = work.paced
+    if work.paced:
+        _paced_split(stats, sets, work, n)
+    stats.data_wait_host_ms = iv.total(iv.clip(sets.data, lo, hi)) / n / 1000.0
+    stats.host_copy_ms = iv.total(iv.clip(sets.host_copy, lo, hi)) / n / 1000.0
+    stats.cpu_op_ms = iv.total(iv.clip(sets.cpu_only, lo, hi)) / n / 1000.0
+    stats.cpu_op_loop_ms = iv.total(iv.clip(sets.cpu_loop, lo, hi)) / n / 1000.0
+    loop_ops: dict[str, float] = defaultdict(float)
+    for o in cpu_only_tops:
+        inside = iv.total(iv.intersect([(o.ts, o.end)], sets.cpu_loop))
+        if inside > 0:
+            loop_ops[o.name] += inside / n / 1000.0
+    stats.top_cpu_ops = sorted(loop_ops.items(), key=lambda kv: -kv[1])[:3]
+    stats.sync_idle_ms = dict(sync_idle)
+    stats.alignment_error_us = _alignment_error(
+        ev.get("user_annotation", []), host, align, main_tid
+    )
+    if gpu:
+        _per_step_kernel_figures(
+            stats, work, sets, durations, matmul_dtypes, len(launches), sync_calls, lo, hi, n
+        )
+    return stats
+
+
+def _work(ev: dict[str, list[_Ev]], lo: float, hi: float, n: int) -> _Work:
+    """The analysed device (the one that did the most work; a DataParallel run on several GPUs
+    reports its first), its kernels and copies in the window, and the host's calls."""
     kernels_all = ev.get("kernel", [])
-    # The device that did the most work; a DataParallel run on several GPUs reports its first.
     per_dev: dict[int, float] = defaultdict(float)
     for k in kernels_all:
         per_dev[_device(k)] += k.end - k.ts
@@ -344,34 +327,34 @@ def analyse(
     cpu_ops = [
         o for cat in ("cpu_op", "operator") for o in ev.get(cat, []) if o.end > lo and o.ts < hi
     ]
+    return _Work(
+        device=device,
+        gpu=gpu,
+        kernels=kernels,
+        copies=copies,
+        runtime=runtime,
+        cpu_ops=cpu_ops,
+        issued=issued,
+        issued_set=issued_set,
+        gpu_start=gpu_start,
+        gpu_end=gpu_end,
+        behind_us=behind_us,
+        paced=paced,
+    )
 
-    compute_set = iv.union((k.ts, k.end) for k in kernels if kernel_kind(k.name) != "nccl")
-    nccl_set = iv.union((k.ts, k.end) for k in kernels if kernel_kind(k.name) == "nccl")
-    copy_set = iv.union((c.ts, c.end) for c in copies)
-    active = iv.union([*compute_set, *nccl_set, *copy_set])
 
-    # Runtime calls: launches, syncs, and the cudaMemcpyAsync calls that blocked the host.
-    by_corr: dict[Any, _Ev] = {}
-    for r in runtime:
-        corr = r.args.get("correlation")
-        if corr is not None:
-            by_corr[corr] = r
-    blocking: list[tuple[float, float, str]] = []  # (start, end, "sync"|"copy")
+def _blocking(
+    work: _Work, by_corr: dict[Any, _Ev], stats: WindowStats
+) -> tuple[list[tuple[float, float, str]], int]:
+    """The calls that blocked the host, ``(start, end, "sync"|"copy")`` sorted, and the sync
+    calls counted; the copies' counts into ``stats``."""
+    blocking: list[tuple[float, float, str]] = []
     sync_calls = 0
-    for r in runtime:
+    for r in work.runtime:
         if _is_sync(r.name):
             blocking.append((r.ts, r.end, "sync"))
             sync_calls += 1
-    stats = WindowStats(
-        steps=n,
-        step_ms=(hi - lo) / n / 1000.0,
-        split_ms={},
-        data_wait_host_ms=0.0,
-        host_copy_ms=0.0,
-        gpu=gpu,
-        device=device,
-    )
-    for c in copies:
+    for c in work.copies:
         name = c.name.lower()
         call = by_corr.get(c.args.get("correlation"))
         if "htod" in name and "pageable" in name:
@@ -389,6 +372,46 @@ def analyse(
         if "memcpy" in name:
             stats.memcpy_ms += (c.end - c.ts) / 1000.0
     blocking.sort()
+    return blocking, sync_calls
+
+
+def _launch_stacks(
+    work: _Work, main_tid: int | None
+) -> tuple[list[_Ev], dict[int, list[_Ev]], list[_Ev]]:
+    """The kernel launches, the host ops around each (by launch index), and the top-level ops on
+    the main thread that launched no GPU work."""
+    main_ops = [o for o in work.cpu_ops if main_tid is None or o.tid == main_tid]
+    top_main = _top_level(main_ops)
+    launch_pts: dict[Any, list[tuple[float, int]]] = defaultdict(list)
+    launches = [r for r in work.runtime if _is_launch(r.name)]
+    for i, r in enumerate(launches):
+        launch_pts[r.tid].append((r.ts, i))
+    ops_by_tid: dict[Any, list[_Ev]] = defaultdict(list)
+    for o in work.cpu_ops:
+        ops_by_tid[o.tid].append(o)
+    launch_stack: dict[int, list[_Ev]] = {}
+    for tid, pts in launch_pts.items():
+        launch_stack.update(_enclosing(ops_by_tid.get(tid, []), pts))
+    launching_tops: set[int] = set()
+    top_ids = {id(o) for o in top_main}
+    for stack in launch_stack.values():
+        if stack and id(stack[0]) in top_ids:
+            launching_tops.add(id(stack[0]))
+    cpu_only_tops = [o for o in top_main if id(o) not in launching_tops] if work.gpu else top_main
+    return launches, launch_stack, cpu_only_tops
+
+
+def _sets(
+    work: _Work,
+    host: HostRecord,
+    align: Alignment,
+    blocking: list[tuple[float, float, str]],
+    cpu_only_tops: list[_Ev],
+) -> _Sets:
+    compute_set = iv.union((k.ts, k.end) for k in work.kernels if kernel_kind(k.name) != "nccl")
+    nccl_set = iv.union((k.ts, k.end) for k in work.kernels if kernel_kind(k.name) == "nccl")
+    copy_set = iv.union((c.ts, c.end) for c in work.copies)
+    active = iv.union([*compute_set, *nccl_set, *copy_set])
 
     # Host ranges from the hooks, on the trace clock.
     def conv(items: Iterable[tuple[int, int]]) -> iv.Intervals:
@@ -401,29 +424,35 @@ def analyse(
     block_copy_set = iv.union(
         [*((s, e) for s, e, kind in blocking if kind == "copy"), *host_copy_set]
     )
-
-    # Which top-level host ops launched GPU work, and which op launched each kernel.
-    main_ops = [o for o in cpu_ops if main_tid is None or o.tid == main_tid]
-    top_main = _top_level(main_ops)
-    launch_pts: dict[Any, list[tuple[float, int]]] = defaultdict(list)
-    launches = [r for r in runtime if _is_launch(r.name)]
-    for i, r in enumerate(launches):
-        launch_pts[r.tid].append((r.ts, i))
-    ops_by_tid: dict[Any, list[_Ev]] = defaultdict(list)
-    for o in cpu_ops:
-        ops_by_tid[o.tid].append(o)
-    launch_stack: dict[int, list[_Ev]] = {}
-    for tid, pts in launch_pts.items():
-        launch_stack.update(_enclosing(ops_by_tid.get(tid, []), pts))
-    launching_tops: set[int] = set()
-    top_ids = {id(o) for o in top_main}
-    for stack in launch_stack.values():
-        if stack and id(stack[0]) in top_ids:
-            launching_tops.add(id(stack[0]))
-    cpu_only_tops = [o for o in top_main if id(o) not in launching_tops] if gpu else top_main
     cpu_only_set = iv.union((o.ts, o.end) for o in cpu_only_tops)
+    cpu_loop = iv.subtract(iv.subtract(cpu_only_set, framework_set), data_set)
+    return _Sets(
+        compute=compute_set,
+        nccl=nccl_set,
+        copy=copy_set,
+        active=active,
+        data=data_set,
+        host_copy=host_copy_set,
+        framework=framework_set,
+        sync=sync_set,
+        block_copy=block_copy_set,
+        cpu_only=cpu_only_set,
+        cpu_loop=cpu_loop,
+    )
 
-    # Kernel -> launching op (through the runtime call's correlation id).
+
+def _kernel_families(
+    stats: WindowStats,
+    kernels: list[_Ev],
+    by_corr: dict[Any, _Ev],
+    launches: list[_Ev],
+    launch_stack: dict[int, list[_Ev]],
+    fp32_tensor_cores: bool,
+    conv_tf32: bool,
+) -> tuple[list[float], dict[str, float]]:
+    """Each kernel's time by family (matmul, conv, layout, NCCL) and precision, through the op
+    that launched it (the runtime call's correlation id) into ``stats``; the kernels' durations
+    and the matmul time by dtype."""
     launch_index = {id(r): i for i, r in enumerate(launches)}
     durations: list[float] = []
     matmul_dtypes: dict[str, float] = defaultdict(float)
@@ -475,11 +504,16 @@ def analyse(
             stats.matmul_tensor_core_ms += ms
         elif dtype in ("fp32", None, "unknown"):
             stats.matmul_fp32_ms += ms
+    return durations, matmul_dtypes
 
-    # Gaps in GPU activity over the whole window, and the blocking call (if any) that left each.
-    window_gaps = iv.gaps(active, lo, hi) if gpu else []
-    gap_starts = [g[0] for g in window_gaps]
-    # HolisticTraceAnalysis' idle split: who made the GPU wait at the end of each gap?
+
+def _idle_split(
+    stats: WindowStats,
+    window_gaps: iv.Intervals,
+    kernels: list[_Ev],
+    by_corr: dict[Any, _Ev],
+) -> None:
+    """HolisticTraceAnalysis' idle split: who made the GPU wait at the end of each gap?"""
     launch_of_start: dict[float, float] = {}
     for k in kernels:
         call = by_corr.get(k.args.get("correlation"))
@@ -494,12 +528,23 @@ def analyse(
             stats.idle_host_wait_ms += dur
         else:
             stats.idle_kernel_wait_ms += dur
-    left_by: dict[int, tuple[str, float]] = {}  # gap index -> (kind, end of the blocking call)
+
+
+def _left_by(
+    blocking: list[tuple[float, float, str]], gap_starts: list[float]
+) -> dict[int, tuple[str, float]]:
+    """Gap index -> (kind, end of the blocking call) that left the GPU idle in it."""
+    left_by: dict[int, tuple[str, float]] = {}
     for s, e, block_kind in blocking:
         j = bisect_right(gap_starts, e + _GAP_TOLERANCE_US) - 1
         while j >= 0 and gap_starts[j] >= s - _GAP_TOLERANCE_US:
             left_by.setdefault(j, (block_kind, e))
             j -= 1
+    return left_by
+
+
+def _sync_sites(host: HostRecord, align: Alignment) -> Callable[[float], str]:
+    """What finds the site of the sync warning that followed a blocking call's end."""
     sync_times = sorted((align.to_trace(t), key) for t, key in host.syncs)
     sync_ts = [t for t, _ in sync_times]
 
@@ -509,22 +554,33 @@ def analyse(
             return sync_times[j][1]
         return "unattributed"
 
+    return site_of
+
+
+def _split_steps(
+    steps: list[tuple[float, float]],
+    sets: _Sets,
+    window_gaps: iv.Intervals,
+    left_by: dict[int, tuple[str, float]],
+    site_of: Callable[[float], str],
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Each step's time by category, counted once in priority order (the module's docstring),
+    summed over the steps (trace µs); and the GPU idle (ms) that each sync site left."""
     totals: dict[str, float] = dict.fromkeys(CATEGORIES, 0.0)
-    cpu_loop = iv.subtract(iv.subtract(cpu_only_set, framework_set), data_set)
     sync_idle: dict[str, float] = defaultdict(float)
     for s, e in steps:
         span = [(s, e)]
-        busy_k = iv.clip(compute_set, s, e)
+        busy_k = iv.clip(sets.compute, s, e)
         totals["compute"] += iv.total(busy_k)
-        busy_c = iv.subtract(iv.clip(nccl_set, s, e), busy_k)
+        busy_c = iv.subtract(iv.clip(sets.nccl, s, e), busy_k)
         totals["communication"] += iv.total(busy_c)
-        busy_m = iv.subtract(iv.subtract(iv.clip(copy_set, s, e), busy_k), busy_c)
+        busy_m = iv.subtract(iv.subtract(iv.clip(sets.copy, s, e), busy_k), busy_c)
         totals["copy"] += iv.total(busy_m)
-        idle = iv.subtract(span, iv.clip(active, s, e))
+        idle = iv.subtract(span, iv.clip(sets.active, s, e))
         for name, host_set in (
-            ("sync_stall", sync_set),
-            ("copy", block_copy_set),
-            ("data_wait", data_set),
+            ("sync_stall", sets.sync),
+            ("copy", sets.block_copy),
+            ("data_wait", sets.data),
         ):
             part = iv.intersect(idle, iv.clip(host_set, s, e))
             totals[name] += iv.total(part)
@@ -541,85 +597,81 @@ def analyse(
             if block_kind == "sync":
                 sync_idle[site_of(call_end)] += ms_part / 1000.0
             idle = iv.subtract(idle, part)
-        part = iv.intersect(idle, iv.clip(cpu_only_set, s, e))
+        part = iv.intersect(idle, iv.clip(sets.cpu_only, s, e))
         totals["other_cpu"] += iv.total(part)
         idle = iv.subtract(idle, part)
-        part = iv.intersect(idle, iv.clip(framework_set, s, e))
+        part = iv.intersect(idle, iv.clip(sets.framework, s, e))
         totals["launch_overhead"] += iv.total(part)
         idle = iv.subtract(idle, part)
         totals["other_cpu"] += iv.total(idle)
+    return totals, sync_idle
 
-    stats.split_ms = {k: v / n / 1000.0 for k, v in totals.items()}
-    if issued:
-        stats.issued_gpu_ms = iv.total(issued_set) / n / 1000.0
-        stats.gpu_behind_ms = behind_us / 1000.0
-    stats.device_paced = paced
-    if paced:
-        # The GPU set the pace: a step costs what its launched work occupies the GPU for. The
-        # split is the GPU's own: busy time by kind, and the gaps between that work (the GPU
-        # waited for launches) as launch overhead. Host-side causes cannot have idled a GPU
-        # that had a queue of work.
-        gpu_span = max(gpu_end - gpu_start, 1e-9)
-        gpu_compute = iv.total(compute_set)
-        gpu_comm = iv.total(iv.subtract(nccl_set, compute_set))
-        gpu_copy = iv.total(iv.subtract(iv.subtract(copy_set, compute_set), nccl_set))
-        gpu_gaps = max(0.0, gpu_span - iv.total(active))
-        stats.split_ms = dict.fromkeys(CATEGORIES, 0.0)
-        stats.split_ms.update(
-            {
-                "compute": gpu_compute / n / 1000.0,
-                "communication": gpu_comm / n / 1000.0,
-                "copy": gpu_copy / n / 1000.0,
-                "launch_overhead": gpu_gaps / n / 1000.0,
-            }
-        )
-        stats.step_ms = gpu_span / n / 1000.0
-    stats.data_wait_host_ms = iv.total(iv.clip(data_set, lo, hi)) / n / 1000.0
-    stats.host_copy_ms = iv.total(iv.clip(host_copy_set, lo, hi)) / n / 1000.0
-    stats.cpu_op_ms = iv.total(iv.clip(cpu_only_set, lo, hi)) / n / 1000.0
-    stats.cpu_op_loop_ms = iv.total(iv.clip(cpu_loop, lo, hi)) / n / 1000.0
-    loop_ops: dict[str, float] = defaultdict(float)
-    for o in cpu_only_tops:
-        inside = iv.total(iv.intersect([(o.ts, o.end)], cpu_loop))
-        if inside > 0:
-            loop_ops[o.name] += inside / n / 1000.0
-    stats.top_cpu_ops = sorted(loop_ops.items(), key=lambda kv: -kv[1])[:3]
-    stats.sync_idle_ms = dict(sync_idle)
-    stats.alignment_error_us = _alignment_error(
-        ev.get("user_annotation", []), host, align, main_tid
+
+def _paced_split(stats: WindowStats, sets: _Sets, work: _Work, n: int) -> None:
+    """The GPU set the pace: a step costs what its launched work occupies the GPU for. The split
+    is the GPU's own: busy time by kind, and the gaps between that work (the GPU waited for
+    launches) as launch overhead. Host-side causes cannot have idled a GPU that had a queue of
+    work."""
+    gpu_span = max(work.gpu_end - work.gpu_start, 1e-9)
+    gpu_compute = iv.total(sets.compute)
+    gpu_comm = iv.total(iv.subtract(sets.nccl, sets.compute))
+    gpu_copy = iv.total(iv.subtract(iv.subtract(sets.copy, sets.compute), sets.nccl))
+    gpu_gaps = max(0.0, gpu_span - iv.total(sets.active))
+    stats.split_ms = dict.fromkeys(CATEGORIES, 0.0)
+    stats.split_ms.update(
+        {
+            "compute": gpu_compute / n / 1000.0,
+            "communication": gpu_comm / n / 1000.0,
+            "copy": gpu_copy / n / 1000.0,
+            "launch_overhead": gpu_gaps / n / 1000.0,
+        }
     )
-    if gpu:
-        stats.kernel_ms = sum(durations) / n / 1000.0
-        stats.kernels_per_step = len(kernels) / n
-        stats.launches_per_step = len(launches) / n
-        if durations:
-            stats.median_kernel_us = statistics.median(durations)
-            stats.short_kernel_pct = (
-                100.0 * sum(d < _SHORT_KERNEL_US for d in durations) / len(durations)
-            )
-        if paced:
-            stats.busy_pct = 100.0 * iv.total(compute_set) / max(gpu_end - gpu_start, 1e-9)
-        else:
-            stats.busy_pct = 100.0 * iv.total(iv.clip(compute_set, lo, hi)) / (hi - lo)
-        stats.matmul_dtypes = {k: v / n for k, v in matmul_dtypes.items()}
-        for attr in (
-            "matmul_ms",
-            "matmul_fp32_ms",
-            "matmul_tensor_core_ms",
-            "conv_ms",
-            "conv_lowp_ms",
-            "layout_transform_ms",
-            "nccl_ms",
-            "memcpy_ms",
-            "memcpy_h2d_pageable_ms",
-            "idle_host_wait_ms",
-            "idle_kernel_wait_ms",
-            "idle_other_ms",
-        ):
-            setattr(stats, attr, getattr(stats, attr) / n)
-        stats.sync_calls_per_step = sync_calls / n
-        stats.sync_blocked_ms = iv.total(iv.clip(sync_set, lo, hi)) / n / 1000.0
-    return stats
+    stats.step_ms = gpu_span / n / 1000.0
+
+
+def _per_step_kernel_figures(
+    stats: WindowStats,
+    work: _Work,
+    sets: _Sets,
+    durations: list[float],
+    matmul_dtypes: dict[str, float],
+    launches: int,
+    sync_calls: int,
+    lo: float,
+    hi: float,
+    n: int,
+) -> None:
+    """The kernel facts of a window with GPU rows, per step."""
+    stats.kernel_ms = sum(durations) / n / 1000.0
+    stats.kernels_per_step = len(work.kernels) / n
+    stats.launches_per_step = launches / n
+    if durations:
+        stats.median_kernel_us = statistics.median(durations)
+        stats.short_kernel_pct = (
+            100.0 * sum(d < _SHORT_KERNEL_US for d in durations) / len(durations)
+        )
+    if work.paced:
+        stats.busy_pct = 100.0 * iv.total(sets.compute) / max(work.gpu_end - work.gpu_start, 1e-9)
+    else:
+        stats.busy_pct = 100.0 * iv.total(iv.clip(sets.compute, lo, hi)) / (hi - lo)
+    stats.matmul_dtypes = {k: v / n for k, v in matmul_dtypes.items()}
+    for attr in (
+        "matmul_ms",
+        "matmul_fp32_ms",
+        "matmul_tensor_core_ms",
+        "conv_ms",
+        "conv_lowp_ms",
+        "layout_transform_ms",
+        "nccl_ms",
+        "memcpy_ms",
+        "memcpy_h2d_pageable_ms",
+        "idle_host_wait_ms",
+        "idle_kernel_wait_ms",
+        "idle_other_ms",
+    ):
+        setattr(stats, attr, getattr(stats, attr) / n)
+    stats.sync_calls_per_step = sync_calls / n
+    stats.sync_blocked_ms = iv.total(iv.clip(sets.sync, lo, hi)) / n / 1000.0
 
 
 def device_paced(issued_gpu_ms: float, host_step_ms: float, behind_ms: float) -> bool:
