@@ -6,7 +6,7 @@ import ast
 import math
 
 import pytest
-from gpusight.report import Report
+from gpusight.report import Finding, Report
 from gpusight.report_schema import bottlenecks, finding_ids
 from gpusight.rules.workload import (
     BREAKDOWN_KEYS,
@@ -233,6 +233,29 @@ def test_launch_overhead_small_batch() -> None:
     assert rep.verdict.bottleneck == "launch_overhead"
     assert {"load.launch_bound", "load.small_batch", "load.memory_headroom"} <= set(ids(rep))
     assert rep.finding("load.memory_headroom").severity == "info"  # type: ignore[union-attr]
+
+
+def test_the_launch_finding_says_where_the_idle_fell_and_leads_with_the_optimizer() -> None:
+    def launch_finding(by_phase: dict[str, float]) -> Finding:
+        window = GpuWindow(steps=3, gpu=True, launches_per_step=2400, median_kernel_us=3.0,
+                           split_ms={"compute": 10.0, "launch_overhead": 40.0, "other_cpu": 5.0},
+                           launch_by_phase_ms=by_phase)  # fmt: skip
+        place = Placement(module="Net", param_devices=["cuda"], input_devices=["cuda"],
+                          batch_size=512)  # fmt: skip
+        f = report_of(evidence(step_ms=55.0, window=window, placement=place)).finding(
+            "load.launch_bound"
+        )
+        assert f is not None
+        return f
+
+    # 800 parameter tensors under Adam(foreach=False): the optimizer's kernels are the idle.
+    f = launch_finding({"forward": 6.0, "backward": 8.0, "optimizer": 26.0})
+    rows = {e.label: e.value for e in f.evidence}
+    assert rows["of it in optimizer.step()"] == 26.0 and rows["of it in forward"] == 6.0
+    assert f.fix.text.startswith("Most of the idle is inside optimizer.step(): build the")
+    f = launch_finding({"forward": 20.0, "backward": 18.0, "optimizer": 2.0})
+    assert f.fix.text == "Compile the model with CUDA graphs (or grow the batch)."
+    assert not any(e.label.startswith("of it") for e in launch_finding({}).evidence)
 
 
 def test_a_graph_batch_is_counted_in_graphs_not_nodes() -> None:

@@ -119,6 +119,27 @@ def test_steps_end_the_block_and_count() -> None:
     assert "stopped after the 4 measured steps asked for" in w.report.notes
 
 
+def test_the_profiled_calls_are_tagged_with_their_phase() -> None:
+    model = small_model()
+    x, y = torch.randn(8, 32), torch.zeros(8, dtype=torch.long)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with Watch(steps=3, warmup=1, profile_steps=2) as w:
+        while True:
+            loss = nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    rec = w.recorder
+    assert rec is not None
+    window = rec.window
+    # One phase per framework interval, in the order the calls ran: forward, backward, step.
+    phases = window.framework_phases
+    assert len(window.framework) == len(phases) >= 6
+    cycle = ["forward", "backward", "optimizer"]
+    first = cycle.index(phases[0])
+    assert phases == [cycle[(first + i) % 3] for i in range(len(phases))]
+
+
 def test_steps_without_optimizer_and_inference() -> None:
     model = small_model()
     x = torch.randn(8, 32)

@@ -123,6 +123,29 @@ def test_split_counts_each_microsecond_once() -> None:
     assert s.busy_pct == pytest.approx(100 * 10800 / 20000)
 
 
+def test_launch_overhead_is_split_by_the_call_it_fell_in() -> None:
+    h = host()
+    h.framework_phases = ["forward", "backward"]
+    s = analyse(trace(), Alignment(perf_ns=0, trace_us=0.0), h, main_tid=MAIN)
+    assert s is not None
+    # The 100 us idle inside the forward [1000, 1200] and the 1000 us after the bf16 kernel,
+    # inside the backward [9000, 10000]: per step over the two steps.
+    assert s.launch_by_phase_ms == pytest.approx({"forward": 0.05, "backward": 0.5})
+    assert sum(s.launch_by_phase_ms.values()) == pytest.approx(s.split_ms["launch_overhead"])
+    assert s.kernels_dict()["launch_idle_backward_ms_per_step"] == 0.5
+    # An optimizer step nested in the backward's range takes its own share first.
+    h.framework = [*h.framework, (9_500_000, 10_000_000)]
+    h.framework_phases = ["forward", "backward", "optimizer"]
+    s = analyse(trace(), Alignment(perf_ns=0, trace_us=0.0), h, main_tid=MAIN)
+    assert s is not None
+    assert s.launch_by_phase_ms == pytest.approx({"optimizer": 0.25, "backward": 0.25,
+                                                  "forward": 0.05})  # fmt: skip
+    # Phases not known (lists that disagree): no split, the total as before.
+    h.framework_phases = ["forward"]
+    s = analyse(trace(), Alignment(perf_ns=0, trace_us=0.0), h, main_tid=MAIN)
+    assert s is not None and s.launch_by_phase_ms == {}
+
+
 def test_kernel_facts() -> None:
     s = analyse(trace(), Alignment(perf_ns=0, trace_us=0.0), host(), main_tid=MAIN)
     assert s is not None

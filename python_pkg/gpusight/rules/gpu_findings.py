@@ -43,6 +43,7 @@ from .workload_thresholds import (
     OOM_CRITICAL_SHARE,
     OOM_RISK_SHARE,
     OPTIMIZER_CRITICAL_PCT,
+    OPTIMIZER_LAUNCH_SHARE,
     OPTIMIZER_MIN_TENSORS,
     OPTIMIZER_SHARE_PCT,
     SMALL_BATCH_BUSY_PCT,
@@ -54,6 +55,29 @@ from .workload_thresholds import (
 
 FUSED_OPTIMIZERS = ("Adam", "AdamW", "SGD")
 """The torch.optim classes whose CUDA update takes ``fused=True`` (torch >= 2.4 for SGD)."""
+
+
+_PHASE_LABELS = {"forward": "forward", "backward": "backward", "optimizer": "optimizer.step()"}
+
+
+def phase_evidence(by_phase: dict[str, float]) -> list[Evidence]:
+    """Where the launch overhead fell: the forward, the backward, the optimizer's step."""
+    return [
+        Evidence(f"of it in {label}", rnd(by_phase[phase], 2), "ms/step")
+        for phase, label in _PHASE_LABELS.items()
+        if by_phase.get(phase)
+    ]
+
+
+def launch_fix_text(by_phase: dict[str, float]) -> str:
+    """The launch-bound fix, led by the optimizer's own where its step holds most of the idle."""
+    total = sum(by_phase.values())
+    if total > 0 and by_phase.get("optimizer", 0.0) >= OPTIMIZER_LAUNCH_SHARE * total:
+        return (
+            "Most of the idle is inside optimizer.step(): build the optimizer with fused=True "
+            "(or foreach=True); then compile the model with CUDA graphs (or grow the batch)."
+        )
+    return "Compile the model with CUDA graphs (or grow the batch)."
 
 
 def launch_bound(view: StepView) -> list[Finding]:
@@ -74,6 +98,7 @@ def launch_bound(view: StepView) -> list[Finding]:
                         rnd(split["launch_overhead"], 2),
                         "ms/step",
                     ),
+                    *phase_evidence(w.launch_by_phase_ms),
                     Evidence("share of step", rnd(share["launch_overhead"]), "%"),
                     Evidence("kernel launches", rnd(w.launches_per_step), "per step"),
                     Evidence(
@@ -86,7 +111,7 @@ def launch_bound(view: StepView) -> list[Finding]:
                     "CUDA graphs replay the step's launches at once; fusion removes many.",
                 ),
                 fix=fix(
-                    "Compile the model with CUDA graphs (or grow the batch).",
+                    launch_fix_text(w.launch_by_phase_ms),
                     "launch.compile",
                     launches=int(w.launches_per_step),
                 ),

@@ -129,6 +129,9 @@ class GpuWindow:
     """GPU time of the work each step launched, wherever it ran (None: not known)."""
     device_paced: bool = False
     """The window saw the host run ahead of the GPU; its split is the GPU's own."""
+    launch_by_phase_ms: dict[str, float] = field(default_factory=dict)
+    """The launch overhead by the framework call it fell in (``forward``, ``backward``,
+    ``optimizer``), per step."""
 
 
 @dataclass

@@ -85,3 +85,6 @@ OPTIMIZER_MIN_TENSORS = 64
 # Of the optimizer's host time, what a fused update gives back: a loop over the tensors launches
 # a few kernels per tensor (most of it), foreach a few per group of tensors (less).
 FUSED_RECOVERY = {"loop": (0.5, 0.9), "foreach": (0.2, 0.6)}
+# The optimizer's step holding this share of the launch overhead leads the launch fix with a
+# fused optimizer (its per-parameter kernels are the launches).
+OPTIMIZER_LAUNCH_SHARE = 0.5

@@ -157,6 +157,7 @@ class ModuleHooks(WatchState):
         cur.framework_ns += t - self._fwd_t0
         if rec.recording_window:
             rec.window.framework.append((self._fwd_t0, t))
+            rec.window.framework_phases.append("forward")
         info = self._fwd_top_info
         # Once an optimizer or backward ends the steps, a forward never does: no boundary call.
         if info is None or info.n_params == 0 or rec.kind in _DRIVE_PAST_FORWARD:

@@ -79,6 +79,8 @@ class Intervals:
     data_wait: list[tuple[int, int]] = field(default_factory=list)
     host_copies: list[tuple[int, int]] = field(default_factory=list)
     framework: list[tuple[int, int]] = field(default_factory=list)
+    framework_phases: list[str] = field(default_factory=list)
+    """``forward``, ``backward`` or ``optimizer`` for each of ``framework``, in its order."""
     syncs: list[tuple[int, str]] = field(default_factory=list)
 
 

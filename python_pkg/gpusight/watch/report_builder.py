@@ -78,6 +78,7 @@ def _window_stats(w: WatchedRun, notes: list[str]) -> WindowStats | None:
         data_wait=rec.window.data_wait,
         host_copies=rec.window.host_copies,
         framework=rec.window.framework,
+        framework_phases=rec.window.framework_phases,
         syncs=rec.window.syncs,
     )
     tf32 = tf32_matmul(w.flags())
@@ -106,6 +107,7 @@ def _gpu_window(s: WindowStats) -> GpuWindow:
         top_cpu_ops=list(s.top_cpu_ops),
         issued_gpu_ms=s.issued_gpu_ms,
         device_paced=s.device_paced,
+        launch_by_phase_ms=dict(s.launch_by_phase_ms),
     )
 
 

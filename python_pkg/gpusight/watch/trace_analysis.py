@@ -35,6 +35,8 @@ CATEGORIES = (
     "launch_overhead",
     "other_cpu",
 )
+# The framework's calls, in the order their launch overhead is counted where they nest.
+PHASES = ("optimizer", "backward", "forward")
 # A blocking call "left" a GPU gap behind when the GPU went idle while the host was inside it
 # (give or take this much, in microseconds).
 _GAP_TOLERANCE_US = 50.0
@@ -52,6 +54,9 @@ class HostRecord:
     data_wait: list[tuple[int, int]] = field(default_factory=list)
     host_copies: list[tuple[int, int]] = field(default_factory=list)
     framework: list[tuple[int, int]] = field(default_factory=list)
+    framework_phases: list[str] = field(default_factory=list)
+    """The phase of each ``framework`` interval (``forward``, ``backward``, ``optimizer``);
+    empty where not known."""
     syncs: list[tuple[int, str]] = field(default_factory=list)
     """(time the warning reached Python, site key)."""
 
@@ -195,6 +200,8 @@ class _Sets:
     data: iv.Intervals
     host_copy: iv.Intervals
     framework: iv.Intervals
+    phases: dict[str, iv.Intervals]
+    """The framework time by phase, in the order the launch overhead is given to them."""
     sync: iv.Intervals
     block_copy: iv.Intervals
     cpu_only: iv.Intervals
@@ -251,9 +258,13 @@ def analyse(
     window_gaps = iv.gaps(sets.active, lo, hi) if gpu else []
     _idle_split(stats, window_gaps, kernels, by_corr)
     left_by = _left_by(blocking, [g[0] for g in window_gaps])
-    totals, sync_idle = _split_steps(steps, sets, window_gaps, left_by, _sync_sites(host, align))
+    by_phase: dict[str, float] = {}
+    totals, sync_idle = _split_steps(
+        steps, sets, window_gaps, left_by, _sync_sites(host, align), by_phase
+    )
 
     stats.split_ms = {k: v / n / 1000.0 for k, v in totals.items()}
+    stats.launch_by_phase_ms = {k: v / n / 1000.0 for k, v in by_phase.items()}
     if work.issued:
         stats.issued_gpu_ms = iv.total(work.issued_set) / n / 1000.0
         stats.gpu_behind_ms = work.behind_us / 1000.0
@@ -420,6 +431,13 @@ def _sets(
     data_set = conv(host.data_wait)
     host_copy_set = conv(host.host_copies)
     framework_set = conv(host.framework)
+    phases: dict[str, iv.Intervals] = {}
+    if len(host.framework_phases) == len(host.framework):
+        for phase in PHASES:
+            got = [r for r, p in zip(host.framework, host.framework_phases, strict=True)
+                   if p == phase]  # fmt: skip
+            if got:
+                phases[phase] = conv(got)
     sync_set = iv.union((s, e) for s, e, kind in blocking if kind == "sync")
     block_copy_set = iv.union(
         [*((s, e) for s, e, kind in blocking if kind == "copy"), *host_copy_set]
@@ -434,6 +452,7 @@ def _sets(
         data=data_set,
         host_copy=host_copy_set,
         framework=framework_set,
+        phases=phases,
         sync=sync_set,
         block_copy=block_copy_set,
         cpu_only=cpu_only_set,
@@ -557,15 +576,27 @@ def _sync_sites(host: HostRecord, align: Alignment) -> Callable[[float], str]:
     return site_of
 
 
+def _by_phase(part: iv.Intervals, sets: _Sets, into: dict[str, float]) -> None:
+    """The launch overhead ``part`` given to the phases whose framework time holds it (a
+    forward re-run inside backward, as activation checkpointing does, counts as backward)."""
+    for phase, held in sets.phases.items():
+        mine = iv.intersect(part, held)
+        if mine:
+            into[phase] = into.get(phase, 0.0) + iv.total(mine)
+            part = iv.subtract(part, mine)
+
+
 def _split_steps(
     steps: list[tuple[float, float]],
     sets: _Sets,
     window_gaps: iv.Intervals,
     left_by: dict[int, tuple[str, float]],
     site_of: Callable[[float], str],
+    launch_by_phase: dict[str, float],
 ) -> tuple[dict[str, float], dict[str, float]]:
     """Each step's time by category, counted once in priority order (the module's docstring),
-    summed over the steps (trace µs); and the GPU idle (ms) that each sync site left."""
+    summed over the steps (trace µs), the launch overhead also by phase into
+    ``launch_by_phase``; and the GPU idle (ms) that each sync site left."""
     totals: dict[str, float] = dict.fromkeys(CATEGORIES, 0.0)
     sync_idle: dict[str, float] = defaultdict(float)
     for s, e in steps:
@@ -602,6 +633,7 @@ def _split_steps(
         idle = iv.subtract(idle, part)
         part = iv.intersect(idle, iv.clip(sets.framework, s, e))
         totals["launch_overhead"] += iv.total(part)
+        _by_phase(part, sets, launch_by_phase)
         idle = iv.subtract(idle, part)
         totals["other_cpu"] += iv.total(idle)
     return totals, sync_idle
@@ -617,6 +649,7 @@ def _paced_split(stats: WindowStats, sets: _Sets, work: _Work, n: int) -> None:
     gpu_comm = iv.total(iv.subtract(sets.nccl, sets.compute))
     gpu_copy = iv.total(iv.subtract(iv.subtract(sets.copy, sets.compute), sets.nccl))
     gpu_gaps = max(0.0, gpu_span - iv.total(sets.active))
+    stats.launch_by_phase_ms = {}  # the host ran ahead: its calls do not line up with the gaps
     stats.split_ms = dict.fromkeys(CATEGORIES, 0.0)
     stats.split_ms.update(
         {

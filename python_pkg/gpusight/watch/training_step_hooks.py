@@ -88,6 +88,7 @@ class TrainingStepHooks(WatchState):
             cur.optimizer_ns += t - self._opt_t0
             if rec.recording_window:
                 rec.window.framework.append((self._opt_t0, t))
+                rec.window.framework_phases.append("optimizer")
             self._opt_t0 = 0
         if not self._boundary("optimizer", t):
             cur.overhead_ns += perf_counter_ns() - t
@@ -198,6 +199,7 @@ class TrainingStepHooks(WatchState):
                 cur.framework_ns += t1 - t0
             if rec.recording_window:
                 rec.window.framework.append((t0, t1))
+                rec.window.framework_phases.append("backward")
             cur.overhead_ns += w.calibration.wrapper_ns
             if rec.kind == "optimizer" or not w._boundary("backward", t1):
                 cur.overhead_ns += perf_counter_ns() - t1

@@ -62,6 +62,9 @@ class WindowStats:
     device_paced: bool = False
     """The host ran ahead of the GPU (launch queue filling): the host-interval split is not the
     steady state, so the split and kernel facts come from the launched work instead."""
+    launch_by_phase_ms: dict[str, float] = field(default_factory=dict)
+    """The launch overhead (GPU idle inside the framework's calls) by the call it fell in:
+    ``forward``, ``backward``, ``optimizer`` (per step; empty where the GPU set the pace)."""
     alignment_error_us: float | None = None
     """Median distance between the DataLoader's own profiler ranges and the hooks' data waits
     mapped onto the trace clock: a check of the alignment (None without a DataLoader)."""
@@ -116,4 +119,6 @@ class WindowStats:
         )
         for dtype, ms in sorted(self.matmul_dtypes.items()):
             out[f"matmul_{dtype}_ms_per_step"] = r(ms)
+        for phase, ms in self.launch_by_phase_ms.items():
+            out[f"launch_idle_{phase}_ms_per_step"] = r(ms)
         return out
