@@ -6,6 +6,7 @@ ipykernel and checks that samples keep streaming over the comm while a cell keep
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import os
@@ -586,6 +587,29 @@ def test_reports_kept_are_bounded(hub: Hub, check_report: Any) -> None:
     entries = wire.of("hello")[0]["reports"]
     assert len(entries) == gs_comm.MAX_REPORTS
     assert entries[0]["id"] == "r6" and entries[-1]["id"] == f"r{gs_comm.MAX_REPORTS + 5}"
+
+
+def test_reports_the_notebook_shows_are_listed_once_with_the_panels_own(
+    hub: Hub, check_report: Any
+) -> None:
+    # Issue #36: after six reports in the notebook the sidebar listed none.
+    wire = Wire()
+    client = hub.connect(wire)
+    hub.shown(check_report)  # a cell displayed it
+    hub.shown(check_report)  # and again (re-run of the display)
+    (listed,) = wire.of("report")
+    assert listed["request"] is None and listed["entry"]["kind"] == "check"
+    assert listed["entry"]["origin"] == "check"
+    # The panel's own report (a watched cell it armed), then shown by that cell: one entry.
+    other = copy.deepcopy(check_report)
+    hub._publish_report("watch.arm-1", "watch", other)
+    hub.shown(other)
+    assert len(wire.of("report")) == 2
+    # A panel that connects later gets the kernel's reports in its hello.
+    late = Wire()
+    hub.handle(hub.connect(late), {"type": "hello"})
+    assert [e["id"] for e in late.of("hello")[0]["reports"]] == ["r1", "r2"]
+    del client
 
 
 def test_export_writes_html_or_says_what_is_missing(

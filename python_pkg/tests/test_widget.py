@@ -130,12 +130,17 @@ def test_report_bundle_without_the_built_html_keeps_the_rest(
 
 
 def test_in_a_kernel_a_report_displays_as_its_bundle(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gpusight.jupyter.comm as comm_mod
     import gpusight.jupyter.display as display_mod
 
     monkeypatch.setattr(display_mod, "in_kernel", lambda: True)
+    monkeypatch.setattr(comm_mod, "_HUB", None)
     r = small_report()
     assert r._repr_mimebundle_() == report_mimebundle(r)
     assert not hasattr(r, "_repr_json_")
+    # Shown in the notebook, it is listed for the sidebar too (once).
+    r._repr_mimebundle_()
+    assert [entry["kind"] for entry, _ in comm_mod.hub()._reports.values()] == [r.kind]
 
 
 def test_widget_progress_throttles_and_hands_over_to_the_report(

@@ -142,6 +142,8 @@ class Hub:
         self._ids = itertools.count(1)
         self._report_ids = itertools.count(1)
         self._reports: OrderedDict[str, tuple[dict[str, Any], Any]] = OrderedDict()
+        self._published: dict[int, str] = {}
+        """``id`` of each report kept -> its id here: a report shown again is listed once."""
         self._lock = threading.Lock()
         self._hooks = False
         self._transformer_installed = False
@@ -360,11 +362,20 @@ class Hub:
             "summary": verdict.get("summary"),
         }
         self._reports[report_id] = (entry, report)
+        self._published[id(report)] = report_id
         while len(self._reports) > MAX_REPORTS:
-            self._reports.popitem(last=False)
+            _, (_, gone) = self._reports.popitem(last=False)
+            self._published.pop(id(gone), None)
         message = {"type": "report", "request": request, "entry": entry, "report": data}
         self._broadcast_all(message)
         return message
+
+    def shown(self, report: Any) -> None:
+        """A report the notebook displayed (a watched cell, ``%gpusight``, ``diagnose``): listed
+        in every panel with the panel's own, newest first, once however often it is shown."""
+        if id(report) in self._published:
+            return
+        self._publish_report(None, str(getattr(report, "kind", None) or "report"), report)
 
     def _report_get(self, client: Client, data: Message) -> None:
         report_id = data.get("report_id")

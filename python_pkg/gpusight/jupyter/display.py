@@ -91,7 +91,18 @@ def _report_repr(
     shell = get_ipython()
     data = report.to_dict()
     mark_unbound(data, getattr(shell, "user_ns", {}) or {})
+    _list_in_panels(report)
     return report_mimebundle(data, include, exclude)
+
+
+def _list_in_panels(report: Report) -> None:
+    """The sidebar lists every report this kernel showed, not only its own buttons' (#36)."""
+    from .comm import hub
+
+    try:
+        hub().shown(report)
+    except Exception:  # a display must show whatever the panel's state
+        pass
 
 
 def mark_unbound(data: dict[str, Any], names: Collection[str]) -> None:
