@@ -26,6 +26,13 @@ def test_free_names_are_read_before_bound_in_execution_order() -> None:
     assert free_names(LOADER) == ["torch", "dataset"]  # `loader` is the code's own
     assert free_names(LOOP) == ["loader", "loss_fn", "model", "device"]  # x, y, p, loss bound
     assert free_names("x = x + 1\n") == ["x"]
+    more = (
+        "try:\n    import apex\nexcept ImportError as exc:\n    print(exc)\n"
+        "key = lambda b, *a: b.size(0) + k\n"
+        "if (n := len(items)) > 1:\n    pass\n"
+        "class Cfg(Base):\n    pass\nCfg()\n"
+    )
+    assert free_names(more) == ["k", "items", "Base"]
     assert free_names("not python (") == []
 
 

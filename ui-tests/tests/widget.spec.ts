@@ -34,6 +34,7 @@ report["run"]["timeline"] = [
 ]
 report["run"]["step_starts_s"] = [round(i * step, 4) for i in range(int(20_000 * dt / step))]
 Recorded = type("Recorded", (Report,), {"to_dict": lambda self: report})
+DataLoader = dataset = None  # the names the first fix reads: bound, so it may be inserted
 Recorded(kind=report["kind"], machine=report["machine"])`;
 
 const REPORT_MIME_TYPE = 'application/vnd.gpusight.report+json';

@@ -79,6 +79,38 @@ class _Reads(ast.NodeVisitor):
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         self.bound.add(node.name)  # its body runs later, with its own names: not followed
 
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        for base in node.bases:
+            self.visit(base)
+        self.bound.add(node.name)
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        for default in [*node.args.defaults, *node.args.kw_defaults]:
+            if default is not None:
+                self.visit(default)
+        # Its body runs with its arguments bound: they leak into the set, which only hides a
+        # name that is read outside it before being bound (rare in a fix's few lines).
+        for arg in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]:
+            self.bound.add(arg.arg)
+        for extra in (node.args.vararg, node.args.kwarg):
+            if extra is not None:
+                self.bound.add(extra.arg)
+        self.visit(node.body)
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        if node.type is not None:
+            self.visit(node.type)
+        if node.name:
+            self.bound.add(node.name)
+        for stmt in node.body:
+            self.visit(stmt)
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
+        self.visit(node.value)
+        self._bind(node.target)
+
     def visit_comprehension(self, node: ast.comprehension) -> None:
         self.visit(node.iter)
         self._bind(node.target)
