@@ -152,6 +152,10 @@ export function listenForCellActions(
     on(APPLY_CELL_EVENT, (t, o, c, d) =>
       applyToCell(t, o, c, () => (d.applied = true))
     );
-    on(VERIFY_CELL_EVENT, (t, o, c, d) => verifyCell(t, o, c, d.findingId));
+    on(VERIFY_CELL_EVENT, (t, o, c, d) => {
+      const got = verifyCell(t, o, c, d.findingId);
+      d.settled = got.settled;
+      return got.status;
+    });
   });
 }

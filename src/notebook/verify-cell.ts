@@ -51,24 +51,33 @@ async function runAt(panel: Panel, index: number): Promise<boolean> {
   return NotebookActions.run(panel.content, panel.sessionContext);
 }
 
+/** The two runs; what the card says once they end. */
 async function verify(
   panel: Panel,
   applied: number | null,
   watched: number,
   text: string
-): Promise<void> {
+): Promise<string> {
   if (applied !== null && !(await runAt(panel, applied))) {
-    return; // the changed cell failed: its error shows there
+    return 'Verify stopped: the changed cell raised an error (its output says why)';
   }
   const notebook = panel.content;
   notebook.activeCellIndex = watched;
   NotebookActions.insertBelow(notebook);
   const cell = notebook.activeCell;
   if (!cell || cell.model.type !== 'code') {
-    return;
+    return 'Verify stopped: no code cell could be added below the report';
   }
   cell.model.sharedModel.setSource(text);
-  await runAt(panel, notebook.activeCellIndex);
+  return (await runAt(panel, notebook.activeCellIndex))
+    ? 'Verified: the comparison is in the cell below the report'
+    : 'The verifying cell raised an error: its output says why';
+}
+
+/** What "Verify" says now, and once its runs end (none where it did not start). */
+export interface VerifyStatus {
+  status: string;
+  settled?: Promise<string>;
 }
 
 /** "Verify": start the two runs; the status to show on the card. */
@@ -77,15 +86,15 @@ export function verifyCell(
   origin: Node | null,
   target: CellPatch,
   findingId: string | null
-): string {
+): VerifyStatus {
   const panel = panelOf(tracker, origin);
   if (!panel || !origin) {
-    return 'No notebook open to verify in';
+    return { status: 'No notebook open to verify in' };
   }
   const cells = panel.content.widgets;
   const watched = cells.findIndex(cell => cell.node.contains(origin));
   if (watched < 0) {
-    return 'Verify works from the report under its %%gpusight cell';
+    return { status: 'Verify works from the report under its %%gpusight cell' };
   }
   const model = cells[watched].model as { executionCount?: number | null };
   const text = verifySource(
@@ -94,7 +103,9 @@ export function verifyCell(
     findingId
   );
   if (text === null) {
-    return 'Verify needs the %%gpusight cell that made this report, run';
+    return {
+      status: 'Verify needs the %%gpusight cell that made this report, run'
+    };
   }
   const found = findTargetCell(
     cells.map(cell => ({
@@ -104,12 +115,19 @@ export function verifyCell(
     { ...target, source: target.patched, execution_count: undefined }
   );
   if (found.kind !== 'found') {
-    return 'Apply the change first (the changed cell is not in this notebook)';
+    return {
+      status:
+        'Apply the change first (the changed cell is not in this notebook)'
+    };
   }
   // The change in the watched cell itself (autocast around its forward): the copy has it.
   const applied = found.index === watched ? null : found.index;
-  void verify(panel, applied, watched, text);
-  return applied === null
-    ? 'Verifying: the watched cell again below, compared with this report'
-    : 'Verifying: the changed cell run, then the watched cell again below, compared with this report';
+  const settled = verify(panel, applied, watched, text);
+  return {
+    status:
+      applied === null
+        ? 'Verifying: the watched cell again below, compared with this report'
+        : 'Verifying: the changed cell run, then the watched cell again below, compared with this report',
+    settled
+  };
 }

@@ -230,6 +230,28 @@ describe('<gs-fix-card>', () => {
     verify().click();
     await el.updateComplete;
     expect(status()).toBe('gs-verify-cell done');
+    // Issue #36: the status stayed "Verifying..." after the runs ended. The host hands over
+    // when they end; the card then says how they ended.
+    let finish: (s: string) => void = () => undefined;
+    const running = (e: Event) => {
+      const ev = e as CustomEvent<CellActionDetail>;
+      ev.detail.status = 'Verifying: the watched cell again below';
+      ev.detail.settled = new Promise<string>(resolve => (finish = resolve));
+      ev.preventDefault();
+    };
+    document.removeEventListener(VERIFY_CELL_EVENT, answer);
+    document.addEventListener(VERIFY_CELL_EVENT, running);
+    verify().click();
+    await el.updateComplete;
+    expect(status()).toBe('Verifying: the watched cell again below');
+    finish('Verified: the comparison is in the cell below the report');
+    await new Promise(r => setTimeout(r, 0));
+    await el.updateComplete;
+    expect(status()).toBe(
+      'Verified: the comparison is in the cell below the report'
+    );
+    document.removeEventListener(VERIFY_CELL_EVENT, running);
+    document.addEventListener(VERIFY_CELL_EVENT, answer);
     expect(seen.map(([t, d]) => [t, d.cell, d.findingId])).toEqual([
       [SHOW_CELL_EVENT, cell, 'load.input_bound'],
       [APPLY_CELL_EVENT, cell, 'load.input_bound'],

@@ -33,6 +33,8 @@ export interface CellActionDetail {
   status: string | null;
   /** Set by the host when "Apply" changed the cell: the card then offers "Verify". */
   applied?: boolean;
+  /** Set by the host when the action goes on after the event: the status once it ends. */
+  settled?: Promise<string>;
 }
 
 export const SHOW_CELL_EVENT = 'gs-show-cell';
@@ -192,6 +194,9 @@ export class GsFixCard extends LitElement {
     this._cellStatus = event.defaultPrevented
       ? (detail.status ?? '')
       : 'No notebook here: copy the change by hand';
+    void detail.settled?.then(status => {
+      this._cellStatus = status;
+    });
     if (name === APPLY_CELL_EVENT) {
       this._applied = detail.applied === true;
     }
