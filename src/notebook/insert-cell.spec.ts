@@ -13,6 +13,8 @@ interface FakeNotebook {
   widgets: FakeCell[];
   activeCellIndex: number;
   activeCell: FakeCell | null;
+  scrolledTo: FakeCell[];
+  scrollToCell(cell: FakeCell, align?: string): Promise<void>;
 }
 
 function cell(): FakeCell {
@@ -45,7 +47,12 @@ function setup() {
   const notebook: FakeNotebook = {
     widgets: [cell(), cell()],
     activeCellIndex: 1,
-    activeCell: null
+    activeCell: null,
+    scrolledTo: [],
+    scrollToCell(c: FakeCell) {
+      this.scrolledTo.push(c);
+      return Promise.resolve();
+    }
   };
   panel.content = notebook as never;
   for (const c of notebook.widgets) {
@@ -75,6 +82,8 @@ describe('listenForInsertCell', () => {
     output.dispatchEvent(event);
     expect(notebook.widgets).toHaveLength(3);
     expect(notebook.widgets[1].source).toBe('x = 1');
+    // Scrolled into view (issue #36: the new cell could sit below the fold, unseen).
+    expect(notebook.scrolledTo).toEqual([notebook.widgets[1]]);
     // Handled: the fix card says "Inserted below".
     expect(event.defaultPrevented).toBe(true);
   });

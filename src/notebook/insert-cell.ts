@@ -38,6 +38,8 @@ export function insertCellBelow(
     return false;
   }
   cell.model.sharedModel.setSource(code);
+  // The new cell may be below the fold (the report above it is tall): bring it into view.
+  void notebook.scrollToCell(cell, 'auto');
   return true;
 }
 
