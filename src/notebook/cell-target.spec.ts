@@ -58,9 +58,24 @@ describe('findTargetCell', () => {
     expect(gone).toEqual({ kind: 'missing' });
     expect(refusal(gone, TARGET)).toMatch(/cell \[7\] is not in this notebook/);
     expect(refusal({ kind: 'found', index: 0 }, TARGET)).toBeNull();
-    // Without an execution count a changed cell cannot be told from a missing one.
+    // Issue #36: a cell edited and run again (another count) was "not in this notebook". The
+    // one cell that still holds the changed call's line is the run's cell, changed.
+    const rerun = [
+      { source: 'other', executionCount: 8 },
+      { source: SOURCE.replace('32', '64'), executionCount: 9 }
+    ];
+    expect(findTargetCell(rerun, TARGET)).toEqual({ kind: 'stale', index: 1 });
     const { execution_count: _, ...uncounted } = TARGET;
-    expect(findTargetCell(edited, uncounted)).toEqual({ kind: 'missing' });
+    expect(findTargetCell(edited, uncounted)).toEqual({
+      kind: 'stale',
+      index: 0
+    });
+    // Two cells hold that line: which one changed is not known.
+    const twice = [
+      ...rerun,
+      { source: SOURCE.replace('32', '16'), executionCount: 10 }
+    ];
+    expect(findTargetCell(twice, TARGET)).toEqual({ kind: 'missing' });
   });
 });
 

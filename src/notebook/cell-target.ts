@@ -44,7 +44,29 @@ export function findTargetCell(
       return { kind: 'stale', index };
     }
   }
-  return { kind: 'missing' };
+  const edited = editedCell(cells, wanted, target.line);
+  return edited === null
+    ? { kind: 'missing' }
+    : { kind: 'stale', index: edited };
+}
+
+/**
+ * The one cell that still holds the changed call's line, where the cell was edited and run again
+ * since the watch (its text and execution count both differ): null where none or several do.
+ */
+function editedCell(
+  cells: readonly CellText[],
+  wanted: string,
+  line: number
+): number | null {
+  const call = (wanted.split('\n')[line - 1] ?? '').trim();
+  if (call.length < 8) {
+    return null; // too short to tell one cell from another
+  }
+  const holding = cells
+    .map((cell, index) => ({ cell, index }))
+    .filter(({ cell }) => cell.source.split('\n').some(l => l.trim() === call));
+  return holding.length === 1 ? holding[0].index : null;
 }
 
 /** One replacement: `text` in place of characters `start` to `end` (end exclusive). */
