@@ -13,7 +13,13 @@ import {
   stepOf,
   unitFromLabels
 } from './axes';
-import { approxTextWidth, chartFrame, fitText } from './frame';
+import {
+  approxTextWidth,
+  chartFrame,
+  fitText,
+  LINE_HEIGHT,
+  wrapLabel
+} from './frame';
 import { formatValue } from './format';
 
 export interface SweepPoint {
@@ -69,12 +75,15 @@ export function renderSweep(
 ): void {
   const width = opts.width;
   const height = opts.height ?? 180;
-  const innerW = Math.max(10, width - MARGIN.left - MARGIN.right);
   const innerH = Math.max(10, height - MARGIN.top - MARGIN.bottom);
   // Points that all carry the same label carry their unit: it names the y axis instead, and each
   // point is labelled with its value.
   const unit = unitFromLabels(points);
   const yLabel = unit && !opts.yLabel ? unit : opts.yLabel;
+  // A y title too long for the axis takes a second line, and the plot moves right to make room.
+  const yLines = wrapLabel(yLabel, innerH);
+  const left = MARGIN.left + (yLines.length - 1) * LINE_HEIGHT;
+  const innerW = Math.max(10, width - left - MARGIN.right);
   const sorted = [...points]
     .filter(p => Number.isFinite(p.x))
     .map(p => (unit ? { x: p.x, y: p.y } : p))
@@ -111,7 +120,7 @@ export function renderSweep(
   const yTicks = y.ticks(4);
   const root = svg
     .append('g')
-    .attr('transform', `translate(${MARGIN.left},${MARGIN.top})`);
+    .attr('transform', `translate(${left},${MARGIN.top})`);
   const counts = isCount(xs);
   const xTicks = axisTicks(
     xDomain[0],
@@ -154,9 +163,14 @@ export function renderSweep(
   root
     .append('text')
     .attr('class', 'jp-GpusightChart-axisLabel jp-mod-y')
-    .attr('transform', `translate(-40,${innerH / 2}) rotate(-90)`)
+    .attr('transform', `translate(${12 - left},${innerH / 2}) rotate(-90)`)
     .attr('text-anchor', 'middle')
-    .text(fitText(yLabel, innerH));
+    .selectAll('tspan')
+    .data(yLines)
+    .join('tspan')
+    .attr('x', 0)
+    .attr('dy', (_l, j) => (j ? LINE_HEIGHT : 0))
+    .text(l => l);
 
   // The line breaks where a point failed (y null), so a gap never looks like a measurement.
   let d = '';
