@@ -1,10 +1,11 @@
 /** `<gs-whatifs>`: the experiments gpusight ran to prove a fix: speedups with their noise bands. */
 import { html, nothing } from 'lit';
 import { property } from 'lit/decorators.js';
-import { formatMs, formatSpeedup } from '../charts/format';
+import { formatMs } from '../charts/format';
 import {
   renderSpeedups,
   speedupRows,
+  speedupWords,
   type SpeedupRow
 } from '../charts/speedups';
 import { scopeMismatchNote } from '../charts/scope';
@@ -67,7 +68,11 @@ export class GsWhatIfs extends ChartElement {
                 <td>${r.beforeMs === null ? '–' : formatMs(r.beforeMs)}</td>
                 <td>${r.afterMs === null ? '–' : formatMs(r.afterMs)}</td>
                 <td>
-                  ${r.speedup === null ? r.skipped : formatSpeedup(r.speedup)}
+                  ${
+                    r.speedup === null
+                      ? r.skipped
+                      : speedupWords(r.speedup, r.scope)
+                  }
                 </td>
                 <td>${r.noisePct === null ? '–' : `±${r.noisePct}%`}</td>
               </tr>`
