@@ -6,6 +6,15 @@
 import { format, precisionFixed } from 'd3-format';
 import { ticks as d3ticks, tickStep } from 'd3-array';
 
+/**
+ * An x axis' title sits this far below the axis (its baseline), clear of the tick labels, which
+ * end about 20 px down (d3's 9 px tick and padding, then one 11 px line).
+ */
+export const X_TITLE_DY = 30;
+
+/** The bottom margin an x axis with a title needs: the title and its descenders. */
+export const X_AXIS_SPACE = 36;
+
 /** Whether every value is a whole number: worker counts, batch sizes, steps. */
 export function isCount(values: number[]): boolean {
   return values.length > 0 && values.every(v => Number.isInteger(v));

@@ -1,5 +1,6 @@
 // @vitest-environment happy-dom
 import { describe, expect, it } from 'vitest';
+import { approxTextWidth } from './frame';
 import {
   phaseCaption,
   readPhases,
@@ -113,4 +114,64 @@ describe('step-time strip', () => {
       'An evaluation every 8 steps'
     );
   });
+});
+
+/** A text's box from its baseline `y` at 11 px: 0.8 em above, 0.2 em below. */
+function box(x: number, y: number, text: string, anchor: string) {
+  const w = approxTextWidth(text, 11);
+  const left = anchor === 'middle' ? x - w / 2 : anchor === 'end' ? x - w : x;
+  return { left, right: left + w, top: y - 8.8, bottom: y + 2.2 };
+}
+
+describe('step axis', () => {
+  it.each([
+    [250, 8],
+    [360, 56],
+    [900, 8]
+  ])(
+    'keeps the Step title clear of every tick label at %i px (%i steps)',
+    (width, n) => {
+      const times = Array.from({ length: n }, (_, i) => 20 + (i % 7));
+      const el = document.createElement('div');
+      renderSteps(el, times, {
+        width,
+        color: 'blue',
+        stallColor: 'orange',
+        stall: null
+      });
+      const title = el.querySelector('.jp-GpusightChart-axisLabel.jp-mod-x');
+      const t = box(
+        Number(title?.getAttribute('x')),
+        Number(title?.getAttribute('y')),
+        title?.textContent ?? '',
+        'middle'
+      );
+      const height = Number(el.querySelector('svg')?.getAttribute('height'));
+      // Inside the frame (the plot starts 8 px down)...
+      expect(t.bottom + 8).toBeLessThanOrEqual(height);
+      const axis = el.querySelector('g.jp-GpusightChart-axis.jp-mod-x');
+      const axisY = Number(
+        /translate\(0,([\d.]+)\)/.exec(
+          axis?.getAttribute('transform') ?? ''
+        )?.[1]
+      );
+      // ...and below every tick label: d3 draws them 9 px down, 0.71 em to the baseline.
+      for (const tick of axis?.querySelectorAll('.tick') ?? []) {
+        const tx = Number(
+          /translate\(([\d.]+),/.exec(tick.getAttribute('transform') ?? '')?.[1]
+        );
+        const label = box(
+          tx,
+          axisY + 9 + 0.71 * 11,
+          tick.textContent ?? '',
+          'middle'
+        );
+        const apart =
+          label.right < t.left ||
+          label.left > t.right ||
+          label.bottom + 1 < t.top;
+        expect(apart, `tick ${tick.textContent} at ${tx}`).toBe(true);
+      }
+    }
+  );
 });

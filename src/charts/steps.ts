@@ -6,7 +6,13 @@
  */
 import { axisBottom, axisLeft } from 'd3-axis';
 import { scaleLinear } from 'd3-scale';
-import { axisTicks, formatTick, stepOf } from './axes';
+import {
+  axisTicks,
+  formatTick,
+  stepOf,
+  X_AXIS_SPACE,
+  X_TITLE_DY
+} from './axes';
 import { chartFrame } from './frame';
 import { formatMs, formatPct } from './format';
 
@@ -160,7 +166,7 @@ export interface StepsOptions {
   phases?: StepPhase[];
 }
 
-const MARGIN = { top: 8, right: 8, bottom: 30, left: 52 };
+const MARGIN = { top: 8, right: 8, bottom: X_AXIS_SPACE, left: 52 };
 
 export function renderSteps(
   container: Element,
@@ -168,7 +174,7 @@ export function renderSteps(
   opts: StepsOptions
 ): void {
   const width = opts.width;
-  const height = opts.height ?? 140;
+  const height = opts.height ?? 146;
   const innerW = Math.max(10, width - MARGIN.left - MARGIN.right);
   const innerH = Math.max(10, height - MARGIN.top - MARGIN.bottom);
   const ok = times.map(t => (Number.isFinite(t) && t >= 0 ? t : 0));
@@ -272,7 +278,7 @@ export function renderSteps(
     .append('text')
     .attr('class', 'jp-GpusightChart-axisLabel jp-mod-x')
     .attr('x', innerW / 2)
-    .attr('y', innerH + 26)
+    .attr('y', innerH + X_TITLE_DY)
     .attr('text-anchor', 'middle')
     .text('Step');
   root

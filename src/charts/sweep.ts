@@ -11,7 +11,9 @@ import {
   isCount,
   nonOverlapping,
   stepOf,
-  unitFromLabels
+  unitFromLabels,
+  X_AXIS_SPACE,
+  X_TITLE_DY
 } from './axes';
 import {
   approxTextWidth,
@@ -37,7 +39,7 @@ export interface SweepOptions {
   color: string;
 }
 
-const MARGIN = { top: 10, right: 14, bottom: 36, left: 52 };
+const MARGIN = { top: 10, right: 14, bottom: X_AXIS_SPACE, left: 52 };
 
 /** Keep a label inside the plot: anchored at its end near the right edge, its start near the left. */
 function anchorAt(px: number, innerW: number): 'start' | 'middle' | 'end' {
@@ -157,7 +159,7 @@ export function renderSweep(
     .append('text')
     .attr('class', 'jp-GpusightChart-axisLabel jp-mod-x')
     .attr('x', innerW / 2)
-    .attr('y', innerH + 30)
+    .attr('y', innerH + X_TITLE_DY)
     .attr('text-anchor', 'middle')
     .text(fitText(opts.xLabel + (log ? ' (log)' : ''), innerW));
   root
