@@ -175,3 +175,51 @@ describe('step axis', () => {
     }
   );
 });
+
+describe('steps legend', () => {
+  const times = Array.from({ length: 40 }, (_, i) => (i % 8 === 5 ? 150 : 20));
+
+  it('names the median line and the marked bars', () => {
+    const stall = readStall({
+      stall: { period_steps: 8, stall_ms: 130, share_pct: 40.6, cause: 'x' }
+    });
+    const el = document.createElement('div');
+    renderSteps(el, times, {
+      width: 640,
+      color: 'blue',
+      stallColor: 'orange',
+      stall
+    });
+    const items = [...el.querySelectorAll('.jp-GpusightStepsChart-legendItem')];
+    expect(items.map(i => i.textContent)).toEqual([
+      'median 20.0 ms',
+      'stalled'
+    ]);
+    // The median's swatch is drawn as the median line is (same class, so the same dashes).
+    expect(
+      items[0].querySelector('path.jp-GpusightStepsChart-median')
+    ).not.toBeNull();
+    expect(items[1].querySelector('rect')?.getAttribute('style')).toContain(
+      'orange'
+    );
+  });
+
+  it('keeps the median entry at 250 px, inside the frame', () => {
+    const el = document.createElement('div');
+    renderSteps(el, times, {
+      width: 250,
+      color: 'blue',
+      stallColor: 'orange',
+      stall: null
+    });
+    const item = el.querySelector('.jp-GpusightStepsChart-legendItem');
+    expect(item?.textContent).toBe('median 20.0 ms');
+    const x = Number(
+      /translate\(([\d.-]+),/.exec(item?.getAttribute('transform') ?? '')?.[1]
+    );
+    expect(x + 52).toBeGreaterThanOrEqual(0);
+    expect(
+      x + 52 + 18 + approxTextWidth('median 20.0 ms', 11)
+    ).toBeLessThanOrEqual(250 - 8);
+  });
+});

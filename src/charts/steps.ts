@@ -13,7 +13,8 @@ import {
   X_AXIS_SPACE,
   X_TITLE_DY
 } from './axes';
-import { chartFrame } from './frame';
+import type { Selection } from 'd3-selection';
+import { approxTextWidth, chartFrame } from './frame';
 import { formatMs, formatPct } from './format';
 
 /** A periodic stall the watch found: every `periodSteps` steps, `stallMs` more. */
@@ -166,7 +167,91 @@ export interface StepsOptions {
   phases?: StepPhase[];
 }
 
-const MARGIN = { top: 8, right: 8, bottom: X_AXIS_SPACE, left: 52 };
+/** The top margin holds the legend row. */
+const MARGIN = { top: 22, right: 8, bottom: X_AXIS_SPACE, left: 52 };
+
+/** One legend entry: a dashed line (the median) or a bar swatch in its colour. */
+export type StepsLegendItem =
+  | { mark: 'median'; label: string }
+  | { mark: 'bar'; label: string; color: string };
+
+/** What the chart draws that a reader must be told: the median line, and marked bars. */
+export function stepsLegend(
+  median: number,
+  stalled: number,
+  phases: StepPhase[],
+  opts: StepsOptions
+): StepsLegendItem[] {
+  const items: StepsLegendItem[] = [
+    { mark: 'median', label: `median ${formatMs(median)}` }
+  ];
+  if (stalled) {
+    items.push({ mark: 'bar', label: 'stalled', color: opts.stallColor });
+  }
+  const kinds = new Set(phases.map(p => p.kind));
+  if (kinds.size) {
+    const label =
+      kinds.size > 1
+        ? 'between steps'
+        : kinds.has('evaluation')
+          ? 'evaluation'
+          : 'checkpoint save';
+    items.push({
+      mark: 'bar',
+      label,
+      color: opts.phaseColor ?? opts.stallColor
+    });
+  }
+  return items;
+}
+
+const SWATCH = 14;
+
+/** The legend, right-aligned above the plot; entries that do not fit the width are left out. */
+function drawLegend(
+  root: Selection<SVGGElement, unknown, null, undefined>,
+  items: StepsLegendItem[],
+  innerW: number
+): void {
+  const widths = items.map(i => SWATCH + 4 + approxTextWidth(i.label, 11));
+  const gap = (j: number) => (j ? 12 : 0);
+  let used = 0;
+  let n = 0;
+  while (
+    n < items.length &&
+    used + gap(n) + widths[n] <= innerW + MARGIN.left
+  ) {
+    used += gap(n) + widths[n];
+    n++;
+  }
+  const kept = items.slice(0, n);
+  let x = innerW - used;
+  const g = root.append('g').attr('class', 'jp-GpusightStepsChart-legend');
+  kept.forEach((item, j) => {
+    const entry = g
+      .append('g')
+      .attr('class', 'jp-GpusightStepsChart-legendItem')
+      .attr('transform', `translate(${x.toFixed(1)},-8)`);
+    if (item.mark === 'median') {
+      entry
+        .append('path')
+        .attr('class', 'jp-GpusightStepsChart-median')
+        .attr('d', `M0,-4H${SWATCH}`);
+    } else {
+      entry
+        .append('rect')
+        .attr('y', -9)
+        .attr('width', SWATCH)
+        .attr('height', 9)
+        .style('fill', item.color);
+    }
+    entry
+      .append('text')
+      .attr('x', SWATCH + 4)
+      .text(item.label);
+    x += widths[j] + gap(j + 1);
+  });
+}
 
 export function renderSteps(
   container: Element,
@@ -174,7 +259,7 @@ export function renderSteps(
   opts: StepsOptions
 ): void {
   const width = opts.width;
-  const height = opts.height ?? 146;
+  const height = opts.height ?? 160;
   const innerW = Math.max(10, width - MARGIN.left - MARGIN.right);
   const innerH = Math.max(10, height - MARGIN.top - MARGIN.bottom);
   const ok = times.map(t => (Number.isFinite(t) && t >= 0 ? t : 0));
@@ -250,6 +335,11 @@ export function renderSteps(
     .append('path')
     .attr('class', 'jp-GpusightStepsChart-median')
     .attr('d', `M0,${y(median)}H${innerW}`);
+  drawLegend(
+    root,
+    stepsLegend(median, stalled.size, opts.phases ?? [], opts),
+    innerW
+  );
   const yTicks = y.ticks(3);
   root
     .append('g')
