@@ -7,7 +7,8 @@ import {
   readStall,
   renderSteps,
   stallCaption,
-  stalledSteps
+  stalledSteps,
+  stepTips
 } from './steps';
 
 describe('step-time strip', () => {
@@ -221,5 +222,46 @@ describe('steps legend', () => {
     expect(
       x + 52 + 18 + approxTextWidth('median 20.0 ms', 11)
     ).toBeLessThanOrEqual(250 - 8);
+  });
+});
+
+describe('step tooltips', () => {
+  const times = Array.from({ length: 40 }, (_, i) => (i % 8 === 5 ? 150 : 20));
+
+  it('gives each bar a tooltip with its step, time and mark', () => {
+    const stall = readStall({
+      stall: { period_steps: 8, stall_ms: 130, share_pct: 40.6, cause: 'x' }
+    });
+    const el = document.createElement('div');
+    renderSteps(el, times, {
+      width: 640,
+      color: 'blue',
+      stallColor: 'orange',
+      stall,
+      phases: [
+        { kind: 'evaluation', steps: [13], periodSteps: null, msEach: 130 }
+      ]
+    });
+    const tips = [...el.querySelectorAll('rect.jp-GpusightStepsChart-tip')];
+    expect(tips).toHaveLength(40);
+    const text = tips.map(t => t.querySelector('title')?.textContent);
+    expect(text[0]).toBe('Step 1: 20.0 ms');
+    expect(text[5]).toBe('Step 6: 150 ms (stalled)');
+    expect(text[13]).toBe('Step 14: 150 ms (evaluation)');
+    // Side by side over the plot, each as wide as its bar.
+    expect(Number(tips[1].getAttribute('x'))).toBeCloseTo(580 / 40, 1);
+    expect(Number(tips[1].getAttribute('width'))).toBeCloseTo(580 / 40, 1);
+  });
+
+  it('groups neighbouring steps when there are more steps than pixels', () => {
+    const many = Array.from({ length: 10_000 }, (_, i) => 10 + (i % 100));
+    const tips = stepTips(many, 500, () => null);
+    expect(tips).toHaveLength(500);
+    expect(tips[0]).toEqual({
+      from: 0,
+      to: 20,
+      text: 'Steps 1–20: 10.0 ms to 29.0 ms'
+    });
+    expect(tips[tips.length - 1].to).toBe(10_000);
   });
 });

@@ -205,6 +205,85 @@ export function stepsLegend(
   return items;
 }
 
+/** One hover target: the steps [from, to) under it, and what its tooltip says. */
+export interface StepTip {
+  from: number;
+  to: number;
+  text: string;
+}
+
+/** "Step 6: 150 ms (stalled)"; a group of steps: "Steps 1–4: 20.0 ms to 150 ms". */
+function tipText(
+  times: number[],
+  from: number,
+  to: number,
+  tag: (i: number) => string | null
+): string {
+  if (to - from === 1) {
+    const t = tag(from);
+    return `Step ${from + 1}: ${formatMs(times[from])}${t ? ` (${t})` : ''}`;
+  }
+  const slice = times.slice(from, to);
+  return (
+    `Steps ${from + 1}–${to}: ` +
+    `${formatMs(Math.min(...slice))} to ${formatMs(Math.max(...slice))}`
+  );
+}
+
+/**
+ * The bars' tooltips: one per step, or one per group of neighbouring steps when there are more
+ * steps than `columns` (pixels), so a 10,000-step run stays a few hundred targets.
+ */
+export function stepTips(
+  times: number[],
+  columns: number,
+  tag: (i: number) => string | null
+): StepTip[] {
+  const per = Math.max(1, Math.ceil(times.length / Math.max(1, columns)));
+  const out: StepTip[] = [];
+  for (let from = 0; from < times.length; from += per) {
+    const to = Math.min(times.length, from + per);
+    out.push({ from, to, text: tipText(times, from, to, tag) });
+  }
+  return out;
+}
+
+/** What marks a step in its tooltip: its phase, else "stalled". */
+function stepTag(
+  phases: StepPhase[],
+  stalled: Set<number>
+): (i: number) => string | null {
+  const kind = new Map<number, string>();
+  for (const p of phases) {
+    for (const i of p.steps) {
+      kind.set(i, p.kind === 'evaluation' ? 'evaluation' : 'checkpoint save');
+    }
+  }
+  return i => kind.get(i) ?? (stalled.has(i) ? 'stalled' : null);
+}
+
+/** Transparent full-height targets over the bars, each with its tooltip. */
+function drawTips(
+  root: Selection<SVGGElement, unknown, null, undefined>,
+  tips: StepTip[],
+  x: (i: number) => number,
+  innerH: number
+): void {
+  root
+    .append('g')
+    .attr('class', 'jp-GpusightStepsChart-tips')
+    .selectAll('rect')
+    .data(tips)
+    .join('rect')
+    .attr('class', 'jp-GpusightStepsChart-tip')
+    .attr('x', d => x(d.from).toFixed(2))
+    .attr('width', d => (x(d.to) - x(d.from)).toFixed(2))
+    .attr('height', innerH)
+    .style('fill', 'transparent')
+    .append('title')
+    .text(d => d.text);
+}
+
 const SWATCH = 14;
 
 /** The legend, right-aligned above the plot; entries that do not fit the width are left out. */
@@ -340,6 +419,8 @@ export function renderSteps(
     stepsLegend(median, stalled.size, opts.phases ?? [], opts),
     innerW
   );
+  const tag = stepTag(opts.phases ?? [], stalled);
+  drawTips(root, stepTips(ok, Math.floor(innerW), tag), x, innerH);
   const yTicks = y.ticks(3);
   root
     .append('g')
