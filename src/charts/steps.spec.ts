@@ -2,6 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { approxTextWidth } from './frame';
 import {
+  drawnCaption,
   phaseCaption,
   readPhases,
   readStall,
@@ -263,5 +264,26 @@ describe('step tooltips', () => {
       text: 'Steps 1–20: 10.0 ms to 29.0 ms'
     });
     expect(tips[tips.length - 1].to).toBe(10_000);
+  });
+});
+
+describe('what the strip counts', () => {
+  it('says how many timings it draws when the run counted more steps', () => {
+    expect(drawnCaption(8, 56)).toBe(
+      '8 timings drawn for 56 steps; the figures above are over all 56.'
+    );
+    expect(drawnCaption(56, 56)).toBeNull();
+    expect(drawnCaption(8, undefined)).toBeNull();
+    const el = document.createElement('div');
+    renderSteps(el, [40, 41, 39, 42, 40, 41, 40, 39], {
+      width: 320,
+      color: 'blue',
+      stallColor: 'orange',
+      stall: null,
+      totalSteps: 56
+    });
+    expect(el.querySelector('desc')?.textContent).toMatch(
+      /^8 timings for 56 steps, median 40.0 ms/
+    );
   });
 });

@@ -157,6 +157,22 @@ export function stallCaption(stall: StepStall): string {
   );
 }
 
+/**
+ * What the strip draws against the steps the run counted, when they differ (a report may time
+ * blocks of steps, or keep some of them): "8 timings drawn for 56 steps; the figures above
+ * are over all 56." Null when there is one bar per step.
+ */
+export function drawnCaption(
+  drawn: number,
+  total: number | null | undefined
+): string | null {
+  if (typeof total !== 'number' || !(total > drawn)) {
+    return null;
+  }
+  const what = drawn === 1 ? 'timing' : 'timings';
+  return `${drawn} ${what} drawn for ${total} steps; the figures above are over all ${total}.`;
+}
+
 export interface StepsOptions {
   width: number;
   height?: number;
@@ -165,6 +181,15 @@ export interface StepsOptions {
   stall: StepStall | null;
   phaseColor?: string;
   phases?: StepPhase[];
+  /** The steps the run counted (`run.steps`), where the bars may be fewer. */
+  totalSteps?: number;
+}
+
+/** "56 steps", or "8 timings for 56 steps" where the bars are fewer than the steps. */
+function countWords(drawn: number, total: number | undefined): string {
+  return total !== undefined && total > drawn
+    ? `${drawn} timings for ${total} steps`
+    : `${drawn} steps`;
 }
 
 /** The top margin holds the legend row. */
@@ -356,7 +381,7 @@ export function renderSteps(
     height,
     label: 'Time of each step',
     description: ok.length
-      ? `${ok.length} steps, median ${formatMs(median)}, slowest ${formatMs(sorted[sorted.length - 1])}.` +
+      ? `${countWords(ok.length, opts.totalSteps)}, median ${formatMs(median)}, slowest ${formatMs(sorted[sorted.length - 1])}.` +
         (opts.stall ? ` ${stallCaption(opts.stall)}` : '') +
         (opts.phases ?? []).map(p => ` ${phaseCaption(p)}`).join('')
       : 'No per-step times.',
