@@ -3,6 +3,7 @@ its GPU path runs against a stand-in NVML module with pynvml's call signatures."
 
 from __future__ import annotations
 
+import sys
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -104,3 +105,45 @@ def test_listener_gets_each_tick(monkeypatch: pytest.MonkeyPatch) -> None:
     time.sleep(0.08)
     s.stop()
     assert got and all(len(group) == 1 and group[0]["gpu"] == 0 for group in got)
+
+
+class TickedProcess:
+    """psutil.Process's cpu_percent(None) as psutil computes it: CPU time counted in 10 ms clock
+    ticks, over the wall time since the previous call; the process is always busy."""
+
+    def __init__(self, clock: list[float]) -> None:
+        self.clock = clock
+        self.last: float | None = None
+
+    def cpu_percent(self, interval: None = None) -> float:
+        now, last, self.last = self.clock[0], self.last, self.clock[0]
+        if last is None:
+            return 0.0  # priming
+        ticks = max(1, round((now - last) / 0.01))  # one tick at least: it ran
+        return 100.0 * ticks * 0.01 / (now - last)
+
+
+def _no_nvml() -> Any:
+    raise ImportError("no pynvml")
+
+
+def test_cpu_is_never_read_over_the_priming_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first sample came a fraction of a millisecond after the counter was primed: one
+    10 ms clock tick over 0.18 ms read as 5,497 % (issue #36). It has no CPU figure now."""
+    clock = [100.0]
+    monkeypatch.setattr(nvml_sampler.time, "perf_counter", lambda: clock[0])
+    proc = TickedProcess(clock)
+    monkeypatch.setitem(sys.modules, "psutil", SimpleNamespace(Process=lambda pid=None: proc))
+    monkeypatch.setattr(nvml_sampler, "_nvml", _no_nvml)
+    s = NvmlSampler((0,), interval_s=0.1, t0=100.0)
+    assert s._prepare()  # primes the counter at t = 100 s
+    clock[0] += 0.00018
+    first = s.sample_once(0)
+    assert first == [{"t": 0.0002, "cpu_pct": None}]
+    readings = []
+    for n in range(1, 4):
+        clock[0] += 0.1
+        readings.append(s.sample_once(n)[0]["cpu_pct"])
+    # Each later sample reads its whole window (the first one's included), a busy core's 100 %.
+    assert readings[0] == pytest.approx(100.0, rel=0.05)
+    assert all(r is not None and r <= 105.0 for r in readings)

@@ -5,6 +5,17 @@
  */
 import { format, precisionFixed } from 'd3-format';
 import { ticks as d3ticks, tickStep } from 'd3-array';
+import type { Selection } from 'd3-selection';
+import { approxTextWidth } from './frame';
+
+/**
+ * An x axis' title sits this far below the axis (its baseline), clear of the tick labels, which
+ * end about 20 px down (d3's 9 px tick and padding, then one 11 px line).
+ */
+export const X_TITLE_DY = 30;
+
+/** The bottom margin an x axis with a title needs: the title and its descenders. */
+export const X_AXIS_SPACE = 36;
 
 /** Whether every value is a whole number: worker counts, batch sizes, steps. */
 export function isCount(values: number[]): boolean {
@@ -84,4 +95,27 @@ export function nonOverlapping(
     }
   }
   return kept.sort((a, b) => a - b);
+}
+
+/**
+ * An x axis' end labels kept inside the frame: a label centred on a tick nearer an edge than
+ * half its width (the live chart's "now" at the right edge, cut to "nov") is anchored at its
+ * end (or start) instead. `left` and `right`: the margins beyond the plot, in px.
+ */
+export function keepTickLabelsInside(
+  axis: Selection<SVGGElement, unknown, null, undefined>,
+  x: (v: number) => number,
+  innerW: number,
+  left: number,
+  right: number
+): void {
+  axis.selectAll<SVGTextElement, number>('.tick text').each(function (d) {
+    const px = x(+d);
+    const half = approxTextWidth(this.textContent ?? '', 11) / 2;
+    if (px + half > innerW + right) {
+      this.setAttribute('text-anchor', 'end');
+    } else if (px - half < -left) {
+      this.setAttribute('text-anchor', 'start');
+    }
+  });
 }

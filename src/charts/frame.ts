@@ -76,3 +76,28 @@ export function labelLines(
   }
   return [fitText(`${name}:`, maxPx), fitText(numbers, maxPx)];
 }
+
+/**
+ * An axis title as one line, or two split at a space (the first as long as fits), each cut to
+ * fit `maxPx`: "compute-only ms per 32 samples" along a 134 px axis loses no words.
+ */
+export function wrapLabel(text: string, maxPx: number, fontPx = 12): string[] {
+  if (approxTextWidth(text, fontPx) <= maxPx) {
+    return [text];
+  }
+  const words = text.split(' ');
+  let n = words.length - 1;
+  while (
+    n > 1 &&
+    approxTextWidth(words.slice(0, n).join(' '), fontPx) > maxPx
+  ) {
+    n--;
+  }
+  if (n < 1) {
+    return [fitText(text, maxPx, fontPx)];
+  }
+  return [
+    fitText(words.slice(0, n).join(' '), maxPx, fontPx),
+    fitText(words.slice(n).join(' '), maxPx, fontPx)
+  ];
+}

@@ -1,6 +1,11 @@
 // @vitest-environment happy-dom
 import { describe, expect, it } from 'vitest';
-import { renderSpeedups, speedupRows, speedupScale } from './speedups';
+import {
+  renderSpeedups,
+  speedupRows,
+  speedupScale,
+  speedupsTitle
+} from './speedups';
 
 const whatIfs = [
   {
@@ -116,5 +121,56 @@ describe('huge noise', () => {
         width
       );
     }
+  });
+});
+
+describe('scope', () => {
+  const scoped = [
+    {
+      change:
+        'batch_size=256 instead of 32 with your loader (ms per 32 samples)',
+      before_ms: 41.2,
+      after_ms: 38.3,
+      speedup: 1.08,
+      noise_pct: 2,
+      params: { compute_only_speedup: 6.3, series_scope: 'compute_only' },
+      series: [
+        { x: 32, y: 1.6 },
+        { x: 1024, y: 0.25 }
+      ],
+      scope: 'end_to_end' as const
+    },
+    {
+      change: 'torch.autocast',
+      before_ms: 1.56,
+      after_ms: 1.42,
+      speedup: 1.1,
+      noise_pct: 1,
+      scope: 'compute_only' as const
+    }
+  ];
+
+  it("says each row's scope after its speedup, and the title what the rows cover", () => {
+    const rows = speedupRows(scoped);
+    // The row's own end-to-end gain, never its compute-only sweep's 6.3×.
+    expect(rows[0].text).toBe(
+      '1.08× end to end (±2% noise): 41.2 ms → 38.3 ms'
+    );
+    expect(rows[0].text).not.toContain('6.3');
+    expect(rows[1].text).toBe(
+      '1.10× compute only (±1% noise): 1.56 ms → 1.42 ms per step'
+    );
+    const el = document.createElement('div');
+    renderSpeedups(el, rows, { width: 500, color: () => 'green' });
+    expect(el.querySelector('svg')?.getAttribute('aria-label')).toBe(
+      'What-if speedups, measured end to end or compute only (each row says which)'
+    );
+    expect(speedupsTitle(rows.slice(1))).toBe(
+      'What-if speedups, measured compute only: the model on cached batches'
+    );
+    // An older report, without scopes, reads as before.
+    expect(speedupsTitle(speedupRows(whatIfs))).toBe(
+      'What-if speedups, measured'
+    );
   });
 });

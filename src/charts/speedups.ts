@@ -9,6 +9,7 @@ import type { WhatIf } from '../report/generated/report';
 import { chartFrame, LINE_HEIGHT, labelLines } from './frame';
 import { format } from 'd3-format';
 import { formatMs, formatSpeedup } from './format';
+import { rowScope, SCOPE_TITLE, SCOPE_WORDS, type Scope } from './scope';
 
 /** 1.8 -> "1.8", 2 -> "2", 12.34 -> "12". */
 const formatNoise = format('.2~r');
@@ -25,8 +26,26 @@ export interface SpeedupRow {
   skipped: string | null;
   /** False when the noise band reaches 1×: the gain may be noise ("not significant"). */
   significant: boolean;
-  /** "1.84× (±3%): 120 ms → 65.2 ms" */
+  /** What the speedup covers (null: the report does not say). */
+  scope: Scope | null;
+  /** "1.84× end to end (±3% noise): 120 ms → 65.2 ms per step" */
   text: string;
+}
+
+/** "1.84×", with its scope where the report gives one: "1.84× end to end". */
+export function speedupWords(speedup: number, scope: Scope | null): string {
+  return formatSpeedup(speedup) + (scope ? ` ${SCOPE_WORDS[scope]}` : '');
+}
+
+/** The chart's title: what the speedups it draws cover. */
+export function speedupsTitle(rows: SpeedupRow[]): string {
+  const scopes = new Set(rows.flatMap(r => (r.scope ? [r.scope] : [])));
+  const title = 'What-if speedups, measured';
+  if (scopes.size > 1) {
+    return `${title} end to end or compute only (each row says which)`;
+  }
+  const [only] = [...scopes];
+  return only ? `${title} ${SCOPE_TITLE[only]}` : title;
 }
 
 /** Whether a speedup's noise band leaves 1× out (no band: any speedup other than 1×). */
@@ -42,6 +61,7 @@ export function isSignificant(
 
 export function speedupRows(whatIfs: WhatIf[]): SpeedupRow[] {
   return whatIfs.map(w => {
+    const scope = rowScope(w);
     const speedup =
       typeof w.speedup === 'number' && w.speedup > 0 ? w.speedup : null;
     const noise =
@@ -57,7 +77,7 @@ export function speedupRows(whatIfs: WhatIf[]): SpeedupRow[] {
     } else {
       // "not significant" right after the number: a narrow chart cuts the end of the line.
       text =
-        formatSpeedup(speedup) +
+        speedupWords(speedup, scope) +
         (significant ? '' : ', not significant') +
         (noise !== null ? ` (±${formatNoise(noise)}% noise)` : '');
       if (typeof w.before_ms === 'number' && typeof w.after_ms === 'number') {
@@ -76,6 +96,7 @@ export function speedupRows(whatIfs: WhatIf[]): SpeedupRow[] {
       noisePct: noise,
       skipped: speedup === null ? (w.skipped ?? 'not measured') : null,
       significant,
+      scope,
       text
     };
   });
@@ -135,7 +156,7 @@ export function renderSpeedups(
   const svg = chartFrame(container, {
     width,
     height,
-    label: 'What-if speedups, measured',
+    label: speedupsTitle(rows),
     description: rows.length
       ? rows.map(r => `${r.change}: ${r.text}`).join('; ') + '.'
       : 'No what-if experiments were run.',

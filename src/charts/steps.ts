@@ -6,8 +6,15 @@
  */
 import { axisBottom, axisLeft } from 'd3-axis';
 import { scaleLinear } from 'd3-scale';
-import { axisTicks, formatTick, stepOf } from './axes';
-import { chartFrame } from './frame';
+import {
+  axisTicks,
+  formatTick,
+  stepOf,
+  X_AXIS_SPACE,
+  X_TITLE_DY
+} from './axes';
+import type { Selection } from 'd3-selection';
+import { approxTextWidth, chartFrame } from './frame';
 import { formatMs, formatPct } from './format';
 
 /** A periodic stall the watch found: every `periodSteps` steps, `stallMs` more. */
@@ -150,6 +157,22 @@ export function stallCaption(stall: StepStall): string {
   );
 }
 
+/**
+ * What the strip draws against the steps the run counted, when they differ (a report may time
+ * blocks of steps, or keep some of them): "8 timings drawn for 56 steps; the figures above
+ * are over all 56." Null when there is one bar per step.
+ */
+export function drawnCaption(
+  drawn: number,
+  total: number | null | undefined
+): string | null {
+  if (typeof total !== 'number' || !(total > drawn)) {
+    return null;
+  }
+  const what = drawn === 1 ? 'timing' : 'timings';
+  return `${drawn} ${what} drawn for ${total} steps; the figures above are over all ${total}.`;
+}
+
 export interface StepsOptions {
   width: number;
   height?: number;
@@ -158,9 +181,181 @@ export interface StepsOptions {
   stall: StepStall | null;
   phaseColor?: string;
   phases?: StepPhase[];
+  /** The steps the run counted (`run.steps`), where the bars may be fewer. */
+  totalSteps?: number;
 }
 
-const MARGIN = { top: 8, right: 8, bottom: 30, left: 52 };
+/** "56 steps", or "8 timings for 56 steps" where the bars are fewer than the steps. */
+function countWords(drawn: number, total: number | undefined): string {
+  return total !== undefined && total > drawn
+    ? `${drawn} timings for ${total} steps`
+    : `${drawn} steps`;
+}
+
+/** The top margin holds the legend row. */
+const MARGIN = { top: 22, right: 8, bottom: X_AXIS_SPACE, left: 52 };
+
+/** One legend entry: a dashed line (the median) or a bar swatch in its colour. */
+export type StepsLegendItem =
+  | { mark: 'median'; label: string }
+  | { mark: 'bar'; label: string; color: string };
+
+/** What the chart draws that a reader must be told: the median line, and marked bars. */
+export function stepsLegend(
+  median: number,
+  stalled: number,
+  phases: StepPhase[],
+  opts: StepsOptions
+): StepsLegendItem[] {
+  const items: StepsLegendItem[] = [
+    { mark: 'median', label: `median ${formatMs(median)}` }
+  ];
+  if (stalled) {
+    items.push({ mark: 'bar', label: 'stalled', color: opts.stallColor });
+  }
+  const kinds = new Set(phases.map(p => p.kind));
+  if (kinds.size) {
+    const label =
+      kinds.size > 1
+        ? 'between steps'
+        : kinds.has('evaluation')
+          ? 'evaluation'
+          : 'checkpoint save';
+    items.push({
+      mark: 'bar',
+      label,
+      color: opts.phaseColor ?? opts.stallColor
+    });
+  }
+  return items;
+}
+
+/** One hover target: the steps [from, to) under it, and what its tooltip says. */
+export interface StepTip {
+  from: number;
+  to: number;
+  text: string;
+}
+
+/** "Step 6: 150 ms (stalled)"; a group of steps: "Steps 1–4: 20.0 ms to 150 ms". */
+function tipText(
+  times: number[],
+  from: number,
+  to: number,
+  tag: (i: number) => string | null
+): string {
+  if (to - from === 1) {
+    const t = tag(from);
+    return `Step ${from + 1}: ${formatMs(times[from])}${t ? ` (${t})` : ''}`;
+  }
+  const slice = times.slice(from, to);
+  return (
+    `Steps ${from + 1}–${to}: ` +
+    `${formatMs(Math.min(...slice))} to ${formatMs(Math.max(...slice))}`
+  );
+}
+
+/**
+ * The bars' tooltips: one per step, or one per group of neighbouring steps when there are more
+ * steps than `columns` (pixels), so a 10,000-step run stays a few hundred targets.
+ */
+export function stepTips(
+  times: number[],
+  columns: number,
+  tag: (i: number) => string | null
+): StepTip[] {
+  const per = Math.max(1, Math.ceil(times.length / Math.max(1, columns)));
+  const out: StepTip[] = [];
+  for (let from = 0; from < times.length; from += per) {
+    const to = Math.min(times.length, from + per);
+    out.push({ from, to, text: tipText(times, from, to, tag) });
+  }
+  return out;
+}
+
+/** What marks a step in its tooltip: its phase, else "stalled". */
+function stepTag(
+  phases: StepPhase[],
+  stalled: Set<number>
+): (i: number) => string | null {
+  const kind = new Map<number, string>();
+  for (const p of phases) {
+    for (const i of p.steps) {
+      kind.set(i, p.kind === 'evaluation' ? 'evaluation' : 'checkpoint save');
+    }
+  }
+  return i => kind.get(i) ?? (stalled.has(i) ? 'stalled' : null);
+}
+
+/** Transparent full-height targets over the bars, each with its tooltip. */
+function drawTips(
+  root: Selection<SVGGElement, unknown, null, undefined>,
+  tips: StepTip[],
+  x: (i: number) => number,
+  innerH: number
+): void {
+  root
+    .append('g')
+    .attr('class', 'jp-GpusightStepsChart-tips')
+    .selectAll('rect')
+    .data(tips)
+    .join('rect')
+    .attr('class', 'jp-GpusightStepsChart-tip')
+    .attr('x', d => x(d.from).toFixed(2))
+    .attr('width', d => (x(d.to) - x(d.from)).toFixed(2))
+    .attr('height', innerH)
+    .style('fill', 'transparent')
+    .append('title')
+    .text(d => d.text);
+}
+
+const SWATCH = 14;
+
+/** The legend, right-aligned above the plot; entries that do not fit the width are left out. */
+function drawLegend(
+  root: Selection<SVGGElement, unknown, null, undefined>,
+  items: StepsLegendItem[],
+  innerW: number
+): void {
+  const widths = items.map(i => SWATCH + 4 + approxTextWidth(i.label, 11));
+  const gap = (j: number) => (j ? 12 : 0);
+  let used = 0;
+  let n = 0;
+  while (
+    n < items.length &&
+    used + gap(n) + widths[n] <= innerW + MARGIN.left
+  ) {
+    used += gap(n) + widths[n];
+    n++;
+  }
+  const kept = items.slice(0, n);
+  let x = innerW - used;
+  const g = root.append('g').attr('class', 'jp-GpusightStepsChart-legend');
+  kept.forEach((item, j) => {
+    const entry = g
+      .append('g')
+      .attr('class', 'jp-GpusightStepsChart-legendItem')
+      .attr('transform', `translate(${x.toFixed(1)},-8)`);
+    if (item.mark === 'median') {
+      entry
+        .append('path')
+        .attr('class', 'jp-GpusightStepsChart-median')
+        .attr('d', `M0,-4H${SWATCH}`);
+    } else {
+      entry
+        .append('rect')
+        .attr('y', -9)
+        .attr('width', SWATCH)
+        .attr('height', 9)
+        .style('fill', item.color);
+    }
+    entry
+      .append('text')
+      .attr('x', SWATCH + 4)
+      .text(item.label);
+    x += widths[j] + gap(j + 1);
+  });
+}
 
 export function renderSteps(
   container: Element,
@@ -168,7 +363,7 @@ export function renderSteps(
   opts: StepsOptions
 ): void {
   const width = opts.width;
-  const height = opts.height ?? 140;
+  const height = opts.height ?? 160;
   const innerW = Math.max(10, width - MARGIN.left - MARGIN.right);
   const innerH = Math.max(10, height - MARGIN.top - MARGIN.bottom);
   const ok = times.map(t => (Number.isFinite(t) && t >= 0 ? t : 0));
@@ -186,7 +381,7 @@ export function renderSteps(
     height,
     label: 'Time of each step',
     description: ok.length
-      ? `${ok.length} steps, median ${formatMs(median)}, slowest ${formatMs(sorted[sorted.length - 1])}.` +
+      ? `${countWords(ok.length, opts.totalSteps)}, median ${formatMs(median)}, slowest ${formatMs(sorted[sorted.length - 1])}.` +
         (opts.stall ? ` ${stallCaption(opts.stall)}` : '') +
         (opts.phases ?? []).map(p => ` ${phaseCaption(p)}`).join('')
       : 'No per-step times.',
@@ -244,6 +439,13 @@ export function renderSteps(
     .append('path')
     .attr('class', 'jp-GpusightStepsChart-median')
     .attr('d', `M0,${y(median)}H${innerW}`);
+  drawLegend(
+    root,
+    stepsLegend(median, stalled.size, opts.phases ?? [], opts),
+    innerW
+  );
+  const tag = stepTag(opts.phases ?? [], stalled);
+  drawTips(root, stepTips(ok, Math.floor(innerW), tag), x, innerH);
   const yTicks = y.ticks(3);
   root
     .append('g')
@@ -272,7 +474,7 @@ export function renderSteps(
     .append('text')
     .attr('class', 'jp-GpusightChart-axisLabel jp-mod-x')
     .attr('x', innerW / 2)
-    .attr('y', innerH + 26)
+    .attr('y', innerH + X_TITLE_DY)
     .attr('text-anchor', 'middle')
     .text('Step');
   root

@@ -49,6 +49,32 @@ describe('renderSweep', () => {
     );
   });
 
+  it('wraps a y title too long for the axis onto two lines instead of cutting it', () => {
+    const el = document.createElement('div');
+    renderSweep(
+      el,
+      [
+        { x: 32, y: 1.6 },
+        { x: 64, y: 0.8 }
+      ],
+      {
+        width: 250,
+        title: 't',
+        xLabel: 'Batch size',
+        yLabel: 'compute-only ms per 32 samples',
+        color: 'blue'
+      }
+    );
+    const lines = [
+      ...el.querySelectorAll('.jp-GpusightChart-axisLabel.jp-mod-y tspan')
+    ].map(t => t.textContent);
+    expect(lines).toEqual(['compute-only ms', 'per 32 samples']);
+    // The plot moves right by a line so the outer line clears the tick labels.
+    expect(el.querySelector('svg > g')?.getAttribute('transform')).toBe(
+      'translate(67,10)'
+    );
+  });
+
   it('keeps a linear axis for a narrow sweep', () => {
     expect(
       useLogX([

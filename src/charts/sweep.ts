@@ -11,9 +11,17 @@ import {
   isCount,
   nonOverlapping,
   stepOf,
-  unitFromLabels
+  unitFromLabels,
+  X_AXIS_SPACE,
+  X_TITLE_DY
 } from './axes';
-import { approxTextWidth, chartFrame, fitText } from './frame';
+import {
+  approxTextWidth,
+  chartFrame,
+  fitText,
+  LINE_HEIGHT,
+  wrapLabel
+} from './frame';
 import { formatValue } from './format';
 
 export interface SweepPoint {
@@ -31,7 +39,7 @@ export interface SweepOptions {
   color: string;
 }
 
-const MARGIN = { top: 10, right: 14, bottom: 36, left: 52 };
+const MARGIN = { top: 10, right: 14, bottom: X_AXIS_SPACE, left: 52 };
 
 /** Keep a label inside the plot: anchored at its end near the right edge, its start near the left. */
 function anchorAt(px: number, innerW: number): 'start' | 'middle' | 'end' {
@@ -69,12 +77,15 @@ export function renderSweep(
 ): void {
   const width = opts.width;
   const height = opts.height ?? 180;
-  const innerW = Math.max(10, width - MARGIN.left - MARGIN.right);
   const innerH = Math.max(10, height - MARGIN.top - MARGIN.bottom);
   // Points that all carry the same label carry their unit: it names the y axis instead, and each
   // point is labelled with its value.
   const unit = unitFromLabels(points);
   const yLabel = unit && !opts.yLabel ? unit : opts.yLabel;
+  // A y title too long for the axis takes a second line, and the plot moves right to make room.
+  const yLines = wrapLabel(yLabel, innerH);
+  const left = MARGIN.left + (yLines.length - 1) * LINE_HEIGHT;
+  const innerW = Math.max(10, width - left - MARGIN.right);
   const sorted = [...points]
     .filter(p => Number.isFinite(p.x))
     .map(p => (unit ? { x: p.x, y: p.y } : p))
@@ -111,7 +122,7 @@ export function renderSweep(
   const yTicks = y.ticks(4);
   const root = svg
     .append('g')
-    .attr('transform', `translate(${MARGIN.left},${MARGIN.top})`);
+    .attr('transform', `translate(${left},${MARGIN.top})`);
   const counts = isCount(xs);
   const xTicks = axisTicks(
     xDomain[0],
@@ -148,15 +159,20 @@ export function renderSweep(
     .append('text')
     .attr('class', 'jp-GpusightChart-axisLabel jp-mod-x')
     .attr('x', innerW / 2)
-    .attr('y', innerH + 30)
+    .attr('y', innerH + X_TITLE_DY)
     .attr('text-anchor', 'middle')
     .text(fitText(opts.xLabel + (log ? ' (log)' : ''), innerW));
   root
     .append('text')
     .attr('class', 'jp-GpusightChart-axisLabel jp-mod-y')
-    .attr('transform', `translate(-40,${innerH / 2}) rotate(-90)`)
+    .attr('transform', `translate(${12 - left},${innerH / 2}) rotate(-90)`)
     .attr('text-anchor', 'middle')
-    .text(fitText(yLabel, innerH));
+    .selectAll('tspan')
+    .data(yLines)
+    .join('tspan')
+    .attr('x', 0)
+    .attr('dy', (_l, j) => (j ? LINE_HEIGHT : 0))
+    .text(l => l);
 
   // The line breaks where a point failed (y null), so a gap never looks like a measurement.
   let d = '';

@@ -2,10 +2,12 @@
 import { describe, expect, it } from 'vitest';
 import type { Sample } from '../report';
 import {
+  cpuShare,
   linePath,
   renderTimeline,
   summariseSeries,
-  timelineSeries
+  timelineSeries,
+  timelineText
 } from './timeline';
 
 /** 50,000 samples of a starved GPU: 100% for one sample, 0% for the next. */
@@ -131,5 +133,71 @@ describe('renderTimeline', () => {
     expect(
       el.querySelector('.jp-GpusightTimelineChart-hint')?.textContent
     ).toContain('zoom in');
+  });
+});
+
+describe('host CPU', () => {
+  // As the sampler wrote them: psutil's process CPU %, summed over cores; the first one read
+  // over the sub-millisecond window after the counter was primed.
+  const cpuOnly: Sample[] = [5497, 800, 1200, 1600].map((cpu, i) => ({
+    t: i * 0.1,
+    cpu_pct: cpu
+  }));
+
+  it("shares the readings over the machine's cores and drops the priming one", () => {
+    const [cpu] = timelineSeries(cpuOnly, 16);
+    expect(cpu.label).toBe('Host CPU (of 16 cores)');
+    expect([...cpu.v]).toEqual([NaN, 50, 75, 100]);
+    expect(cpuShare(5497, 16)).toBeNaN(); // more than 16 cores can give
+    expect(cpuShare(1600, 16)).toBe(100);
+  });
+
+  it('caps the readings at one core when the core count is unknown', () => {
+    const [cpu] = timelineSeries(cpuOnly);
+    expect(cpu.label).toBe('Host CPU (of one core)');
+    expect(Math.max(...[...cpu.v].filter(v => !Number.isNaN(v)))).toBe(100);
+    expect(Number.isNaN(cpu.v[0])).toBe(true);
+  });
+});
+
+describe('series with data only', () => {
+  it('draws no GPU line (nor its legend entry) when no sample has a GPU reading', () => {
+    const series = timelineSeries(
+      [0, 1, 2].map(i => ({ t: i, cpu_pct: 100 })),
+      4
+    );
+    expect(series.map(s => s.key)).toEqual(['cpu']);
+    const gpuOnly = timelineSeries(
+      [0, 1].map(i => ({ t: i, gpu: 0, util_pct: 50 })),
+      4
+    );
+    expect(gpuOnly.map(s => s.key)).toEqual(['gpu0']);
+  });
+
+  it('never reads "NaN" to a screen reader', () => {
+    const empty = {
+      key: 'gpu0',
+      label: 'GPU busy',
+      t: Float64Array.from([0, 1]),
+      v: Float64Array.from([NaN, NaN])
+    };
+    const text = timelineText({ series: [empty], stepStarts: [] }, 1);
+    expect(text).toBe('GPU busy: no samples. 1 s shown.');
+    expect(timelineText({ series: [], stepStarts: [] }, 1)).toBe(
+      'No samples. 1 s shown.'
+    );
+    const el = document.createElement('div');
+    renderTimeline(
+      el,
+      {
+        series: timelineSeries([
+          { t: 0, gpu: 0 },
+          { t: 1, gpu: 0 }
+        ]),
+        stepStarts: []
+      },
+      { width: 400, color: () => 'blue' }
+    );
+    expect(el.querySelector('desc')?.textContent).not.toContain('NaN');
   });
 });

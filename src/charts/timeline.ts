@@ -67,11 +67,47 @@ function sortedColumns(rows: { t: number; v: number }[]): {
   return { t, v };
 }
 
-/** One series per GPU (busy %), plus host CPU % when the samples carry it. */
-export function timelineSeries(samples: Sample[]): TimelineSeries[] {
+/**
+ * A sample's `cpu_pct` as a share of the machine, 0-100. The sampler reads psutil's process CPU %,
+ * summed over cores (up to 100 × cores): divided by `cores` where the report says, else capped
+ * at one core's 100 %. More than every core could give is not a reading (NaN).
+ */
+export function cpuShare(
+  raw: number | null | undefined,
+  cores: number | null
+): number {
+  if (typeof raw !== 'number' || !Number.isFinite(raw) || raw < 0) {
+    return NaN;
+  }
+  if (!cores || cores < 1) {
+    return Math.min(100, raw);
+  }
+  return raw > 100 * cores * 1.05 ? NaN : Math.min(100, raw / cores);
+}
+
+/** Whether a series has one value to draw. */
+function hasData(v: Float64Array): boolean {
+  return v.some(x => !Number.isNaN(x));
+}
+
+/** "Host CPU (of 16 cores)": what the CPU line is a share of. */
+function cpuLabel(cores: number | null): string {
+  return cores && cores >= 1
+    ? `Host CPU (of ${cores} ${cores === 1 ? 'core' : 'cores'})`
+    : 'Host CPU (of one core)';
+}
+
+/**
+ * One series per GPU (busy %), plus host CPU % when the samples carry it; only series with data
+ * (a CPU-only run's samples name no GPU reading, and draw no GPU line). `cores`: the machine's
+ * `cpu_count`, which the CPU readings are shared over.
+ */
+export function timelineSeries(
+  samples: Sample[],
+  cores: number | null = null
+): TimelineSeries[] {
   const byGpu = new Map<number, { t: number; v: number }[]>();
   const cpu: { t: number; v: number }[] = [];
-  let hasCpu = false;
   // Host CPU is one number per instant, repeated on each GPU's samples: take the lowest GPU's.
   let cpuGpu = Infinity;
   for (const s of samples) {
@@ -86,8 +122,7 @@ export function timelineSeries(samples: Sample[]): TimelineSeries[] {
     }
     rows.push({ t: s.t, v: s.util_pct ?? NaN });
     if (gpu === cpuGpu) {
-      cpu.push({ t: s.t, v: s.cpu_pct ?? NaN });
-      hasCpu = hasCpu || (s.cpu_pct !== undefined && s.cpu_pct !== null);
+      cpu.push({ t: s.t, v: cpuShare(s.cpu_pct, cores) });
     }
   }
   const multi = byGpu.size > 1;
@@ -98,10 +133,15 @@ export function timelineSeries(samples: Sample[]): TimelineSeries[] {
       label: multi ? `GPU ${gpu} busy` : 'GPU busy',
       ...sortedColumns(rows)
     }));
-  if (hasCpu) {
-    out.push({ key: 'cpu', label: 'Host CPU', ...sortedColumns(cpu) });
-  }
-  return out;
+  const cpuSeries = {
+    key: 'cpu',
+    label: cpuLabel(cores),
+    ...sortedColumns(cpu)
+  };
+  // The first reading is the counter's priming window (under a millisecond, so one 10 ms
+  // clock tick of CPU reads as thousands of %): never a measurement.
+  cpuSeries.v[0] = NaN;
+  return [...out, cpuSeries].filter(s => hasData(s.v));
 }
 
 export function summariseSeries(s: TimelineSeries): SeriesSummary {
@@ -155,6 +195,27 @@ export function linePath(
     points++;
   }
   return { d, points };
+}
+
+/** A series in words, never "mean NaN%": a series without samples says so. */
+export function seriesText(s: SeriesSummary): string {
+  if (!s.samples) {
+    return `${s.label}: no samples`;
+  }
+  return (
+    `${s.label}: ${s.samples} samples, mean ${formatPct(s.mean)}, ` +
+    `below 10% in ${formatPct(s.idlePct)} of samples`
+  );
+}
+
+/** The chart's description: each series, the time shown, the steps. */
+export function timelineText(data: TimelineData, seconds: number): string {
+  const series = data.series.map(s => seriesText(summariseSeries(s)));
+  return (
+    (series.length ? series.join('; ') : 'No samples') +
+    `. ${formatSeconds(seconds)} shown` +
+    (data.stepStarts.length ? `, ${data.stepStarts.length} steps.` : '.')
+  );
 }
 
 export interface TimelineOptions {
@@ -213,17 +274,7 @@ export function renderTimeline(
   if (tMax <= tMin) {
     tMax = tMin + 1;
   }
-  const summaries = data.series.map(summariseSeries);
-  const description =
-    summaries
-      .map(
-        s =>
-          `${s.label}: ${s.samples} samples, mean ${formatPct(s.mean)}, ` +
-          `below 10% in ${formatPct(s.idlePct)} of samples`
-      )
-      .join('; ') +
-    `. ${formatSeconds(tMax - tMin)} shown` +
-    (data.stepStarts.length ? `, ${data.stepStarts.length} steps.` : '.');
+  const description = timelineText(data, tMax - tMin);
 
   const svg = chartFrame(container, {
     width,

@@ -70,6 +70,31 @@ describe('renderLiveChart', () => {
     expect(Math.max(...labels)).toBeGreaterThanOrEqual(99 * 0.9);
   });
 
+  it("keeps 'now' at the right edge whole instead of cutting it to 'nov'", () => {
+    const host = document.createElement('div');
+    renderLiveChart(host, [series(600, () => 50)], {
+      width: 250,
+      height: 84,
+      t0: 0,
+      t1: 59.9,
+      yMax: 100,
+      format: v => `${v}%`,
+      label: 'x',
+      description: 'x',
+      cells: []
+    });
+    const now = [...host.querySelectorAll('.jp-mod-x .tick text')].find(
+      t => t.textContent === 'now'
+    );
+    expect(now).toBeDefined();
+    // Anchored at its end on the plot's right edge: it ends there, inside the 8 px margin.
+    expect(now?.getAttribute('text-anchor')).toBe('end');
+    // The others stay centred on their ticks.
+    const first = host.querySelector('.jp-mod-x .tick text');
+    expect(first?.textContent).not.toBe('now');
+    expect(first?.getAttribute('text-anchor')).toBeNull();
+  });
+
   it('joins up sparse series', () => {
     const c = compact(
       Float64Array.from([1, 2, 3, 4]),

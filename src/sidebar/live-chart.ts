@@ -5,6 +5,7 @@
  */
 import { axisBottom, axisLeft } from 'd3-axis';
 import { scaleLinear } from 'd3-scale';
+import { keepTickLabelsInside } from '../charts/axes';
 import { decimateMinMax } from '../charts/decimate';
 import { formatSeconds } from '../charts/format';
 import { chartFrame } from '../charts/frame';
@@ -149,7 +150,7 @@ export function renderLiveChart(
     cellsDrawn++;
   }
 
-  root
+  const xAxis = root
     .append('g')
     .attr('class', 'jp-GpusightChart-axis jp-mod-x')
     .attr('transform', `translate(0,${innerH})`)
@@ -158,6 +159,7 @@ export function renderLiveChart(
         .ticks(Math.max(2, Math.floor(innerW / 60)))
         .tickFormat(d => (+d >= -1e-9 ? 'now' : `-${formatSeconds(-d)}`))
     );
+  keepTickLabelsInside(xAxis, xs, innerW, MARGIN.left, MARGIN.right);
   root
     .append('g')
     .attr('class', 'jp-GpusightChart-axis jp-mod-y')

@@ -8,6 +8,7 @@ import {
 } from '../charts/breakdown';
 import { formatMs, formatPct } from '../charts/format';
 import {
+  drawnCaption,
   phaseCaption,
   readPhases,
   readStall,
@@ -140,7 +141,15 @@ export class GsBreakdown extends ChartElement {
 
   private _stepStrip() {
     const stall = this._stall;
+    const drawn = drawnCaption(this._steps.length, this.run?.steps);
     return html`<h4>Each step</h4>
+      ${
+        drawn
+          ? html`<p class="jp-Gpusight-muted jp-GpusightBreakdown-drawn">
+              ${drawn}
+            </p>`
+          : nothing
+      }
       ${
         stall
           ? html`<p class="jp-GpusightBreakdown-stall">
@@ -228,7 +237,8 @@ export class GsBreakdown extends ChartElement {
         stallColor: STALL_COLOR,
         stall: this._stall,
         phaseColor: CATEGORY_COLOR.between_steps,
-        phases: this._phases
+        phases: this._phases,
+        totalSteps: this.run?.steps
       });
     }
   }

@@ -220,7 +220,14 @@ export class GsReport extends LitElement {
           ? html`<gs-speed-of-light .run=${run}></gs-speed-of-light>`
           : nothing
       }
-      ${run?.timeline?.length ? html`<gs-timeline .run=${run}></gs-timeline>` : nothing}
+      ${
+        run?.timeline?.length
+          ? html`<gs-timeline
+              .run=${run}
+              .cpuCount=${r.machine.cpu_count ?? null}
+            ></gs-timeline>`
+          : nothing
+      }
       ${
         whatIfs.length
           ? html`<gs-whatifs

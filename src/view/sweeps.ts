@@ -3,6 +3,7 @@
  * leaves to the benchmark or what-if that ran them), and drawing them into their hosts.
  */
 import { unitFromLabels } from '../charts/axes';
+import { SCOPE_AXIS, SCOPE_TITLE, seriesScope } from '../charts/scope';
 import { renderSweep, type SweepPoint } from '../charts/sweep';
 import type { Benchmark, Scalar, WhatIf } from '../report';
 import { SIZE, SWEEP_COLOR } from './tokens';
@@ -100,10 +101,17 @@ export function whatIfAxes(w: WhatIf): { x: string; y: string } {
     labelParam(w.params, 'x_label') ??
     (w.finding_id ? WHATIF_X[w.finding_id] : undefined) ??
     (batchSweep(w) ? 'Batch size' : 'Setting');
-  const y =
+  const unit =
     labelParam(w.params, 'y_label') ??
     unitFromLabels(w.series ?? []) ??
     unitInChange(w.change) ??
     'ms per step';
-  return { x, y };
+  const scope = seriesScope(w);
+  return { x, y: scope ? `${SCOPE_AXIS[scope]} ${unit}` : unit };
+}
+
+/** A what-if sweep's title: its change, and what its points timed where the report says. */
+export function whatIfSweepTitle(w: WhatIf): string {
+  const scope = seriesScope(w);
+  return scope ? `${w.change} (${SCOPE_TITLE[scope]})` : w.change;
 }

@@ -21,6 +21,11 @@ import { define } from './define';
 import { baseStyles, sectionStyles } from './styles';
 import { SIZE, seriesColor } from './tokens';
 
+/** A summary figure, or a dash where the series had no sample (never "NaN%"). */
+function pct(v: number): string {
+  return Number.isFinite(v) ? formatPct(v) : '–';
+}
+
 export class GsTimeline extends ChartElement {
   static override styles = [
     baseStyles,
@@ -87,6 +92,8 @@ export class GsTimeline extends ChartElement {
   ];
 
   @property({ attribute: false }) run: Run | null = null;
+  /** The machine's `cpu_count`: the host CPU line is a share of its cores. */
+  @property({ attribute: false }) cpuCount: number | null = null;
 
   @state() private _view: TimelineView | null = null;
 
@@ -101,10 +108,10 @@ export class GsTimeline extends ChartElement {
   }
 
   protected override willUpdate(changed: Map<PropertyKey, unknown>): void {
-    if (changed.has('run')) {
+    if (changed.has('run') || changed.has('cpuCount')) {
       const samples = this.run?.timeline ?? [];
       this._data = {
-        series: timelineSeries(samples),
+        series: timelineSeries(samples, this.cpuCount),
         stepStarts: [...(this.run?.step_starts_s ?? [])].sort((a, b) => a - b)
       };
       this._summaries = this._data.series.map(summariseSeries);
@@ -196,10 +203,10 @@ export class GsTimeline extends ChartElement {
               html`<tr>
                 <th scope="row">${s.label}</th>
                 <td>${s.samples}</td>
-                <td>${formatPct(s.mean)}</td>
-                <td>${formatPct(s.min)}</td>
-                <td>${formatPct(s.max)}</td>
-                <td>${formatPct(s.idlePct)} of samples</td>
+                <td>${pct(s.mean)}</td>
+                <td>${pct(s.min)}</td>
+                <td>${pct(s.max)}</td>
+                <td>${pct(s.idlePct)} of samples</td>
               </tr>`
           )}
         </tbody>

@@ -1,19 +1,21 @@
 /** `<gs-whatifs>`: the experiments gpusight ran to prove a fix: speedups with their noise bands. */
 import { html, nothing } from 'lit';
 import { property } from 'lit/decorators.js';
-import { formatMs, formatSpeedup } from '../charts/format';
+import { formatMs } from '../charts/format';
 import {
   renderSpeedups,
   speedupRows,
+  speedupWords,
   type SpeedupRow
 } from '../charts/speedups';
+import { scopeMismatchNote } from '../charts/scope';
 import type { WhatIf } from '../report';
 import { ChartElement } from './chart-element';
 import './fix-card';
 import { chartStyles } from './chart-styles';
 import { define } from './define';
 import { baseStyles, sectionStyles } from './styles';
-import { drawSweeps, whatIfAxes, withSweeps } from './sweeps';
+import { drawSweeps, whatIfAxes, whatIfSweepTitle, withSweeps } from './sweeps';
 import { speedupColor } from './tokens';
 
 export class GsWhatIfs extends ChartElement {
@@ -66,7 +68,11 @@ export class GsWhatIfs extends ChartElement {
                 <td>${r.beforeMs === null ? '–' : formatMs(r.beforeMs)}</td>
                 <td>${r.afterMs === null ? '–' : formatMs(r.afterMs)}</td>
                 <td>
-                  ${r.speedup === null ? r.skipped : formatSpeedup(r.speedup)}
+                  ${
+                    r.speedup === null
+                      ? r.skipped
+                      : speedupWords(r.speedup, r.scope)
+                  }
                 </td>
                 <td>${r.noisePct === null ? '–' : `±${r.noisePct}%`}</td>
               </tr>`
@@ -84,12 +90,15 @@ export class GsWhatIfs extends ChartElement {
                 ?insertable=${this.insertable}
               ></gs-fix-card>`
         )}
-      ${this._sweeps.map(
-        (w, i) =>
-          html`<h4>${w.change}</h4>
-            <div class="jp-GpusightWhatIfs-sweep" data-index=${i}></div>`
-      )}
+      ${this._sweeps.map((w, i) => this._sweep(w, i))}
     </section>`;
+  }
+
+  private _sweep(w: WhatIf, i: number) {
+    const note = scopeMismatchNote(w);
+    return html`<h4>${whatIfSweepTitle(w)}</h4>
+      ${note ? html`<p class="jp-GpusightWhatIfs-scope">${note}</p>` : nothing}
+      <div class="jp-GpusightWhatIfs-sweep" data-index=${i}></div>`;
   }
 
   protected override readonly chartHostClass = 'jp-GpusightWhatIfs-chart';
@@ -108,7 +117,7 @@ export class GsWhatIfs extends ChartElement {
       'jp-GpusightWhatIfs-sweep',
       this._sweeps,
       width,
-      w => ({ title: w.change, ...whatIfAxes(w) })
+      w => ({ title: whatIfSweepTitle(w), ...whatIfAxes(w) })
     );
   }
 }

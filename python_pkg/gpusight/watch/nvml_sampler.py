@@ -21,6 +21,13 @@ from typing import Any
 
 Sample = dict[str, float | int | None]
 
+MIN_CPU_WINDOW_S = 0.05
+"""The shortest window a CPU % is read over (or half the sampling interval, if shorter). psutil
+counts a process' CPU time in clock ticks (10 ms on Linux): one tick over the sub-millisecond
+window between priming the counter and the first sample read as 5,497 %. A shorter window
+leaves the counter running: that sample has no CPU figure and the next one reads the whole
+window."""
+
 
 def _nvml() -> Any:
     import pynvml
@@ -59,6 +66,7 @@ class NvmlSampler:
         self._handles: list[tuple[int, Any]] = []
         self._nv: Any = None
         self._proc: Any = None
+        self._cpu_at = 0.0  # perf_counter() of the CPU counter's last reading (or priming)
         self._listeners: list[Callable[[list[Sample]], None]] = []
         self.reason: str | None = None
         """Why GPU metrics are missing (None when NVML works)."""
@@ -133,6 +141,7 @@ class NvmlSampler:
 
                 self._proc = psutil.Process(self._cpu_pid)
                 self._proc.cpu_percent(None)  # primes the counter
+                self._cpu_at = time.perf_counter()
             except Exception:
                 self._proc = None
         return bool(self._handles) or self._proc is not None
@@ -173,12 +182,7 @@ class NvmlSampler:
     def sample_once(self, n: int = 0) -> list[Sample]:
         t = time.perf_counter() - (self.t0 or 0.0)
         out: list[Sample] = []
-        cpu = None
-        if self._proc is not None:
-            try:
-                cpu = float(self._proc.cpu_percent(None))
-            except Exception:
-                cpu = None
+        cpu = self._read_cpu()
         if not self._handles:
             return [{"t": round(t, 4), "cpu_pct": cpu}]
         for gpu, h in self._handles:
@@ -186,6 +190,20 @@ class NvmlSampler:
             s.update(self._read_gpu(h, pcie=n % self.pcie_every == 0))
             out.append(s)
         return out
+
+    def _read_cpu(self) -> float | None:
+        """The process' CPU % (summed over cores) since the last reading; None without psutil
+        and over too short a window (``MIN_CPU_WINDOW_S``), which leaves the counter running."""
+        if self._proc is None:
+            return None
+        now = time.perf_counter()
+        if now - self._cpu_at < min(MIN_CPU_WINDOW_S, self.interval_s / 2):
+            return None
+        self._cpu_at = now
+        try:
+            return float(self._proc.cpu_percent(None))
+        except Exception:
+            return None
 
     def _read_gpu(self, h: Any, pcie: bool) -> Sample:
         """One GPU's readings; a field NVML cannot read is None."""
