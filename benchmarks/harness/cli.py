@@ -70,7 +70,7 @@ def dispatch(
         epilog=f"{flag} (default {default}):\n{listing}\n\n"
         f"{entry} {flag} NAME --help: that one's options",
     )
-    pre.add_argument(flag, choices=list(choices), default=default)
+    pre.add_argument(flag, choices=list(choices), default=default, metavar="NAME")
     ns, rest = pre.parse_known_args(argv)
     name = getattr(ns, flag.lstrip("-").replace("-", "_"))
     named = any(a == flag or a.startswith(flag + "=") for a in argv)
