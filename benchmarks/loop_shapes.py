@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from accuracy import read_meta
-from run_whatif import SCENARIOS, run, truth
+from harness.paths import SCENARIOS
+from harness.proc import run
+from whatifs.truth import truth
 
 SHAPES = (
     "eval_every_n",
@@ -67,7 +69,8 @@ def one(name: str, out: Path, steps: int, rounds: int) -> dict[str, Any]:
     rp = out / f"{name}.json"
     cmd = [sys.executable, "-m", "gpusight", "run", "--quiet", "--steps", str(steps),
            "--json", str(rp), str(SCENARIOS / f"{name}.py"), "--iters", "100000"]  # fmt: skip
-    rc, log, wall = run(cmd, 300)
+    ran = run(cmd, 300)
+    rc, log, wall = ran.rc, ran.out, ran.wall_s
     (out / f"{name}.log").write_text(log)
     rep = json.loads(rp.read_text()) if rp.exists() else {}
     expected = meta["EXPECTED"]

@@ -111,7 +111,7 @@ for W in unbatched_inference tiny_batch; do
 done
 want overhead && step parts-train 150 "$PY" benchmarks/watch_cost.py --method parts --workload tiny_batch --parts bare watched all_hooks --rounds 40 --block-s 0.15 --settle-s 0.5 --out "$OUT/parts-train"
 # The trainer callbacks against `gpusight run` on the same script (#19; the image has the frameworks).
-want callbacks && step callbacks 420 "$PY" benchmarks/callbacks_gpu.py --out "$OUT/callbacks"
+want callbacks && step callbacks 420 "$PY" benchmarks/gpu_whatif.py --suite callbacks --out "$OUT/callbacks"
 # Loop shapes from public training code: the report's steps and step time against the loop's own
 # clock (each iteration synchronised).
 want patterns && step patterns 240 "$PY" benchmarks/training_patterns.py --device cuda --out "$OUT/patterns"
