@@ -63,7 +63,7 @@ want whatif && step whatif 420 "$PY" benchmarks/gpu_whatif.py --out "$OUT/whatif
 want runwhatif && step runwhatif 1500 "$PY" benchmarks/run_whatif.py --out "$OUT/runwhatif" ${SCENARIOS:+--only $SCENARIOS} --budget "${WHATIF_BUDGET:-90}"
 # --no-bare: the external overhead is --method overhead's job (same process, ABBA rounds).
 # The loop shapes (#34): verdict, phase and the lead finding's estimate against each --fix.
-want shapes && step shapes 330 "$PY" benchmarks/loop_shapes.py --out "$OUT/shapes"
+want shapes && step shapes 330 "$PY" benchmarks/accuracy.py --suite shapes --out "$OUT/shapes"
 # The speed of light (#35): MFU against a hand computation (GPT blocks, ResNet-50).
 want mfu && step mfu 200 "$PY" benchmarks/mfu_check.py --out "$OUT/mfu"
 want accuracy && step accuracy 240 "$PY" benchmarks/accuracy.py --no-bare --out "$OUT/acc"
@@ -114,7 +114,7 @@ want overhead && step parts-train 150 "$PY" benchmarks/watch_cost.py --method pa
 want callbacks && step callbacks 420 "$PY" benchmarks/gpu_whatif.py --suite callbacks --out "$OUT/callbacks"
 # Loop shapes from public training code: the report's steps and step time against the loop's own
 # clock (each iteration synchronised).
-want patterns && step patterns 240 "$PY" benchmarks/training_patterns.py --device cuda --out "$OUT/patterns"
+want patterns && step patterns 240 "$PY" benchmarks/accuracy.py --suite patterns --device cuda --out "$OUT/patterns"
 want multi && step multi 240 "$PY" benchmarks/gpu_multi.py --out "$OUT"
 # The real-library corpus (corpus/): each script's truth (bare against --fix, its own clock) and,
 # in the same lease, its verdict alone (corpus-verdict) or its what-if (corpus-whatif; CORPUS="a
