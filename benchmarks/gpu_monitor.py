@@ -14,7 +14,6 @@ module imports none of them).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -25,6 +24,8 @@ from typing import Any
 
 import torch
 from gpusight.jupyter.monitor import Sampler, Tick
+from harness.cli import Parser
+from harness.record import git_commit, note
 
 HZ = 10.0
 PHASES = (("idle", 2.0), ("train", 4.0), ("idle", 2.0), ("train", 4.0))
@@ -108,12 +109,11 @@ def fmt(v: float | None, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results/gpu-local"))
-    args = parser.parse_args()
+def main(argv: list[str] | None = None) -> int:
+    parser = Parser(__doc__).out(os.environ.get("OUT", "benchmarks/results/gpu-local"))
+    args = parser.parse_args(argv)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    note(out)
 
     if not torch.cuda.is_available():
         print("gpu_monitor: no CUDA device: this check needs a GPU", file=sys.stderr)
@@ -201,6 +201,7 @@ def main() -> int:
         json.dumps(
             {
                 "command": "PYTHONPATH=python_pkg python3 benchmarks/gpu_monitor.py --out $OUT",
+                "commit": git_commit(),
                 "hz": HZ,
                 "gpus": gpus,
                 "torch": torch.__version__,

@@ -42,7 +42,8 @@ def run(
     process is killed (with ``session``, it runs in a session of its own and its whole process
     group is: torchrun's workers, a what-if's runs); its output so far is kept, with a last line
     ``(timed out after N s)`` in stderr and ``rc`` 124. A command that cannot start has ``rc``
-    127 and the reason in stderr. ``wall_s``: from the start to the end of its output."""
+    127 and the reason in stderr. Output that is not UTF-8 is decoded with replacement marks.
+    ``wall_s``: from the start to the end of its output."""
     t0 = time.perf_counter()
     try:
         proc = subprocess.Popen(
@@ -50,6 +51,7 @@ def run(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            errors="replace",
             env=env,
             cwd=cwd,
             start_new_session=session,
