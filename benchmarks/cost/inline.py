@@ -39,7 +39,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.cli import Parser
 from harness.order import rotated
 from harness.paths import scenarios_on_path
 from harness.record import note
@@ -231,10 +230,9 @@ def table(res: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cost.parts import WORKLOADS
+    from cost.parts import parser
 
-    ap = Parser(__doc__)
-    ap.add_argument("--workload", choices=sorted(WORKLOADS), default="unbatched_inference")
+    ap = parser(__doc__)
     ap.rounds(150)
     ap.add_argument("--block-steps", type=int, default=25)
     ap.add_argument("--warm-steps", type=int, default=300)

@@ -45,7 +45,6 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from harness.cli import Parser
 from harness.order import WBBW, pair_ratios
 from harness.paths import scenarios_on_path
 from harness.record import write_results
@@ -312,10 +311,9 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     from cost.overhead import ABLATIONS
-    from cost.parts import WORKLOADS
+    from cost.parts import parser
 
-    ap = Parser(__doc__)
-    ap.add_argument("--workload", choices=sorted(WORKLOADS), default="unbatched_inference")
+    ap = parser(__doc__)
     ap.add_argument("--pairs", type=int, default=200, help="(W, B) pairs of blocks")
     ap.add_argument("--block-steps", type=int, default=25)
     ap.add_argument(

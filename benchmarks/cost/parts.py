@@ -526,14 +526,20 @@ def run(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = Parser(__doc__).out().rounds(16)
+def parser(doc: str | None) -> Parser:
+    """The argparse base of the methods that step one of ``WORKLOADS``: ``--workload``."""
+    ap = Parser(doc)
     ap.add_argument(
         "--workload",
         choices=sorted(WORKLOADS),
         default="unbatched_inference",
         help="the scenario whose model and loop body run (all launch-bound, short steps)",
     )
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = parser(__doc__).out().rounds(16)
     ap.add_argument("--block-s", type=float, default=0.4, help="seconds of timed steps a block")
     ap.add_argument("--parts", nargs="*", choices=PARTS)
     ap.add_argument(

@@ -29,7 +29,6 @@ import statistics
 import time
 from typing import Any
 
-from harness.cli import Parser
 from harness.order import rotated
 from harness.paths import scenarios_on_path
 from harness.record import write_results
@@ -162,10 +161,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cost.parts import WORKLOADS
+    from cost.parts import parser
 
-    ap = Parser(__doc__)
-    ap.add_argument("--workload", choices=sorted(WORKLOADS), default="unbatched_inference")
+    ap = parser(__doc__)
     ap.rounds(40)
     ap.add_argument("--block-s", type=float, default=1.0)
     ap.add_argument("--warm-steps", type=int, default=200)
