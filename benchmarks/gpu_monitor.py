@@ -26,6 +26,7 @@ import torch
 from gpusight.jupyter.monitor import Sampler, Tick
 from harness.cli import Parser
 from harness.record import git_commit, note
+from harness.table import cell
 
 HZ = 10.0
 PHASES = (("idle", 2.0), ("train", 4.0), ("idle", 2.0), ("train", 4.0))
@@ -105,10 +106,6 @@ def phase_stats(ticks: list[Tick], start: float, end: float, gpu: int) -> dict[s
     }
 
 
-def fmt(v: float | None, spec: str) -> str:
-    return "-" if v is None else format(v, spec)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(__doc__).out(os.environ.get("OUT", "benchmarks/results/gpu-local"))
     args = parser.parse_args(argv)
@@ -186,9 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     for p in phases:
         lines.append(
             f"{p['phase']:<7} {p['start']:>7.2f} {p['end']:>7.2f} {p['ticks']:>5} {p['steps']:>5} "
-            f"{fmt(p['util_mean'], '>8.1f')}% {fmt(p['util_settled_mean'], '>7.1f')}% "
-            f"{fmt(p['util_max'], '>4.0f')}% {fmt(p['power_w_mean'], '>8.0f')} "
-            f"{fmt(p['mem_gib_mean'], '>8.2f')}"
+            f"{cell(p['util_mean'], '>8.1f')}% {cell(p['util_settled_mean'], '>7.1f')}% "
+            f"{cell(p['util_max'], '>4.0f')}% {cell(p['power_w_mean'], '>8.0f')} "
+            f"{cell(p['mem_gib_mean'], '>8.2f')}"
         )
     lines.append("")
     for key, ok in checks.items():

@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from harness.cli import Parser
 from harness.record import Results
+from harness.stats import pct
 from torch import nn
 
 TARGET_PCT = 10.0
@@ -139,7 +140,7 @@ def watched(step: Callable[[], None], steps: int) -> dict[str, Any]:
 
 
 def err(a: float | None, b: float | None) -> float | None:
-    return None if a is None or not b else round(100.0 * (a / b - 1.0), 2)
+    return None if a is None or not b else pct(a / b)
 
 
 def one(name: str, make: Callable[[torch.device], Any], steps: int) -> dict[str, Any]:

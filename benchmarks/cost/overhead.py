@@ -62,7 +62,7 @@ from harness.order import abba, rotated
 from harness.paths import BENCHMARKS, PKG, SCENARIOS, on_path
 from harness.record import command_line, write_results
 from harness.scripts import read_meta, scenario_result
-from harness.stats import paired_pct, paired_ratio, spread_pct
+from harness.stats import paired_pct, paired_ratio, pct, spread_pct
 from harness.table import aligned, fmt
 
 GPUSIGHT_WARMUP = 3
@@ -98,7 +98,7 @@ def summarize(
     if watched:
         out["watched_ms"] = round(statistics.median(watched), 4)
     if bare and watched and out["bare_ms"]:
-        out["overhead_pct"] = round(100.0 * (out["watched_ms"] / out["bare_ms"] - 1.0), 2)
+        out["overhead_pct"] = pct(out["watched_ms"] / out["bare_ms"])
     own = [p for p in self_pct if p is not None]
     out["self_pct"] = round(statistics.median(own), 3) if own else None
     return out
@@ -294,7 +294,7 @@ def summarize_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
     watched_mean = [v for x in kept if x["mode"] == "watched" and (v := step_ms(x, "mean_step_ms"))]
     if bare_mean and watched_mean:
         mb, mw = statistics.median(bare_mean), statistics.median(watched_mean)
-        row["overhead_mean_pct"] = round(100.0 * (mw / mb - 1.0), 2)
+        row["overhead_mean_pct"] = pct(mw / mb)
     problems = sorted({p for x in runs for p in x.get("restore_problems") or []})
     if problems:
         row["restore_problems"] = ["not restored: " + ", ".join(problems)]
@@ -589,7 +589,7 @@ def ablate(args: argparse.Namespace) -> int:
         # Each round's runs side by side (a drift between rounds cancels): median of the ratios.
         base_runs = per.get("bare") or []
         paired = {
-            a: round(100 * (paired_ratio(v, base_runs) - 1), 2)
+            a: pct(paired_ratio(v, base_runs))
             for a, v in per.items()
             if a != "bare" and v and len(v) == len(base_runs)
         }

@@ -22,6 +22,11 @@ def signed(x: Any, nd: int = 1) -> str:
     return f"{x:+.{nd}f}" if isinstance(x, float) else str(x)
 
 
+def cell(x: float | None, spec: str) -> str:
+    """A figure in a format spec (``"+.1f"``, ``">8.2f"``), ``-`` for None."""
+    return "-" if x is None else format(x, spec)
+
+
 def aligned(rows: Sequence[Sequence[Any]], rule: bool = False) -> str:
     """Rows of cells (the first the header), each column left-aligned to its widest cell, two
     spaces apart; with ``rule``, a line of dashes under the header."""

@@ -31,6 +31,7 @@ from typing import Any
 
 from harness.cli import Parser
 from harness.record import note
+from harness.stats import pct
 
 WARMUP = 3
 Marks = list[int]
@@ -359,7 +360,7 @@ def run_one(gpusight: Any, loop: Callable[[int, Marks], None], iters: int) -> di
         "kind": w.recorder.kind if w.recorder is not None else None,
         "step_ms": step_ms,
         "own_ms": round(own_ms, 4) if own_ms else None,
-        "step_vs_own_pct": (round(100 * (step_ms / own_ms - 1), 2) if step_ms and own_ms else None),
+        "step_vs_own_pct": (pct(step_ms / own_ms) if step_ms and own_ms else None),
         "overhead_pct": run.get("overhead_pct"),
         "notes": [n for n in rep.notes if "optimizer" in n],
     }

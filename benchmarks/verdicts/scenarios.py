@@ -32,6 +32,7 @@ from harness.cli import Parser
 from harness.paths import RESULTS, ROOT, SCENARIOS, child_env
 from harness.record import command_line, note
 from harness.scripts import read_meta, scenario_result
+from harness.stats import pct
 from harness.table import aligned, fmt
 
 
@@ -257,9 +258,9 @@ def main(argv: list[str] | None = None) -> int:
             bare_ms = (row["bare"].get("result") or {}).get("median_step_ms")
             own_ms = (row["watched"].get("result") or {}).get("median_step_ms")
             if bare_ms and row.get("step_time_ms"):
-                row["overhead_ext_pct"] = round(100.0 * (row["step_time_ms"] / bare_ms - 1.0), 2)
+                row["overhead_ext_pct"] = pct(row["step_time_ms"] / bare_ms)
             if bare_ms and own_ms:
-                row["overhead_ext_own_pct"] = round(100.0 * (own_ms / bare_ms - 1.0), 2)
+                row["overhead_ext_own_pct"] = pct(own_ms / bare_ms)
             print(f"- {row['scenario']}: bare {fmt(bare_ms, 3)} ms/step, {secs:.1f} s", flush=True)
 
     ran = [r for r in rows if r.get("reported")]

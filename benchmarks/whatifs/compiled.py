@@ -32,6 +32,7 @@ from harness.paths import SCENARIOS
 from harness.proc import run
 from harness.record import Results
 from harness.scripts import items_per_s, step_log
+from harness.table import cell
 
 from whatifs.truth import TARGET_PCT
 
@@ -106,10 +107,6 @@ def what_if(name: str, out: Path, budget: float) -> dict[str, Any]:
     return got
 
 
-def _cell(v: float | None, fmt: str) -> str:
-    return "-" if v is None else format(v, fmt)
-
-
 def table(results: dict[str, Any]) -> str:
     head = "scenario          mode             what-if  truth    error   compile s (what-if/truth)"
     lines = [head, "-" * len(head)]
@@ -121,9 +118,9 @@ def table(results: dict[str, Any]) -> str:
             err = 100.0 * (wg / tg - 1.0) if wg and tg else None
             mark = "" if err is None else (" ok" if abs(err) <= TARGET_PCT else " MISS")
             lines.append(
-                f"{name:<17} {m:<16} {_cell(wg, '.2f'):>7}x {_cell(tg, '.2f'):>6}x "
-                f"{_cell(err, '+.1f'):>6}%{mark:<5} {_cell(w.get('compile_s'), '.1f'):>6} / "
-                f"{_cell(t.get('compile_s'), '.1f')}"
+                f"{name:<17} {m:<16} {cell(wg, '.2f'):>7}x {cell(tg, '.2f'):>6}x "
+                f"{cell(err, '+.1f'):>6}%{mark:<5} {cell(w.get('compile_s'), '.1f'):>6} / "
+                f"{cell(t.get('compile_s'), '.1f')}"
                 + (f"   skipped: {w['skipped']}" if w.get("skipped") else "")
             )
     return "\n".join(lines)

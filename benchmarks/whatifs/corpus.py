@@ -33,6 +33,7 @@ from harness.paths import CORPUS
 from harness.proc import run
 from harness.record import Results
 from harness.scripts import top_level
+from harness.stats import pct
 
 from whatifs.truth import TARGET_PCT, pick, truth
 
@@ -95,7 +96,7 @@ def check(name: str, meta: dict[str, Any], args: argparse.Namespace, out: Path) 
         res["truth_sized"] = truth(name, arg.split(), None, args.rounds, folder=CORPUS)
     gain = (res.get("truth_sized") or res["truth_fix"]).get("gain")
     if row and gain:
-        res["error_pct"] = round(100.0 * (row["speedup"] / gain - 1.0), 1)
+        res["error_pct"] = pct(row["speedup"] / gain, 1)
     print(log[-2000:], flush=True)
     return res
 

@@ -40,6 +40,7 @@ from harness.cli import Parser
 from harness.paths import SCENARIOS
 from harness.proc import run
 from harness.record import Results
+from harness.stats import pct
 
 from whatifs.truth import TARGET_PCT, pick, truth
 
@@ -92,7 +93,7 @@ def verify_patch(name: str, out: Path, report: Path) -> dict[str, Any]:
         if m:
             got["predicted"], got["finding"] = float(m.group(1)), m.group(2)
     if got.get("measured") and got.get("predicted"):
-        got["error_pct"] = round(100.0 * (got["measured"] / got["predicted"] - 1.0), 1)
+        got["error_pct"] = pct(got["measured"] / got["predicted"], 1)
     return got
 
 
@@ -150,18 +151,18 @@ def main(argv: list[str] | None = None) -> int:
             res["truth_sized"] = truth(name, variant, case["iters"], args.rounds)
         ref = res.get("truth_sized") or res["truth_fix"]
         if row and ref.get("gain"):
-            res["error_pct"] = round(100.0 * (row["speedup"] / ref["gain"] - 1.0), 1)
+            res["error_pct"] = pct(row["speedup"] / ref["gain"], 1)
         if args.truth_watched:
             w = truth(name, ref["variant"], case["iters"], args.rounds, watched=out)
             res["truth_watched"] = w
             if row and w.get("gain"):
-                res["error_watched_pct"] = round(100.0 * (row["speedup"] / w["gain"] - 1.0), 1)
+                res["error_watched_pct"] = pct(row["speedup"] / w["gain"], 1)
         if args.verify and (out / f"{name}.diff").exists():
             v = res["verify"] = verify_patch(name, out, rp)
             fix_gain = res["truth_fix"].get("gain")
             if v.get("measured") and fix_gain:
                 v["fix_gain"] = round(fix_gain, 3)
-                v["error_vs_fix_pct"] = round(100.0 * (v["measured"] / fix_gain - 1.0), 1)
+                v["error_vs_fix_pct"] = pct(v["measured"] / fix_gain, 1)
         saved.add(name, res)
     lines = [
         f"{'scenario':20} {'verdict':16} {'what-if row':44} {'what-if':>8} {'true':>7} "
