@@ -15,21 +15,20 @@ benchmarks/results/cli-speed[-LABEL].json and .md.
 
 from __future__ import annotations
 
-import argparse
 import copy
-import datetime as _dt
 import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from harness.cli import Parser
+from harness.paths import RESULTS, ROOT
+from harness.proc import run
+from harness.record import git_commit, now
 
 #: name -> (target seconds or None, what the target is)
 TARGETS: dict[str, tuple[float | None, str]] = {
@@ -77,23 +76,19 @@ def make_reports(tmp: Path, src: Path) -> dict[str, Path]:
 
 
 def wall(cmd: list[str], env: dict[str, str], repeats: int, timeout: float) -> dict[str, Any]:
-    times = []
-    code = 0
+    times: list[float] = []
     for _ in range(repeats):
-        t = time.perf_counter()
-        try:
-            done = subprocess.run(cmd, env=env, capture_output=True, timeout=timeout)
-            code = done.returncode
-        except subprocess.TimeoutExpired:
+        done = run(cmd, timeout, env=env)
+        if done.timed_out:
             return {"median_s": None, "timed_out_after_s": timeout, "runs_s": times}
-        times.append(time.perf_counter() - t)
-        if code not in (0, 1):
-            return {"median_s": None, "exit": code, "stderr": done.stderr.decode()[-500:]}
+        times.append(done.wall_s)
+        if done.rc not in (0, 1):
+            return {"median_s": None, "exit": done.rc, "stderr": done.stderr[-500:]}
     return {"median_s": round(statistics.median(times), 4), "runs_s": [round(x, 4) for x in times]}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = Parser(__doc__)
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--src", type=Path, default=ROOT / "python_pkg", help="gpusight's sources")
     ap.add_argument("--label", default="")
@@ -101,8 +96,8 @@ def main() -> int:
     ap.add_argument("--big-repeats", type=int, default=5, help="repeats for the 40 MB reports")
     ap.add_argument("--skip-big", action="store_true", help="leave out the 40 MB reports")
     ap.add_argument("--timeout", type=float, default=600.0, help="per run, seconds")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
-    args = ap.parse_args()
+    ap.out(RESULTS, type=Path)
+    args = ap.parse_args(argv)
 
     env = {**os.environ, "PYTHONPATH": str(args.src.resolve())}
     py = [args.python]
@@ -128,13 +123,9 @@ def main() -> int:
                 continue
             results[name] = wall(cmd, env, n, args.timeout)
             print(f"{name}: {results[name].get('median_s')}", file=sys.stderr, flush=True)
-        done = subprocess.run(
-            [*py, "-c", VALIDATE_CODE, str(files["typical"])],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
+        done = run([*py, "-c", VALIDATE_CODE, str(files["typical"])], args.timeout, env=env)
+        if done.rc != 0:
+            raise SystemExit(f"validating the typical report failed:\n{done.stderr[-2000:]}")
         v = json.loads(done.stdout)
         results["validate_typical_ms"] = {
             "median_ms": round(v["median_ms"], 3),
@@ -150,15 +141,13 @@ def main() -> int:
         if name == "check_s":
             target = None if torch_s is None else torch_s + 1.0
         verdicts[name] = None if target is None or got is None else got <= target
-    head = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
+    head = git_commit() or ""
     record = {
         "command": " ".join(["python", "benchmarks/cli_speed.py", *sys.argv[1:]]),
         "label": args.label or "this tree",
         "src": str(args.src),
         "commit": head,
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": now(),
         "machine": {
             "platform": platform.platform(),
             "python": platform.python_version(),

@@ -57,16 +57,13 @@ as it goes), OUT/bf16-diagnostic.json and OUT/bench-table.txt (the short table, 
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
-import traceback
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -83,37 +80,23 @@ from gpusight.bench.nvml import LIMIT_REASONS, ClockSummary, GpuNvml
 from gpusight.bench.table import format_findings, format_table
 from gpusight.report import Benchmark
 from gpusight.report_schema import ReportValidationError, validate
+from harness.cli import Parser
+from harness.log import Log
+from harness.order import round_order
+from harness.proc import run
+from harness.record import note
+from harness.stats import spread_pct
 from torch.utils.data import DataLoader, Dataset
 
 TARGET_PCT = 3.0
 BF16_BAR = 700.0
 N = 8192
-LOG: list[str] = []
-FAILURES: list[str] = []
-LOG_PATH: Path | None = None
-
-
-def log(text: str = "") -> None:
-    """Print, keep, and append to OUT/bench-reference.txt at once: a killed run keeps its log."""
-    print(text, flush=True)
-    LOG.append(text)
-    if LOG_PATH is not None:
-        with LOG_PATH.open("a", encoding="utf-8") as f:
-            f.write(text + "\n")
-
-
-@contextmanager
-def section(name: str) -> Iterator[None]:
-    """A failing section is logged and counted; the next one still runs."""
-    log(f"\n=== {name}")
-    t0 = time.perf_counter()
-    try:
-        yield
-    except Exception as exc:
-        FAILURES.append(f"{name}: {type(exc).__name__}: {exc}")
-        log(f"!!! {name} failed: {type(exc).__name__}: {exc}")
-        log(traceback.format_exc())
-    log(f"--- {name}: {time.perf_counter() - t0:.1f} s")
+# Printed, kept, and appended to OUT/bench-reference.txt at once: a killed run keeps its log. A
+# failing section is logged and counted; the next one still runs.
+LOGGER = Log()
+log = LOGGER
+section = LOGGER.section
+FAILURES = LOGGER.failures
 
 
 @dataclass
@@ -130,10 +113,8 @@ class Compare:
 
     def spreads(self) -> str:
         def one(vals: tuple[float, ...]) -> str:
-            if len(vals) < 2:
-                return "-"
-            mid = statistics.median(vals)
-            return f"{100 * (max(vals) - min(vals)) / mid:.1f}%" if mid else "-"
+            spread = spread_pct(vals) if len(vals) >= 2 else None
+            return "-" if spread is None else f"{spread:.1f}%"
 
         return f"{one(self.ours_all)}/{one(self.ref_all)}"
 
@@ -190,7 +171,7 @@ def abba(
     rounds = rounds or ROUNDS
     for r in range(rounds):
         got: dict[str, float] = {}
-        for side in ("ours", "ref") if r % 2 == 0 else ("ref", "ours"):
+        for side in round_order(r, "ours", ("ref",)):
             if side == "ours":
                 row = ours()
                 rows.append(row)
@@ -246,13 +227,7 @@ def _fmt(v: float | None) -> str:
 
 def safe(name: str, fn: Callable[[], Any]) -> Any:
     """A reference that fails is logged and counted; the section goes on without it."""
-    try:
-        return fn()
-    except Exception as exc:
-        FAILURES.append(f"reference {name}: {type(exc).__name__}: {exc}")
-        log(f"!!! reference {name} failed: {type(exc).__name__}: {exc}")
-        log(traceback.format_exc())
-        return None
+    return LOGGER.safe(f"reference {name}", fn)
 
 
 def ref_ms(fn: Callable[[], object], rep_ms: int = 300, warmup_ms: int = 100) -> float:
@@ -276,16 +251,9 @@ def nvidia_smi() -> None:
         "name,driver_version,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu,"
         "pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,memory.used"
     )
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", f"--query-gpu={fields}", "--format=csv"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-        )
-        log(out.stdout.strip() or out.stderr.strip())
-    except Exception as exc:
-        log(f"nvidia-smi: {exc}")
+    out = run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv"], 20)
+    text = out.stdout.strip() or out.stderr.strip()
+    log(text if out.rc != 127 else f"nvidia-smi: {text}")
 
 
 # --- NVML sampled in the background -----------------------------------------------------------
@@ -571,15 +539,12 @@ print("GPUSIGHT_TIMING " + json.dumps({
 
 
 def magic_in_fresh_process(label: str) -> float | None:
-    t0 = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-c", MAGIC_CODE], capture_output=True, text=True, timeout=180
-    )
-    wall = time.perf_counter() - t0
+    proc = run([sys.executable, "-c", MAGIC_CODE], 180)
+    wall = proc.wall_s
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("GPUSIGHT_TIMING ")), None)
-    if proc.returncode != 0 or line is None:
-        log(f"%gpusight ({label}) failed, rc {proc.returncode}:\n{proc.stderr[-3000:]}")
-        FAILURES.append(f"%gpusight {label}: rc {proc.returncode}")
+    if proc.rc != 0 or line is None:
+        log(f"%gpusight ({label}) failed, rc {proc.rc}:\n{proc.stderr[-3000:]}")
+        FAILURES.append(f"%gpusight {label}: rc {proc.rc}")
         return None
     info = json.loads(line.split(" ", 1)[1])
     log(
@@ -832,15 +797,13 @@ def _log_row(r: Benchmark) -> None:
 # --- main ---------------------------------------------------------------------------------------
 
 
-def main() -> int:
-    global LOG_PATH
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--out", default=os.environ.get("OUT") or "benchmarks/results/gpu-local")
-    args = parser.parse_args()
+def main(argv: list[str] | None = None) -> int:
+    parser = Parser(__doc__).out(os.environ.get("OUT") or "benchmarks/results/gpu-local")
+    args = parser.parse_args(argv)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    LOG_PATH = out / "bench-reference.txt"
-    LOG_PATH.write_text("", "utf-8")
+    note(out)
+    LOGGER.path = out / "bench-reference.txt"
+    LOGGER.path.write_text("", "utf-8")
     t_start = time.perf_counter()
 
     magic_cold: float | None = None

@@ -14,7 +14,6 @@ module imports none of them).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -25,6 +24,9 @@ from typing import Any
 
 import torch
 from gpusight.jupyter.monitor import Sampler, Tick
+from harness.cli import Parser
+from harness.record import git_commit, note
+from harness.table import cell
 
 HZ = 10.0
 PHASES = (("idle", 2.0), ("train", 4.0), ("idle", 2.0), ("train", 4.0))
@@ -104,16 +106,11 @@ def phase_stats(ticks: list[Tick], start: float, end: float, gpu: int) -> dict[s
     }
 
 
-def fmt(v: float | None, spec: str) -> str:
-    return "-" if v is None else format(v, spec)
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results/gpu-local"))
-    args = parser.parse_args()
+def main(argv: list[str] | None = None) -> int:
+    parser = Parser(__doc__).out(os.environ.get("OUT", "benchmarks/results/gpu-local"))
+    args = parser.parse_args(argv)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    note(out)
 
     if not torch.cuda.is_available():
         print("gpu_monitor: no CUDA device: this check needs a GPU", file=sys.stderr)
@@ -186,9 +183,9 @@ def main() -> int:
     for p in phases:
         lines.append(
             f"{p['phase']:<7} {p['start']:>7.2f} {p['end']:>7.2f} {p['ticks']:>5} {p['steps']:>5} "
-            f"{fmt(p['util_mean'], '>8.1f')}% {fmt(p['util_settled_mean'], '>7.1f')}% "
-            f"{fmt(p['util_max'], '>4.0f')}% {fmt(p['power_w_mean'], '>8.0f')} "
-            f"{fmt(p['mem_gib_mean'], '>8.2f')}"
+            f"{cell(p['util_mean'], '>8.1f')}% {cell(p['util_settled_mean'], '>7.1f')}% "
+            f"{cell(p['util_max'], '>4.0f')}% {cell(p['power_w_mean'], '>8.0f')} "
+            f"{cell(p['mem_gib_mean'], '>8.2f')}"
         )
     lines.append("")
     for key, ok in checks.items():
@@ -201,6 +198,7 @@ def main() -> int:
         json.dumps(
             {
                 "command": "PYTHONPATH=python_pkg python3 benchmarks/gpu_monitor.py --out $OUT",
+                "commit": git_commit(),
                 "hz": HZ,
                 "gpus": gpus,
                 "torch": torch.__version__,

@@ -37,44 +37,41 @@ for _k, _v in (
 ):
     os.environ.setdefault(_k, _v)
 
-import argparse  # noqa: E402
 import hashlib  # noqa: E402
 import json  # noqa: E402
-import re  # noqa: E402
-import signal  # noqa: E402
 import statistics  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
-import traceback  # noqa: E402
 from collections.abc import Callable, Iterator  # noqa: E402
 from contextlib import contextmanager  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-PKG = ROOT / "python_pkg"
-if str(PKG) not in sys.path:
-    sys.path.insert(0, str(PKG))
-sys.path.insert(0, str(ROOT / "benchmarks" / "multi"))
+from harness.cli import Parser  # noqa: E402
+from harness.log import Log  # noqa: E402
+from harness.paths import BENCHMARKS, PKG, on_path  # noqa: E402
+from harness.paths import child_env as pkg_env  # noqa: E402
+from harness.proc import run  # noqa: E402
+from harness.record import note  # noqa: E402
+from harness.scripts import scenario_results  # noqa: E402
+
+on_path(PKG)
+sys.path.insert(0, str(BENCHMARKS / "multi"))
 
 import torch  # noqa: E402
 from gpusight.report import Report  # noqa: E402
 
 TOTAL_S = 220.0  # no section starts that would end past this
-LOG: list[str] = []
-FAILURES: list[str] = []
+LOGGER = Log()
+log = LOGGER
+LOG = LOGGER.lines
+FAILURES = LOGGER.failures
 RESULTS: dict[str, Any] = {}
 TABLE: list[tuple[str, str]] = []
 STRAGGLE_MS = 8.0
 # --cpu-dry-run: every section on the CPU (gloo, toy sizes), to check the plumbing anywhere.
 DRY: list[bool] = [False]
 DRY_TRAIN = ["--device", "cpu", "--width", "128", "--layers", "2", "--batch", "64"]
-
-
-def log(text: str = "") -> None:
-    print(text, flush=True)
-    LOG.append(text)
 
 
 def elapsed() -> float:
@@ -84,22 +81,17 @@ def elapsed() -> float:
 @contextmanager
 def section(name: str, needs_s: float) -> Iterator[bool]:
     """Run a section if ``needs_s`` fits in what is left; record its failure, never raise."""
-    log(f"\n=== {name} (at {elapsed():.0f} s)")
+    at = f" (at {elapsed():.0f} s)"
+    why = None
     if elapsed() + needs_s > TOTAL_S:
         why = f"skipped: needs ~{needs_s:.0f} s, {max(0.0, TOTAL_S - elapsed()):.0f} s left"
-        log(f"--- {name}: {why}")
         TABLE.append((name, why))
-        yield False
-        return
-    t = time.perf_counter()
-    try:
-        yield True
-    except Exception as exc:
-        FAILURES.append(f"{name}: {type(exc).__name__}: {exc}")
-        log(f"!!! {name} failed: {type(exc).__name__}: {exc}")
-        log(traceback.format_exc())
+
+    def failed(exc: Exception) -> None:
         TABLE.append((name, f"FAILED: {type(exc).__name__}: {str(exc)[:120]}"))
-    log(f"--- {name}: {time.perf_counter() - t:.1f} s")
+
+    with LOGGER.section(name, at=at, skip=why, on_fail=failed) as go:
+        yield go
 
 
 def save(report: Report | dict[str, Any], path: Path) -> str:
@@ -118,19 +110,11 @@ def save(report: Report | dict[str, Any], path: Path) -> str:
 
 
 def child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(PKG), os.environ.get("PYTHONPATH", "")) if p
-    )
+    env = pkg_env()
     env["PYTHONUNBUFFERED"] = "1"
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "GPUSIGHT_RANK_DIR"):
         env.pop(k, None)
     return env
-
-
-def scenario_results(text: str) -> list[dict[str, Any]]:
-    """Every ``SCENARIO_RESULT {...}`` in the output; the ranks' lines can run into each other."""
-    return [json.loads(m) for m in re.findall(r"SCENARIO_RESULT (\{[^{}]*\})", text)]
 
 
 def finding_ids(data: dict[str, Any]) -> list[str]:
@@ -215,7 +199,7 @@ def torchrun_ddp(n: int, tmp: Path, name: str, straggle_ms: float) -> dict[str, 
         f"train_mlp.py DDP ({name})",
         "--json",
         str(out_json),
-        str(ROOT / "benchmarks" / "multi" / "train_mlp.py"),
+        str(BENCHMARKS / "multi" / "train_mlp.py"),
         "--mode",
         "ddp",
         "--iters",
@@ -227,33 +211,17 @@ def torchrun_ddp(n: int, tmp: Path, name: str, straggle_ms: float) -> dict[str, 
         "--all-ranks",
         *(DRY_TRAIN if DRY[0] else []),
     ]
-    t = time.perf_counter()
     limit = max(30.0, min(110.0, TOTAL_S + 5 - elapsed()))
     # Its own session, so that a timeout ends torchrun's workers too, not only torchrun.
-    proc = subprocess.Popen(
-        cmd,
-        cwd=tmp,
-        env=child_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        stdout, stderr = proc.communicate(timeout=limit)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        stdout, stderr = proc.communicate()
-        log("\n".join("  | " + ln for ln in (stdout + stderr).strip().splitlines()[-25:]))
-        raise RuntimeError(f"torchrun did not finish in {limit:.0f} s") from None
-    wall = time.perf_counter() - t
-    text = stdout + stderr
-    log("\n".join("  | " + ln for ln in text.strip().splitlines()[-25:]))
-    if proc.returncode != 0:
-        raise RuntimeError(f"torchrun exited {proc.returncode}")
+    proc = run(cmd, limit, cwd=tmp, env=child_env(), session=True)
+    log("\n".join("  | " + ln for ln in proc.out.strip().splitlines()[-25:]))
+    if proc.timed_out:
+        raise RuntimeError(f"torchrun did not finish in {limit:.0f} s")
+    if proc.rc != 0:
+        raise RuntimeError(f"torchrun exited {proc.rc}")
     merged = json.loads(out_json.read_text("utf-8"))
-    ranks = scenario_results(stdout)
-    return {"merged": merged, "scenario": ranks, "wall_s": round(wall, 1), "cmd": cmd}
+    ranks = scenario_results(proc.stdout)
+    return {"merged": merged, "scenario": ranks, "wall_s": round(proc.wall_s, 1), "cmd": cmd}
 
 
 def summarize_ddp(name: str, got: dict[str, Any], out: Path) -> None:
@@ -411,16 +379,15 @@ def inference(out: Path, budget_s: float) -> dict[str, Any]:
 # --- main -----------------------------------------------------------------------------------
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results/gpu-multi-local"))
+def main(argv: list[str] | None = None) -> int:
+    ap = Parser(__doc__).out(os.environ.get("OUT", "benchmarks/results/gpu-multi-local"))
     ap.add_argument("--inference-budget", type=float, default=30.0)
     ap.add_argument(
         "--cpu-dry-run", action="store_true", help="every section on the CPU, toy sizes"
     )
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    note(out)
     n = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if args.cpu_dry_run:
         DRY[0] = True

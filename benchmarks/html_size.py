@@ -10,15 +10,16 @@ benchmarks) and the same run after its fix. The target: a typical report's file 
 
 from __future__ import annotations
 
-import datetime as _dt
 import gzip
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "python_pkg" / "tests"))
+from harness.cli import Parser
+from harness.paths import PKG, RESULTS, ROOT, on_path
+from harness.record import git_commit, now
+
+on_path(PKG / "tests")
 
 from gpusight.html_export import (  # noqa: E402
     compare_page,
@@ -38,7 +39,8 @@ def size(text: str) -> dict[str, int]:
     return {"bytes": len(raw), "gzip_bytes": len(gzip.compress(raw, 9, mtime=0))}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    Parser(__doc__).parse_args(argv)
     assets = load_assets()
     typical = typical_report()
     minimal = load_report(ROOT / "src" / "report" / "fixtures" / "minimal-report.json")
@@ -70,10 +72,11 @@ def main() -> int:
         "command": "npm run build:standalone && .venv/bin/python benchmarks/html_size.py",
         "target_bytes": TARGET_BYTES,
         "meets_target": typical_bytes < TARGET_BYTES,
-        "recorded_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "recorded_at": now(),
+        "commit": git_commit(),
         "results": results,
     }
-    path = ROOT / "benchmarks" / "results" / "html-size.json"
+    path = RESULTS / "html-size.json"
     path.write_text(json.dumps(out, indent=2) + "\n", "utf-8")
     print(json.dumps(out, indent=2))
     return 0 if out["meets_target"] else 1

@@ -20,14 +20,15 @@ Writes OUT/mfu-check.json and OUT/mfu-check-table.txt (printed last). Needs CUDA
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from harness.cli import Parser
+from harness.record import Results
+from harness.stats import pct
 from torch import nn
 
 TARGET_PCT = 10.0
@@ -139,7 +140,7 @@ def watched(step: Callable[[], None], steps: int) -> dict[str, Any]:
 
 
 def err(a: float | None, b: float | None) -> float | None:
-    return None if a is None or not b else round(100.0 * (a / b - 1.0), 2)
+    return None if a is None or not b else pct(a / b)
 
 
 def one(name: str, make: Callable[[torch.device], Any], steps: int) -> dict[str, Any]:
@@ -188,22 +189,16 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
+def main(argv: list[str] | None = None) -> int:
+    ap = Parser(__doc__).out(required=True)
     ap.add_argument("--steps", type=int, default=20)
-    args = ap.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {}
+    args = ap.parse_args(argv)
+    saved = Results(args.out, "mfu-check.json", "mfu-check-table.txt", default=str)
     for name, make in (("gpt", gpt_case), ("resnet50", resnet_case)):
         print(f"=== {name}", flush=True)
-        results[name] = one(name, make, args.steps)
-        print(json.dumps(results[name], indent=1, default=str)[:3000], flush=True)
-        (out / "mfu-check.json").write_text(json.dumps(results, indent=2, default=str))
-    text = table(results)
-    (out / "mfu-check-table.txt").write_text(text + "\n")
-    print("\n" + text, flush=True)
+        got = saved.add(name, one(name, make, args.steps))
+        print(json.dumps(got, indent=1, default=str)[:3000], flush=True)
+    saved.finish(table(saved.items))
     return 0
 
 

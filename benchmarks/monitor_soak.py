@@ -10,11 +10,9 @@ Writes benchmarks/results/monitor-soak.json (or --out).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,8 +20,12 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "python_pkg"))
+from harness.cli import Parser
+from harness.paths import PKG, RESULTS, ROOT, on_path
+from harness.proc import run
+from harness.record import git_commit
+
+on_path(PKG)
 
 from gpusight.jupyter.monitor import Sampler  # noqa: E402
 
@@ -86,25 +88,23 @@ def ts_soak() -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "ts-soak.json"
         env = {**os.environ, "GPUSIGHT_SOAK_OUT": str(out)}
-        subprocess.run(
-            ["npx", "vitest", "run", "src/sidebar/ring.soak.spec.ts"],
-            cwd=ROOT,
-            env=env,
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
+        cmd = ["npx", "vitest", "run", "src/sidebar/ring.soak.spec.ts"]
+        done = run(cmd, 600, cwd=ROOT, env=env)
+        if done.rc != 0:
+            sys.stderr.write(done.stderr)
+            raise SystemExit(f"{' '.join(cmd)} exited {done.rc}")
         data: dict[str, Any] = json.loads(out.read_text("utf-8"))
         return data
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=str(ROOT / "benchmarks/results/monitor-soak.json"))
-    args = parser.parse_args()
+def main(argv: list[str] | None = None) -> int:
+    parser = Parser(__doc__).out(str(RESULTS / "monitor-soak.json"), help="the JSON file")
+    args = parser.parse_args(argv)
     py = python_soak()
     ts = ts_soak()
     result = {
         "command": ".venv/bin/python benchmarks/monitor_soak.py",
+        "commit": git_commit(),
         "what": "an hour of monitor samples at 10 Hz (36,000 ticks), time-compressed, "
         "through the kernel's ring and the browser's",
         "python_sampler": py,

@@ -61,26 +61,26 @@ want bench && step bench 330 "$PY" benchmarks/gpu_bench.py --out "$OUT"
 want whatif && step whatif 420 "$PY" benchmarks/gpu_whatif.py --out "$OUT/whatif"
 # gpusight run --what-if on each scenario's unmodified script vs its fix (SCENARIOS="a b" for some).
 want runwhatif && step runwhatif 1500 "$PY" benchmarks/run_whatif.py --out "$OUT/runwhatif" ${SCENARIOS:+--only $SCENARIOS} --budget "${WHATIF_BUDGET:-90}"
-# --no-bare: the external overhead is overhead.py's job (same process, ABBA rounds).
+# --no-bare: the external overhead is --method overhead's job (same process, ABBA rounds).
 # The loop shapes (#34): verdict, phase and the lead finding's estimate against each --fix.
-want shapes && step shapes 330 "$PY" benchmarks/loop_shapes.py --out "$OUT/shapes"
+want shapes && step shapes 330 "$PY" benchmarks/accuracy.py --suite shapes --out "$OUT/shapes"
 # The speed of light (#35): MFU against a hand computation (GPT blocks, ResNet-50).
 want mfu && step mfu 200 "$PY" benchmarks/mfu_check.py --out "$OUT/mfu"
 want accuracy && step accuracy 240 "$PY" benchmarks/accuracy.py --no-bare --out "$OUT/acc"
-want overhead && step overhead 240 "$PY" benchmarks/overhead.py --out "$OUT/ov"
-want overhead && step micro 60 "$PY" benchmarks/overhead.py --micro --out "$OUT/ov"
+want overhead && step overhead 240 "$PY" benchmarks/watch_cost.py --method overhead --out "$OUT/ov"
+want overhead && step micro 60 "$PY" benchmarks/watch_cost.py --method overhead --micro --out "$OUT/ov"
 # The shortest steps, resolved to a percent: one model, one loop, rotated rounds (inference;
 # then a launch-bound training step).
-want overhead && step parts 150 "$PY" benchmarks/watch_parts.py --parts bare watched --rounds 80 --block-s 0.2 --out "$OUT/parts"
+want overhead && step parts 150 "$PY" benchmarks/watch_cost.py --method parts --parts bare watched --rounds 80 --block-s 0.2 --out "$OUT/parts"
 # What `gpusight run` costs the script, from the script's own clock, process against process
 # (#20): the launch-bound scenarios pinned and in more rounds, then the rest.
-want cost && step probe 120 "$PY" benchmarks/probe_profiler_after.py
-want cost && step cost 420 "$PY" benchmarks/watch_cost.py --only mlp_adam tiny_batch unbatched_inference --rounds 5 --cpus 2-5 --target-s 2 --out "$OUT/cost-launch"
-want cost && step cost-rest 600 "$PY" benchmarks/watch_cost.py --rounds 1 --budget 500 --only conv_nchw_amp fp32_transformer slow_loader bursty_loader item_per_step pageable_copy cpu_model small_batch_rnn healthy --out "$OUT/cost-rest"
+want cost && step probe 120 "$PY" benchmarks/watch_cost.py --method probe-profiler
+want cost && step cost 420 "$PY" benchmarks/watch_cost.py --method process --only mlp_adam tiny_batch unbatched_inference --rounds 5 --cpus 2-5 --target-s 2 --out "$OUT/cost-launch"
+want cost && step cost-rest 600 "$PY" benchmarks/watch_cost.py --method process --rounds 1 --budget 500 --only conv_nchw_amp fp32_transformer slow_loader bursty_loader item_per_step pageable_copy cpu_model small_batch_rnn healthy --out "$OUT/cost-rest"
 # The same to about a percent: one watch, 25-step blocks interleaved with bare ones, two threads
 # on core 6 (the sampler process on the others), each workload against its control (W bare too).
 for W in tiny_batch mlp_adam unbatched_inference; do
-  want overhead && step "il-$W" 150 bash -c "'$PY' benchmarks/watch_interleaved.py --workload $W --pairs 300 --core 6 --control --out '$OUT/il-$W-control' && '$PY' benchmarks/watch_interleaved.py --workload $W --pairs 300 --core 6 --out '$OUT/il-$W'"
+  want overhead && step "il-$W" 150 bash -c "'$PY' benchmarks/watch_cost.py --method interleaved --workload $W --pairs 300 --core 6 --control --out '$OUT/il-$W-control' && '$PY' benchmarks/watch_cost.py --method interleaved --workload $W --pairs 300 --core 6 --out '$OUT/il-$W'"
 done
 # Every public scenario's own script, bare and watched in one process, taking turns at its own
 # step clock (#20's steady figure), then each against its control (both threads bare). The
@@ -92,29 +92,29 @@ done
 PINNED="${SI_PINNED:-mlp_adam tiny_batch unbatched_inference item_per_step small_batch_rnn dataparallel pageable_copy}"
 FREE="${SI_FREE:-cpu_model conv_nchw_amp fp32_transformer healthy cpu_augment slow_loader bursty_loader}"
 for C in "" --control; do
-  { want interleaved || want si-pinned; } && step "si-pinned$C" 300 "$PY" benchmarks/scenario_interleaved.py --only $PINNED --core 6 --budget-s "${SI_BUDGET:-15}" $C --out "$OUT/si-pinned$C"
-  { want interleaved || want si-free; } && step "si-free$C" 420 "$PY" benchmarks/scenario_interleaved.py --only $FREE --budget-s "${SI_BUDGET:-15}" $C --out "$OUT/si-free$C"
+  { want interleaved || want si-pinned; } && step "si-pinned$C" 300 "$PY" benchmarks/watch_cost.py --method scenario --only $PINNED --core 6 --budget-s "${SI_BUDGET:-15}" $C --out "$OUT/si-pinned$C"
+  { want interleaved || want si-free; } && step "si-free$C" 420 "$PY" benchmarks/watch_cost.py --method scenario --only $FREE --budget-s "${SI_BUDGET:-15}" $C --out "$OUT/si-free$C"
 done
 # The inference step's parts (#20's open figure, +4.6 % in h200-run16/b): torch's hook path
 # alone (raw_hooks: two do-nothing hooks, no watch), the hooks with the watch's bodies (minimal),
 # the whole watch, and the control; then the same Python on this host's CPU with no GPU in the
-# loop (hook_cost.py: what the hooks cost hot, against the figures above, cold), and the clock.
+# loop (--method hook: what the hooks cost hot, against the figures above, cold), and the clock.
 want inference && step inf-host 60 bash -c "cat /sys/devices/system/clocksource/clocksource0/current_clocksource; '$PY' -m timeit -s 'from time import perf_counter_ns' 'perf_counter_ns()'"
 for P in control raw_hooks minimal watched; do
   A="--part $P"; [ $P = control ] && A="--control"
-  want inference && step "inf-$P" 90 "$PY" benchmarks/watch_interleaved.py --workload unbatched_inference --pairs 200 --core 6 $A --out "$OUT/inf-$P"
+  want inference && step "inf-$P" 90 "$PY" benchmarks/watch_cost.py --method interleaved --workload unbatched_inference --pairs 200 --core 6 $A --out "$OUT/inf-$P"
 done
-want inference && step inf-hook-cost 120 "$PY" benchmarks/hook_cost.py --workload infer --parts minimal watched --rounds 40 --out "$OUT/inf-hook-cost"
+want inference && step inf-hook-cost 120 "$PY" benchmarks/watch_cost.py --method hook --workload infer --parts minimal watched --rounds 40 --out "$OUT/inf-hook-cost"
 # What the sampler process costs those steps (it runs through both threads' turns above).
 for W in unbatched_inference tiny_batch; do
-  want sampler && step "sampler-$W" 120 "$PY" benchmarks/sampler_cost.py --workload $W --rounds 30 --block-s 0.5 --out "$OUT/sampler-$W"
+  want sampler && step "sampler-$W" 120 "$PY" benchmarks/watch_cost.py --method sampler --workload $W --rounds 30 --block-s 0.5 --out "$OUT/sampler-$W"
 done
-want overhead && step parts-train 150 "$PY" benchmarks/watch_parts.py --workload tiny_batch --parts bare watched all_hooks --rounds 40 --block-s 0.15 --settle-s 0.5 --out "$OUT/parts-train"
+want overhead && step parts-train 150 "$PY" benchmarks/watch_cost.py --method parts --workload tiny_batch --parts bare watched all_hooks --rounds 40 --block-s 0.15 --settle-s 0.5 --out "$OUT/parts-train"
 # The trainer callbacks against `gpusight run` on the same script (#19; the image has the frameworks).
-want callbacks && step callbacks 420 "$PY" benchmarks/callbacks_gpu.py --out "$OUT/callbacks"
+want callbacks && step callbacks 420 "$PY" benchmarks/gpu_whatif.py --suite callbacks --out "$OUT/callbacks"
 # Loop shapes from public training code: the report's steps and step time against the loop's own
 # clock (each iteration synchronised).
-want patterns && step patterns 240 "$PY" benchmarks/training_patterns.py --device cuda --out "$OUT/patterns"
+want patterns && step patterns 240 "$PY" benchmarks/accuracy.py --suite patterns --device cuda --out "$OUT/patterns"
 want multi && step multi 240 "$PY" benchmarks/gpu_multi.py --out "$OUT"
 # The real-library corpus (corpus/): each script's truth (bare against --fix, its own clock) and,
 # in the same lease, its verdict alone (corpus-verdict) or its what-if (corpus-whatif; CORPUS="a

@@ -1,339 +1,36 @@
-#!/usr/bin/env python3
-"""GPU check of ``gpusight run --what-if``: the measured gain of each scenario's fix, from the
-unmodified script, against the fix applied in the script.
+"""``gpusight run --what-if`` from outside an unmodified script, against the fix made in it.
 
-For each scenario whose ``--fix`` is a change the what-if injects from outside:
+    PYTHONPATH=python_pkg python3 benchmarks/run_whatif.py [--suite NAME] --out "$OUT" [...]
+    PYTHONPATH=python_pkg python3 benchmarks/run_whatif.py --suite NAME --help
 
-1. ``gpusight run --what-if --budget B`` on the planted script (wall time recorded: target
-   <= 180 s for a script that starts in <= 20 s);
-2. the row for the fix: the change that matches it (``PICK`` below). For a fix whose size the
-   what-if chooses (workers, batch), the row the what-if found best, and the script is then run
-   at that size (``--workers N`` / ``--batch N``) as well as with its own ``--fix``;
-3. the true gain: the script bare and fixed, alternating (2 rounds), items per second from
-   its own clock (``SCENARIO_RESULT``: samples per step over the mean step, every stall counted);
-4. error = what-if gain / true gain - 1; target within 20 %.
-5. with ``--verify``: the what-if also writes its patch (``--patch``), and where it wrote one,
-   ``gpusight run --verify`` applies it to a copy and measures it; its gain against the gain
-   the what-if predicted for that fix (target within 20 %, #16);
-6. with ``--truth-watched``: the fix's gain again with both runs under ``gpusight run --lean``,
-   the what-if's own timer, so that a miss splits into the watch's share (this truth against the
-   bare one) and the injection's (the what-if against this one).
+The suites (``benchmarks/whatifs/``):
 
-Also recorded: the verdict, and for bursty_loader the stall period (target: input_pipeline,
-period 4).
-
-    PYTHONPATH=python_pkg python3 benchmarks/run_whatif.py --out "$OUT" [--only NAME ...]
-
-Writes OUT/<scenario>.json (the what-if report), OUT/run-whatif.json (everything) and
-OUT/run-whatif-table.txt (the table, printed last).
+- ``scenarios`` (the default): each planted scenario's what-if against its ``--fix``
+  (``--verify``: the what-if's patch measured too; ``--truth-watched``: the truth under
+  ``gpusight run --lean``);
+- ``corpus``: the real-library corpus (``corpus/``): each script's verdict and what-if against
+  the truth of its ``--fix``, in one lease (``--verdict-only``: the verdict alone);
+- ``compile``: the compile what-if against the same script compiling its own model.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import re
-import statistics
-import subprocess
 import sys
-import time
-from pathlib import Path
-from typing import Any
 
-HERE = Path(__file__).resolve().parent
-SCENARIOS = HERE / "scenarios"
-TARGET_PCT = 20.0
+from harness.cli import dispatch
 
-# scenario -> (how to pick the what-if row, extra script args, iterations for the truth runs)
-CASES: dict[str, dict[str, Any]] = {
-    "bursty_loader": {"pick": "workers", "iters": 160},
-    "slow_loader": {"pick": "loader_together", "iters": 120},
-    "conv_nchw_amp": {"pick": "channels_last", "iters": 80},
-    "tiny_batch": {"pick": "batch", "iters": 200},
-    "fp32_transformer": {"pick": "precision_together", "iters": 60},
-    "cpu_model": {"pick": "to_device", "iters": 80},
-    "unbatched_inference": {"pick": "batch", "iters": 200},
-    "small_batch_rnn": {"pick": "batch", "iters": 120},
-    "graph_batches": {"pick": "batch", "iters": 200},
-    # No what-if measures these fixes from outside (a sync in the user's logging line, a copy's
-    # source pinned): the watch's patch is verified against the script's own --fix instead.
-    "item_per_step": {"pick": None, "iters": 60, "what_if": False},
-    "pageable_copy": {"pick": None, "iters": 80, "what_if": False},
+SUITES = {
+    "scenarios": ("whatifs.scenarios", "the planted scenarios' what-ifs against their --fix"),
+    "corpus": ("whatifs.corpus", "the real-library corpus: verdicts and what-ifs vs --fix"),
+    "compile": ("whatifs.compiled", "torch.compile from outside vs the script compiling"),
 }
 
 
-def run(cmd: list[str], timeout: float) -> tuple[int, str, float]:
-    t = time.monotonic()
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        out, rc = p.stdout + p.stderr, p.returncode
-    except subprocess.TimeoutExpired as exc:
-        out, rc = f"timeout: {exc}", 124
-    return rc, out, time.monotonic() - t
-
-
-def items_per_s(out: str) -> float | None:
-    """Items per second from a scenario's ``SCENARIO_RESULT`` or a corpus script's
-    ``CORPUS_RESULT`` line (its own clock)."""
-    for ln in out.splitlines():
-        if ln.startswith("CORPUS_RESULT "):
-            return json.loads(ln.split(" ", 1)[1]).get("items_per_s")
-    line = next((ln for ln in out.splitlines() if ln.startswith("SCENARIO_RESULT ")), None)
-    if line is None:
-        return None
-    r = json.loads(line.split(" ", 1)[1])
-    mean = r.get("mean_step_ms") or r.get("median_step_ms")
-    return r["samples_per_step"] / mean * 1000.0 if mean else None
-
-
-def watched_items_per_s(report: Path) -> float | None:
-    """Items per second of a ``gpusight run`` report (its steps' clock, as the what-if reads)."""
-    try:
-        r = json.loads(report.read_text()).get("run") or {}
-    except (OSError, ValueError):
-        return None
-    step, items = r.get("step_time_ms"), r.get("items_per_step")
-    return float(items) / float(step) * 1000.0 if step and items else None
-
-
-def truth(
-    name: str,
-    variant: list[str],
-    iters: int | None,
-    rounds: int = 2,
-    watched: Path | None = None,
-    folder: Path = SCENARIOS,
-) -> dict[str, Any]:
-    """The script bare and with ``variant``, alternating: gain in items per second. With
-    ``watched`` (a folder for the reports), both run under ``gpusight run --lean``, timed as
-    the what-if's runs are: the gap between the two truths is the watch's own share. ``iters``
-    None: the script's own default number of steps and warm-up."""
-    script = str(folder / f"{name}.py")
-    gains, bare_ips, fix_ips = [], [], []
-    for k in range(rounds):
-        base = [sys.executable, script]
-        if iters is not None:
-            base += ["--iters", str(iters), "--warmup", "10"]
-        if watched is not None:
-            rb, rf = watched / f"{name}.bare{k}.json", watched / f"{name}.fix{k}.json"
-            lean = [sys.executable, "-m", "gpusight", "run", "--quiet", "--lean",
-                    "--profile-steps", "0", "--steps", "40", "--warmup", "10"]  # fmt: skip
-            tail = [script, "--iters", "100000"]
-            run([*lean, "--json", str(rb), *tail], 300)
-            run([*lean, "--json", str(rf), *tail, *variant], 300)
-            b, f = watched_items_per_s(rb), watched_items_per_s(rf)
-        else:
-            _, out_b, _ = run(base, 300)
-            _, out_f, _ = run(base + variant, 300)
-            b, f = items_per_s(out_b), items_per_s(out_f)
-        if b and f:
-            gains.append(f / b)
-            bare_ips.append(b)
-            fix_ips.append(f)
-    return {
-        "variant": variant,
-        "gain": statistics.median(gains) if gains else None,
-        "gains": [round(g, 3) for g in gains],
-        "bare_items_per_s": [round(x, 1) for x in bare_ips],
-        "fix_items_per_s": [round(x, 1) for x in fix_ips],
-    }
-
-
-def pick(report: dict[str, Any], how: str) -> dict[str, Any] | None:
-    rows = [r for r in report.get("what_if", []) if r.get("speedup") and not r.get("skipped")]
-    group = lambda r: (r.get("params") or {}).get("group")  # noqa: E731
-    if how in (
-        "workers",
-        "batch",
-        "channels_last",
-        "to_device",
-        "autocast",
-        "tf32",
-        "fused_optimizer",
-    ):
-        got = [r for r in rows if group(r) == how]
-        return max(got, key=lambda r: r["speedup"]) if got else None
-    if how == "together":
-        tog = [r for r in rows if group(r) == "together"]
-        return tog[0] if tog else None
-    if how == "loader_together":
-        tog = [r for r in rows if group(r) == "together"]
-        if tog:
-            return tog[0]
-        got = [r for r in rows if group(r) in ("workers", "loader")]
-        return max(got, key=lambda r: r["speedup"]) if got else None
-    if how == "precision_together":
-        tog = [
-            r
-            for r in rows
-            if group(r) == "together"
-            and set(str((r.get("params") or {}).get("winners", "")).split(","))
-            == {"autocast", "tf32"}
-        ]
-        if tog:
-            return tog[0]
-        got = [r for r in rows if group(r) == "autocast"]
-        return got[0] if got else None
-    return None
-
-
-def sized_variant(row: dict[str, Any], how: str) -> list[str] | None:
-    """Script arguments that apply the what-if row's own size (None: --fix is the match)."""
-    p = row.get("params") or {}
-    if how in ("workers", "loader_together") and p.get("group") == "workers":
-        return ["--workers", str(p["set_num_workers"])]
-    if how == "batch":
-        items = p.get("items_per_step") or p.get("set_batch_size")
-        return ["--batch", str(items)] if items else None
-    return None
-
-
-def verify_patch(name: str, out: Path, report: Path) -> dict[str, Any]:
-    """``gpusight run --verify`` of the what-if's patch: its measured gain and the prediction."""
-    diff = out / f"{name}.diff"
-    cmd = [
-        sys.executable, "-m", "gpusight", "run", "--verify", str(diff), "--report", str(report),
-        str(SCENARIOS / f"{name}.py"), "--iters", "100000",
-    ]  # fmt: skip
-    rc, log, wall = run(cmd, 300)
-    (out / f"{name}.verify.log").write_text(log)
-    print(log[-1500:], flush=True)
-    got: dict[str, Any] = {"rc": rc, "wall_s": round(wall, 1)}
-    for line in log.splitlines():
-        m = re.match(r"\s*measured: ([0-9.]+)x", line)
-        if m:
-            got["measured"] = float(m.group(1))
-        m = re.match(r"\s*predicted: ([0-9.]+)x \(([^,]+),", line)
-        if m:
-            got["predicted"], got["finding"] = float(m.group(1)), m.group(2)
-    if got.get("measured") and got.get("predicted"):
-        got["error_pct"] = round(100.0 * (got["measured"] / got["predicted"] - 1.0), 1)
-    return got
-
-
-def main() -> int:
-    if "--suite" in sys.argv:
-        from corpus_check import main as corpus_main
-
-        return corpus_main()
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--only", nargs="*", default=None)
-    ap.add_argument("--budget", type=float, default=120.0)
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--verify", action="store_true", help="also --patch, then --verify it")
-    ap.add_argument(
-        "--truth-watched",
-        action="store_true",
-        help="also the fix's gain with both runs under gpusight run --lean (the what-if's timer)",
-    )
-    args = ap.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    names = args.only or list(CASES)
-    results: dict[str, Any] = {}
-    for name in names:
-        case = CASES[name]
-        print(f"\n=== {name}", flush=True)
-        rp = out / f"{name}.json"
-        cmd = [
-            sys.executable, "-m", "gpusight", "run",
-            *(
-                ["--what-if", "--budget", str(args.budget)]
-                if case.get("what_if", True)
-                else ["--steps", "100"]
-            ),
-            "--json", str(rp),
-            *(["--patch", str(out / f"{name}.diff")] if args.verify else []),
-            str(SCENARIOS / f"{name}.py"), "--iters", "100000",
-        ]  # fmt: skip
-        rc, log, wall = run(cmd, args.budget + 120)
-        (out / f"{name}.log").write_text(log)
-        print(log[-3000:], flush=True)
-        rep = json.loads(rp.read_text()) if rp.exists() else {}
-        row = pick(rep, case["pick"]) if rep and case["pick"] else None
-        res: dict[str, Any] = {
-            "rc": rc,
-            "wall_s": round(wall, 1),
-            "verdict": (rep.get("verdict") or {}).get("bottleneck"),
-            "summary": (rep.get("verdict") or {}).get("summary"),
-            "stall": (rep.get("run") or {}).get("stall"),
-            "row": row,
-            "rows": [
-                {k: r.get(k) for k in ("change", "speedup", "noise_pct", "skipped")}
-                for r in rep.get("what_if", [])
-            ],
-        }
-        res["truth_fix"] = truth(name, ["--fix"], case["iters"], args.rounds)
-        variant = sized_variant(row, case["pick"]) if row else None
-        if variant is not None:
-            res["truth_sized"] = truth(name, variant, case["iters"], args.rounds)
-        ref = res.get("truth_sized") or res["truth_fix"]
-        if row and ref.get("gain"):
-            res["error_pct"] = round(100.0 * (row["speedup"] / ref["gain"] - 1.0), 1)
-        if args.truth_watched:
-            w = truth(name, ref["variant"], case["iters"], args.rounds, watched=out)
-            res["truth_watched"] = w
-            if row and w.get("gain"):
-                res["error_watched_pct"] = round(100.0 * (row["speedup"] / w["gain"] - 1.0), 1)
-        if args.verify and (out / f"{name}.diff").exists():
-            v = res["verify"] = verify_patch(name, out, rp)
-            fix_gain = res["truth_fix"].get("gain")
-            if v.get("measured") and fix_gain:
-                v["fix_gain"] = round(fix_gain, 3)
-                v["error_vs_fix_pct"] = round(100.0 * (v["measured"] / fix_gain - 1.0), 1)
-        results[name] = res
-        (out / "run-whatif.json").write_text(json.dumps(results, indent=2))
-    lines = [
-        f"{'scenario':20} {'verdict':16} {'what-if row':44} {'what-if':>8} {'true':>7} "
-        f"{'error':>7} {'wall s':>7}"
-    ]
-    for name, r in results.items():
-        row = r.get("row") or {}
-        ref = r.get("truth_sized") or r.get("truth_fix") or {}
-        g = ref.get("gain")
-        e = r.get("error_pct")
-        ok = e is not None and abs(e) <= TARGET_PCT
-        lines.append(
-            f"{name:20} {r.get('verdict')!s:16} {str(row.get('change'))[:44]:44} "
-            f"{(row.get('speedup') or 0):8.2f} {(g or 0):7.2f} "
-            f"{(f'{e:+.1f}%' if e is not None else 'n/a'):>7} {r['wall_s']:7.1f} "
-            f"{'ok' if ok else 'MISS'}"
-        )
-        if r.get("truth_watched"):
-            w = r["truth_watched"].get("gain")
-            ew = r.get("error_watched_pct")
-            lines.append(
-                f"{'':20} both under gpusight run --lean: {(w or 0):.2f}x, what-if "
-                f"{(f'{ew:+.1f}%' if ew is not None else 'n/a')} from it"
-            )
-        if r.get("stall"):
-            lines.append(f"{'':20} stall: every {r['stall'].get('period_steps')} steps")
-    checked = {n: r["verify"] for n, r in results.items() if r.get("verify")}
-    if args.verify:
-        lines += ["", f"{'patch verified':20} {'finding':24} {'measured':>9} {'predicted':>9} "
-                  f"{'error':>7}      {'--fix':>6} {'vs --fix':>8}"]  # fmt: skip
-        for name in results:
-            v = checked.get(name)
-            if v is None:
-                lines.append(f"{name:20} (no patch of the script's own lines)")
-                continue
-            e = v.get("error_pct")
-            ef = v.get("error_vs_fix_pct")
-            lines.append(
-                f"{name:20} {str(v.get('finding'))[:24]:24} {(v.get('measured') or 0):9.2f} "
-                f"{(v.get('predicted') or 0):9.2f} {(f'{e:+.1f}%' if e is not None else 'n/a'):>7}"
-                f" {'ok' if e is not None and abs(e) <= TARGET_PCT else 'MISS':4}"
-                f" {(v.get('fix_gain') or 0):6.2f} "
-                f"{(f'{ef:+.1f}%' if ef is not None else 'n/a'):>8}"
-            )
-    table = "\n".join(lines)
-    (out / "run-whatif-table.txt").write_text(table + "\n")
-    print("\n" + table, flush=True)
-    return 0
+def main(argv: list[str] | None = None) -> int:
+    return dispatch(argv, doc=__doc__, flag="--suite", choices=SUITES, default="scenarios")
 
 
 if __name__ == "__main__":
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    raise SystemExit(main())
+    sys.exit(main())

@@ -4,7 +4,7 @@ host time (decoding, say) and the trainer's loader has no workers. Expected: inp
     python hf_trainer.py [--max-steps N] [--callback report.json]
 
 With ``--callback`` the script watches itself with ``gpusight.integrations.huggingface``;
-without it, run it under ``gpusight run`` (benchmarks/callbacks_gpu.py does both).
+without it, run it under ``gpusight run`` (benchmarks/whatifs/callbacks.py does both).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ kernel launches. Expected: launch_overhead (on a CPU-only machine, whatever both
     python lightning_fit.py [--max-steps N] [--callback report.json]
 
 With ``--callback`` the script watches itself with ``gpusight.integrations.lightning``;
-without it, run it under ``gpusight run`` (benchmarks/callbacks_gpu.py does both).
+without it, run it under ``gpusight run`` (benchmarks/whatifs/callbacks.py does both).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ REQUIRES_CUDA = True
 def build(
     dev: torch.device, fix: bool = False, batch: int | None = None
 ) -> tuple[nn.Module, torch.optim.Optimizer, torch.Tensor, torch.Tensor]:
-    """Model, optimizer and 16 batches on the device; also ``watch_parts.py``'s."""
+    """Model, optimizer and 16 batches on the device; also ``cost/parts.py``'s."""
     width, depth = (1024, 6) if dev.type == "cuda" else (64, 3)
     batch = batch or (1024 if fix else 8)
     layers: list[nn.Module] = []

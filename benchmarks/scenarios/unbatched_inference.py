@@ -16,7 +16,7 @@ REQUIRES_CUDA = True
 
 
 def build(dev: torch.device) -> tuple[nn.Module, list[torch.Tensor]]:
-    """The model (eval) and the requests as they arrive on the host; also ``watch_parts.py``'s."""
+    """The model (eval) and the requests as they arrive on the host; also ``cost/parts.py``'s."""
     gpu = dev.type == "cuda"
     d, layers, seq = (512, 4, 64) if gpu else (32, 2, 8)
     enc = nn.TransformerEncoderLayer(d, 8 if gpu else 4, 4 * d, dropout=0.0, batch_first=True)

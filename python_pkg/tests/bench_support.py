@@ -13,9 +13,14 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def load_benchmark(name: str) -> ModuleType:
-    """``benchmarks/NAME.py`` as the module ``NAME_bench`` (the folders it puts on ``sys.path``
-    stay there: see ``benchmark``)."""
-    spec = importlib.util.spec_from_file_location(f"{name}_bench", BENCHMARKS / f"{name}.py")
+    """``benchmarks/NAME.py`` as the module ``NAME_bench``; a dotted name is a module of one of
+    its packages (``cost.parts``: ``benchmarks/cost/parts.py``). ``benchmarks/`` goes on
+    ``sys.path`` first, for the harness and the packages (the folders the module puts there stay
+    there: see ``benchmark``)."""
+    if str(BENCHMARKS) not in sys.path:
+        sys.path.insert(0, str(BENCHMARKS))
+    path = BENCHMARKS.joinpath(*name.split(".")).with_suffix(".py")
+    spec = importlib.util.spec_from_file_location(f"{name.replace('.', '_')}_bench", path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

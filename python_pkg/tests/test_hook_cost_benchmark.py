@@ -1,4 +1,4 @@
-"""benchmarks/hook_cost.py and benchmarks/process_spread.py: short real runs on the CPU. The
+"""benchmarks/cost/hook.py and benchmarks/cost/spread.py: short real runs on the CPU. The
 figures themselves come from the H200 (benchmarks/results/)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def restore_path() -> Iterator[None]:
 
 
 def test_hook_cost_times_all_hooks_against_light_steps(restore_path: None, tmp_path: Path) -> None:
-    hc = load_benchmark("hook_cost")
+    hc = load_benchmark("cost.hook")
     threads = torch.get_num_threads()
     rc = hc.main(["--rounds", "2", "--steps", "30", "--out", str(tmp_path)])
     assert rc == 0
@@ -39,7 +39,7 @@ def test_hook_cost_times_all_hooks_against_light_steps(restore_path: None, tmp_p
 def test_process_spread_runs_processes_and_reprints_its_table(
     restore_path: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    ps = load_benchmark("process_spread")
+    ps = load_benchmark("cost.spread")
     argv = sys.argv
     sys.argv = [
         "process_spread.py",
@@ -66,7 +66,7 @@ def test_process_spread_runs_processes_and_reprints_its_table(
 
 
 def test_hook_cost_inference_samples_the_pre_hook(restore_path: None, tmp_path: Path) -> None:
-    hc = load_benchmark("hook_cost")
+    hc = load_benchmark("cost.hook")
     argv = ["--workload", "infer", "--parts", "bare", "all_hooks", "watched", "--rounds", "1"]
     assert hc.main([*argv, "--steps", "40", "--out", str(tmp_path)]) == 0
     parts = json.loads((tmp_path / "hook-cost.json").read_text())["parts"]

@@ -1,4 +1,4 @@
-"""benchmarks/inject_cost.py: a short real run on the CPU that leaves torch as it found it."""
+"""benchmarks/cost/inject.py: a short real run on the CPU that leaves torch as it found it."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def test_a_short_run_prints_each_variant_and_restores_torch(
 
     hooks = (len(m._global_forward_pre_hooks), len(m._global_forward_hooks))
     flags = (torch.get_num_threads(), torch.get_float32_matmul_precision())
-    with benchmark("inject_cost") as mod:
+    with benchmark("cost.inject") as mod:
         assert mod.main(["--rounds", "2", "--calls", "20"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("injection cost on a 20-module forward")

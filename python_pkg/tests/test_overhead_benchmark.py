@@ -1,4 +1,4 @@
-"""benchmarks/overhead.py's logic, without timing: result parsing, ABBA order, sizing, summary,
+"""benchmarks/cost/overhead.py's logic, without timing: result parsing, ABBA order, sizing, summary,
 and that a scenario call puts ``sys.argv`` back. Speed targets live in the benchmark itself."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from bench_support import BENCHMARKS, load_benchmark
 
 @pytest.fixture(scope="module")
 def ov() -> ModuleType:
-    return load_benchmark("overhead")
+    return load_benchmark("cost.overhead")
 
 
 def test_last_result_line_wins_and_noise_is_ignored(ov: ModuleType) -> None:

@@ -1,4 +1,4 @@
-"""benchmarks/sampler_cost.py: the watch's sampler process paused and resumed around blocks of a
+"""benchmarks/cost/sampler.py: the watch's sampler process paused and resumed around blocks of a
 bare workload; a short real run on the CPU (no NVML here: the children sample the host's CPU %
 only). The figures themselves come from the H200."""
 
@@ -16,7 +16,7 @@ from bench_support import benchmark
 
 @pytest.fixture(scope="module")
 def sc() -> Iterator[ModuleType]:
-    with benchmark("sampler_cost") as mod:
+    with benchmark("cost.sampler") as mod:
         yield mod
 
 

@@ -1,4 +1,4 @@
-"""benchmarks/scenario_interleaved.py: a scenario's own script run twice in one process, bare and
+"""benchmarks/cost/scenario.py: a scenario's own script run twice in one process, bare and
 watched, taking turns at its ``Steps.mark()``; short real runs on the CPU. The figures
 themselves come from the H200."""
 
@@ -18,7 +18,7 @@ from bench_support import benchmark
 
 @pytest.fixture(scope="module")
 def si() -> Iterator[ModuleType]:
-    with benchmark("scenario_interleaved") as mod:
+    with benchmark("cost.scenario") as mod:
         yield mod
 
 

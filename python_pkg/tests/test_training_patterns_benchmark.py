@@ -1,4 +1,4 @@
-"""benchmarks/training_patterns.py on the CPU, a few of its loop shapes: every iteration past the
+"""benchmarks/verdicts/patterns.py on the CPU, a few of its loop shapes: every iteration past the
 warm-up is one of the report's steps, and its table and JSON are written. (Its step times
 against the loop's own clock are a benchmark's figures, in ``benchmarks/results/``.)"""
 
@@ -18,7 +18,7 @@ SHAPES = ["opt_every_step", "replaced_after_head", "wrapping", "gan_i_mod_3", "a
 
 @pytest.fixture(scope="module")
 def tp() -> Iterator[ModuleType]:
-    with benchmark("training_patterns") as mod:
+    with benchmark("verdicts.patterns") as mod:
         yield mod
 
 

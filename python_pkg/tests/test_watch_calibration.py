@@ -1,7 +1,7 @@
 """The costs the hooks' own clocks cannot see: measured at watch start, added per event.
 
-No timing targets here (those live in ``benchmarks/overhead.py --micro``): these tests check that
-the figures are measured on real stand-ins, reported, and added once per event they stand for.
+No timing targets here (those live in ``benchmarks/cost/overhead.py --micro``): these tests check
+that the figures are measured on real stand-ins, reported, and added once per event they stand for.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The hooks remember the user's line per calling instruction and skip the between-steps work once
 it is settled; these tests hold the evidence (sync and copy counts per step and per line, the
 profiler window's intervals, the step phases) to what the slow path gave. No timing here: the
-cost per step is measured by ``benchmarks/overhead.py --micro``.
+cost per step is measured by ``benchmarks/cost/overhead.py --micro``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""benchmarks/watch_interleaved.py: its pairing on given blocks, and short real runs on the CPU
+"""benchmarks/cost/interleaved.py: its pairing on given blocks, and short real runs on the CPU
 (a watched thread and a control) that leave nothing of the watch behind. The figures themselves
 come from the H200."""
 
@@ -16,7 +16,7 @@ from bench_support import benchmark
 
 @pytest.fixture(scope="module")
 def wi() -> Iterator[ModuleType]:
-    with benchmark("watch_interleaved") as mod:
+    with benchmark("cost.interleaved") as mod:
         yield mod
 
 

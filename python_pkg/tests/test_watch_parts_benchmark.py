@@ -1,4 +1,4 @@
-"""benchmarks/watch_parts.py: its statistics on given blocks, and one short real run on the CPU
+"""benchmarks/cost/parts.py: its statistics on given blocks, and one short real run on the CPU
 that leaves nothing of the watch behind. The figures themselves come from the H200."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from bench_support import benchmark
 
 @pytest.fixture(scope="module")
 def wp() -> Iterator[ModuleType]:
-    with benchmark("watch_parts") as mod:
+    with benchmark("cost.parts") as mod:
         yield mod
 
 

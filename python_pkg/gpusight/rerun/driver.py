@@ -95,7 +95,7 @@ class RunResult:
         """Each epoch starts the loader's workers and waits for their first batch; the measured
         steps come after that (warm-up). Spread over the epoch's batches, it is what every step
         pays: 112 workers whose measured steps ran 3x faster than 28 made a one-epoch notebook
-        cell slower (the H200, ``benchmarks/cell_whatif_gpu.py``). Workers that persist start
+        cell slower (the H200, ``benchmarks/whatifs/cell.py``). Workers that persist start
         once, not per epoch: nothing is spread then."""
         ld = (self.facts or {}).get("loader") or {}
         start, per_epoch = ld.get("epoch_start_ms"), ld.get("batches_per_epoch")

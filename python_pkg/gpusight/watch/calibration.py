@@ -7,7 +7,7 @@ that carries a sync warning to ``showwarning``. Each is timed here on stand-ins 
 (a do-nothing module with a pre- and a post-hook, a pass-through wrapper, a warning under an
 "always" filter), and the watch adds the figure per event to the step's overhead, so that
 ``run.overhead_pct`` is closer to what the user's loop pays. Not included: torch's C++ side of
-a sync warning (CUDA only; ``benchmarks/overhead.py --micro`` measures the whole).
+a sync warning (CUDA only; ``benchmarks/cost/overhead.py --micro`` measures the whole).
 
 Each figure is the smallest per-call difference over a few short repeats (the least disturbed
 repeat), never below zero; the whole calibration takes a few milliseconds.
@@ -29,14 +29,14 @@ UNSEEN_FACTOR = 2.4
 """What the watch cost a launch-bound step from outside its clocks, over what its clocks saw
 with the figures above added, both as means over the same steps: 2.7x on unbatched_inference
 (109 us against 40 us a 2.8 ms step, 80 rounds) and 2.1x on tiny_batch (79 us against 38 us a
-2.6 ms step, 50 rounds), paired in one process on an H200 (``benchmarks/watch_parts.py``,
+2.6 ms step, 50 rounds), paired in one process on an H200 (``benchmarks/cost/parts.py``,
 ``benchmarks/results/h200-run12/b-conv-and-parts``); 2.4 is within 1 percentage point of both.
 Between a step's kernel launches the hooks run cache-cold, which stand-ins timed in a tight loop
 are not; ``run.overhead_pct`` is the hooks' time times this factor, and
 ``run.kernels.overhead_seen_pct`` what they saw.
 
 Measured again with every public scenario's own script, bare and watched in one process taking
-turns at its step clock (``benchmarks/scenario_interleaved.py``, ``h200-run16/b``), each
+turns at its step clock (``benchmarks/cost/scenario.py``, ``h200-run16/b``), each
 against its control: the training steps cost 1.3-2.3x what the clocks saw (tiny_batch 2.0 %
 against 1.05 %, small_batch_rnn 1.8 % against 0.82 %, item_per_step 1.2 % against 0.49 %),
 so 2.4 stays for them; the inference step did not (``UNSEEN_FACTOR_FORWARD``)."""
@@ -45,7 +45,7 @@ UNSEEN_FACTOR_FORWARD = 4.5
 """The same for steps that a model call ends (inference): there the module hooks run on every
 step, since the call is the step boundary, and their cost from outside was 3.7-5.3x what the
 clocks saw on unbatched_inference on an H200 (+3.5 % against its control at 0.95 % seen,
-``watch_interleaved.py``, ``h200-run16/c``; +4.6 % at 0.87 %, ``scenario_interleaved.py``,
+``cost/interleaved.py``, ``h200-run16/c``; +4.6 % at 0.87 %, ``cost/scenario.py``,
 ``h200-run16/b``; +4.1 % at 0.87 % in ``h200-run16/a``, no control). On this repository's 2-core
 CPU machine the same step's factor was about 2.7x, so on a CPU-only run the figure is high.
 Measured while both hooks still ran on every such step, as they still do where the steps are
@@ -53,7 +53,7 @@ long enough (``detail.py``). Where they are sampled (light steps), the watch's c
 from 3.6 to 2.2 us on this CPU machine while its clocks still saw about 3.0
 (``benchmarks/results/cpu-hook-cost/infer-light/``): those runs take ``UNSEEN_FACTOR``
 (``unseen_factor``). Measured on an H200 once their light steps ended in runs
-(``watch_interleaved.py``, ``h200-run17/c``): the watch +1.5 % against a control of +0.7 %
+(``cost/interleaved.py``, ``h200-run17/c``): the watch +1.5 % against a control of +0.7 %
 where its clocks saw 0.48 % (1.7x), the step and module hooks alone +1.7 % at 0.74 % (1.4x);
 2.4 reads 0.35 percentage points high there."""
 

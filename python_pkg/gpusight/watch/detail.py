@@ -4,7 +4,7 @@ counts of the others are scaled. No torch.
 Recording one copy or one sync costs the watch microseconds: the ``Tensor.to`` wrapper, the
 ``is_pinned`` query, torch's sync warning and Python's warning machinery. Next to a 50 ms
 training step that is nothing; next to a 1.7 ms batch-1 inference step that copies its input
-and reads its answer back, it is several percent (``benchmarks/watch_parts.py`` on the H200:
+and reads its answer back, it is several percent (``benchmarks/cost/parts.py`` on the H200:
 the detail cost about three times what the watch's own clocks saw, as it runs cache-cold
 between the step's kernel launches).
 
@@ -20,7 +20,7 @@ The step boundaries and the data wait run on every step.
 The module hooks and the forward/backward/optimizer clocks (the step's framework time) are
 sampled the same way, on their own budget, where a training step is short: on a 2 ms launch-bound
 step they cost more than everything else the watch does (torch takes its slow hook path through
-the model's call and two Python hooks run; ``benchmarks/hook_cost.py``). Steps that an optimizer
+the model's call and two Python hooks run; ``benchmarks/cost/hook.py``). Steps that an optimizer
 or a backward ends need them for nothing but that time, so on the other steps (``full`` false)
 the hooks come off the model and the framework time is the mean of the steps that timed it.
 Steps that a model call ends (inference) need the call's end on every step, as the step boundary:

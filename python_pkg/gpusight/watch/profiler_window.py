@@ -6,7 +6,7 @@ inside it are whole. Reading the trace back happens after the run, never inside 
 CUPTI: torch's profiler (Kineto) leaves CUPTI's callbacks on after it stops unless
 ``TEARDOWN_CUPTI=1`` is in the environment when it stops (pytorch/pytorch#144455). Left on, they
 made every later kernel launch dearer: a launch-bound training step ran 32 % slower for the rest
-of the run on an H200 (``benchmarks/probe_profiler_after.py``), and the report's step time
+of the run on an H200 (``benchmarks/cost/probe_profiler.py``), and the report's step time
 described the watched loop, not the user's. So the window asks for the teardown, unless the
 environment already says otherwise or inductor's CUDA graphs are on (torch keeps CUPTI up for
 them: a re-init crashed them on older CUDA), and gives the environment back afterwards.

@@ -4,7 +4,7 @@ that the user's training thread needs.
 A sampler thread in the user's process runs Python between its NVML calls: each ctypes call
 gives the GIL up and takes it back, so ten times a sample the training thread is stopped until
 the sampler lets go (CPython's switch interval, the OS waking the other thread). On launch-bound
-steps of 2 ms that costs the user's loop measurably (``benchmarks/watch_parts.py``'s ``sampler``
+steps of 2 ms that costs the user's loop measurably (``benchmarks/cost/parts.py``'s ``sampler``
 parts). Here the same :class:`~gpusight.watch.nvml_sampler.NvmlSampler` loop runs in a child
 process, ``python -m gpusight.watch.sampler_process CONFIG``: it samples the parent's CPU %
 rather than its own, times its samples on the parent's clock (``perf_counter`` is system-wide),

@@ -17,7 +17,7 @@ What is installed for the duration of the watch (and removed again, also on erro
 The hooks cost a few microseconds each; the watch measures its own time in them, adds per
 event what their clocks cannot see (torch's dispatch to a module hook, the wrapper layer,
 Python's warning path: measured on stand-ins when the watch starts, see ``calibration.py``) and
-reports it as ``run.overhead_pct`` over the clean (unprofiled) steps. ``benchmarks/overhead.py``
+reports it as ``run.overhead_pct`` over the clean (unprofiled) steps. ``cost/overhead.py``
 checks it from outside: on this project's CPU machine the micro-benchmark's added 15.9 µs per
 step against 12-14 µs reported (5 µs before the calibration). Still not counted: torch's C++
 side of a sync warning (CUDA only; the whole warning path measured 3.5-5.5 µs per sync on an

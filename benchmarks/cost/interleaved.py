@@ -1,9 +1,9 @@
 """The watch's cost on a short step, bare and watched blocks interleaved every few steps.
 
-    PYTHONPATH=python_pkg python3 benchmarks/watch_interleaved.py --workload unbatched_inference \\
-        --pairs 400 --block-steps 25 --out "$OUT/interleaved"
+    PYTHONPATH=python_pkg python3 benchmarks/watch_cost.py --method interleaved \\
+        --workload unbatched_inference --pairs 400 --block-steps 25 --out "$OUT/interleaved"
 
-``watch_parts.py`` starts a fresh watch for each block, so its blocks are a second or more
+``--method parts`` starts a fresh watch for each block, so its blocks are a second or more
 apart, and the H200's host changes pace between seconds (the same bare block took 1.6 to 4.4 ms
 a step in one run): a few percent is lost in that. Here one watch runs for the whole benchmark,
 in a thread of its own with a model of its own, and a second model of the same workload runs
@@ -16,7 +16,7 @@ The figure is the median over adjacent (W, B) pairs of W's mean step / B's mean 
 (``gpusight/watch/detail.py``), and a block's median step leaves those out.
 
 What it leaves out, and which way: the watch's sampler process runs through both threads' blocks
-(``watch_parts.py``'s ``sampler_process`` part measures it alone). The bare thread passes through
+(``--method parts``'s ``sampler_process`` part measures it alone). The bare thread passes through
 the watch's wrappers (``Tensor.to``, the optimizer hooks, ``backward``), a check of its thread
 each (about 0.3 us). Sync-debug mode, which the watch switches on for the steps that record
 syncs, is switched off for the bare thread's blocks. What the watch's code leaves in the CPU's
@@ -41,24 +41,24 @@ import argparse
 import contextlib
 import os
 import statistics
-import sys
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-for _folder in (HERE / "scenarios", HERE, HERE.parent / "python_pkg"):
-    if str(_folder) not in sys.path:
-        sys.path.insert(0, str(_folder))
+from harness.order import WBBW, pair_ratios
+from harness.paths import scenarios_on_path
+from harness.record import write_results
+from harness.stats import ci_pct, median_ci, pct
 
-ORDER = ("W", "B", "B", "W")
+scenarios_on_path()
+
+ORDER = WBBW
 RAW_HOOKS = "raw_hooks"  # --part: no watch, two do-nothing hooks on W's model
 
 
 def timed_block(work: Any, n: int) -> dict[str, float]:
     """``n`` steps of ``work``, each timed; the GPU drained before and after (not timed)."""
-    from watch_parts import timed_steps
+    from cost.parts import timed_steps
 
     work.sync()
     out = timed_steps(work, n)
@@ -114,14 +114,15 @@ class WatchedThread:
 
     def _run(self) -> None:
         import gpusight
-        from overhead import ablated
+
+        from cost.overhead import ablated
 
         watch: Any = (
             gpusight.watch(warmup=3, profile_steps=0, stop_after_steps=False)
             if self.watched and self.part != RAW_HOOKS
             else contextlib.nullcontext()
         )
-        # A part of the watch switched off (overhead.py's), for the whole run; or no watch and
+        # A part of the watch switched off (--method overhead's), for the whole run; or no watch and
         # the two hooks alone.
         parts: Any = contextlib.nullcontext()
         if self.part == RAW_HOOKS:
@@ -193,22 +194,9 @@ def bare_block(work: Any, n: int) -> tuple[dict[str, float], bool]:
             torch.cuda.set_sync_debug_mode(mode)
 
 
-def pair_ratios(blocks: list[dict[str, Any]], key: str) -> list[float]:
-    """W / B of ``key`` over the adjacent pairs of the W B B W order."""
-    out = []
-    for i in range(0, len(blocks) - 1, 2):
-        a, b = blocks[i], blocks[i + 1]
-        w, bare = (a, b) if a["who"] == "W" else (b, a)
-        if w["who"] == "W" and bare["who"] == "B" and bare[key] > 0:
-            out.append(w[key] / bare[key])
-    return out
-
-
 def summarize(
     blocks: list[dict[str, Any]], info: dict[str, Any]
 ) -> tuple[list[str], dict[str, Any]]:
-    from watch_parts import median_ci
-
     result: dict[str, Any] = dict(info)
     lines = [
         f"watch interleaved on {info['device']} ({info['torch']}): {info['workload']}, "
@@ -228,9 +216,9 @@ def summarize(
         ci = median_ci(ratios)
         w_ms = statistics.median(b[key] for b in blocks if b["who"] == "W")
         b_ms = statistics.median(b[key] for b in blocks if b["who"] == "B")
-        result[f"{name}_pct"] = round(100 * (mid - 1), 2)
+        result[f"{name}_pct"] = pct(mid)
         if ci is not None:
-            result[f"{name}_ci_pct"] = [round(100 * (x - 1), 2) for x in ci]
+            result[f"{name}_ci_pct"] = ci_pct(ci)
         ci_s = "{:+.1f}..{:+.1f}%".format(*result[f"{name}_ci_pct"]) if ci else ""
         lines.append(f"{name:<8} {100 * (mid - 1):>+7.1f}% {ci_s:>16} {w_ms:>8.4f} {b_ms:>8.4f}")
     if info.get("part") == RAW_HOOKS:
@@ -252,8 +240,9 @@ def summarize(
 
 def run(args: argparse.Namespace) -> int:
     import torch
-    from overhead import changed, restorable, write_results
-    from watch_parts import WORKLOADS, watch_figures
+
+    from cost.overhead import changed, restorable
+    from cost.parts import WORKLOADS, watch_figures
 
     make = WORKLOADS[args.workload]
     bare_work, watched_work = make(torch), make(torch)
@@ -321,11 +310,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from overhead import ABLATIONS
-    from watch_parts import WORKLOADS
+    from cost.overhead import ABLATIONS
+    from cost.parts import parser
 
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--workload", choices=sorted(WORKLOADS), default="unbatched_inference")
+    ap = parser(__doc__)
     ap.add_argument("--pairs", type=int, default=200, help="(W, B) pairs of blocks")
     ap.add_argument("--block-steps", type=int, default=25)
     ap.add_argument(
@@ -341,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         "--part",
         choices=[*(a for a in ABLATIONS if a != "bare"), RAW_HOOKS],
         default="watched",
-        help="the watch with one of its parts switched off (overhead.py's names), or "
+        help="the watch with one of its parts switched off (--method overhead's names), or "
         f"{RAW_HOOKS}: no watch, two do-nothing hooks on the model",
     )
     ap.add_argument(
@@ -350,12 +338,8 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="run both timing threads on this core (the sampler process keeps the others)",
     )
-    ap.add_argument("--out", default=None)
+    ap.out()
     args = ap.parse_args(argv)
     if args.pairs < 1 or args.block_steps < 1:
         ap.error("--pairs and --block-steps must be at least 1")
     return run(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

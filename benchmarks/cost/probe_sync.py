@@ -2,7 +2,7 @@
 ``Tensor.is_pinned()`` of a pageable tensor, and a ``.cpu()`` with torch's sync-debug mode off,
 on "warn" (Python's default warning path, the warning ignored), and on "warn" inside a watch.
 
-    PYTHONPATH=python_pkg python3 benchmarks/probe_sync_costs.py
+    PYTHONPATH=python_pkg python3 benchmarks/watch_cost.py --method probe-sync
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import time
 import warnings
 
 import torch
+from harness.cli import Parser
 
 
 def per_call_us(fn: object, n: int = 20000) -> float:
@@ -23,7 +24,8 @@ def per_call_us(fn: object, n: int = 20000) -> float:
     return best
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    Parser(__doc__).parse_args(argv)
     host = torch.randn(64, 512)
     dev = torch.ones(4, device="cuda")
     torch.cuda.synchronize()
@@ -41,7 +43,4 @@ def main() -> None:
     with gpusight.watch(warmup=0, profile_steps=0, stop_after_steps=False):
         print(f".cpu() in a watch:     {per_call_us(dev.cpu, 5000):.2f} us")
         print(f"to(cuda) in a watch:   {per_call_us(lambda: host.to('cuda'), 5000):.2f} us")
-
-
-if __name__ == "__main__":
-    main()
+    return 0

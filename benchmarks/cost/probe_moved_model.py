@@ -1,33 +1,35 @@
-#!/usr/bin/env python3
 """Where a moved model's what-if loses against the real fix (cpu_model, #15): the scenario's
 own clock (items/s over its steps) for the script bare, with ``--fix``, and under
 ``gpusight run`` (unprofiled, as every what-if run is) with ``--fix`` and with the move
 injected from outside (outputs followed by the script's host tensors, or copied back).
 Alternating rounds; the median of each.
 
-    PYTHONPATH=python_pkg python3 benchmarks/probe_moved_model.py [--rounds 2] [--iters 600]
+    PYTHONPATH=python_pkg python3 benchmarks/watch_cost.py --method probe-moved-model \\
+        [--rounds 2] [--iters 600]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
 from pathlib import Path
 
-from run_whatif import SCENARIOS, items_per_s, run
+from harness.cli import Parser
+from harness.paths import SCENARIOS
+from harness.proc import run
+from harness.record import note
+from harness.scripts import items_per_s
 
 WATCH = [sys.executable, "-m", "gpusight", "run", "--quiet", "--profile-steps", "0"]
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=2)
+def main(argv: list[str] | None = None) -> int:
+    ap = Parser(__doc__).rounds(2)
     ap.add_argument("--iters", type=int, default=600)
     ap.add_argument("--scenario", default="cpu_model")
-    ap.add_argument("--out", default=None)
-    args = ap.parse_args()
+    ap.out()
+    args = ap.parse_args(argv)
     script = str(SCENARIOS / f"{args.scenario}.py")
     tail = [script, "--iters", str(args.iters), "--warmup", "10"]
     moved = json.dumps({"to_device": "cuda"})
@@ -43,7 +45,8 @@ def main() -> int:
     got: dict[str, list[float]] = {k: [] for k in variants}
     for r in range(args.rounds):
         for name, cmd in variants.items():
-            rc, out, wall = run(cmd, 300)
+            ran = run(cmd, 300)
+            rc, out, wall = ran.rc, ran.out, ran.wall_s
             ips = items_per_s(out)
             print(f"round {r + 1} {name:32} rc {rc} {ips or 0:12,.0f} items/s ({wall:.1f} s)",
                   flush=True)  # fmt: skip
@@ -60,11 +63,7 @@ def main() -> int:
     table = "\n".join(lines)
     print("\n" + table)
     if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
+        note(args.out)
         (Path(args.out) / "probe-moved-table.txt").write_text(table + "\n")
         (Path(args.out) / "probe-moved.json").write_text(json.dumps(got, indent=1))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

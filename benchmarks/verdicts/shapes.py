@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """GPU check of the loop shapes (#34): each scenario's verdict, its phase, and the lead finding's
 estimate against the scenario's own ``--fix``.
 
@@ -7,25 +6,29 @@ For each loop-shape scenario:
 1. ``gpusight run --steps N --json`` on the planted script: the verdict, the phase it names
    (kind, period, the line that starts it) and the expected finding's impact (measured or
    estimated, its speedup and range);
-2. the truth: the script bare and with ``--fix``, alternating (``run_whatif.truth``), items per
+2. the truth: the script bare and with ``--fix``, alternating (``whatifs.truth``), items per
    second from its own clock;
 3. whether the estimate's range holds the truth (the issue's bar for a fix no knob injects).
 
-    PYTHONPATH=python_pkg python3 benchmarks/loop_shapes.py --out "$OUT" [--only NAME ...]
+    PYTHONPATH=python_pkg python3 benchmarks/accuracy.py --suite shapes --out "$OUT" \\
+        [--only NAME ...]
 
 Writes OUT/<scenario>.json (the report), OUT/loop-shapes.json and OUT/loop-shapes-table.txt.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from accuracy import read_meta
-from run_whatif import SCENARIOS, run, truth
+from harness.cli import Parser
+from harness.paths import SCENARIOS
+from harness.proc import run
+from harness.record import Results
+from harness.scripts import read_meta
+from whatifs.truth import truth
 
 SHAPES = (
     "eval_every_n",
@@ -67,7 +70,8 @@ def one(name: str, out: Path, steps: int, rounds: int) -> dict[str, Any]:
     rp = out / f"{name}.json"
     cmd = [sys.executable, "-m", "gpusight", "run", "--quiet", "--steps", str(steps),
            "--json", str(rp), str(SCENARIOS / f"{name}.py"), "--iters", "100000"]  # fmt: skip
-    rc, log, wall = run(cmd, 300)
+    ran = run(cmd, 300)
+    rc, log, wall = ran.rc, ran.out, ran.wall_s
     (out / f"{name}.log").write_text(log)
     rep = json.loads(rp.read_text()) if rp.exists() else {}
     expected = meta["EXPECTED"]
@@ -111,26 +115,16 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--only", nargs="*", default=None)
+def main(argv: list[str] | None = None) -> int:
+    ap = Parser(__doc__).out(required=True).only()
     ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--rounds", type=int, default=2)
-    args = ap.parse_args()
+    ap.rounds(2)
+    args = ap.parse_args(argv)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {}
+    saved = Results(out, "loop-shapes.json", "loop-shapes-table.txt")
     for name in args.only or SHAPES:
         print(f"=== {name}", flush=True)
-        results[name] = one(name, out, args.steps, args.rounds)
-        print(json.dumps(results[name], indent=1)[:1500], flush=True)
-        (out / "loop-shapes.json").write_text(json.dumps(results, indent=2))
-    text = table(results)
-    (out / "loop-shapes-table.txt").write_text(text + "\n")
-    print("\n" + text, flush=True)
+        got = saved.add(name, one(name, out, args.steps, args.rounds))
+        print(json.dumps(got, indent=1)[:1500], flush=True)
+    saved.finish(table(saved.items))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

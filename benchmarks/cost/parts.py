@@ -1,11 +1,11 @@
 """Which part of the watch costs the time: one model, one loop, the watch's parts one at a time.
 
-    PYTHONPATH=python_pkg python3 benchmarks/watch_parts.py --out "$OUT/parts"
+    PYTHONPATH=python_pkg python3 benchmarks/watch_cost.py --method parts --out "$OUT/parts"
 
-``overhead.py --ablate`` runs each variant as a whole scenario ``main()``, which builds its model
-anew, and whole runs of the shortest step differ by more than the effect looked for. Here one
-model serves blocks of steps, each block under one variant, the order rotated from round to
-round: ``--workload unbatched_inference`` (default; the shortest, most launch-bound step of the
+``--method overhead --ablate`` runs each variant as a whole scenario ``main()``, which builds
+its model anew, and whole runs of the shortest step differ by more than the effect looked for.
+Here one model serves blocks of steps, each block under one variant, the order rotated from round
+to round: ``--workload unbatched_inference`` (default; the shortest, most launch-bound step of the
 suite, one copy in and one ``.cpu()`` out), ``tiny_batch`` (an MLP trained 8 samples a step:
 optimizer and backward hooks, no copy, no sync) or ``mlp_adam`` (19 modules, Adam, batch 32). A
 variant's figure is the median over rounds of its block's median step over that round's bare
@@ -21,7 +21,7 @@ block. Variants:
   ``no_sampler``, ``thread_sampler`` (its sampler a thread of this process, as before the
   sampler process), ``all_detail`` (copies and syncs recorded on every step: no sampling, see
   ``gpusight/watch/detail.py``), ``all_hooks`` (the module hooks and framework clocks on every
-  step: no light steps), ``watched`` (the watch as it is), as ``overhead.py --ablate``
+  step: no light steps), ``watched`` (the watch as it is), as ``--method overhead --ablate``
   switches them off.
 
 Each block also records the garbage collections it saw and, for the watch, the syncs and copies
@@ -36,7 +36,6 @@ import argparse
 import contextlib
 import cProfile
 import gc
-import math
 import pstats
 import statistics
 import sys
@@ -47,10 +46,13 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-for _folder in (HERE / "scenarios", HERE, HERE.parent / "python_pkg"):
-    if str(_folder) not in sys.path:
-        sys.path.insert(0, str(_folder))
+from harness.cli import Parser
+from harness.order import rotated
+from harness.paths import scenarios_on_path
+from harness.record import write_results
+from harness.stats import lower_quartile, median_ci, pct
+
+scenarios_on_path()
 
 PARTS = (
     "bare",
@@ -234,7 +236,8 @@ def sampler_only(process: bool) -> Iterator[dict[str, Any]]:
 @contextlib.contextmanager
 def watch_part(part: str) -> Iterator[dict[str, Any]]:
     import gpusight
-    from overhead import ablated
+
+    from cost.overhead import ablated
 
     info: dict[str, Any] = {}
     with ablated(part):
@@ -303,7 +306,7 @@ def block(
         for _ in range(warm):
             work.step()
         work.sync()
-        clock = getattr(work, "clock", None)  # hook_cost.py's CPU workloads have none
+        clock = getattr(work, "clock", None)  # the hook method's CPU workloads have none
         mhz0 = clock.read() if clock is not None else None
         gc_before = sum(s["collections"] for s in gc.get_stats())
         out: dict[str, Any] = timed_steps(work, n)
@@ -361,21 +364,6 @@ def profile_diff(
     return lines
 
 
-def median_ci(xs: list[float], conf: float = 0.95) -> tuple[float, float] | None:
-    """A distribution-free interval for the median: the order statistics whose ranks a
-    Binomial(n, 1/2) puts outside with probability at most ``1 - conf``. None for too few."""
-    n = len(xs)
-    alpha = (1 - conf) / 2
-    cdf, j = 0.0, -1
-    while cdf + math.comb(n, j + 1) / 2**n <= alpha:
-        j += 1
-        cdf += math.comb(n, j) / 2**n
-    if j < 0:
-        return None
-    s = sorted(xs)
-    return s[j], s[n - 1 - j]
-
-
 def full_clock_rounds(bare: list[dict[str, Any]], bs: list[dict[str, Any]]) -> list[float]:
     """Block / bare block over the rounds where both ran at the GPU's full clock (both reads,
     before and after, within ``FULL_CLOCK`` of the highest seen); empty without clocks."""
@@ -388,10 +376,6 @@ def full_clock_rounds(bare: list[dict[str, Any]], bs: list[dict[str, Any]]) -> l
 
     return [b["median_ms"] / a["median_ms"] for a, b in zip(bare, bs, strict=True)
             if full(a) and full(b)]  # fmt: skip
-
-
-def lower_quartile(xs: list[float]) -> float:
-    return statistics.quantiles(xs, n=4, method="inclusive")[0] if len(xs) > 1 else xs[0]
 
 
 def summary(
@@ -441,23 +425,23 @@ def summary(
         q = lower_quartile([b["median_ms"] for b in bs])
         row: dict[str, Any] = {"q1_ms": round(q, 4), "blocks": bs}
         if part != "bare" and base_q and len(bs) == len(bare):
-            row["q1_pct"] = round(100 * (q / base_q - 1), 2)
+            row["q1_pct"] = pct(q / base_q)
             ratios = [b["median_ms"] / a["median_ms"] for a, b in zip(bare, bs, strict=True)]
-            row["paired_pct"] = round(100 * (statistics.median(ratios) - 1), 2)
+            row["paired_pct"] = pct(statistics.median(ratios))
             ci = median_ci(ratios)
             if ci is not None:
-                row["paired_ci_pct"] = [round(100 * (x - 1), 2) for x in ci]
+                row["paired_ci_pct"] = [pct(x) for x in ci]
             full = full_clock_rounds(bare, bs)
             if full:
-                row["full_clock_pct"] = round(100 * (statistics.median(full) - 1), 2)
+                row["full_clock_pct"] = pct(statistics.median(full))
                 row["full_clock_rounds"] = len(full)
             cpu = [b["cpu_ms"] / a["cpu_ms"] for a, b in zip(bare, bs, strict=True)
                    if a.get("cpu_ms") and b.get("cpu_ms")]  # fmt: skip
             if cpu:
-                row["cpu_paired_pct"] = round(100 * (statistics.median(cpu) - 1), 2)
+                row["cpu_paired_pct"] = pct(statistics.median(cpu))
             same = [x for x in ratios if 1 / SAME_STATE < x < SAME_STATE]
             if same:
-                row["same_state_pct"] = round(100 * (statistics.median(same) - 1), 2)
+                row["same_state_pct"] = pct(statistics.median(same))
                 row["same_state_rounds"] = len(same)
         mid = {}
         for key in (*keys, "self_us"):
@@ -489,7 +473,8 @@ def summary(
 
 def run(args: argparse.Namespace) -> int:
     import torch
-    from overhead import changed, restorable, write_results
+
+    from cost.overhead import changed, restorable
 
     work = WORKLOADS[args.workload](torch)
     work.clock = SmClock(work.gpu)
@@ -507,8 +492,7 @@ def run(args: argparse.Namespace) -> int:
         per: dict[str, list[dict[str, Any]]] = {p: [] for p in parts}
         problems: list[str] = []
         for r in range(-1, args.rounds):  # round -1: warm-up, discarded
-            k = max(r, 0) % len(parts)
-            for part in parts[k:] + parts[:k]:
+            for part in rotated(parts, max(r, 0)):
                 before = restorable(torch)
                 b = block(work, part, n, args.settle_s, args.warm_steps)
                 problems += [f"{part}: {c}" for c in changed(before, restorable(torch))]
@@ -542,16 +526,20 @@ def run(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--out", default=None)
-    ap.add_argument("--rounds", type=int, default=16)
+def parser(doc: str | None) -> Parser:
+    """The argparse base of the methods that step one of ``WORKLOADS``: ``--workload``."""
+    ap = Parser(doc)
     ap.add_argument(
         "--workload",
         choices=sorted(WORKLOADS),
         default="unbatched_inference",
         help="the scenario whose model and loop body run (all launch-bound, short steps)",
     )
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = parser(__doc__).out().rounds(16)
     ap.add_argument("--block-s", type=float, default=0.4, help="seconds of timed steps a block")
     ap.add_argument("--parts", nargs="*", choices=PARTS)
     ap.add_argument(
@@ -571,7 +559,3 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile-steps", type=int, default=300)
     ap.add_argument("--top", type=int, default=25)
     return run(ap.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

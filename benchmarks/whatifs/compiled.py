@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """GPU check of the compile what-if: ``torch.compile`` measured from outside an unmodified
 script, against the same script compiling its own model, in the same lease.
 
@@ -12,7 +11,8 @@ For each launch-bound scenario:
    compile time from its step log (the warm-up steps beyond as many steady ones);
 3. error = what-if gain / true gain - 1; target within 20 %.
 
-    PYTHONPATH=python_pkg python3 benchmarks/compile_check.py --out "$OUT" [--only NAME ...]
+    PYTHONPATH=python_pkg python3 benchmarks/run_whatif.py --suite compile --out "$OUT" \\
+        [--only NAME ...]
 
 Writes OUT/<scenario>.whatif.json, OUT/compile-check.json and OUT/compile-check-table.txt
 (printed last).
@@ -20,7 +20,6 @@ Writes OUT/<scenario>.whatif.json, OUT/compile-check.json and OUT/compile-check-
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -28,7 +27,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from run_whatif import SCENARIOS, TARGET_PCT, items_per_s, run
+from harness.cli import Parser
+from harness.paths import SCENARIOS
+from harness.proc import run
+from harness.record import Results
+from harness.scripts import items_per_s, step_log
+from harness.table import cell
+
+from whatifs.truth import TARGET_PCT
 
 CASES = {"mlp_adam": 300, "tiny_batch": 300, "small_batch_rnn": 240}
 """Scenario -> steps of each truth run."""
@@ -41,13 +47,13 @@ def _truth_run(name: str, mode: str | None, iters: int, log: Path) -> dict[str, 
            "--warmup", str(WARMUP), "--step-log", str(log)]  # fmt: skip
     if mode:
         cmd += ["--compile", mode]
-    rc, out, wall = run(cmd, 400)
-    got: dict[str, Any] = {"mode": mode, "rc": rc, "wall_s": round(wall, 1)}
-    got["items_per_s"] = items_per_s(out)
+    ran = run(cmd, 400)
+    got: dict[str, Any] = {"mode": mode, "rc": ran.rc, "wall_s": round(ran.wall_s, 1)}
+    got["items_per_s"] = items_per_s(ran.out)
     try:
-        steps = json.loads(log.read_text())["step_ms"]
+        steps = step_log(log)
     except (OSError, ValueError, KeyError):
-        got["error"] = out[-800:]
+        got["error"] = ran.out[-800:]
         return got
     steady = statistics.median(steps[WARMUP:]) if len(steps) > WARMUP else None
     if steady is not None:
@@ -79,13 +85,13 @@ def what_if(name: str, out: Path, budget: float) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "gpusight", "run", "--what-if", "--try", "compile",
            "--budget", str(budget), "--json", str(report), str(SCENARIOS / f"{name}.py"),
            "--iters", "100000"]  # fmt: skip
-    rc, log, wall = run(cmd, budget + 120)
-    (out / f"{name}.whatif.log").write_text(log)
-    got: dict[str, Any] = {"rc": rc, "wall_s": round(wall, 1)}
+    ran = run(cmd, budget + 120)
+    (out / f"{name}.whatif.log").write_text(ran.out)
+    got: dict[str, Any] = {"rc": ran.rc, "wall_s": round(ran.wall_s, 1)}
     try:
         rep = json.loads(report.read_text())
     except (OSError, ValueError):
-        got["error"] = log[-1500:]
+        got["error"] = ran.out[-1500:]
         return got
     got["verdict"] = (rep.get("verdict") or {}).get("bottleneck")
     for row in rep.get("what_if") or []:
@@ -101,10 +107,6 @@ def what_if(name: str, out: Path, budget: float) -> dict[str, Any]:
     return got
 
 
-def _cell(v: float | None, fmt: str) -> str:
-    return "-" if v is None else format(v, fmt)
-
-
 def table(results: dict[str, Any]) -> str:
     head = "scenario          mode             what-if  truth    error   compile s (what-if/truth)"
     lines = [head, "-" * len(head)]
@@ -116,24 +118,21 @@ def table(results: dict[str, Any]) -> str:
             err = 100.0 * (wg / tg - 1.0) if wg and tg else None
             mark = "" if err is None else (" ok" if abs(err) <= TARGET_PCT else " MISS")
             lines.append(
-                f"{name:<17} {m:<16} {_cell(wg, '.2f'):>7}x {_cell(tg, '.2f'):>6}x "
-                f"{_cell(err, '+.1f'):>6}%{mark:<5} {_cell(w.get('compile_s'), '.1f'):>6} / "
-                f"{_cell(t.get('compile_s'), '.1f')}"
+                f"{name:<17} {m:<16} {cell(wg, '.2f'):>7}x {cell(tg, '.2f'):>6}x "
+                f"{cell(err, '+.1f'):>6}%{mark:<5} {cell(w.get('compile_s'), '.1f'):>6} / "
+                f"{cell(t.get('compile_s'), '.1f')}"
                 + (f"   skipped: {w['skipped']}" if w.get("skipped") else "")
             )
     return "\n".join(lines)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--only", nargs="*", default=None)
+def main(argv: list[str] | None = None) -> int:
+    ap = Parser(__doc__).out(required=True).only()
     ap.add_argument("--budget", type=float, default=240.0)
-    ap.add_argument("--rounds", type=int, default=1)
-    args = ap.parse_args()
+    ap.rounds(1)
+    args = ap.parse_args(argv)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {}
+    saved = Results(out, "compile-check.json", "compile-check-table.txt", indent=1)
     for name, iters in CASES.items():
         if args.only and name not in args.only:
             continue
@@ -141,12 +140,9 @@ def main() -> int:
         r = {"what_if": what_if(name, out, args.budget)}
         r["truth"] = truth(name, iters, args.rounds, out)
         r["wall_s"] = round(time.monotonic() - t0, 1)
-        results[name] = r
         print(name, json.dumps(r["what_if"]), flush=True)
-        (out / "compile-check.json").write_text(json.dumps(results, indent=1))
-    text = table(results)
-    (out / "compile-check-table.txt").write_text(text + "\n")
-    print(text)
+        saved.add(name, r)
+    saved.finish(table(saved.items))
     return 0
 
 

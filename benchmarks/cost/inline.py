@@ -1,10 +1,10 @@
 """What a few microseconds of Python cost inside a launch-bound GPU step, and what they cost hot.
 
-    PYTHONPATH=python_pkg:benchmarks python3 benchmarks/inline_cost.py \\
+    PYTHONPATH=python_pkg python3 benchmarks/watch_cost.py --method inline \\
         --workload unbatched_inference --rounds 150 --core 6 --out DIR
 
 On the H200 the watch cost unbatched_inference's 2 ms step about 85 us a step, where the same
-code on the host's CPU, hot, costs about 5 us (``hook_cost.py``) and the watch's own clocks saw
+code on the host's CPU, hot, costs about 5 us (``--method hook``) and the watch's own clocks saw
 21-33 us. This asks what any added Python costs there: one model, one thread (pinned to
 ``--core``), and blocks of ``--block-steps`` steps that take turns, each round every variant once
 in a rotated order, each variant put on the model for its block and taken off after it:
@@ -33,16 +33,18 @@ import json
 import os
 import random
 import statistics
-import sys
 import time
 import timeit
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-for _folder in (HERE / "scenarios", HERE, HERE.parent / "python_pkg"):
-    sys.path.insert(0, str(_folder))
+from harness.order import rotated
+from harness.paths import scenarios_on_path
+from harness.record import note
+from harness.stats import median_ci, paired_diffs
+
+scenarios_on_path()
 
 VARIANTS = ("bare", "shim", "raw_hooks", "burn_a", "burn_b", "clocks", "record", "to_wrap")
 
@@ -154,8 +156,9 @@ def hot_us(body: Callable[[], Any] | None) -> float:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
-    from watch_interleaved import timed_block
-    from watch_parts import WORKLOADS, median_ci
+
+    from cost.interleaved import timed_block
+    from cost.parts import WORKLOADS
 
     if args.core is not None:
         os.sched_setaffinity(0, {args.core})
@@ -172,8 +175,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for _ in range(args.warm_steps):
             work.step()
         for r in range(args.rounds):
-            order = VARIANTS[r % len(VARIANTS) :] + VARIANTS[: r % len(VARIANTS)]
-            for v in order:
+            for v in rotated(VARIANTS, r):
                 with applied(v, work.model, torch, bodies):
                     work.step()  # the variant's first step, untimed (its first call)
                     b = timed_block(work, args.block_steps)
@@ -181,7 +183,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     bare = means["bare"]
     rows: dict[str, Any] = {}
     for v in VARIANTS:
-        diffs = [(m - b) * 1e3 for m, b in zip(means[v], bare, strict=True)]
+        diffs = paired_diffs(means[v], bare, 1e3)
         ci = median_ci(diffs)
         rows[v] = {
             "extra_us": round(statistics.median(diffs), 2),
@@ -228,27 +230,22 @@ def table(res: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from watch_parts import WORKLOADS
+    from cost.parts import parser
 
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--workload", choices=sorted(WORKLOADS), default="unbatched_inference")
-    ap.add_argument("--rounds", type=int, default=150)
+    ap = parser(__doc__)
+    ap.rounds(150)
     ap.add_argument("--block-steps", type=int, default=25)
     ap.add_argument("--warm-steps", type=int, default=300)
     ap.add_argument("--burn-us", type=float, nargs=2, default=[2.0, 8.0])
     ap.add_argument("--core", type=int, default=None)
-    ap.add_argument("--out", default=None)
+    ap.out()
     args = ap.parse_args(argv)
     res = run(args)
     text = table(res)
     print(text)
     if args.out:
         out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
+        note(out)
         (out / "inline-cost.json").write_text(json.dumps(res, indent=1))
         (out / "inline-cost-table.txt").write_text(text + "\n")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,8 +1,8 @@
 """Training loops outside the scenario suite under the watch: does the report count the
 script's iterations, and is its step time the script's own?
 
-    PYTHONPATH=python_pkg python3 benchmarks/training_patterns.py --out DIR [--only NAME ...]
-        [--device cuda] [--iters 300]
+    PYTHONPATH=python_pkg python3 benchmarks/accuracy.py --suite patterns --out DIR \\
+        [--only NAME ...] [--device cuda] [--iters 300]
 
 Each pattern is a loop shape met in public training code: several optimizers (a GAN's critic,
 an optimizer made every step, one replaced after training the head, a model per fold, a
@@ -19,7 +19,6 @@ mean step with the script's mean iteration over the same steps. Writes
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import tempfile
@@ -29,6 +28,10 @@ from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
+
+from harness.cli import Parser
+from harness.record import note
+from harness.stats import pct
 
 WARMUP = 3
 Marks = list[int]
@@ -357,16 +360,14 @@ def run_one(gpusight: Any, loop: Callable[[int, Marks], None], iters: int) -> di
         "kind": w.recorder.kind if w.recorder is not None else None,
         "step_ms": step_ms,
         "own_ms": round(own_ms, 4) if own_ms else None,
-        "step_vs_own_pct": (round(100 * (step_ms / own_ms - 1), 2) if step_ms and own_ms else None),
+        "step_vs_own_pct": (pct(step_ms / own_ms) if step_ms and own_ms else None),
         "overhead_pct": run.get("overhead_pct"),
         "notes": [n for n in rep.notes if "optimizer" in n],
     }
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default=None)
-    p.add_argument("--only", nargs="*", default=None)
+    p = Parser(__doc__).out().only()
     p.add_argument("--device", default="cpu")
     p.add_argument("--iters", type=int, default=300)
     args = p.parse_args(argv)
@@ -403,13 +404,9 @@ def main(argv: list[str] | None = None) -> int:
         "report's mean step against the script's mean iteration over the same"
     )
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="training-patterns-"))
-    out.mkdir(parents=True, exist_ok=True)
+    note(out)
     meta = {"torch": torch.__version__, "args": vars(args)}
     (out / "training-patterns.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     (out / "training-patterns-table.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The real-library corpus (``corpus/``) on a GPU: the verdict, and each measured what-if against
 the truth of the same change, in one lease.
 
@@ -24,16 +23,20 @@ OUT/corpus-table.txt (the table, printed last).
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from run_whatif import TARGET_PCT, pick, run, truth
+from harness.cli import Parser
+from harness.paths import CORPUS
+from harness.proc import run
+from harness.record import Results
+from harness.scripts import top_level
+from harness.stats import pct
 
-HERE = Path(__file__).resolve().parent
-CORPUS = HERE / "corpus"
+from whatifs.truth import TARGET_PCT, pick, truth
+
 # A float32 step's verdict may name the cause (precision) or the state (compute): both right.
 SAME_VERDICT = {"compute": {"compute", "precision"}, "precision": {"compute", "precision"}}
 
@@ -45,15 +48,7 @@ def scripts() -> dict[str, dict[str, Any]]:
     for path in sorted(CORPUS.glob("*.py")):
         if path.name.startswith("_"):
             continue
-        meta: dict[str, Any] = {}
-        for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.Assign) and len(node.targets) == 1:
-                target = node.targets[0]
-                if isinstance(target, ast.Name) and target.id in (
-                    "LIBRARY", "LABEL", "EXPECTED", "FIX",
-                ):  # fmt: skip
-                    meta[target.id] = ast.literal_eval(node.value)
-        out[path.stem] = meta
+        out[path.stem] = top_level(path, ("LIBRARY", "LABEL", "EXPECTED", "FIX"))
     return out
 
 
@@ -74,7 +69,8 @@ def check(name: str, meta: dict[str, Any], args: argparse.Namespace, out: Path) 
     mode = ["--what-if", "--budget", str(args.budget)] if what_if else ["--steps", str(args.steps)]
     cmd = [sys.executable, "-m", "gpusight", "run", *mode, "--json", str(rp), script,
            "--iters", "100000"]  # fmt: skip
-    rc, log, wall = run(cmd, (args.budget if what_if else 120) + 120)
+    ran = run(cmd, (args.budget if what_if else 120) + 120)
+    rc, log, wall = ran.rc, ran.out, ran.wall_s
     (out / f"{name}.log").write_text(log)
     rep = json.loads(rp.read_text()) if rp.exists() else {}
     verdict = (rep.get("verdict") or {}).get("bottleneck")
@@ -100,7 +96,7 @@ def check(name: str, meta: dict[str, Any], args: argparse.Namespace, out: Path) 
         res["truth_sized"] = truth(name, arg.split(), None, args.rounds, folder=CORPUS)
     gain = (res.get("truth_sized") or res["truth_fix"]).get("gain")
     if row and gain:
-        res["error_pct"] = round(100.0 * (row["speedup"] / gain - 1.0), 1)
+        res["error_pct"] = pct(row["speedup"] / gain, 1)
     print(log[-2000:], flush=True)
     return res
 
@@ -139,27 +135,20 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--suite", choices=["corpus"], required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--only", nargs="*", default=None)
+def main(argv: list[str] | None = None) -> int:
+    ap = Parser(__doc__).out(required=True).only()
     ap.add_argument("--budget", type=float, default=180.0)
-    ap.add_argument(
-        "--rounds", type=int, default=1, help="truth rounds (bare and --fix each; 0: none)"
-    )
+    ap.rounds(1, help="truth rounds (bare and --fix each; 0: none)")
     ap.add_argument("--steps", type=int, default=30, help="measured steps with --verdict-only")
     ap.add_argument("--verdict-only", action="store_true", help="a watched run, no what-if")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    saved = Results(out, "corpus.json", "corpus-table.txt")
     known = scripts()
     names = args.only or list(known)
-    results: dict[str, dict[str, Any]] = {}
     for name in names:
         print(f"\n=== {name}", flush=True)
-        results[name] = check(name, known[name], args, out)
-        (out / "corpus.json").write_text(json.dumps(results, indent=2))
-        (out / "corpus-table.txt").write_text(table(results) + "\n")
-    print("\n" + table(results), flush=True)
+        saved.add(name, check(name, known[name], args, out))
+        saved.write_table(table(saved.items))
+    saved.finish(table(saved.items))
     return 0

@@ -1,7 +1,7 @@
 """The watch's own cost per step, in microseconds, on a step that costs almost nothing.
 
-    PYTHONPATH=python_pkg:benchmarks python3 benchmarks/hook_cost.py --rounds 40 --out DIR
-    PYTHONPATH=python_pkg:benchmarks python3 benchmarks/hook_cost.py --workload infer \\
+    PYTHONPATH=python_pkg python3 benchmarks/watch_cost.py --method hook --rounds 40 --out DIR
+    PYTHONPATH=python_pkg python3 benchmarks/watch_cost.py --method hook --workload infer \\
         --parts bare minimal watched
 
 On a launch-bound GPU step (2 ms, ~90 launches) the watch's hooks are a few percent, and the
@@ -12,7 +12,7 @@ the step is torch's dispatch and little else, and a microsecond of the watch is 
 ``--workload infer``: one call of a 2-wide ``Linear`` under ``inference_mode``, each call a step
 (the post-hook runs on every step, as the call ends the step; ``all_hooks``: the pre-hook too).
 
-Blocks of steps alternate bare and watched (``watch_parts.py``'s parts, rotated each round);
+Blocks of steps alternate bare and watched (``--method parts``'s parts, rotated each round);
 the figure is the median over rounds of (watched block's median step - the round's bare one),
 in microseconds, and the same of the loop thread's CPU time a step (what a shared machine's
 other work takes from the wall clock is not in it). Writes ``OUT/hook-cost.json``; prints a table.
@@ -20,16 +20,16 @@ other work takes from the wall clock is not in it). Writes ``OUT/hook-cost.json`
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+from harness.cli import Parser
+from harness.order import rotated
+from harness.record import note
+from harness.stats import paired_diffs, quartiles
 
 WARM = 24  # past the watch's warm-up (3) and census (16 steps, gpusight/watch/detail.py)
 
@@ -74,9 +74,9 @@ class TinyInference:
 
 
 def block(work: TinyStep | TinyInference, part: str, n: int) -> dict[str, float]:
-    """``WARM`` steps, then ``n`` timed ones, under ``part`` (``watch_parts.py``'s block), in
+    """``WARM`` steps, then ``n`` timed ones, under ``part`` (``--method parts``'s block), in
     microseconds."""
-    from watch_parts import block as timed_block
+    from cost.parts import block as timed_block
 
     out = timed_block(work, part, n, warm=WARM)
     # The thread's CPU time too: on a shared machine the wall clock also counts time the
@@ -89,14 +89,14 @@ def block(work: TinyStep | TinyInference, part: str, n: int) -> dict[str, float]
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(__doc__)
     p.add_argument("--parts", nargs="*", default=["bare", "all_hooks", "watched"])
-    p.add_argument("--rounds", type=int, default=40)
+    p.rounds(40)
     p.add_argument("--steps", type=int, default=300, help="timed steps a block")
     p.add_argument("--workload", choices=("train", "infer"), default="train")
     p.add_argument("--width", type=int, default=None, help="default 4 (train), 2 (infer)")
     p.add_argument("--depth", type=int, default=6)
-    p.add_argument("--out", default=None)
+    p.out()
     args = p.parse_args(argv)
     import torch
 
@@ -111,8 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     blocks: dict[str, list[dict[str, float]]] = {p: [] for p in parts}
     try:
         for r in range(args.rounds):
-            order = parts[r % len(parts) :] + parts[: r % len(parts)]
-            for part in order:
+            for part in rotated(parts, r):
                 blocks[part].append(block(work, part, args.steps))
     finally:
         torch.set_num_threads(threads)
@@ -122,11 +121,10 @@ def main(argv: list[str] | None = None) -> int:
         for key, name in (("median_us", "wall"), ("cpu_us", "cpu")):
             bare = [b[key] for b in blocks["bare"]]
             mine = [b[key] for b in blocks[part]]
-            diffs = sorted(m - b for m, b in zip(mine, bare, strict=True))
-            k = len(diffs) // 4
+            diffs = paired_diffs(mine, bare)
             row[f"{name}_step_us"] = statistics.median(mine)
             row[f"{name}_extra_us"] = statistics.median(diffs)
-            row[f"{name}_extra_iqr_us"] = [diffs[k], diffs[-k - 1]] if k else [diffs[0], diffs[-1]]
+            row[f"{name}_extra_iqr_us"] = quartiles(diffs)
         selfs = [b["self_us"] for b in blocks[part] if "self_us" in b]
         row["self_us"] = statistics.median(selfs) if selfs else None
         if selfs:
@@ -134,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             row["measured_steps"] = sum(int(b["measured_steps"]) for b in blocks[part])
         rows[part] = row
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="hook-cost-"))
-    out.mkdir(parents=True, exist_ok=True)
+    note(out)
     meta = {"torch": torch.__version__, "args": vars(args)}
     (out / "hook-cost.json").write_text(json.dumps({"meta": meta, "parts": rows}, indent=1))
     print(
@@ -158,7 +156,3 @@ def main(argv: list[str] | None = None) -> int:
     print("quartiles; self us: what the watch's own clocks saw a measured step; hooked: the")
     print("measured steps that ran the module hooks, of all (the rest light steps)")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

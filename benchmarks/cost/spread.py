@@ -1,8 +1,8 @@
 """Why two processes of one launch-bound script differ, and whether a control loop cancels it.
 
-    python3 benchmarks/process_spread.py --procs 6 --cpus 2-5 --out "$OUT/spread"
+    python3 benchmarks/watch_cost.py --method spread --procs 6 --cpus 2-5 --out "$OUT/spread"
 
-``watch_cost.py`` compares a bare and a watched process of the same scenario. On the H200's host
+``--method process`` compares a bare and a watched process of the same scenario. On the H200's host
 two *bare* processes of a launch-bound script differed by 10-48 % (run 10, run 12), far more
 than the watch's cost, and more rounds did not narrow it. This probe asks where that spread
 lives, with no gpusight in any process:
@@ -27,14 +27,16 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-SCENARIOS = HERE / "scenarios"
+from harness.cli import Parser
+from harness.paths import SCENARIOS
+from harness.proc import run
+from harness.record import note
+from harness.stats import corr, spread
 
 # The child: control loop, the script through runpy, control loop. It imports nothing of gpusight.
 CHILD = r"""
@@ -98,10 +100,8 @@ def one(
     if args.cpus:
         cmd = ["taskset", "-c", args.cpus, *cmd]
     env = dict(os.environ) | extra
-    p = subprocess.run(
-        cmd, capture_output=True, text=True, env=env, cwd=SCENARIOS, timeout=args.timeout
-    )
-    if p.returncode != 0 or not log.exists() or not ctrl.exists():
+    p = run(cmd, args.timeout, env=env, cwd=SCENARIOS)
+    if p.rc != 0 or not log.exists() or not ctrl.exists():
         return {"env": env_name, "error": (p.stderr or p.stdout)[-600:]}
     steps = json.loads(log.read_text())["step_ms"][STEADY_FROM:]
     half = len(steps) // 2
@@ -114,21 +114,6 @@ def one(
         "ctrl_before_ms": c["before"]["mean_ms"],
         "ctrl_after_ms": c["after"]["mean_ms"],
     }
-
-
-def spread(xs: list[float]) -> dict[str, float]:
-    """Coefficient of variation and max/min - 1, in percent."""
-    m = statistics.fmean(xs)
-    return {
-        "cv_pct": 100 * statistics.pstdev(xs) / m,
-        "range_pct": 100 * (max(xs) / min(xs) - 1),
-    }
-
-
-def corr(a: list[float], b: list[float]) -> float | None:
-    if len(a) < 3 or statistics.pstdev(a) == 0 or statistics.pstdev(b) == 0:
-        return None
-    return statistics.correlation(a, b)
 
 
 def analyse(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -184,27 +169,26 @@ def table(scenarios: dict[str, Any]) -> str:
     return "\n".join([head, *rows, "", notes])
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--only", nargs="*", default=["tiny_batch", "unbatched_inference"])
+def main(argv: list[str] | None = None) -> int:
+    p = Parser(__doc__).only(["tiny_batch", "unbatched_inference"])
     p.add_argument("--envs", nargs="*", default=list(ENVS), choices=list(ENVS))
     p.add_argument("--procs", type=int, default=8, help="processes per scenario and env")
     p.add_argument("--iters", type=int, default=1500)
     p.add_argument("--control-s", type=float, default=0.8)
     p.add_argument("--cpus", default=None, help="taskset -c LIST for every process")
     p.add_argument("--timeout", type=float, default=120.0)
-    p.add_argument("--out", default=None)
+    p.out()
     p.add_argument(
         "--table-from",
         default=None,
         help="print the table of a saved process-spread.json (a run cut short writes no table)",
     )
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.table_from:
         print(table(json.loads(Path(args.table_from).read_text())["scenarios"]))
         return 0
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="spread-"))
-    out.mkdir(parents=True, exist_ok=True)
+    note(out)
     work = Path(tempfile.mkdtemp(prefix="spread-runs-"))
     result: dict[str, Any] = {"args": vars(args), "scenarios": {}}
     for name in args.only:
@@ -221,7 +205,3 @@ def main() -> int:
     (out / "process-spread.txt").write_text(text + "\n")
     print(text)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

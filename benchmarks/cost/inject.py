@@ -1,7 +1,7 @@
 """What a what-if's injection (``gpusight run --inject``) costs a launch-bound forward, on any CPU.
 
-    PYTHONPATH=python_pkg python3 benchmarks/inject_cost.py
-    PYTHONPATH=python_pkg python3 benchmarks/inject_cost.py --against 0e4fcaf
+    PYTHONPATH=python_pkg python3 benchmarks/watch_cost.py --method inject
+    PYTHONPATH=python_pkg python3 benchmarks/watch_cost.py --method inject --against 0e4fcaf
 
 A what-if that changes the model (``replicate``, ``autocast``, ``channels_last``, ``tf32``) runs
 the script with hooks that find the model and apply the change; its baseline runs without them.
@@ -14,26 +14,28 @@ order rotated each round; the figure is the median of the loop thread's CPU time
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "python_pkg"))
+from harness.cli import Parser
+from harness.order import rotated
+from harness.paths import PKG, ROOT, on_path
+from harness.proc import run
+
+on_path(PKG)
 
 
 def inject_at(rev: str) -> ModuleType:
     """``gpusight/rerun/inject.py`` as it was at ``rev``, loaded beside today's."""
-    src = subprocess.run(
-        ["git", "show", f"{rev}:python_pkg/gpusight/rerun/inject.py"],
-        capture_output=True, text=True, check=True, cwd=HERE.parent,
-    ).stdout  # fmt: skip
+    shown = run(["git", "show", f"{rev}:python_pkg/gpusight/rerun/inject.py"], 60, cwd=ROOT)
+    if shown.rc != 0:
+        raise SystemExit(f"git show {rev}: {shown.stderr.strip()}")
+    src = shown.stdout
     path = Path(f"/tmp/gpusight-inject-{rev}.py")
     path.write_text(src, "utf-8")
     name = f"gpusight.rerun.inject_{rev}"
@@ -46,8 +48,7 @@ def inject_at(rev: str) -> ModuleType:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=30)
+    ap = Parser(__doc__).rounds(30)
     ap.add_argument("--calls", type=int, default=1000, help="forwards a block")
     ap.add_argument("--against", default=None, help="a git revision's inject.py beside today's")
     args = ap.parse_args(argv)
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             for _ in range(100):
                 model(x)
             for r in range(args.rounds):
-                for name in names[r % len(names) :] + names[: r % len(names)]:
+                for name in rotated(names, r):
                     mod = variants[name]
                     inj = mod.install({"tf32": True}) if mod is not None else None
                     try:
@@ -96,7 +97,3 @@ def main(argv: list[str] | None = None) -> int:
         extra = statistics.median(t - b for t, b in zip(ts, bare, strict=True))
         print(f"{name:<16} {statistics.median(ts):8.1f} us a forward  {extra:+7.1f} us vs bare")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

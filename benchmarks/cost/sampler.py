@@ -1,21 +1,21 @@
 """What the watch's sampler process costs a launch-bound step: the same process, paused or not.
 
-    PYTHONPATH=python_pkg python3 benchmarks/sampler_cost.py --workload unbatched_inference \\
-        --rounds 40 --out "$OUT/sampler-cost"
+    PYTHONPATH=python_pkg python3 benchmarks/watch_cost.py --method sampler \\
+        --workload unbatched_inference --rounds 40 --out "$OUT/sampler-cost"
 
 The watch samples NVML in a child process (``gpusight/watch/sampler_process.py``) ten times a
 second, and PCIe throughput (NVML holds that call 20 ms a direction) on every fifth sample. It
-runs through every block of ``watch_interleaved.py`` and ``scenario_interleaved.py``, W's and
-B's alike, so their figures leave it out; ``watch_parts.py``'s ``sampler_process`` part starts
+runs through every block of ``--method interleaved`` and ``--method scenario``, W's and
+B's alike, so their figures leave it out; ``--method parts``'s ``sampler_process`` part starts
 a fresh child for each block, a second apart, where the host's pace has moved by more.
 
 Here two children run for the whole benchmark: the watch's own (PCIe every fifth sample) and
-one without PCIe reads. A bare workload (``watch_parts.py``'s) runs blocks of ``--block-s`` in
+one without PCIe reads. A bare workload (``--method parts``'s) runs blocks of ``--block-s`` in
 the main thread, each in one of three states, the order rotated each round: ``off`` (both
 children stopped with SIGSTOP), ``nvml`` (the one without PCIe running, SIGCONT), ``sampler``
 (the watch's running). A state's figure is the median over rounds of its block's mean step over
 the same round's ``off`` block, with a 95 % interval. No watch runs: the step hooks' cost is
-``hook_cost.py``'s, the whole watch's ``watch_interleaved.py``'s.
+``--method hook``'s, the whole watch's ``--method interleaved``'s.
 
 Writes ``OUT/sampler-cost.json`` and ``OUT/sampler-cost.txt`` (printed last).
 """
@@ -26,15 +26,15 @@ import argparse
 import os
 import signal
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-for _folder in (HERE / "scenarios", HERE, HERE.parent / "python_pkg"):
-    if str(_folder) not in sys.path:
-        sys.path.insert(0, str(_folder))
+from harness.order import rotated
+from harness.paths import scenarios_on_path
+from harness.record import write_results
+from harness.stats import ci_pct, median_ci, pct
+
+scenarios_on_path()
 
 STATES = ("off", "nvml", "sampler")
 START_S = 2.0  # a child's Python start-up and NVML's init, before it is first stopped
@@ -87,14 +87,13 @@ class Children:
 
 
 def rotate(r: int) -> tuple[str, ...]:
-    k = r % len(STATES)
-    return STATES[k:] + STATES[:k]
+    return rotated(STATES, r)
 
 
 def run(args: argparse.Namespace) -> int:
     import torch
-    from overhead import write_results
-    from watch_parts import WORKLOADS, median_ci, timed_steps
+
+    from cost.parts import WORKLOADS, timed_steps
 
     work = WORKLOADS[args.workload](torch)
     kids = Children(args.interval_s)
@@ -142,8 +141,8 @@ def run(args: argparse.Namespace) -> int:
         ratios = [b["mean_ms"] / off[b["round"]]["mean_ms"] for b in mine]
         mid = statistics.median(ratios)
         ci = median_ci(ratios)
-        result[f"{state}_pct"] = round(100 * (mid - 1), 2)
-        result[f"{state}_ci_pct"] = [round(100 * (x - 1), 2) for x in ci] if ci else None
+        result[f"{state}_pct"] = pct(mid)
+        result[f"{state}_ci_pct"] = ci_pct(ci)
         ci_s = "{:+.1f}..{:+.1f}%".format(*result[f"{state}_ci_pct"]) if ci else "-"
         lines.append(
             f"{state:<8} {100 * (mid - 1):>+7.1f}% {ci_s:>16} "
@@ -162,20 +161,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from watch_parts import WORKLOADS
+    from cost.parts import parser
 
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--workload", choices=sorted(WORKLOADS), default="unbatched_inference")
-    ap.add_argument("--rounds", type=int, default=40)
+    ap = parser(__doc__)
+    ap.rounds(40)
     ap.add_argument("--block-s", type=float, default=1.0)
     ap.add_argument("--warm-steps", type=int, default=200)
     ap.add_argument("--interval-s", type=float, default=0.1, help="the watch's (0.1)")
-    ap.add_argument("--out", default=None)
+    ap.out()
     args = ap.parse_args(argv)
     if args.rounds < 1 or args.block_s <= 0:
         ap.error("--rounds must be at least 1 and --block-s positive")
     return run(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,11 +1,11 @@
 """The watch's cost a step against the rarest rate its full steps are sampled at (``MAX_EVERY``).
 
-    PYTHONPATH=python_pkg:benchmarks python3 benchmarks/sampling_rate.py --workload infer \\
+    PYTHONPATH=python_pkg python3 benchmarks/watch_cost.py --method sampling --workload infer \\
         --every 16 64 --rounds 30 --steps 1000 --out DIR
 
 On a step of tens of microseconds the census puts the module hooks' share far over budget and
 the cap decides how often a full step (hooks, framework clocks, the detail, closing the run of
-light steps before it) comes round. ``hook_cost.py``'s CPU workloads, blocks of ``--steps``
+light steps before it) comes round. ``--method hook``'s CPU workloads, blocks of ``--steps``
 steps alternating bare and watched at each cap (rotated each round), each with a fresh watch
 past its warm-up and census; the figure is the median over rounds of (the block's mean step -
 the round's bare one), in microseconds: the mean, as the full steps are the rare slow ones
@@ -14,30 +14,31 @@ that a median leaves out. Writes ``OUT/sampling-rate.json`` and ``.txt``; prints
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+from harness.cli import Parser
+from harness.order import rotated
+from harness.record import note
+from harness.stats import paired_diffs, quartiles
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(__doc__)
     p.add_argument("--workload", choices=("train", "infer"), default="infer")
     p.add_argument("--every", type=int, nargs="+", default=[16, 64])
-    p.add_argument("--rounds", type=int, default=30)
+    p.rounds(30)
     p.add_argument("--steps", type=int, default=1000, help="timed steps a block")
-    p.add_argument("--out", default=None)
+    p.out()
     args = p.parse_args(argv)
     import torch
     from gpusight.watch import detail
-    from hook_cost import WARM, TinyInference, TinyStep
-    from watch_parts import block
+
+    from cost.hook import WARM, TinyInference, TinyStep
+    from cost.parts import block
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     cap = detail.MAX_EVERY
     try:
         for r in range(args.rounds):
-            for every in parts[r % len(parts) :] + parts[: r % len(parts)]:
+            for every in rotated(parts, r):
                 if every is not None:
                     detail.MAX_EVERY = every
                 part = "bare" if every is None else "watched"
@@ -63,10 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         mine = blocks[every]
         row: dict[str, Any] = {}
         for key in ("mean_ms", "cpu_ms", "median_ms"):
-            diffs = sorted((m[key] - b[key]) * 1e3 for m, b in zip(mine, bare, strict=True))
-            k = len(diffs) // 4
+            diffs = paired_diffs([m[key] for m in mine], [b[key] for b in bare], 1e3)
             row[key.replace("_ms", "_extra_us")] = round(statistics.median(diffs), 3)
-            row[key.replace("_ms", "_iqr_us")] = [round(diffs[k], 3), round(diffs[-k - 1], 3)]
+            row[key.replace("_ms", "_iqr_us")] = [round(x, 3) for x in quartiles(diffs)]
             row[key.replace("_ms", "_step_us")] = round(
                 statistics.median(m[key] for m in mine) * 1e3, 3
             )
@@ -93,13 +93,9 @@ def main(argv: list[str] | None = None) -> int:
         "self: what the watch's clocks saw a step; full: measured steps that ran the hooks"
     )
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="sampling-rate-"))
-    out.mkdir(parents=True, exist_ok=True)
+    note(out)
     meta = {"torch": torch.__version__, "args": vars(args), "bare_mean_us": bare_us}
     (out / "sampling-rate.json").write_text(json.dumps({"meta": meta, "caps": rows}, indent=1))
     (out / "sampling-rate.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,7 +1,7 @@
 """What does watching cost? Each scenario bare and watched, interleaved, in one process.
 
-    PYTHONPATH=python_pkg python3 benchmarks/overhead.py --out "$OUT/ov"
-    PYTHONPATH=python_pkg python3 benchmarks/overhead.py --micro      # hook cost, us per step
+    PYTHONPATH=python_pkg python3 benchmarks/watch_cost.py --method overhead --out "$OUT/ov"
+    PYTHONPATH=python_pkg python3 benchmarks/watch_cost.py --method overhead --micro  # us per step
 
 Issue #4 asks for instrumentation overhead <= 3 % of step time outside the profiler window.
 ``accuracy.py`` compares a bare and a watched run in separate processes, and two processes of
@@ -46,7 +46,6 @@ import contextlib
 import gc
 import importlib
 import io
-import json
 import math
 import os
 import statistics
@@ -58,9 +57,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-SCENARIOS = HERE / "scenarios"
-PKG = HERE.parent / "python_pkg"
+from harness.cli import Parser
+from harness.order import abba, rotated
+from harness.paths import BENCHMARKS, PKG, SCENARIOS, on_path
+from harness.record import command_line, write_results
+from harness.scripts import read_meta, scenario_result
+from harness.stats import paired_pct, paired_ratio, pct, spread_pct
+from harness.table import aligned, fmt
 
 GPUSIGHT_WARMUP = 3
 SCENARIO_WARMUP = GPUSIGHT_WARMUP + 2  # > Wg + 1: the hook switch happens before the timed steps
@@ -69,45 +72,8 @@ MIN_TIMED = 8
 MAX_TIMED = 5000
 
 
-# -- pure parts (tested in python_pkg/tests/test_overhead_benchmark.py) ------------------------
-def scenario_result(stdout: str) -> dict[str, Any] | None:
-    """The last ``SCENARIO_RESULT {json}`` line of a scenario's output."""
-    for line in reversed(stdout.splitlines()):
-        if line.startswith("SCENARIO_RESULT "):
-            try:
-                parsed = json.loads(line.split(" ", 1)[1])
-            except ValueError:
-                return None
-            return parsed if isinstance(parsed, dict) else None
-    return None
-
-
-def round_order(r: int) -> tuple[str, str]:
-    """Bare first in even rounds, watched first in odd ones: ABBA over each pair of rounds."""
-    return ("bare", "watched") if r % 2 == 0 else ("watched", "bare")
-
-
-def abba(rounds: int, first: int = 0) -> list[tuple[int, str]]:
-    """``(round, mode)`` in order for rounds ``first .. first + rounds - 1``."""
-    return [(r, mode) for r in range(first, first + rounds) for mode in round_order(r)]
-
-
-def paired_pct(runs: list[tuple[int, str, float]]) -> float | None:
-    """Median over rounds of watched / bare - 1 (in %), each round's two runs side by side.
-
-    ``runs``: ``(round, mode, step ms)``; a round without both runs is left out.
-    """
-    by_round: dict[int, dict[str, float]] = {}
-    for r, mode, ms in runs:
-        by_round.setdefault(r, {})[mode] = ms
-    ratios = [
-        100.0 * (m["watched"] / m["bare"] - 1.0)
-        for m in by_round.values()
-        if m.get("bare") and "watched" in m
-    ]
-    return round(statistics.median(ratios), 2) if ratios else None
-
-
+# -- pure parts (tested in python_pkg/tests/test_overhead_benchmark.py; scenario_result, abba,
+# paired_pct and paired_ratio are the harness's) ---------------------------------------------
 def timed_steps(step_ms: float, target_s: float, lo: int = MIN_TIMED, hi: int = MAX_TIMED) -> int:
     """Steps whose total takes about ``target_s``, within ``[lo, hi]``."""
     if step_ms <= 0 or not math.isfinite(step_ms):
@@ -126,24 +92,16 @@ def summarize(
     """Overhead from the rounds' step medians (ms), the bare-vs-bare noise floor, gpusight's own."""
     out: dict[str, Any] = {"bare_ms": None, "watched_ms": None, "overhead_pct": None}
     if bare:
-        b = statistics.median(bare)
-        out["bare_ms"] = round(b, 4)
-        out["noise_pct"] = round(100.0 * (max(bare) - min(bare)) / b, 2) if b > 0 else None
+        out["bare_ms"] = round(statistics.median(bare), 4)
+        noise = spread_pct(bare)  # max - min over the median
+        out["noise_pct"] = round(noise, 2) if noise is not None else None
     if watched:
         out["watched_ms"] = round(statistics.median(watched), 4)
     if bare and watched and out["bare_ms"]:
-        out["overhead_pct"] = round(100.0 * (out["watched_ms"] / out["bare_ms"] - 1.0), 2)
+        out["overhead_pct"] = pct(out["watched_ms"] / out["bare_ms"])
     own = [p for p in self_pct if p is not None]
     out["self_pct"] = round(statistics.median(own), 3) if own else None
     return out
-
-
-def fmt(x: Any, nd: int = 2) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, float):
-        return f"{x:.{nd}f}"
-    return str(x)
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -151,7 +109,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         "scenario", "bare ms", "watched ms", "ovh %", "paired %", "noise %", "self %", "steps",
         "rounds", "note",
     )  # fmt: skip
-    lines = [head]
+    lines: list[tuple[str, ...]] = [head]
     for r in rows:
         lines.append(
             (
@@ -167,10 +125,7 @@ def table(rows: list[dict[str, Any]]) -> str:
                 r.get("status") or "; ".join(r.get("restore_problems") or []) or "",
             )
         )
-    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
-    out = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) for line in lines]
-    out.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(out)
+    return aligned(lines, rule=True)
 
 
 # -- running scenarios in this process ---------------------------------------------------------
@@ -212,19 +167,6 @@ def _threads() -> list[Any]:
     import threading
 
     return threading.enumerate()
-
-
-def write_results(
-    out: str | Path | None, name: str, result: Any, text: str | None = None, table: str = ""
-) -> None:
-    """``OUT/NAME.json`` and, with ``text``, the printed table as ``OUT/TABLE`` (or NAME.txt)."""
-    if not out:
-        return
-    folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n", "utf-8")
-    if text is not None:
-        (folder / (table or f"{name}.txt")).write_text(text + "\n", "utf-8")
 
 
 def changed(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
@@ -352,7 +294,7 @@ def summarize_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
     watched_mean = [v for x in kept if x["mode"] == "watched" and (v := step_ms(x, "mean_step_ms"))]
     if bare_mean and watched_mean:
         mb, mw = statistics.median(bare_mean), statistics.median(watched_mean)
-        row["overhead_mean_pct"] = round(100.0 * (mw / mb - 1.0), 2)
+        row["overhead_mean_pct"] = pct(mw / mb)
     problems = sorted({p for x in runs for p in x.get("restore_problems") or []})
     if problems:
         row["restore_problems"] = ["not restored: " + ", ".join(problems)]
@@ -384,11 +326,7 @@ def run_scenarios(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    for folder in (SCENARIOS, HERE):  # the scenarios import _common; read_meta is accuracy's
-        if str(folder) not in sys.path:
-            sys.path.insert(0, str(folder))
-    from accuracy import read_meta
-
+    on_path(SCENARIOS, BENCHMARKS)  # the scenarios import _common
     paths = sorted(p for p in SCENARIOS.glob("*.py") if not p.name.startswith("_"))
     if args.only:
         unknown = sorted(set(args.only) - {p.stem for p in paths})
@@ -510,7 +448,7 @@ def run_scenarios(args: argparse.Namespace) -> int:
         else [],
         "torch": torch.__version__,
         "python": sys.version.split()[0],
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "command": command_line(),
         "settings": {
             "rounds": args.rounds,
             "max_rounds": args.max_rounds,
@@ -606,20 +544,13 @@ def ablated(part: str) -> Iterator[None]:
             os.environ[sampler_process.ENV] = saved_env
 
 
-def paired_ratio(runs: list[float], base: list[float]) -> float:
-    """Median over rounds of each round's run over that round's bare run."""
-    return statistics.median(x / b for x, b in zip(runs, base, strict=True))
-
-
 def ablate(args: argparse.Namespace) -> int:
     """Each of ``ABLATIONS`` per round, the order rotated from round to round; the median step
     of each, and its difference from bare."""
     import torch
 
     cuda = bool(torch.cuda.is_available())
-    for folder in (SCENARIOS, HERE):
-        if str(folder) not in sys.path:
-            sys.path.insert(0, str(folder))
+    on_path(SCENARIOS, BENCHMARKS)
     names = args.only or ["pageable_copy", "unbatched_inference"]
     parts = tuple(args.parts or ABLATIONS)
     runner = Runner(torch, cuda, args.gpusight_warmup, args.scenario_warmup)
@@ -637,8 +568,7 @@ def ablate(args: argparse.Namespace) -> int:
         iters = args.scenario_warmup + timed_steps(ms, args.target_s)
         per: dict[str, list[float]] = {a: [] for a in parts}
         for r in range(-1, args.rounds):  # round -1: warm-up, discarded
-            k = max(r, 0) % len(parts)
-            for part in parts[k:] + parts[:k]:
+            for part in rotated(parts, max(r, 0)):
                 if part == "bare":
                     run = runner.bare(mod, path, iters)
                 else:
@@ -659,7 +589,7 @@ def ablate(args: argparse.Namespace) -> int:
         # Each round's runs side by side (a drift between rounds cancels): median of the ratios.
         base_runs = per.get("bare") or []
         paired = {
-            a: round(100 * (paired_ratio(v, base_runs) - 1), 2)
+            a: pct(paired_ratio(v, base_runs))
             for a, v in per.items()
             if a != "bare" and v and len(v) == len(base_runs)
         }
@@ -766,10 +696,12 @@ def micro(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--out", default=None, help="folder for overhead.json (default: results/)")
-    ap.add_argument("--only", nargs="*", help="scenario names (CUDA-only ones then run anyway)")
-    ap.add_argument("--rounds", type=int, default=4, help="ABBA rounds after the warm-up round")
+    ap = (
+        Parser(__doc__)
+        .out(help="folder for overhead.json (default: results/overhead-local)")
+        .only(help="scenario names (CUDA-only ones then run anyway)")
+        .rounds(4, help="ABBA rounds after the warm-up round")
+    )
     ap.add_argument(
         "--max-rounds",
         type=int,
@@ -816,9 +748,5 @@ def main(argv: list[str] | None = None) -> int:
     if args.ablate:
         return ablate(args)
     if args.out is None:
-        args.out = str(HERE / "results" / "overhead-local")
+        args.out = str(BENCHMARKS / "results" / "overhead-local")
     return run_scenarios(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,14 +1,14 @@
 """The watch's steady cost on each public scenario's own script: bare and watched in one process,
 taking turns every few steps, timed by the script's own step clock.
 
-    PYTHONPATH=python_pkg python3 benchmarks/scenario_interleaved.py --out "$OUT/interleaved"
-    PYTHONPATH=python_pkg python3 benchmarks/scenario_interleaved.py --only tiny_batch \\
-        --core 6 --control --out "$OUT/interleaved-control"
+    PYTHONPATH=python_pkg python3 benchmarks/watch_cost.py --method scenario --out "$OUT/si"
+    PYTHONPATH=python_pkg python3 benchmarks/watch_cost.py --method scenario --only tiny_batch \\
+        --core 6 --control --out "$OUT/si-control"
 
 Issue #20 asks for each scenario run bare and watched end to end, alternating, read by a clock
-inside the script. Separate processes (``watch_cost.py``) do that, but on the H200's host two
+inside the script. Separate processes (``--method process``) do that, but on the H200's host two
 processes of one launch-bound script differ by 9 % (coefficient of variation) and the pace
-changes within a process over seconds (``process_spread.py``): a few percent is lost in that.
+changes within a process over seconds (``--method spread``): a few percent is lost in that.
 So here the scenario's unmodified ``main()`` runs twice in one process, each in a thread of
 its own with its own model: one inside ``gpusight.watch()`` with the defaults ``gpusight run``
 uses (warm-up, profiler window, sampler process, sync-debug mode, copy hooks), one bare. The
@@ -29,11 +29,11 @@ the waits for the turn). ``--control`` runs W bare too: the two threads' own dif
 a figure is read against.
 
 What it leaves out, and which way: the sampler process runs through both threads' turns (its
-cost is in neither: ``sampler_cost.py`` measures it), and the bare thread passes through the
+cost is in neither: ``--method sampler`` measures it), and the bare thread passes through the
 watch's wrappers (about 0.3 us each); sync-debug mode is switched off for the bare turns. Each
 makes the figure a little low. A loader with workers keeps prefetching while its thread waits,
 for both threads alike; the turn-taking is not how such a script runs, so loader-bound
-scenarios are better read from ``watch_cost.py``'s separate processes, where their long steps
+scenarios are better read from ``--method process``'s separate processes, where their long steps
 leave little to resolve.
 
 Writes ``OUT/scenario-interleaved.json`` and ``OUT/scenario-interleaved.txt`` (printed last).
@@ -50,16 +50,19 @@ import statistics
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-for _folder in (HERE / "scenarios", HERE, HERE.parent / "python_pkg"):
-    if str(_folder) not in sys.path:
-        sys.path.insert(0, str(_folder))
+from harness.cli import Parser
+from harness.order import WBBW, pair_ratios
+from harness.paths import scenarios_on_path
+from harness.record import write_results
+from harness.stats import ci_pct, median_ci, pct
+from harness.table import aligned
 
-from watch_cost import DEFAULT_ONLY  # noqa: E402 - after the folders are on sys.path
-from watch_interleaved import ORDER, pair_ratios, pin  # noqa: E402
+from cost.interleaved import pin
+from cost.process import DEFAULT_ONLY
+
+scenarios_on_path()
 
 MIN_WARM = 40  # past the watch's warm-up (3 + up to 3), window (3), switch and census (16)
 
@@ -109,7 +112,7 @@ class Turns:
             return "B"
         assert self.pairs is not None
         k = turn - 2
-        return ORDER[k % len(ORDER)] if k < 2 * self.pairs else None
+        return WBBW[k % len(WBBW)] if k < 2 * self.pairs else None
 
     def length(self, turn: int) -> int:
         return self.warm if turn < 2 else int(self.block or 1)
@@ -258,8 +261,9 @@ def marks_passed_to(turns: Turns) -> Any:
 def run_scenario(name: str, args: argparse.Namespace, torch: Any) -> dict[str, Any]:
     import gpusight
     from gpusight.watch.calibration import unseen_factor
-    from overhead import Flags, changed, restorable
-    from watch_parts import median_ci, watch_figures
+
+    from cost.overhead import Flags, changed, restorable
+    from cost.parts import watch_figures
 
     mod = importlib.import_module(name)
     cuda = bool(torch.cuda.is_available())
@@ -331,10 +335,10 @@ def run_scenario(name: str, args: argparse.Namespace, torch: Any) -> dict[str, A
     if ratios:
         mid = statistics.median(ratios)
         ci = median_ci(ratios)
-        out["steady_pct"] = round(100 * (mid - 1), 2)
-        out["steady_ci_pct"] = [round(100 * (x - 1), 2) for x in ci] if ci else None
+        out["steady_pct"] = pct(mid)
+        out["steady_ci_pct"] = ci_pct(ci)
         med = pair_ratios(turns.blocks, "median_ms")
-        out["steady_median_pct"] = round(100 * (statistics.median(med) - 1), 2)
+        out["steady_median_pct"] = pct(statistics.median(med))
         out["w_ms"] = statistics.median(b["mean_ms"] for b in turns.blocks if b["who"] == "W")
         out["b_ms"] = statistics.median(b["mean_ms"] for b in turns.blocks if b["who"] == "B")
     w = watches.get("W")
@@ -384,8 +388,7 @@ def table(results: list[dict[str, Any]], control: bool, core: int | None, dev: s
                 f"{off:+.1f}" if off is not None else "-",
             )
         rows.append(row)
-    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    lines = [aligned(rows)]
     what = (
         "W ran bare too (control: the threads' own difference)"
         if control
@@ -411,8 +414,7 @@ def table(results: list[dict[str, Any]], control: bool, core: int | None, dev: s
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--only", nargs="*", default=None, help="scenario names (default: all)")
+    ap = Parser(__doc__).only(help="scenario names (default: all)")
     ap.add_argument("--control", action="store_true", help="W bare too: the threads' bias")
     ap.add_argument("--core", type=int, default=None, help="both threads on this core")
     ap.add_argument("--warm-steps", type=int, default=MIN_WARM, help="each thread's, alone")
@@ -421,10 +423,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pairs", type=int, default=None, help="default: to fill --budget-s")
     ap.add_argument("--budget-s", type=float, default=20.0, help="block time per scenario")
     ap.add_argument("--max-pairs", type=int, default=300)
-    ap.add_argument("--out", default=None)
+    ap.out()
     args = ap.parse_args(argv)
     import torch
-    from overhead import write_results
 
     dev = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     results = []
@@ -442,7 +443,3 @@ def main(argv: list[str] | None = None) -> int:
         r for r in results if "steady_pct" not in r or r.get("errors") or r.get("restore_problems")
     ]
     return 1 if bad else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

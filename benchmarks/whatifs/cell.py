@@ -1,6 +1,6 @@
 """``%%gpusight --what-if`` on the example notebook's training cell, in a real IPython shell.
 
-    PYTHONPATH=python_pkg python3 benchmarks/cell_whatif_gpu.py --out "$OUT/cell"
+    PYTHONPATH=python_pkg python3 benchmarks/gpu_whatif.py --suite cell --out "$OUT/cell"
 
 Runs the notebook's code cells as a user would, up to its what-if cell (``%gpusight``, the
 environment check, is left out: it benchmarks the card), then the what-if cell itself with its
@@ -15,15 +15,17 @@ Checks that the user's model parameters are the same after the what-if as before
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-NOTEBOOK = HERE.parent / "examples" / "why-is-my-gpu-idle.ipynb"
+from harness.cli import Parser
+from harness.paths import ROOT
+from harness.record import note
+
+NOTEBOOK = ROOT / "examples" / "why-is-my-gpu-idle.ipynb"
 STEPS = 40
 WARM = 6
 
@@ -61,13 +63,12 @@ def timed_loop(shell: Any, loader_expr: str, whole_epoch: bool = False) -> float
     return float(items / (ends[-1][0] - ends[first][0]))
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default=".")
+def main(argv: list[str] | None = None) -> int:
+    p = Parser(__doc__).out(".")
     p.add_argument("--budget", type=float, default=None, help="instead of the cell's --budget")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    note(out)
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell.instance()
@@ -145,7 +146,3 @@ def main() -> int:
             f"{t['what_if_speedup']:.2f}x, error {t['error_pct']:+.1f} %"
         )
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,6 +1,6 @@
 """Does a launch-bound step stay slower after a short ``torch.profiler`` window has ended?
 
-    python3 benchmarks/probe_profiler_after.py            # both settings, one process each
+    python3 benchmarks/watch_cost.py --method probe-profiler   # each setting, a process each
 
 No gpusight here: one model (``scenarios/mlp_adam.py``'s, on the GPU), blocks of steps timed
 with the host clock (a sync at each block's end), before and after a profiler window of a few
@@ -18,19 +18,20 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from itertools import pairwise
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from harness.cli import Parser
+from harness.paths import BENCHMARKS, SCENARIOS, on_path
+from harness.proc import run
+
 BLOCKS = 3
 BLOCK_STEPS = 300
 
 
 def child() -> dict[str, object]:
-    sys.path.insert(0, str(HERE / "scenarios"))
+    on_path(SCENARIOS)
     import torch
     import torch.nn.functional as F
     from mlp_adam import Net
@@ -74,8 +75,10 @@ def child() -> dict[str, object]:
     }
 
 
-def main() -> int:
-    if sys.argv[1:] == ["--child"]:
+def main(argv: list[str] | None = None) -> int:
+    ap = Parser(__doc__)
+    ap.add_argument("--child", action="store_true", help="(one setting's process)")
+    if ap.parse_args(argv).child:
         print("PROBE " + json.dumps(child()), flush=True)
         return 0
     rows = []
@@ -86,11 +89,10 @@ def main() -> int:
             env["PROBE_AROUND"] = "1"
         elif setting is not None:
             env["TEARDOWN_CUPTI"] = setting
-        p = subprocess.run(
-            [sys.executable, __file__, "--child"], capture_output=True, text=True, env=env
-        )
+        entry = str(BENCHMARKS / "watch_cost.py")
+        p = run([sys.executable, entry, "--method", "probe-profiler", "--child"], None, env=env)
         line = [x for x in p.stdout.splitlines() if x.startswith("PROBE ")]
-        if p.returncode or not line:
+        if p.rc or not line:
             print(p.stderr[-2000:], file=sys.stderr)
             return 1
         rows.append(json.loads(line[0][6:]))
@@ -101,7 +103,3 @@ def main() -> int:
             f"{[round(x, 3) for x in r['after_ms']]} ms: {r['after_vs_before_pct']:+.1f} %"
         )
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
