@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import torch
-from gpusight.fixes.kernel_names import bind, free_names, rename, user_names
-from gpusight.jupyter.display import mark_unbound
+from gpusight.fixes.kernel_names import bind, free_names, mark_unbound, rename, user_names
 from gpusight.report import Fix
 from torch.utils.data import DataLoader, TensorDataset
 

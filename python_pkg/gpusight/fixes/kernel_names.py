@@ -225,3 +225,19 @@ def caller_namespace() -> dict[str, Any]:
     if frame is None:
         return {}
     return {**frame.f_globals, **frame.f_locals}
+
+
+def mark_unbound(data: dict[str, Any], names: Iterable[str]) -> None:
+    """Each Python fix of a report's dict gets the names its code reads that the kernel's
+    ``names`` lack (``unbound_names``): the card then offers Copy, not a cell to run."""
+    have = set(names)
+    rows = [*(data.get("findings") or []), *(data.get("what_if") or [])]
+    for row in rows:
+        fix = row.get("fix") if isinstance(row, dict) else None
+        if not isinstance(fix, dict) or fix.get("language") != "python" or not fix.get("code"):
+            continue
+        missing = [n for n in free_names(str(fix["code"])) if n not in have]
+        if missing:
+            fix["unbound_names"] = missing
+        else:
+            fix.pop("unbound_names", None)

@@ -346,7 +346,7 @@ class Hub:
     # --- reports --------------------------------------------------------------------------
 
     def _publish_report(self, request: str | None, origin: str, report: Any) -> Message:
-        from .display import mark_unbound
+        from ..fixes.kernel_names import mark_unbound
 
         data = report.to_dict()
         if self.shell is not None:  # the kernel's names: what an inserted cell could use
@@ -518,6 +518,11 @@ def hub() -> Hub:
         except ImportError:
             pass
         _HUB = Hub(shell=shell)
+        from . import display
+
+        for report in display.shown_reports():  # shown before any panel asked
+            _HUB.shown(report)
+        display.on_shown(lambda report: hub().shown(report))
     return _HUB
 
 

@@ -14,7 +14,8 @@ and an npm module) over the HTML. The widget is kept for live progress only (``p
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections import deque
+from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..report import RENDERERS
@@ -88,38 +89,39 @@ def _report_repr(
         return None
     from IPython import get_ipython
 
+    from ..fixes.kernel_names import mark_unbound
+
     shell = get_ipython()
     data = report.to_dict()
     mark_unbound(data, getattr(shell, "user_ns", {}) or {})
-    _list_in_panels(report)
+    _tell_panels(report)
     return report_mimebundle(data, include, exclude)
 
 
-def _list_in_panels(report: Report) -> None:
-    """The sidebar lists every report this kernel showed, not only its own buttons' (#36)."""
-    from .comm import hub
-
-    try:
-        hub().shown(report)
-    except Exception:  # a display must show whatever the panel's state
-        pass
+SHOWN_KEPT = 32
+_shown: deque[Report] = deque(maxlen=SHOWN_KEPT)
+_listeners: list[Callable[[Report], None]] = []
 
 
-def mark_unbound(data: dict[str, Any], names: Collection[str]) -> None:
-    """Each Python fix of the report's dict gets the names its code reads that the kernel's
-    ``names`` lack (``Fix.unbound_names``): the card then offers Copy, not a cell to run."""
-    from ..fixes.kernel_names import free_names
+def _tell_panels(report: Report) -> None:
+    """The sidebar lists every report this kernel showed, not only its own buttons' (#36): the
+    panels' hub (``comm.py``) listens here, and one made later reads the recent ones."""
+    _shown.append(report)
+    for listener in list(_listeners):
+        try:
+            listener(report)
+        except Exception:  # a display must show whatever the panel's state
+            pass
 
-    rows = [*(data.get("findings") or []), *(data.get("what_if") or [])]
-    for row in rows:
-        fix = row.get("fix") if isinstance(row, dict) else None
-        if not isinstance(fix, dict) or fix.get("language") != "python" or not fix.get("code"):
-            continue
-        missing = [n for n in free_names(str(fix["code"])) if n not in names]
-        if missing:
-            fix["unbound_names"] = missing
-        else:
-            fix.pop("unbound_names", None)
+
+def shown_reports() -> list[Report]:
+    """The reports this kernel displayed lately, oldest first."""
+    return list(_shown)
+
+
+def on_shown(listener: Callable[[Report], None]) -> None:
+    """Call ``listener`` with each report displayed from now on."""
+    _listeners.append(listener)
 
 
 RENDERERS.mimebundle = _report_repr
