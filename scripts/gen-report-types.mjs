@@ -2,7 +2,8 @@
 //  - src/report/generated/report.ts: types (json-schema-to-typescript)
 //  - src/report/generated/validate.ts: a precompiled ajv validator, so the browser never
 //    needs `new Function` (works under a Content-Security-Policy without 'unsafe-eval').
-//  - src/report/generated/catalogue.ts: finding ids and bottleneck categories
+//  - src/report/generated/catalogue.ts: finding ids, bottleneck categories and the breakdown's
+//    keys (in the schema's order, which is the order the charts draw them)
 //  - src/report/generated/version.ts: the schema version this build reads, taken from
 //    python_pkg/gpusight/report_schema.py so that both readers accept the same reports.
 import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
@@ -46,13 +47,15 @@ writeFileSync(
 const meta = {
   schemaVersion: schema.properties.schema_version.pattern,
   findingIds: schema.definitions.FindingId.enum,
-  bottlenecks: schema.definitions.Bottleneck.enum
+  bottlenecks: schema.definitions.Bottleneck.enum,
+  breakdownKeys: Object.keys(schema.definitions.Breakdown.properties)
 };
 writeFileSync(
   join(outDir, 'catalogue.ts'),
   banner +
     `export const FINDING_IDS = ${JSON.stringify(meta.findingIds, null, 2)} as const;\n` +
-    `export const BOTTLENECKS = ${JSON.stringify(meta.bottlenecks, null, 2)} as const;\n`
+    `export const BOTTLENECKS = ${JSON.stringify(meta.bottlenecks, null, 2)} as const;\n` +
+    `export const BREAKDOWN_KEYS = ${JSON.stringify(meta.breakdownKeys, null, 2)} as const;\n`
 );
 // The reader's version lives in Python (SCHEMA_MAJOR/SCHEMA_MINOR); the schema only pins the
 // major in its schema_version pattern. Read both and refuse to generate if they disagree.

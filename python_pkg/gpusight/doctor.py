@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .machine_facts import build_machine
 from .probes import collect
 from .probes.facts import Facts, NvmlGpu, TorchDevice, TorchFacts
 from .report import Report
@@ -84,20 +85,20 @@ def machine(facts: Facts) -> dict[str, Any]:
         gpus = [_nvml_gpu(g, by_uuid.get(_uuid_key(g.uuid))) for g in nv.gpus]
     else:
         gpus = [_torch_gpu(d) for d in facts.torch.devices]
-    return {
-        "hostname": s.hostname,
-        "platform": s.platform,
-        "python": s.python,
-        "cpu_count": s.cpu_count,
-        "memory_total_bytes": s.memory_total_bytes,
-        "shm_bytes": s.shm_bytes,
-        "torch": _torch_info(facts.torch),
-        "driver_version": nv.driver_version,
-        "driver_cuda_version": vstr(nv.cuda_driver_version) if nv.cuda_driver_version else None,
-        "nvcc_version": vstr(tk.nvcc_version) if tk.nvcc_version else None,
-        "gpus": gpus,
-        "env": dict(s.env),
-    }
+    return build_machine(
+        hostname=s.hostname,
+        platform=s.platform,
+        python=s.python,
+        cpu_count=s.cpu_count,
+        memory_total_bytes=s.memory_total_bytes,
+        shm_bytes=s.shm_bytes,
+        torch=_torch_info(facts.torch),
+        driver_version=nv.driver_version,
+        driver_cuda_version=vstr(nv.cuda_driver_version) if nv.cuda_driver_version else None,
+        nvcc_version=vstr(tk.nvcc_version) if tk.nvcc_version else None,
+        gpus=gpus,
+        env=dict(s.env),
+    )
 
 
 def report_from_facts(facts: Facts) -> Report:

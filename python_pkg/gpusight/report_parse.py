@@ -6,6 +6,7 @@ each re-run's report) and go on working with it as objects. The dict is validate
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from .report import (
@@ -25,8 +26,8 @@ from .report import (
 )
 
 
-def _fix(d: dict[str, Any] | None) -> Fix | None:
-    if d is None:
+def _fix(d: Mapping[str, Any] | None) -> Fix | None:
+    if not d:
         return None
     files = d.get("patch_files")
     cell = d.get("cell")
@@ -39,12 +40,13 @@ def _fix(d: dict[str, Any] | None) -> Fix | None:
     )
 
 
-def _impact(d: dict[str, Any]) -> Impact:
+def _impact(d: Mapping[str, Any]) -> Impact:
     rng = d.get("speedup_range")
     return Impact(**{**d, "speedup_range": (rng[0], rng[1]) if rng else None})
 
 
-def _finding(d: dict[str, Any]) -> Finding:
+def finding_from_dict(d: Mapping[str, Any]) -> Finding:
+    """A finding as a report holds it -> a :class:`Finding` (the inverse of ``to_dict``)."""
     return Finding(
         id=d["id"],
         severity=d["severity"],
@@ -56,16 +58,16 @@ def _finding(d: dict[str, Any]) -> Finding:
                 unit=e.get("unit"),
                 source=SourceLine(**e["source"]) if e.get("source") else None,
             )
-            for e in d.get("evidence", [])
+            for e in d.get("evidence") or ()
         ],
-        impact=_impact(d.get("impact", {})),
+        impact=_impact(d.get("impact") or {}),
         fix=_fix(d.get("fix")) or Fix(text=""),
         detail=d.get("detail"),
         gpu_index=d.get("gpu_index"),
     )
 
 
-def _what_if(d: dict[str, Any]) -> WhatIf:
+def _what_if(d: Mapping[str, Any]) -> WhatIf:
     return WhatIf(
         change=d["change"],
         before_ms=d.get("before_ms"),
@@ -92,7 +94,7 @@ def report_from_dict(source: dict[str, Any]) -> Report:
             for b in d.get("benchmarks", [])
         ],
         verdict=Verdict(**d["verdict"]) if d.get("verdict") else Verdict(),
-        findings=[_finding(f) for f in d.get("findings", [])],
+        findings=[finding_from_dict(f) for f in d.get("findings", [])],
         what_if=[_what_if(w) for w in d.get("what_if", [])],
         run=d.get("run"),
         notes=list(d.get("notes", [])),

@@ -37,6 +37,12 @@ def bottlenecks() -> tuple[str, ...]:
     return tuple(load_schema()["definitions"]["Bottleneck"]["enum"])
 
 
+def breakdown_keys() -> tuple[str, ...]:
+    """The step-time breakdown's categories, in the order the schema lists (and the renderers
+    draw) them."""
+    return tuple(load_schema()["definitions"]["Breakdown"]["properties"])
+
+
 def _field_path(parts: Any) -> str:
     out = ""
     for p in parts:

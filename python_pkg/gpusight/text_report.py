@@ -1,8 +1,11 @@
-"""A report as readable terminal text: verdict, machine, checklist, findings with evidence and fix.
+"""A report as readable terminal text, in two views: the whole report (``render``: verdict,
+machine, checklist, findings with evidence and fix) and the few lines ``gpusight run`` ends with
+(``render_summary``, ``render_what_if``).
 
-Works on the report's dict form (the schema contract), so a loaded JSON file renders the same as
-a fresh report. ASCII only, so any terminal encoding can print it; colour is ANSI and only asked
-for when the output is a terminal (``use_color``).
+``render`` works on the report's dict form (the schema contract), so a loaded JSON file renders
+the same as a fresh report. ASCII only, so any terminal encoding can print it; colour is ANSI and
+only asked for when the output is a terminal (``use_color``). Every report string is escaped
+(``printable``) before it reaches the terminal.
 """
 
 from __future__ import annotations
@@ -14,8 +17,11 @@ import textwrap
 from collections.abc import Mapping
 from typing import IO, Any
 
-from .report import RENDERERS, Report
+from .durations import format_ms
+from .first_fix import changed_lines, first_finding, gain_text
+from .report import RENDERERS, Finding, Report, sort_findings
 from .speed_of_light_text import lines as speed_of_light_lines
+from .speed_of_light_text import mfu_text
 
 _RESET = "\033[0m"
 _ANSI = re.compile(r"\033\[[0-9;]*m")
@@ -95,6 +101,9 @@ class _Out:
 
     def add(self, text: str = "") -> None:
         self.lines.append(text)
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
 
     def wrap(self, text: str, indent: int, first: str = "", *styles: str) -> None:
         """``first`` (may be styled) then ``text``, continued at column ``indent``."""
@@ -265,7 +274,93 @@ def render(
         out.add(out.style("Notes", "bold"))
         for note in notes:
             out.wrap(note, 4, "  - ")
-    return "\n".join(out.lines).rstrip() + "\n"
+    return out.text().rstrip() + "\n"
+
+
+CODE_LINES = 8
+"""Of a fix's code without a patch, the lines the summary shows (the rest is in the report)."""
+
+
+def _where(f: Finding) -> str:
+    src = next((e.source for e in f.evidence if e.source is not None), None)
+    return f" [{src.file}:{src.line}]" if src else ""
+
+
+def _first_fix(f: Finding, out: _Out) -> None:
+    gain = gain_text(f.impact)
+    out.add(f"  do this first: {f.fix.text}")
+    out.add(f"    for {f.id}: {f.title}{_where(f)}")
+    out.add(f"    gain: {gain or 'no figure (the report says why)'}")
+    if f.fix.patch:
+        for line in changed_lines(f.fix.patch):
+            out.add(f"      {line}")
+    elif f.fix.code and f.fix.language == "python":
+        lines = f.fix.code.rstrip().splitlines()
+        for line in lines[:CODE_LINES]:
+            out.add(f"      {line}")
+        if len(lines) > CODE_LINES:
+            out.add(f"      ... ({len(lines) - CODE_LINES} more lines in the report)")
+    elif f.fix.code:
+        out.add(f"      {f.fix.code.strip().splitlines()[0]}")
+
+
+def render_summary(report: Report) -> str:
+    """The short view: the verdict, the step's split, MFU, the change to make first with its
+    gain marked measured or estimated, the other findings, the notes. Without colour, so the
+    text is escaped whole."""
+    out = _Out(color=False, width=100)
+    run = report.run or {}
+    out.add()
+    out.add(f"gpusight: {report.verdict.bottleneck}: {report.verdict.summary}")
+    split = run.get("breakdown_ms") or {}
+    total = run.get("step_time_ms") or 0.0
+    if split and total:
+        # Parts under half a percent of the step say nothing at this precision.
+        parts = ", ".join(f"{k} {format_ms(v)}" for k, v in split.items() if v >= 0.005 * total)
+        out.add(f"  step {format_ms(total)} over {run.get('steps')} steps: {parts}")
+    mfu = mfu_text(run.get("speed_of_light") or {})
+    if mfu:
+        out.add(f"  MFU: {mfu}")
+    first = first_finding(report)
+    if first is not None:
+        _first_fix(first, out)
+    others = [f for f in sort_findings(report.findings) if f is not first][:4]
+    if others:
+        out.add("  other findings:" if first is not None else "  findings:")
+    for f in others:
+        gain = gain_text(f.impact)
+        out.add(f"    {f.severity:8} {f.id}: {f.title}{_where(f)}{f' ({gain})' if gain else ''}")
+    for note in report.notes:
+        out.add(f"  note: {note}")
+    return printable(out.text())
+
+
+def render_what_if(report: Report) -> str:
+    """The what-if rows: each change's measured gain with its noise, and the change to make;
+    empty without rows."""
+    rows = report.what_if
+    if not rows:
+        return ""
+    out = _Out(color=False, width=100)
+    out.add("  what-if (the script re-run with one change, items per second):")
+    for r in rows:
+        if r.skipped:
+            out.add(f"    {r.change}: not run ({r.skipped})")
+        elif r.speedup is not None:
+            noise = r.noise_pct or 0.0
+            sig = "" if r.speedup >= 1.0 + noise / 100.0 else " (within the noise)"
+            out.add(f"    {r.change}: {r.speedup:.2f}x ±{noise:.0f}%{sig}")
+    best = max(
+        (r for r in rows if r.speedup is not None and r.fix is not None and not r.skipped),
+        key=lambda r: r.speedup or 0.0,
+        default=None,
+    )
+    if best is not None and best.fix is not None and (best.speedup or 0) > 1.0:
+        out.add(f"  the best measured change: {best.change}: {best.fix.text}")
+        if best.fix.patch:
+            for line in changed_lines(best.fix.patch):
+                out.add(f"      {line}")
+    return printable(out.text())
 
 
 RENDERERS.text = render

@@ -255,8 +255,19 @@ def test_rank_findings_come_back_whole() -> None:
             "evidence": [
                 {"label": "wait", "value": 3.0, "unit": "ms", "source": {"file": "a.py", "line": 3}}
             ],
-            "impact": {"basis": "estimated", "text": "t", "recoverable_pct": 30.0},
-            "fix": {"text": "workers", "snippet_id": "loader.workers", "code": "x = 1\n"},
+            "impact": {
+                "basis": "estimated",
+                "text": "t",
+                "recoverable_pct": 30.0,
+                "speedup_range": [1.2, 1.5],
+            },
+            "fix": {
+                "text": "workers",
+                "snippet_id": "loader.workers",
+                "code": "x = 1\n",
+                "patch": "--- a/a.py\n+++ b/a.py\n",
+                "patch_files": [{"path": "a.py", "sha256": "0" * 64}],
+            },
         }
     ]
     f = rd.finding_from_dict(data["findings"][0])

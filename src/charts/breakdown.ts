@@ -1,5 +1,6 @@
 /** Step-time breakdown: one stacked horizontal bar, each category labelled in ms and % of the step. */
 import { scaleLinear } from 'd3-scale';
+import { BREAKDOWN_KEYS } from '../report/generated/catalogue';
 import type { Breakdown } from '../report/generated/report';
 import { approxTextWidth, chartFrame, fitText } from './frame';
 import { formatMs, formatPct } from './format';
@@ -22,17 +23,6 @@ export const BREAKDOWN_LABELS: Record<BreakdownKey, string> = {
 /** On a CPU run the compute is the host's: no GPU claim in the label. */
 export const CPU_COMPUTE_LABEL = 'Compute (CPU)';
 
-const ORDER: BreakdownKey[] = [
-  'compute',
-  'data_wait',
-  'copy',
-  'sync_stall',
-  'launch_overhead',
-  'other_cpu',
-  'communication',
-  'between_steps'
-];
-
 export interface BreakdownSegment {
   key: BreakdownKey;
   label: string;
@@ -54,10 +44,13 @@ export function breakdownSegments(
   stepTimeMs?: number,
   gpu = true
 ): BreakdownSegment[] {
-  const parts: { key: BreakdownKey; ms: number }[] = ORDER.map(key => ({
-    key,
-    ms: breakdown[key as keyof Breakdown] ?? 0
-  })).filter(p => p.ms > 0 && Number.isFinite(p.ms));
+  // The schema's order: the GPU's own work first, then what kept it waiting.
+  const parts: { key: BreakdownKey; ms: number }[] = BREAKDOWN_KEYS.map(
+    key => ({
+      key,
+      ms: breakdown[key] ?? 0
+    })
+  ).filter(p => p.ms > 0 && Number.isFinite(p.ms));
   const sum = parts.reduce((acc, p) => acc + p.ms, 0);
   if (stepTimeMs !== undefined && stepTimeMs - sum > stepTimeMs * 0.01) {
     parts.push({ key: 'unattributed', ms: stepTimeMs - sum });

@@ -3,25 +3,10 @@
  * which findings were resolved, are new, or are still there. Pure: `<gs-compare>` draws it, and
  * python_pkg/gpusight/compare.py computes the same for `gpusight diff` (same keys, same rules).
  */
-import type {
-  Breakdown,
-  Finding,
-  GpusightReport,
-  Severity
-} from './generated/report';
+import type { Finding, GpusightReport, Severity } from './generated/report';
+import { BREAKDOWN_KEYS } from './generated/catalogue';
 
-/** Categories in the order the breakdown chart draws them. */
-export const BREAKDOWN_KEYS = [
-  'compute',
-  'data_wait',
-  'copy',
-  'sync_stall',
-  'launch_overhead',
-  'other_cpu',
-  'communication',
-  'between_steps'
-] as const satisfies readonly (keyof Breakdown)[];
-
+/** A category of the breakdown; the rows follow the schema's order, as the chart draws them. */
 export type BreakdownCategory = (typeof BREAKDOWN_KEYS)[number];
 
 export interface BreakdownRow {

@@ -1,6 +1,10 @@
 /** The report contract on the browser side: generated types, catalogue, and the validating gate. */
 export type * from './generated/report';
-export { BOTTLENECKS, FINDING_IDS } from './generated/catalogue';
+export {
+  BOTTLENECKS,
+  BREAKDOWN_KEYS,
+  FINDING_IDS
+} from './generated/catalogue';
 export {
   formatPath,
   parseReport,

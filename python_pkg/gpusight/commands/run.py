@@ -635,19 +635,12 @@ def _write_patch(report: Report, path: str | None, quiet: bool) -> None:
 
 
 def _no_torch_report(label: str) -> Report:
-    import platform
-
+    from ..machine_facts import build_machine
     from ..report import Report, Verdict
 
     return Report(
         kind="watch",
-        machine={
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpu_count": os.cpu_count(),
-            "gpus": [],
-            "torch": None,
-        },
+        machine=build_machine(None),
         verdict=Verdict(
             bottleneck="environment", gpu_busy_pct=None, summary="torch is not installed."
         ),

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..report import Benchmark, Finding, Report, Scalar, Verdict, sort_findings
+from ..report_parse import finding_from_dict
 from ..report_schema import MAX_WORLD_SIZE
 from .dist_evidence import (
     DistEvidence,
@@ -45,7 +46,7 @@ from .dist_evidence import (
     wait_pct,
 )
 from .dist_findings import comm_finding, idle_finding, imbalance_finding, nccl_slow
-from .rank_reports import as_float, as_int, finding_from_dict, node_gpus, rank_evidence, rank_info
+from .rank_reports import as_float, as_int, node_gpus, rank_evidence, rank_info
 
 
 def analyse(ev: DistEvidence) -> DistResult:

@@ -1,5 +1,5 @@
 """Reading the ranks' watch reports (plain dicts, as saved): their ``dist_*`` tags, each rank's
-evidence, rank 0's node, and findings back into :class:`Finding`.
+evidence and rank 0's node (their findings are read back by ``report_parse``).
 """
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
-from ..report import Evidence, Finding, Fix, Impact, SourceLine
 from .dist_evidence import NodeGpus, RankEvidence
 
 DIST_KEYS = (
@@ -102,38 +101,3 @@ def node_gpus(report: Mapping[str, Any]) -> NodeGpus | None:
     util = {g: statistics.fmean(us) for g, us in chosen.items() if us}
     host = rank_info(report).get("host") or machine.get("hostname")
     return NodeGpus(visible=visible, util_pct=util, host=host if isinstance(host, str) else None)
-
-
-def finding_from_dict(d: Mapping[str, Any]) -> Finding:
-    """A finding as a report holds it -> a :class:`Finding` (the inverse of ``to_dict``)."""
-
-    def source(s: Mapping[str, Any] | None) -> SourceLine | None:
-        if not s:
-            return None
-        return SourceLine(file=s["file"], line=s["line"], code=s.get("code"), count=s.get("count"))
-
-    imp = d.get("impact") or {}
-    fx = d.get("fix") or {}
-    return Finding(
-        id=d["id"],
-        severity=d["severity"],
-        title=d["title"],
-        evidence=[
-            Evidence(e["label"], e.get("value"), e.get("unit"), source(e.get("source")))
-            for e in d.get("evidence") or ()
-        ],
-        impact=Impact(
-            basis=imp.get("basis", "none"),
-            text=imp.get("text", ""),
-            speedup=imp.get("speedup"),
-            recoverable_pct=imp.get("recoverable_pct"),
-        ),
-        fix=Fix(
-            text=fx.get("text", ""),
-            snippet_id=fx.get("snippet_id"),
-            code=fx.get("code"),
-            language=fx.get("language"),
-        ),
-        detail=d.get("detail"),
-        gpu_index=d.get("gpu_index"),
-    )

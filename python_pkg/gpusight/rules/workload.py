@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from ..durations import format_ms
 from ..report import Finding, Fix, Scalar, Verdict
+from ..report_schema import breakdown_keys
 from . import between_steps
 from .stalls import Stall, stall_phrase
 from .workload_evidence import (
@@ -59,17 +60,10 @@ CATEGORY_BOTTLENECK = {
     "other_cpu": "host_cpu",
     "communication": "communication",
 }
-BREAKDOWN_KEYS = (
-    "compute",
-    "data_wait",
-    "copy",
-    "sync_stall",
-    "launch_overhead",
-    "other_cpu",
-    "communication",
-)
-REPORTED_KEYS = (*BREAKDOWN_KEYS, "between_steps")
+REPORTED_KEYS = breakdown_keys()
 """The report's breakdown: the step's own categories, then what ran between the steps."""
+BREAKDOWN_KEYS = tuple(k for k in REPORTED_KEYS if k != "between_steps")
+"""The categories inside a training step."""
 # Above this GPU-busy (compute) share the GPU itself sets the pace.
 COMPUTE_BOUND_PCT = 80.0
 # A category must hold at least this share of the step to be named the bottleneck.

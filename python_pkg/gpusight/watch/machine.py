@@ -7,9 +7,10 @@ CUDA, and from NVML otherwise.
 from __future__ import annotations
 
 import os
-import platform
 from collections.abc import Callable
 from typing import Any
+
+from ..machine_facts import build_machine, torch_gpus
 
 _FLAG_READERS: dict[str, Callable[[Any], str | bool | None]] = {
     "float32_matmul_precision": lambda t: t.get_float32_matmul_precision(),
@@ -103,38 +104,12 @@ def _nvml_gpus() -> list[dict[str, Any]]:
 
 
 def machine_facts(torch: Any) -> dict[str, Any]:
-    cuda_available = bool(torch.cuda.is_available())
-    gpus: list[dict[str, Any]] = []
-    if cuda_available and torch.cuda.is_initialized():
-        for i in range(torch.cuda.device_count()):
-            try:
-                p = torch.cuda.get_device_properties(i)
-            except Exception:
-                continue
-            gpus.append(
-                {
-                    "index": i,
-                    "name": str(p.name),
-                    "capability": f"{p.major}.{p.minor}",
-                    "sm_count": int(p.multi_processor_count),
-                    "memory_total_bytes": int(p.total_memory),
-                }
-            )
-    else:
-        # Also without CUDA: a CPU-only build on a GPU machine leaves those GPUs unused.
-        gpus = _nvml_gpus()
-    return {
-        "hostname": platform.node() or None,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "cpu_count": os.cpu_count(),
-        "gpus": gpus,
-        "torch": {
-            "version": str(torch.__version__),
-            "cuda": torch.version.cuda,
-            "cuda_available": cuda_available,
-            "device_count": int(torch.cuda.device_count()) if cuda_available else 0,
-            "settings": torch_flags(torch),
-        },
-        "env": {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING")},
-    }
+    # torch's devices only where the run started CUDA; NVML's otherwise, also without CUDA (a
+    # CPU-only build on a GPU machine leaves those GPUs unused).
+    started = bool(torch.cuda.is_available()) and torch.cuda.is_initialized()
+    return build_machine(
+        torch,
+        gpus=torch_gpus(torch) if started else _nvml_gpus(),
+        torch_fields={"settings": torch_flags(torch)},
+        env={k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING")},
+    )

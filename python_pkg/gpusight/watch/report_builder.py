@@ -7,6 +7,7 @@ import statistics
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
+from ..machine_facts import build_machine
 from ..report import Report, Verdict
 from ..rules.cpu_only_build import lead_with_cpu_only_build
 from ..rules.env_versions import pcie_gbps
@@ -742,18 +743,11 @@ def busy_cross_check(
 
 
 def failed_report(w: WatchedRun, exc: BaseException) -> Report:
-    import platform
-
     machine: dict[str, Any]
     try:
         machine = machine_facts(w.torch)
     except Exception:
-        machine = {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpu_count": None,
-            "gpus": [],
-        }
+        machine = build_machine(None)  # the host alone: torch's facts are what failed
     return Report(
         kind="watch",
         machine=machine,

@@ -26,6 +26,8 @@ from . import intervals as iv
 from .kernel_names import dtype_from_name, dtype_of, kernel_kind, op_family, tensor_cores
 from .window_stats import WindowStats
 
+# The step's categories in the split's priority order (the docstring's); their set is the
+# schema's Breakdown less between_steps (test_breakdown_keys holds it).
 CATEGORIES = (
     "compute",
     "communication",
