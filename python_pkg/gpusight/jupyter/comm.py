@@ -144,6 +144,9 @@ class Hub:
         self._reports: OrderedDict[str, tuple[dict[str, Any], Any]] = OrderedDict()
         self._published: dict[int, str] = {}
         """``id`` of each report kept -> its id here: a report shown again is listed once."""
+        self._held: list[Any] = []
+        """Reports shown while a watched cell runs: listed after its own, which carries the
+        panel's request."""
         self._lock = threading.Lock()
         self._hooks = False
         self._transformer_installed = False
@@ -326,6 +329,7 @@ class Hub:
             }
         )
         request, self.watching, self._watch_msg = self.watching, None, None
+        held, self._held = self._held, []
         if request is None:
             return
         value = getattr(result, "result", None)
@@ -337,6 +341,8 @@ class Hub:
             )
             why = f"{type(error).__name__}: {error}" if error else "the cell returned no report"
             self._broadcast_all({"type": "error", "request": request, "message": why})
+        for other in held:  # shown by the watched cell beside its own report
+            self.shown(other)
         self._broadcast_all(self._watch_status())
 
     def _broadcast_all(self, message: Message) -> None:
@@ -374,6 +380,9 @@ class Hub:
         """A report the notebook displayed (a watched cell, ``%gpusight``, ``diagnose``): listed
         in every panel with the panel's own, newest first, once however often it is shown."""
         if id(report) in self._published:
+            return
+        if self.watching is not None:
+            self._held.append(report)
             return
         self._publish_report(None, str(getattr(report, "kind", None) or "report"), report)
 
