@@ -351,10 +351,13 @@ class Hub:
 
     # --- reports --------------------------------------------------------------------------
 
-    def _publish_report(self, request: str | None, origin: str, report: Any) -> Message:
+    def _publish_report(
+        self, request: str | None, origin: str, report: Any, data: dict[str, Any] | None = None
+    ) -> Message:
         from ..fixes.kernel_names import mark_unbound
 
-        data = report.to_dict()
+        if data is None:
+            data = report.to_dict()
         if self.shell is not None:  # the kernel's names: what an inserted cell could use
             mark_unbound(data, getattr(self.shell, "user_ns", None) or {})
         report_id = f"r{next(self._report_ids)}"
@@ -376,7 +379,7 @@ class Hub:
         self._broadcast_all(message)
         return message
 
-    def shown(self, report: Any) -> None:
+    def shown(self, report: Any, data: dict[str, Any] | None = None) -> None:
         """A report the notebook displayed (a watched cell, ``%gpusight``, ``diagnose``): listed
         in every panel with the panel's own, newest first, once however often it is shown."""
         if id(report) in self._published:
@@ -384,7 +387,8 @@ class Hub:
         if self.watching is not None:
             self._held.append(report)
             return
-        self._publish_report(None, str(getattr(report, "kind", None) or "report"), report)
+        kind = str(getattr(report, "kind", None) or "report")
+        self._publish_report(None, kind, report, data)
 
     def _report_get(self, client: Client, data: Message) -> None:
         report_id = data.get("report_id")
@@ -531,7 +535,7 @@ def hub() -> Hub:
 
         for report in display.shown_reports():  # shown before any panel asked
             _HUB.shown(report)
-        display.on_shown(lambda report: hub().shown(report))
+        display.on_shown(lambda report, data: hub().shown(report, data))
     return _HUB
 
 

@@ -94,22 +94,22 @@ def _report_repr(
     shell = get_ipython()
     data = report.to_dict()
     mark_unbound(data, getattr(shell, "user_ns", {}) or {})
-    _tell_panels(report)
+    _tell_panels(report, data)
     return report_mimebundle(data, include, exclude)
 
 
 SHOWN_KEPT = 32
 _shown: deque[Report] = deque(maxlen=SHOWN_KEPT)
-_listeners: list[Callable[[Report], None]] = []
+_listeners: list[Callable[[Report, dict[str, Any]], None]] = []
 
 
-def _tell_panels(report: Report) -> None:
+def _tell_panels(report: Report, data: dict[str, Any]) -> None:
     """The sidebar lists every report this kernel showed, not only its own buttons' (#36): the
     panels' hub (``comm.py``) listens here, and one made later reads the recent ones."""
     _shown.append(report)
     for listener in list(_listeners):
         try:
-            listener(report)
+            listener(report, data)  # the dict just built: the panels need not build it again
         except Exception:  # a display must show whatever the panel's state
             pass
 
@@ -119,8 +119,8 @@ def shown_reports() -> list[Report]:
     return list(_shown)
 
 
-def on_shown(listener: Callable[[Report], None]) -> None:
-    """Call ``listener`` with each report displayed from now on."""
+def on_shown(listener: Callable[[Report, dict[str, Any]], None]) -> None:
+    """Call ``listener`` with each report displayed from now on, and its dict as shown."""
     _listeners.append(listener)
 
 
