@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import gpusight
@@ -17,16 +16,8 @@ from gpusight.report_schema import validate
 from gpusight.whatif.errors import DiagnoseError
 from gpusight.whatif.inference import batch_size_of, diagnose_inference, make_batch
 from gpusight.whatif.restore import read_flags
+from thread_support import one_thread  # noqa: F401 (autouse: one torch thread)
 from torch import nn
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    # Two shared cores: one intra-op thread keeps timings from thrashing.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def mlp() -> nn.Module:

@@ -4,6 +4,8 @@ benchmarks as one schema-valid report, the subcommands, usage messages, and Ctrl
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -205,3 +207,20 @@ def test_in_a_kernel_the_progress_widget_gives_way_to_the_report(tmp_path: Path)
     # The closed widget was left with no bar.
     reports = [s for s in client.widget_state.values() if s.get("_model_name") == "ReportModel"]
     assert [s["progress"] for s in reports] == [None]
+
+
+def test_outside_a_kernel_the_text_bar_needs_no_ipywidgets() -> None:
+    # A fresh process: this one imported ipywidgets for the tests above.
+    code = (
+        "import sys\n"
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "sh = InteractiveShell.instance()\n"
+        "sh.run_line_magic('load_ext', 'gpusight')\n"
+        f"report = sh.run_line_magic('gpusight', {BUDGET!r})\n"
+        "print('KIND', report.kind, 'IPYWIDGETS', 'ipywidgets' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert "KIND bench IPYWIDGETS False" in done.stdout
+    assert "checking the environment" in done.stdout  # the text bar was drawn

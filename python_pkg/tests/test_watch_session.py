@@ -15,19 +15,10 @@ import torch
 from gpusight.watch.calibration import UNSEEN_FACTOR, UNSEEN_FACTOR_FORWARD
 from gpusight.watch.report_builder import NOTED_OVERHEAD_PCT
 from gpusight.watch.session import SYNC_MESSAGE, Watch, classify_copy, non_blocking_arg, sync_kind
+from thread_support import one_thread  # noqa: F401 (autouse: one torch thread)
 from torch import nn
 from torch.utils.data import DataLoader
 from watch_support import SlowDataset, module_hooks, small_model, snapshot, train
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    # With 2 cores shared with other jobs, torch's thread pool adds tens of ms of wake-up jitter
-    # to a tiny step; one thread keeps the host compute small and steady. Restored after.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def test_slow_dataset_data_wait_share() -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import multiprocessing
 import random
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -18,17 +17,9 @@ from gpusight.whatif.arms import Arm, Workload
 from gpusight.whatif.restore import Snapshot, read_flags
 from gpusight.whatif.runner import run_block
 from gpusight.whatif.variant import Variant
+from thread_support import one_thread  # noqa: F401 (autouse: one torch thread)
 from torch import nn
 from whatif_support import flags_state, precision_snapshot, trained_setup, world
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    # Two intra-op threads on a shared 2-core machine spin against other processes; one is calm.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture

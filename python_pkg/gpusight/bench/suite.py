@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..probes.nvml_session import nvml_session
 from ..report import Benchmark, Report, Verdict
 from ..rules.cpu_only_build import lead_with_cpu_only_build
 from . import copies, cpu, launch, matmul
@@ -48,17 +49,19 @@ def run_all(
     rows: list[Benchmark] = []
     start = 0.0
     no_gpu = cuda_unavailable_reason() is not None
-    for stage, share, runner in STAGES:
-        sub = span.sub(start, start + share)
-        sub(stage, 0.0)
-        stage_budget = budget * share
-        if stage == "cpu" and no_gpu:
-            stage_budget = min(budget, 2.0)  # the GPU stages return at once: the CPU may use more
-        kwargs: dict[str, Any] = {"budget_s": stage_budget, "quick": quick, "progress": sub}
-        if stage != "cpu":
-            kwargs["device"] = device
-        rows.extend(runner(**kwargs))
-        start += share
+    with nvml_session():  # the matmul and copy benchmarks each open NVML: it starts once
+        for stage, share, runner in STAGES:
+            sub = span.sub(start, start + share)
+            sub(stage, 0.0)
+            stage_budget = budget * share
+            if stage == "cpu" and no_gpu:
+                # The GPU stages return at once: the CPU may use more.
+                stage_budget = min(budget, 2.0)
+            kwargs: dict[str, Any] = {"budget_s": stage_budget, "quick": quick, "progress": sub}
+            if stage != "cpu":
+                kwargs["device"] = device
+            rows.extend(runner(**kwargs))
+            start += share
     span("done", 1.0)
     return rows
 

@@ -138,25 +138,29 @@ def check_and_bench(
     from ..bench import build_report
     from ..bench.suite import QUICK_BUDGET_S
     from ..doctor import check
+    from ..probes.nvml_session import nvml_session
 
     # The check (torch import, driver probes) takes about as long as the quick benchmarks:
     # on the H200, 4.4 s and 1.5 s. It gets the first half of the bar.
     share = 0.5
-    if progress is not None:
-        progress("checking the environment", 0.0)
-    env = check()
 
     def bench_progress(stage: str, fraction: float) -> None:
         if progress is not None:
             progress(stage, share + (1 - share) * fraction)
 
-    bench = build_report(
-        budget_s=budget_s if budget_s is not None else QUICK_BUDGET_S,
-        quick=True,
-        progress=bench_progress,
-        machine=env.machine,
-        device=device,
-    )
+    if progress is not None:
+        progress("checking the environment", 0.0)
+    # The check's two NVML probes and the matmul and copy benchmarks each start and stop NVML:
+    # held open here, it starts once.
+    with nvml_session():
+        env = check()
+        bench = build_report(
+            budget_s=budget_s if budget_s is not None else QUICK_BUDGET_S,
+            quick=True,
+            progress=bench_progress,
+            machine=env.machine,
+            device=device,
+        )
     return merge(env, bench)
 
 
@@ -200,7 +204,9 @@ class _Display:
         self.widget: Any = None
         self.text: TextProgress | None = None
         try:
-            from .widget import in_kernel
+            # display's in_kernel, not widget's: that one imports ipywidgets first, which only
+            # a kernel's bar needs.
+            from .display import in_kernel
 
             if in_kernel():
                 from .progress import WidgetProgress

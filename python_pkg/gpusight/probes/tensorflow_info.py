@@ -67,6 +67,12 @@ def _ask_child() -> TensorFlowFacts:
     return TensorFlowFacts(installed=True, why=f"importing tensorflow failed: {tail}")
 
 
+def in_child() -> bool:
+    """Whether ``probe`` asks a child process (TensorFlow not imported here): then it only waits
+    on that child and may run in a thread beside the other probes."""
+    return sys.modules.get("tensorflow") is None
+
+
 def probe() -> TensorFlowFacts:
     loaded = sys.modules.get("tensorflow")
     if loaded is not None:
