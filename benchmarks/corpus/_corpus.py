@@ -20,6 +20,7 @@ items over their time. ``SyntheticImages`` is the image scripts' dataset: a seed
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import time
 from types import TracebackType
@@ -93,8 +94,19 @@ class Clock:
             "mean_step_ms": round(1000.0 * seconds / steps, 4) if steps > 0 else None,
             "items_per_s": round(items / seconds, 2) if seconds > 0 else None,
             "drained": self.drained,
+            "tenths_ms": _tenths_ms(self.ends[w:]),
         }
         print("CORPUS_RESULT " + json.dumps(result), flush=True)
+
+
+def _tenths_ms(ends: list[float]) -> list[float]:
+    """The mean step (ms) over each tenth of the timed steps: whether the step drifts as the
+    run goes on, which a what-if's early window would not see."""
+    steps = len(ends) - 1
+    if steps < 10:
+        return []
+    at = [round(k * steps / 10) for k in range(11)]
+    return [round(1000.0 * (ends[j] - ends[i]) / (j - i), 3) for i, j in itertools.pairwise(at)]
 
 
 class SyntheticImages(Dataset[tuple[torch.Tensor, int]]):

@@ -11,7 +11,8 @@ For each script (its ``EXPECTED`` names the verdict and the what-if group that m
    ran, and every row's scope and reason;
 3. error = what-if gain / true gain - 1 (target within 20 %), the truth taken at the row's own
    size where the row set the script's batch argument (``--batch-size 16`` run bare and with
-   it); a skipped row says why.
+   it), and a combined row's truth is its winners' own arguments together (the script's
+   ``TRUTH_ARGS`` name its switch for a change that is not an argument); a skipped row says why.
 
     PYTHONPATH=python_pkg python3 benchmarks/run_whatif.py --suite corpus --out "$OUT" \\
         [--only NAME ...] [--budget 180] [--verdict-only]
@@ -48,8 +49,34 @@ def scripts() -> dict[str, dict[str, Any]]:
     for path in sorted(CORPUS.glob("*.py")):
         if path.name.startswith("_"):
             continue
-        out[path.stem] = top_level(path, ("LIBRARY", "LABEL", "EXPECTED", "FIX"))
+        out[path.stem] = top_level(path, ("LIBRARY", "LABEL", "EXPECTED", "FIX", "TRUTH_ARGS"))
     return out
+
+
+def same_change(row: dict[str, Any], report: dict[str, Any], meta: dict[str, Any]) -> list[str]:
+    """The script's own arguments that make the change ``row`` measured (empty: none known).
+
+    A row that set the script's batch argument takes that argument; a combined row takes each
+    winner's: its batch argument, else the script's ``TRUTH_ARGS`` for the winner's group (the
+    script's own switch for that change, ``{"autocast": ["--bf16"]}``). One winner without
+    either and the truth cannot be the same change: empty, and ``--fix`` stands."""
+    params = row.get("params") or {}
+    if params.get("group") != "together":
+        return str(params.get("set_script_arg") or "").split()
+    own: dict[str, list[str]] = meta.get("TRUTH_ARGS") or {}
+    rows = [r for r in report.get("what_if", []) if r.get("speedup") and not r.get("skipped")]
+    variant: list[str] = []
+    for group in str(params.get("winners") or "").split(","):
+        mine = [r for r in rows if (r.get("params") or {}).get("group") == group]
+        best = max(mine, key=lambda r: r["speedup"]) if mine else {}
+        arg = str((best.get("params") or {}).get("set_script_arg") or "")
+        if group == "batch" and arg:
+            variant += arg.split()
+        elif group in own:
+            variant += own[group]
+        else:
+            return []
+    return variant
 
 
 def _row_view(r: dict[str, Any]) -> dict[str, Any]:
@@ -89,11 +116,11 @@ def check(name: str, meta: dict[str, Any], args: argparse.Namespace, out: Path) 
     )
     row = pick(rep, expected["pick"]) if what_if and rep else None
     res["row"] = _row_view(row) if row else None
-    # A batch row at another size than --fix's: the truth at the row's own size, through the
-    # same argument the what-if passed.
-    arg = str(((row or {}).get("params") or {}).get("set_script_arg") or "")
-    if arg and args.rounds > 0:
-        res["truth_sized"] = truth(name, arg.split(), None, args.rounds, folder=CORPUS)
+    # A row at another setting than --fix's: the truth of the row's own change, through the
+    # script's own arguments (the batch argument the what-if passed, TRUTH_ARGS).
+    variant = same_change(row, rep, meta) if row else []
+    if variant and args.rounds > 0:
+        res["truth_sized"] = truth(name, variant, None, args.rounds, folder=CORPUS)
     gain = (res.get("truth_sized") or res["truth_fix"]).get("gain")
     if row and gain:
         res["error_pct"] = pct(row["speedup"] / gain, 1)

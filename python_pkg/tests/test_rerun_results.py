@@ -39,6 +39,44 @@ def test_a_moved_model_whose_outputs_stayed_says_nothing_more() -> None:
     assert "copied back" not in f.impact.text
 
 
+def _moved_twice(together_ms: float | None) -> Report:
+    """The moved model measured alone (4x) and again as the only member of the winners."""
+    arm = Arm("to_device", "model and batches on the GPU", {"to_device": "cuda"}, "code.cpu_model")
+    out = Outcome(baseline=_result("baseline", {}, 20.0), control=None, noise_pct=1.0)
+    out.arms = [(arm, _result("moved", arm.changes, 5.0, to_device=1))]
+    again = None if together_ms is None else _result("together", arm.changes, together_ms)
+    out.together = ([arm], again)
+    rep = Report(kind="watch", machine={"platform": "x", "python": "3", "cpu_count": 2,
+                                        "gpus": []})  # fmt: skip
+    apply(rep, out)
+    rep.validate()
+    return rep
+
+
+def test_a_change_measured_again_as_the_only_winner_keeps_one_gain() -> None:
+    rep = _moved_twice(4.0)
+    f = rep.finding("code.cpu_model")
+    assert f is not None and f.impact.speedup == 4.0
+    together = rep.what_if[-1]
+    assert together.params is not None and together.params["repeat_of"] == rep.what_if[0].change
+    assert together.fix is None and together.speedup == 5.0  # kept as data, shown as no gain
+    assert "Measured again in another run (all winners together: model and batches" in (
+        f.impact.text
+    )
+    assert "5.00x" in f.impact.text and "5.00" not in f.title
+    # The verdict names the change's own gain, not the second run's.
+    assert "4.00x faster" in rep.verdict.summary and "5.00x" not in rep.verdict.summary
+
+
+def test_a_skipped_winners_run_gives_no_number() -> None:
+    rep = _moved_twice(None)
+    together = rep.what_if[-1]
+    assert together.skipped == "over the budget"
+    assert together.speedup is None and together.after_ms is None and together.fix is None
+    f = rep.finding("code.cpu_model")
+    assert f is not None and f.impact.speedup == 4.0 and "again" not in f.impact.text
+
+
 CONV = """import torch
 from torch import nn
 

@@ -23,6 +23,7 @@ class Autocast(Knob):
     applied_as = "autocast"
     titles: ClassVar[dict[str, str]] = {"load.amp_unused": "bf16 autocast makes the step faster"}
     order = 90  # entered last, so it covers the call as the model makes it
+    stacks_on_batch = True
 
     def owns(self, changes: dict[str, Any]) -> bool:
         return bool(changes.get("autocast"))

@@ -35,6 +35,9 @@ class Arm:
     loop at a larger batch; its gain is not the script's end to end."""
     extra_s: float = 0.0
     """Seconds a run of this arm takes beyond the control's besides its steps (compiling)."""
+    stacked_on: str | None = None
+    """The winning batch arm's label where this arm ran on top of it (its changes merged in):
+    its gain is then over that arm's run, not over the control."""
 
 
 @dataclass
@@ -110,6 +113,13 @@ class Knob:
     """Its ``prepare`` moves or relays the model's parameters (an optimizer's state follows)."""
     extra_warmup: int = 0
     """Warm-up steps a re-run with this change needs beyond the control's (compiling)."""
+    grows_batch: bool = False
+    """Its arms make more items per step: a winner of it is what ``stacks_on_batch`` arms are
+    tried again on top of."""
+    stacks_on_batch: bool = False
+    """An arm of it that loses on the baseline's batch is tried once more on the winning batch:
+    its cost is per launch (casts, layout conversions), which a larger batch amortises (on the
+    H200 a launch-bound Trainer's bf16 read 0.74x at batch 8, the fix is batch 64 with bf16)."""
 
     def groups(self, s: Situation) -> list[Group]:
         return []

@@ -128,6 +128,7 @@ class Batch(Knob):
         "load.launch_bound": "A larger batch amortises the launches",
     }
     order = 30
+    grows_batch = True
 
     def groups(self, s: Situation) -> list[Group]:
         small = bool(s.ids & SMALL_IDS)

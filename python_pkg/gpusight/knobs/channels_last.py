@@ -21,6 +21,7 @@ class ChannelsLast(Knob):
     }
     order = 20
     moves_parameters = True
+    stacks_on_batch = True
 
     def needs_model(self, changes: dict[str, Any]) -> bool:
         return self.owns(changes)

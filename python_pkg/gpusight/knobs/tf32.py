@@ -27,6 +27,7 @@ class Tf32(Knob):
     titles: ClassVar[dict[str, str]] = {
         "cfg.tf32_disabled": "TF32 makes the float32 matmuls faster"
     }
+    stacks_on_batch = True
 
     def needs_model(self, changes: dict[str, Any]) -> bool:
         return self.owns(changes)

@@ -7,7 +7,9 @@ its imports, its data, its DataLoader's first workers. In order:
 1. the baseline: watched, profiled, the diagnosis itself (its report is the answer's base);
 2. a control: the same script, unprofiled, as every change runs; the pair gives the noise;
 3. the planned changes (``plan.py``), highest share of the step first; the two sweeps go on
-   while they gain; a change whose forecast cost does not fit what is left is skipped;
+   while they gain; a change whose forecast cost does not fit what is left is skipped; a
+   precision or layout change that lost is tried again on top of the winning batch
+   (``stacking.py``);
 4. the winners together.
 
 Each comparison is items per second over the measured steps (throughput: every stall
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..knobs import by_name, extra_warmup, run_items, script_args, took_effect
 from ..knobs.gain_rule import MIN_GAIN, beyond_bound, threshold
+from . import stacking
 from .plan import Arm, Group, combine, plan, sweep_goes_on
 
 if TYPE_CHECKING:
@@ -156,6 +159,12 @@ class Outcome:
     """Re-runs made (the baseline and the controls included)."""
     plan: list[str] = field(default_factory=list)
     """The planned groups in the order they run, each with its arms: said before the first."""
+    stacked_on: dict[int, RunResult] = field(default_factory=dict)
+    """For an arm run on top of the winning batch (its index in ``arms``): the batch winner's
+    run, which its gain is over."""
+    together_from: str | None = None
+    """The run the winners' combined row reuses, where one already ran exactly their changes
+    (the batch winner and one arm on top of it)."""
 
 
 def _tail(path: Path, n: int = 2) -> str:
@@ -428,17 +437,24 @@ class Driver:
             return
         winners: list[Arm] = []
         groups = [g for g in plan(base.facts) if self.only is None or g.name in self.only]
-        out.plan = [f"{g.name} ({len(g.arms)})" for g in groups]
+        out.plan = stacking.plan_lines(groups)
         self.progress(
             "plan: " + (", ".join(out.plan) or "no change to try") + ", then the winners together"
         )
+        losers: list[Arm] = []  # to try again on top of the winning batch
         for g in groups:
             best = self._group(out, g, ref, items0, winners)
             if best is not None and best[0] >= threshold(out.noise_pct):
                 winners.append(best[1])
+            elif best is not None and stacking.stacks(g.name):
+                losers.append(best[1])
             for _arm, got in out.arms[-len(g.arms) :] if g.arms else []:
                 if got is not None and got.ok:
                     out.noise_pct = max(out.noise_pct, 2.0 * got.sem_pct())
+            if losers and stacking.batch_winner(winners) is not None:
+                for arm in losers:
+                    self._on_top(out, arm, ref, items0, winners)
+                losers = []
         if len(winners) >= 2:
             self._together(out, winners, ref, items0)
         self._second_control(out, ref, items0)
@@ -474,7 +490,7 @@ class Driver:
                 )
                 out.arms.append((arm, None))
                 continue
-            keep = self._together_need(ref, winners)
+            keep = self._together_need(out, ref, winners)
             if keep and need + keep > self.left_s():
                 # Two winners are in: their combined run is the answer, and goes first.
                 arm.skipped = (
@@ -531,24 +547,57 @@ class Driver:
         res.items_override = run_items(arm.changes, int(v) if v else None, ref.items)
         return res
 
-    def _together_need(self, ref: RunResult, winners: list[Arm]) -> float:
-        """What the combined run of the winners so far will take (0 with fewer than two)."""
-        if len(winners) < 2:
-            return 0.0
-        return self.forecast_s(
-            ref,
-            Arm("together", "", combine(winners), slowdown=max(a.slowdown for a in winners),
-                extra_s=max(a.extra_s for a in winners)),
-        )  # fmt: skip
+    def _on_top(
+        self, out: Outcome, arm: Arm, ref: RunResult, items0: int, winners: list[Arm]
+    ) -> None:
+        """``arm`` (it lost alone) once more on top of the winning batch, judged against the
+        batch winner's run; a gain there makes it a winner. The winners' combined run keeps
+        its budget: the run is made only where that still fits after it."""
+        base = stacking.batch_winner(winners)
+        base_run = _run_of(out, base)
+        if base is None or base_run is None:
+            return
+        top = stacking.on_top(arm, base)
+        need = self.forecast_s(ref, top, [(base.slowdown, base_run)])
+        joined = [*winners, arm]
+        won = 0.0 if stacking.is_together(top, joined) else self._together_need(out, ref, joined)
+        keep = max(self._together_need(out, ref, winners), won)
+        top.skipped = stacking.over_budget(need, self.left_s(), keep)
+        if top.skipped is not None:
+            out.arms.append((top, None))
+            return
+        res = self._run_arm(top, ref, need)
+        out.stacked_on[len(out.arms)] = base_run
+        out.arms.append((top, res))
+        gain = _gain(res, base_run, items0)
+        if gain is not None and gain >= threshold(out.noise_pct):
+            winners.append(arm)
+        if res.ok:  # as a group's runs: judged first, then their noise counts
+            out.noise_pct = max(out.noise_pct, 2.0 * res.sem_pct())
 
-    def _together(self, out: Outcome, winners: list[Arm], ref: RunResult, items0: int) -> None:
-        fake = Arm("together", "all winners together", combine(winners),
+    def _together_arm(self, winners: list[Arm]) -> Arm:
+        return Arm("together", "all winners together", combine(winners),
                    slowdown=max(a.slowdown for a in winners),
                    items_factor=max(a.items_factor for a in winners),
                    extra_s=max(a.extra_s for a in winners),
                    scope="compute_only" if any(a.scope == "compute_only" for a in winners)
                    else "end_to_end")  # fmt: skip
-        need = self.forecast_s(ref, fake)
+
+    def _together_need(self, out: Outcome, ref: RunResult, winners: list[Arm]) -> float:
+        """What the combined run of the winners so far will take (0 with fewer than two)."""
+        if len(winners) < 2:
+            return 0.0
+        return self.forecast_s(ref, self._together_arm(winners), _batch_seen(out, winners))
+
+    def _together(self, out: Outcome, winners: list[Arm], ref: RunResult, items0: int) -> None:
+        fake = self._together_arm(winners)
+        same = next((r for a, r in out.arms if a.stacked_on and r is not None and r.ok
+                     and a.changes == fake.changes), None)  # fmt: skip
+        if same is not None:
+            # The batch winner and one arm on top of it: that run is their combined run.
+            out.together, out.together_from = (winners, same), same.label
+            return
+        need = self.forecast_s(ref, fake, _batch_seen(out, winners))
         if need > self.left_s():
             out.together = (winners, None)
             return
@@ -583,6 +632,21 @@ class Driver:
             out.noise_note = f"run to run: {len(got)} control runs"
             if spread <= CONTROLS_AGREE_PCT:
                 break
+
+
+def _run_of(out: Outcome, arm: Arm | None) -> RunResult | None:
+    """The run that measured ``arm`` (the last, where it was measured again), if it ran ok."""
+    got = [r for a, r in out.arms if a is arm and r is not None and r.ok]
+    return got[-1] if got else None
+
+
+def _batch_seen(out: Outcome, winners: list[Arm]) -> list[tuple[float, RunResult]]:
+    """The batch winner's run, as a sweep's point: a combined run with its batch steps at its
+    pace (a launch-bound step does not grow with its batch; the blind forecast, ``slowdown``
+    times the control's step, kept a 64x batch's combined run out of a 180 s budget)."""
+    base = stacking.batch_winner(winners)
+    run = _run_of(out, base)
+    return [(base.slowdown, run)] if base is not None and run is not None else []
 
 
 def _gain(res: RunResult, ref: RunResult, items0: int) -> float | None:

@@ -3,7 +3,9 @@ findings they answer, the verdict's summary and a note that accounts for the bud
 
 A row compares items per second. ``before_ms``/``after_ms`` are the time per *baseline batch*
 of items (the arm's step scaled to the baseline's items), so that their ratio is the gain in
-items per second whatever the batch.
+items per second whatever the batch. A row run on top of the winning batch (``params.stacked_on``)
+compares with that batch's run: its gain is over it; the winners' combined row is the one over
+the control.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 from ..knobs import by_name, title
 from ..knobs.gain_rule import threshold
+from ..one_gain import REPEAT_OF, one_gain_per_change, repeat_of
 from ..report import Evidence, Finding, Fix, Impact, Report, Severity, WhatIf
 from .driver import Outcome, RunResult
 from .plan import Arm
@@ -52,6 +55,8 @@ def _row(
     ref: RunResult | None = None,
 ) -> WhatIf:
     params: dict[str, Any] = {"group": arm.group}
+    if arm.stacked_on:
+        params["stacked_on"] = arm.stacked_on
     params.update({f"set_{k}": v for k, v in arm.changes.items() if isinstance(v, (int, str))})
     arg = arm.changes.get("script_arg")
     if isinstance(arg, dict):
@@ -89,8 +94,10 @@ def apply(report: Report, out: Outcome) -> Report:
         before = statistics.median([before, *(m for m in more if m)])
     rows: list[WhatIf] = []
     best: dict[str, tuple[float, Arm, RunResult, WhatIf]] = {}
-    for arm, res in out.arms:
-        row = _row(arm, res, before, base_items, out.noise_pct, ref)
+    for i, (arm, res) in enumerate(out.arms):
+        under = out.stacked_on.get(i)
+        ms = _ms_per_base_items(under, base_items) if under is not None else before
+        row = _row(arm, res, ms, base_items, out.noise_pct, under or ref)
         rows.append(row)
         if res is not None and row.speedup and arm.finding_id:
             cur = best.get(arm.finding_id)
@@ -104,13 +111,17 @@ def apply(report: Report, out: Outcome) -> Report:
                   scope="compute_only" if part else "end_to_end")  # fmt: skip
         row = _row(tog, res, before, base_items, out.noise_pct)
         row.params = {**(row.params or {}), "winners": ",".join(a.group for a in winners)}
+        if out.together_from and res is not None:
+            row.params["measured_in"] = out.together_from
+        if len(winners) == 1:  # one change measured again: its own row has its gain
+            row.params[REPEAT_OF] = winners[0].label
         rows.append(row)
     report.what_if = rows
     bar = threshold(out.noise_pct)
     for fid, (gain, arm, res, row) in best.items():
         f = report.finding(fid)
         measured = fix_text = None
-        ips0 = base_items / before * 1000.0 if base_items and before else None
+        ips0 = base_items / row.before_ms * 1000.0 if base_items and row.before_ms else None
         ips1 = res.items_per_s(base_items)
         rate = (
             f" ({ips0:.0f} -> {ips1:.0f} items/s)" if ips0 is not None and ips1 is not None else ""
@@ -129,8 +140,9 @@ def apply(report: Report, out: Outcome) -> Report:
             # A measured change that did not beat the noise: the estimate does not stand.
             f.impact = Impact(
                 basis="measured",
-                text=f"Measured end to end: {arm.label} gave {gain:.2f}x{rate}, within the "
-                f"noise (±{out.noise_pct:.1f}%): not significant.",
+                text=f"Measured end to end: {arm.label} gave {gain:.2f}x{rate}"
+                + (" over that batch alone" if arm.stacked_on else "")
+                + f", within the noise (±{out.noise_pct:.1f}%): not significant.",
                 speedup=round(gain, 2),
             )
             f.severity = "info"
@@ -157,6 +169,7 @@ def apply(report: Report, out: Outcome) -> Report:
             Evidence("measured change", arm.label),
             Evidence("measured speedup (items/s)", round(gain, 2), "x"),
         ]
+    one_gain_per_change(report.findings, rows)
     _summarise(report, out, rows, bar)
     return report
 
@@ -175,6 +188,12 @@ def _once_cost(params: dict[str, Any]) -> str:
 
 
 def _measured_text(arm: Arm, gain: float, rate: str, noise: float) -> str:
+    if arm.stacked_on:
+        return (
+            f"Measured end to end on top of {arm.stacked_on}: the script re-run with both was "
+            f"{gain:.2f}x faster in items per second than with {arm.stacked_on} alone{rate}, "
+            f"noise ±{noise:.1f}%; the winners together is the gain over your script as it is."
+        )
     if arm.scope == "compute_only":
         return (
             f"Measured on the model's compute only (the same inputs repeated, not your loop at "
@@ -203,7 +222,7 @@ def _epoch_spread(out: Outcome) -> str | None:
 
 
 def _summarise(report: Report, out: Outcome, rows: list[WhatIf], threshold: float) -> None:
-    ran = [r for r in rows if r.skipped is None]
+    ran = [r for r in rows if r.skipped is None and repeat_of(r) is None]
     skipped = [r for r in rows if r.skipped is not None]
     note = (
         f"what-if: {out.runs} runs of the script in {out.spent_s:.0f} s of the "
@@ -220,7 +239,12 @@ def _summarise(report: Report, out: Outcome, rows: list[WhatIf], threshold: floa
     if out.interrupted:
         note += "; interrupted (Ctrl-C): the rows cover what ran"
     report.notes.append(note)
-    wins = [r for r in ran if r.speedup and r.speedup >= threshold]
+    # A row on top of the winning batch gains over that batch, not over the script as it is.
+    wins = [
+        r
+        for r in ran
+        if r.speedup and r.speedup >= threshold and not (r.params or {}).get("stacked_on")
+    ]
     whole = [r for r in wins if r.scope != "compute_only"]
     if wins:
         top = max(whole or wins, key=lambda r: r.speedup or 0.0)

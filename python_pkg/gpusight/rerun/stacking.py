@@ -1,0 +1,78 @@
+"""A change that loses on the baseline's batch, tried once more on top of the winning batch.
+
+Precision and memory layout (``Knob.stacks_on_batch``) add work per launch (casts, layout
+conversions) that a larger batch amortises: on a launch-bound step they lose alone and gain on
+top of a larger batch. The arm run on top of the batch winner (its changes merged in) is judged
+against the batch winner's own run, by the one gain rule; a gain there makes it a winner. Pure:
+the driver runs what this plans.
+"""
+
+from __future__ import annotations
+
+from ..knobs import Arm, Group, by_name
+from ..knobs.base import Scope
+from .plan import combine
+
+
+def stacks(group: str) -> bool:
+    knob = by_name(group)
+    return knob is not None and knob.stacks_on_batch
+
+
+def grows_batch(group: str) -> bool:
+    knob = by_name(group)
+    return knob is not None and knob.grows_batch
+
+
+def batch_winner(winners: list[Arm]) -> Arm | None:
+    return next((a for a in winners if grows_batch(a.group)), None)
+
+
+def on_top(arm: Arm, base: Arm) -> Arm:
+    """``arm`` run on top of the winning batch ``base``: both changes, the batch's pace."""
+    scope: Scope = "compute_only" if "compute_only" in (arm.scope, base.scope) else "end_to_end"
+    return Arm(arm.group, f"{arm.label} on top of {base.label}", {**base.changes, **arm.changes},
+               arm.finding_id, slowdown=max(arm.slowdown, base.slowdown),
+               items_factor=base.items_factor, scope=scope,
+               extra_s=max(arm.extra_s, base.extra_s), stacked_on=base.label)  # fmt: skip
+
+
+def is_together(top: Arm, winners: list[Arm]) -> bool:
+    """Whether ``top``'s run is the winners' combined run too (the batch and it alone won)."""
+    return combine(winners) == top.changes
+
+
+def over_budget(need: float, left: float, keep: float) -> str | None:
+    """Why a run on top of the batch winner is not made (None: it fits). ``keep``: what the
+    winners' combined run will take, which goes first (it is the answer)."""
+    if need + keep <= left:
+        return None
+    left = max(0.0, left)
+    if keep and need <= left:
+        return (
+            f"not run: needs ~{need:.0f} s; the {left:.0f} s left are kept for the winners "
+            f"together (~{keep:.0f} s; raise --budget for this one too)"
+        )
+    return f"over the budget: needs ~{need:.0f} s, {left:.0f} s left (raise --budget)"
+
+
+def _runs(g: Group) -> bool:
+    return any(a.skipped is None for a in g.arms)
+
+
+def plan_lines(groups: list[Group]) -> list[str]:
+    """The groups in the order they run, each with its arms, and where a stacking group gets its
+    second try: after it and the batch group both ran."""
+    lines: list[str] = []
+    batch_ran = False
+    waiting: list[str] = []
+    for g in groups:
+        lines.append(f"{g.name} ({len(g.arms)})")
+        if stacks(g.name) and _runs(g):
+            waiting.append(f"{g.name} again on the winning batch if it loses alone")
+        if grows_batch(g.name) and _runs(g):
+            batch_ran = True
+        if batch_ran:
+            lines.extend(waiting)
+            waiting = []
+    return lines
