@@ -19,6 +19,7 @@ from typing import IO, Any
 
 from .durations import format_ms
 from .first_fix import changed_lines, first_finding, gain_text
+from .one_gain import repeat_of, shows_gain
 from .report import RENDERERS, Finding, Report, sort_findings
 from .speed_of_light_text import lines as speed_of_light_lines
 from .speed_of_light_text import mfu_text
@@ -346,12 +347,14 @@ def render_what_if(report: Report) -> str:
     for r in rows:
         if r.skipped:
             out.add(f"    {r.change}: not run ({r.skipped})")
+        elif repeat_of(r) is not None:  # one change, one gain: its own row's (one_gain.py)
+            out.add(f"    {r.change}: {repeat_of(r)} measured again (its finding compares them)")
         elif r.speedup is not None:
             noise = r.noise_pct or 0.0
             sig = "" if r.speedup >= 1.0 + noise / 100.0 else " (within the noise)"
             out.add(f"    {r.change}: {r.speedup:.2f}x ±{noise:.0f}%{sig}")
     best = max(
-        (r for r in rows if r.speedup is not None and r.fix is not None and not r.skipped),
+        (r for r in rows if shows_gain(r) and r.fix is not None),
         key=lambda r: r.speedup or 0.0,
         default=None,
     )

@@ -197,3 +197,24 @@ def test_the_what_if_lines_end_with_the_best_measured_change() -> None:
     assert "batch x4: not run (out of memory)" in text
     assert "the best measured change: num_workers=4: Use 4 workers." in text
     assert "+loader = DataLoader(ds, batch_size=8, num_workers=4)" in text
+
+
+def test_a_change_measured_again_shows_one_gain_in_the_what_if_lines() -> None:
+    r = _report()
+    r.what_if = [
+        WhatIf("num_workers=4", 20.0, 8.0, 2.5, noise_pct=3.0, fix=Fix(text="Use 4 workers.")),
+        WhatIf(
+            "all winners together: num_workers=4",
+            21.0,
+            6.0,
+            3.5,
+            noise_pct=9.0,
+            params={"winners": "workers", "repeat_of": "num_workers=4"},
+        ),
+    ]
+    out = io.StringIO()
+    print_what_if(r, out)
+    text = out.getvalue()
+    assert "num_workers=4: 2.50x ±3%" in text and "3.50" not in text
+    assert "all winners together: num_workers=4: num_workers=4 measured again" in text
+    assert "the best measured change: num_workers=4: Use 4 workers." in text

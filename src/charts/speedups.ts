@@ -62,8 +62,11 @@ export function isSignificant(
 export function speedupRows(whatIfs: WhatIf[]): SpeedupRow[] {
   return whatIfs.map(w => {
     const scope = rowScope(w);
+    // A skipped row states no result, whatever number it carries (one_gain.py).
     const speedup =
-      typeof w.speedup === 'number' && w.speedup > 0 ? w.speedup : null;
+      typeof w.speedup === 'number' && w.speedup > 0 && !w.skipped
+        ? w.speedup
+        : null;
     const noise =
       typeof w.noise_pct === 'number' ? Math.abs(w.noise_pct) : null;
     const band: [number, number] | null =

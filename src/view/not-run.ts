@@ -32,7 +32,7 @@ export function notRun(report: GpusightReport): NotRun {
   }
   for (const w of report.what_if) {
     const partial = (w.series?.length ?? 0) > 1; // its sweep shows, with the reason
-    if (typeof w.speedup !== 'number' && w.skipped && !partial) {
+    if (w.skipped && !partial) {
       add(w.skipped, w.change);
     }
   }

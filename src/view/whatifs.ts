@@ -16,6 +16,7 @@ import { chartStyles } from './chart-styles';
 import { define } from './define';
 import { baseStyles, sectionStyles } from './styles';
 import { drawSweeps, whatIfAxes, whatIfSweepTitle, withSweeps } from './sweeps';
+import { repeatOf } from './shown-gains';
 import { speedupColor } from './tokens';
 
 export class GsWhatIfs extends ChartElement {
@@ -80,7 +81,7 @@ export class GsWhatIfs extends ChartElement {
         </tbody>
       </table>
       ${this.whatIfs
-        .filter(w => w.fix)
+        .filter(w => w.fix && !w.skipped && repeatOf(w) === null)
         .map(
           w =>
             html`<h4>Measured code: ${w.change}</h4>

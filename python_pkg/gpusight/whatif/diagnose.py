@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from ..fixes.kernel_names import bind_report, caller_namespace
+from ..one_gain import REPEAT_OF, one_gain_per_change
 from ..report import Fix, Report, WhatIf
 from .arms import Arm, StepFn, Workload, model_device
 from .context import MIN_GAIN, Budget, Context, Progress, Skip, VariantOOM
@@ -340,10 +341,23 @@ def _combination_plan(ctx: Context, v: Variant, against: str) -> tuple[tuple[int
     return (b, n), pair_s
 
 
+def _repeated(v: Variant, winners: list[Outcome]) -> Outcome | None:
+    """The only winner, whose change the final run measures again. (A winner measured on top
+    of another, prefetch_factor on the num_workers winner, has the same variant as the two
+    together, but its row's gain is over that winner: the final run's is a new one.)"""
+    (only, *more) = winners
+    return (
+        only
+        if not more and only.winner is not None and only.winner.with_(label=v.label) == v
+        else None
+    )
+
+
 def _combine(ctx: Context, winners: list[Outcome]) -> tuple[WhatIf | None, list[str]]:
     v = combination(winners)
     if v is None:
         return None, []
+    again = _repeated(v, winners)
     against = "loader" if ctx.loader_base is not None else "cached"
     if v.source == "cached":
         v = v.with_(
@@ -400,6 +414,10 @@ def _combine(ctx: Context, winners: list[Outcome]) -> tuple[WhatIf | None, list[
         "against": "your loader" if against == "loader" else "batches cached from your loader",
         "winners": ",".join(o.key for o in winners if o.winner is not None),
     }
+    if again is not None:
+        # One change measured twice: its finding is its card (one_gain.py), with one gain.
+        w.params[REPEAT_OF] = again.what_if.change
+        return w, []
     w.fix = Fix(
         text="Every measured winner in one training loop.",
         snippet_id="whatif.combined",
@@ -450,6 +468,7 @@ def _diagnose(ctx: Context, snap: Snapshot, only: list[str] | None) -> Report:
     if combo is not None:
         rows.append(combo)
     findings = findings_of(ctx, outcomes)
+    one_gain_per_change(findings, rows)
     tried = sum(1 for r in rows if r.skipped is None and r is not combo)
     notes = list(ctx.notes) + combo_notes
     notes += [

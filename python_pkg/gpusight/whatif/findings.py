@@ -160,7 +160,7 @@ def finding_for(
     sid, code = snippet_for(ctx, best, winners)
     noise = f", noise ±{w.noise_pct:.1f}%" if w.noise_pct is not None else ""
     title = f"{title_of(fid, ctx.cuda)}: {best.what_if.change}"
-    steps = f"{w.before_ms:.2f} -> {w.after_ms:.2f} ms per step, {s:.2f}x{noise}"
+    steps = f"{w.before_ms:.2f} ms unchanged -> {w.after_ms:.2f} ms per step, {s:.2f}x{noise}"
     if bound is not None:
         lo, ca = statistics.median(ctx.loader_base_ms), statistics.median(ctx.cached_base_ms)
         impact = Impact(
