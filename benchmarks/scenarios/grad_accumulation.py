@@ -5,7 +5,8 @@ one. On an H200 that wait cost nothing: the ``--fix`` (the loss accumulated on t
 per optimizer step: the same training, the same logged number) ran 0.99x at micro-batches of 4
 and 0.96x at 64 (h200-run21), the host waiting for work the GPU does anyway. So the watch must
 not make the sync the bottleneck: at 64 sequences of 256 a micro-batch the GPU sets the pace,
-and the sync finding is there at 1.0x.
+and the sync finding is there at 1.0x. ``--batch N`` sets the micro-batch (64 on a GPU, 2 on the
+CPU by default); ``--fix`` keeps it and only moves the read.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ def main() -> None:
     dev = pick_device(args.device)
     gpu = dev.type == "cuda"
     d, layers, micro_batch, seq = (512, 4, 64, 256) if gpu else (32, 1, 2, 8)
+    micro_batch = args.batch or micro_batch
     torch.manual_seed(0)
     model = Encoder(d, layers, 10).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=gpu)

@@ -18,6 +18,7 @@ from gpusight.rules.workload import (
     WorkloadEvidence,
     analyse,
     breakdown,
+    no_trace_weights,
 )
 
 GIB = 1024**3
@@ -473,6 +474,35 @@ def test_gpu_without_a_kernel_trace_falls_back_to_nvml() -> None:
     assert rep.verdict.gpu_busy_pct == pytest.approx(35.0)
     assert breakdown(ev)["compute"] == pytest.approx(35.0)
     assert rep.verdict.bottleneck == "input_pipeline"
+
+
+@pytest.mark.parametrize("inside_ms, verdict", [(80.0, "launch_overhead"), (10.0, "host_cpu")])
+def test_without_a_kernel_trace_the_idle_time_follows_the_host_clocks(
+    inside_ms: float, verdict: str
+) -> None:
+    # The trace lost its kernels: NVML says 10 % busy; of the 100 ms step the loader took 5 and
+    # the host spent ``inside_ms`` inside forward/backward/optimizer, the rest outside them.
+    ev = evidence(
+        data_wait_ms=[5.0] * 6,
+        host_copy_ms=[0.0] * 6,
+        framework_ms=[inside_ms] * 6,
+        window=None,
+        gpu_used=True,
+        nvml_util_pct=10.0,
+    )
+    assert_counted_once(ev)
+    outside = 100.0 - inside_ms - 5.0
+    assert no_trace_weights(ev, 100.0) == {
+        "launch_overhead": pytest.approx(inside_ms),
+        "other_cpu": pytest.approx(outside),
+    }
+    split = breakdown(ev)
+    idle = 100.0 - 10.0 - 5.0
+    assert split["compute"] == pytest.approx(10.0)
+    assert split["launch_overhead"] == pytest.approx(idle * inside_ms / (inside_ms + outside))
+    assert split["other_cpu"] == pytest.approx(idle * outside / (inside_ms + outside))
+    assert split["sync_stall"] == 0.0
+    assert report_of(ev).verdict.bottleneck == verdict
 
 
 LOADER_SCRIPT = (

@@ -17,6 +17,10 @@ How a step is split (ms per step, summing to the mean step time):
   window found exposed (GPU idle meanwhile; all of it when the window saw too little waiting to
   tell, as when its few steps fell between a bursty loader's stalls); what remains of the step
   is divided among sync stalls, launch overhead and other host time in the window's proportions.
+* With a GPU but no kernel trace (CUPTI lost the kernels, or was not there): compute is NVML's
+  utilisation, data wait and copies are the hooks', and the rest is divided between launch
+  overhead and other host time as the host's time inside and outside forward/backward/optimizer
+  divides (``no_trace_weights``).
 * Without a GPU (CPU-only run): compute is the host time inside forward/backward/optimizer,
   data wait and copies are what the hooks measured, the rest is other host time.
 """
@@ -123,10 +127,10 @@ def breakdown(ev: WorkloadEvidence) -> dict[str, float]:
         rest_w = {k: w.split_ms.get(k, 0.0) for k in rest_keys}
     elif ev.gpu_used and ev.nvml_util_pct is not None:
         # No kernel trace: NVML's utilisation (the share of time any kernel ran) is the
-        # compute share; the idle rest is not split by cause beyond what the hooks measured.
+        # compute share; the idle rest is split by the host's own clocks.
         fixed = {"compute": total * ev.nvml_util_pct / 100.0, "data_wait": data, "copy": copy}
-        rest_keys = ("other_cpu",)
-        rest_w = {"other_cpu": 1.0}
+        rest_w = no_trace_weights(ev, total)
+        rest_keys = tuple(rest_w)
     else:
         compute = mean_at(ev.framework_ms, idx)
         fixed = {"compute": compute, "data_wait": data, "copy": copy}
@@ -143,6 +147,21 @@ def breakdown(ev: WorkloadEvidence) -> dict[str, float]:
     for k in rest_keys:
         out[k] += rest * (rest_w[k] / weight if weight > 0 else (1.0 if k == "other_cpu" else 0.0))
     return out
+
+
+def no_trace_weights(ev: WorkloadEvidence, total: float) -> dict[str, float]:
+    """How the GPU's idle time divides when no kernel trace says: ``launch_overhead`` and
+    ``other_cpu`` in proportion to the host's time inside the model's forward, backward and
+    optimizer calls and outside them (the loader's wait and host copies left out).
+
+    A host that spends the step launching kernels inside the model's calls (gradient
+    accumulation over many small micro-batches) leaves the GPU idle there, not in host work
+    outside the model. No sync stall is claimed: without a trace nothing measures it.
+    """
+    idx = steady_steps(ev)
+    inside = mean_at(ev.framework_ms, idx)
+    outside = total - inside - mean_at(ev.data_wait_ms, idx) - mean_at(ev.host_copy_ms, idx)
+    return {"launch_overhead": max(0.0, inside), "other_cpu": max(0.0, outside)}
 
 
 def _summary(
@@ -327,6 +346,7 @@ __all__ = [
     "breakdown",
     "findings",
     "median_step",
+    "no_trace_weights",
     "steady_from",
     "steady_start",
     "steady_steps",

@@ -58,6 +58,8 @@ def wrap_init(w: Watch, orig: Callable[..., Any]) -> Callable[..., Any]:
         orig(opt, *args, **kwargs)
         if get_ident() != w._tid:
             return
+        if w._rec is not None:
+            w._rec.optimizer_built = True
         site = constructor_site(w.sources)
         if site is not None:
             w.collected.optimizer_sites.setdefault(id(opt), site)

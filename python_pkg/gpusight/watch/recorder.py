@@ -105,6 +105,12 @@ class StepRecorder:
         in), even short of ``steps``: slow steps do not stretch a what-if run without end."""
         self.phase_seen = False
         """An evaluation or a checkpoint ran between the training steps (``phases.py``)."""
+        self.optimizer_built = False
+        """An optimizer was built while the watch ran: its steps, once they come, end the steps
+        (until then, with ``steps``, backward calls do not end the measuring: gradient
+        accumulation calls backward many times before its first optimizer step)."""
+        self.merges = 0
+        """Times a higher-priority kind made the steps so far one (``_merge_into_first``)."""
         self.phase_measured = False
         """One ran within the measured steps: until then, with ``steps``, the measuring goes on
         (at most ``MAX_STEPS_FACTOR`` times the steps asked for) to cover one."""
@@ -144,6 +150,8 @@ class StepRecorder:
                 return True
         if self._measured < steps:
             return False
+        if self.kind == "backward" and self.optimizer_built:
+            return self._measured >= steps * MAX_STEPS_FACTOR
         if self.phase_seen and not self.phase_measured:
             return self._measured >= steps * MAX_STEPS_FACTOR
         return self._measured_ns >= self.min_window_ns or self._measured >= steps * MAX_STEPS_FACTOR
@@ -228,6 +236,7 @@ class StepRecorder:
         """A higher-priority kind appeared: all steps so far become part of its first step."""
         if not self.records:
             return
+        self.merges += 1
         first = self.records[0]
         for r in self.records[1:]:
             first.absorb(r)

@@ -40,6 +40,12 @@ if TYPE_CHECKING:
 
 NOTED_OVERHEAD_PCT = 1.0
 """From this share of the step on, a note says what watching cost (it is in the step time)."""
+NO_TRACE_SPLIT_NOTE = (
+    "the trace holds no kernels, so the GPU's idle time is split between launch overhead and "
+    "other host work as the host's own clocks divide the step (inside forward/backward/optimizer "
+    "or outside them); no sync stall is measured"
+)
+"""Said where the breakdown's idle time comes from the host's clocks (``no_trace_weights``)."""
 
 
 def _ms(ns: float) -> float:
@@ -479,8 +485,10 @@ def build_report(w: WatchedRun) -> Report:
     if gpu_used and (stats is None or not stats.gpu):
         notes.append(
             "the profiler window recorded no GPU activity (CUPTI unavailable?): GPU busy is "
-            "NVML's utilisation, and the idle time is not split by cause"
+            "NVML's utilisation"
         )
+        if nvml_util is not None:
+            notes.append(NO_TRACE_SPLIT_NOTE)
     flags = w.flags()
     loaders = sorted(w.collected.loaders.values(), key=lambda s: -s.calls)
     ld = loaders[0] if loaders else None

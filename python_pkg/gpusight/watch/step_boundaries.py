@@ -12,7 +12,7 @@ from .compiled_models import _compiled_graphs
 from .detail import DetailPlan
 from .module_hooks import _DRIVE_PAST_FORWARD
 from .profiler_window import CUPTI_TEARDOWN, ProfilerWindow
-from .recorder import StepRecorder
+from .recorder import Intervals, StepRecorder
 from .watch_state import WatchState
 
 LONG_STEP_NS = 1_000_000_000
@@ -43,8 +43,11 @@ class StepBoundaries(WatchState):
             plan.step_ended(steady)
             transition = False
         else:
+            merges = rec.merges
             if not rec.boundary(kind, t):
                 return False
+            if rec.merges != merges:
+                self._window_after_merge(rec)
             if rec.measured < plan.measured:
                 # A step kind of higher priority appeared: the steps so far became one.
                 plan = self.detail = DetailPlan()
@@ -139,6 +142,23 @@ class StepBoundaries(WatchState):
             and (not rec.profiling or (self._window is not None and not rec.recording_window))
         )
         return transition
+
+    def _window_after_merge(self, rec: StepRecorder) -> None:
+        """The steps so far became one (an optimizer's first step after many backward calls, as
+        in gradient accumulation): a profiler window that already ended covered steps that no
+        longer exist, and the profiled steps to come would lie outside it. A new window runs
+        over the new steps."""
+        window = self._window
+        if window is None or rec.recording_window:
+            return  # none yet, or still recording: it goes on over the new steps
+        window.restore_env()
+        self._window = None
+        rec.window = Intervals()  # the old window's host intervals belong to its trace
+        self._settled = False
+        self.notes.append(
+            f"the first {rec.kind} step came after the profiler window had ended (the calls "
+            "before it had been taken for steps): the window ran again over the new steps"
+        )
 
     def _start_window(self) -> None:
         t0 = perf_counter_ns()
