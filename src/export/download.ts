@@ -8,7 +8,8 @@
  * is gone, from the sidebar, and offline.
  */
 import type { GpusightReport } from '../report';
-import { buildPage, exportFileName, reportTitle, sharedReport } from './page';
+import { buildPage, reportTitle, sharedReport } from './page';
+import { browserDownload, saveReportHtml } from './save';
 
 /** The exported page for `report`, as `gpusight html` writes it. */
 export async function exportHtml(report: GpusightReport): Promise<string> {
@@ -21,24 +22,10 @@ export async function exportHtml(report: GpusightReport): Promise<string> {
   );
 }
 
-/** Save `report` as a self-contained HTML file through the browser's download. */
-export async function downloadReportHtml(
-  report: GpusightReport
-): Promise<void> {
-  const text = await exportHtml(report);
-  const url = URL.createObjectURL(
-    new Blob([text], { type: 'text/html;charset=utf-8' })
-  );
-  const link = document.createElement('a');
-  link.href = url;
-  link.download = exportFileName(report);
-  link.hidden = true;
-  document.body.append(link);
-  try {
-    link.click();
-  } finally {
-    link.remove();
-    // The download has started by now; the URL only has to outlive the click.
-    setTimeout(() => URL.revokeObjectURL(url), 60_000);
-  }
+/**
+ * Save `report` as a self-contained HTML file through the browser's download; resolves to the
+ * file's name.
+ */
+export function downloadReportHtml(report: GpusightReport): Promise<string> {
+  return saveReportHtml(report, exportHtml, browserDownload);
 }

@@ -32,6 +32,7 @@ describe('Export HTML in <gs-report>', () => {
     const seen: GpusightReport[] = [];
     setReportExporter(async r => {
       seen.push(r);
+      return 'x.html';
     });
     const el = await mount();
     exportButton(el)!.click();
@@ -41,7 +42,7 @@ describe('Export HTML in <gs-report>', () => {
   });
 
   it('is hidden where the host asks (no-export)', async () => {
-    setReportExporter(async () => undefined);
+    setReportExporter(async () => 'x.html');
     const el = await mount();
     expect(exportButton(el)).not.toBeNull();
     el.noExport = true;

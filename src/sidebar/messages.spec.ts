@@ -84,13 +84,6 @@ describe('parseKernelMessage', () => {
         fraction: null
       },
       { type: 'watch.status', armed: true, request: 'watch.arm-2' },
-      {
-        type: 'exported',
-        request: 'export-3',
-        report_id: 'r1',
-        path: '/a/b.html',
-        name: 'b.html'
-      },
       { type: 'error', request: null, message: 'malformed message' }
     ];
     for (const m of ok) {
@@ -142,9 +135,10 @@ describe('parseKernelMessage', () => {
     ['a cell mark with an odd event', { type: 'cell', event: 'pause', t: 1 }],
     ['progress without stage', { type: 'progress', request: 'x', fraction: 1 }],
     ['error without message', { type: 'error', request: 'x' }],
+    // The panel exports in the browser now: a kernel's file export is no message of its own.
     [
-      'exported without path',
-      { type: 'exported', request: 'x', report_id: 'r1', name: 'a' }
+      'an exported file',
+      { type: 'exported', request: 'x', report_id: 'r1', path: '/a', name: 'a' }
     ]
   ])('rejects %s', (_why, value) => {
     expect(parseKernelMessage(value).ok).toBe(false);

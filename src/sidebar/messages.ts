@@ -121,14 +121,6 @@ export interface WatchStatusMsg {
   request: string | null;
 }
 
-export interface ExportedMsg {
-  type: 'exported';
-  request: string | null;
-  report_id: string;
-  path: string;
-  name: string;
-}
-
 export interface ErrorMsg {
   type: 'error';
   request: string | null;
@@ -145,7 +137,6 @@ export type KernelMessage =
   | ProgressMsg
   | ReportMsg
   | WatchStatusMsg
-  | ExportedMsg
   | ErrorMsg;
 
 /** A message that failed its guard, and why (for the console and the panel's counters). */
@@ -311,13 +302,6 @@ export function parseKernelMessage(data: unknown): Parsed {
       return typeof d.armed === 'boolean' && isStrOrNull(request)
         ? ok({ ...d, request })
         : reject('malformed watch.status');
-    case 'exported':
-      return isStrOrNull(request) &&
-        isStr(d.report_id) &&
-        isStr(d.path) &&
-        isStr(d.name)
-        ? ok({ ...d, request })
-        : reject('malformed exported');
     case 'error':
       return isStrOrNull(request) && isStr(d.message)
         ? ok({ ...d, request })

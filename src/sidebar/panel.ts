@@ -11,6 +11,7 @@ import type { ISessionContext } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 import type { Message } from '@lumino/messaging';
 import { html, nothing, render, type TemplateResult } from 'lit';
+import { exportReport, reportExporter } from '../export/exporter';
 import '../view/progress';
 import '../view/report';
 import { copyText } from '../view/fix-card';
@@ -127,15 +128,9 @@ export class GpusightSidebar extends Widget {
     return !!s && s.state.kind === 'ready' && s.state.hello.capabilities.watch;
   }
 
+  /** Whenever a report is on show: the export runs in the browser, not in the kernel. */
   get canExport(): boolean {
-    const s = this.session;
-    return (
-      this.canRun &&
-      !!s &&
-      s.state.kind === 'ready' &&
-      s.state.hello.capabilities.export &&
-      !!s.shownId
-    );
+    return !!reportExporter() && !!this.session?.shownReport;
   }
 
   get isArmed(): boolean {
@@ -158,8 +153,22 @@ export class GpusightSidebar extends Widget {
     return this.canWatch && (this.session?.toggleWatch() ?? false);
   }
 
-  exportReport(): boolean {
-    return this.canExport && (this.session?.exportShown() ?? false);
+  /** The report on show, through the report's own Export HTML (same file, same name). */
+  async exportReport(): Promise<string | null> {
+    const s = this.session;
+    const report = s?.shownReport;
+    if (!s || !report || !this.canExport) {
+      return null;
+    }
+    try {
+      const name = await exportReport(report);
+      s.tell({ kind: 'info', text: `Exported ${name}` });
+      return name;
+    } catch (err) {
+      const why = err instanceof Error ? err.message : String(err);
+      s.tell({ kind: 'error', text: `Export failed: ${why}` });
+      return null;
+    }
   }
 
   override dispose(): void {
@@ -469,11 +478,9 @@ ${
   ) {
     const caps = state.hello.capabilities;
     const busy = !!s.activity;
-    const exportTitle = !caps.export
-      ? `Export needs gpusight ≥ ${FEATURE_MIN_VERSION} (HTML export); this kernel has ${state.hello.version}`
-      : !s.shownId
-        ? 'Run a check, a benchmark or watch a cell first'
-        : 'Save the report shown as a self-contained HTML file next to the notebook';
+    const exportTitle = this.canExport
+      ? 'Save the report shown as one HTML file that opens in any browser, offline'
+      : 'Run a cell that shows a report, a check, a benchmark or watch a cell first';
     const watchTitle = !caps.watch
       ? `Watching a cell needs gpusight ≥ ${FEATURE_MIN_VERSION} (%%gpusight); this kernel has ${state.hello.version}`
       : s.armed
@@ -511,9 +518,9 @@ ${
         </button>
         <button
           class="jp-mod-styled jp-GpusightSidebar-export"
-          ?disabled=${!caps.export || busy || !s.shownId}
+          ?disabled=${!this.canExport}
           title=${exportTitle}
-          @click=${() => this.exportReport()}
+          @click=${() => void this.exportReport()}
         >
           Export
         </button>
@@ -531,7 +538,6 @@ ${
           ? html`<p
               class="jp-GpusightSidebar-notice jp-mod-${s.notice.kind}"
               role=${s.notice.kind === 'error' ? 'alert' : 'status'}
-              title=${s.notice.path ?? ''}
             >
               ${s.notice.text}
             </p>`
@@ -553,7 +559,7 @@ ${
     >
       ${
         report
-          ? html`<gs-report .report=${report}></gs-report>`
+          ? html`<gs-report .report=${report} no-export></gs-report>`
           : html`<p class="jp-GpusightSidebar-hint">Loading the report…</p>`
       }
       ${

@@ -4,6 +4,7 @@
  */
 import {
   ILabShell,
+  ILayoutRestorer,
   type JupyterFrontEnd,
   type JupyterFrontEndPlugin
 } from '@jupyterlab/application';
@@ -13,7 +14,7 @@ import { INotebookTracker } from '@jupyterlab/notebook';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { ActiveKernelFollower } from './follower';
 import { gpuIcon } from './icon';
-import { GpusightSidebar } from './panel';
+import { GpusightSidebar, SIDEBAR_ID } from './panel';
 import { readSettings, SETTINGS_ID } from './settings';
 
 export const CommandIDs = {
@@ -34,7 +35,8 @@ export const sidebarPlugin: JupyterFrontEndPlugin<void> = {
     INotebookTracker,
     IConsoleTracker,
     ISettingRegistry,
-    ICommandPalette
+    ICommandPalette,
+    ILayoutRestorer
   ],
   activate: (
     app: JupyterFrontEnd,
@@ -42,11 +44,14 @@ export const sidebarPlugin: JupyterFrontEndPlugin<void> = {
     notebooks: INotebookTracker | null,
     consoles: IConsoleTracker | null,
     settingRegistry: ISettingRegistry | null,
-    palette: ICommandPalette | null
+    palette: ICommandPalette | null,
+    restorer: ILayoutRestorer | null
   ) => {
     const panel = new GpusightSidebar();
     panel.title.caption = 'GPU';
     app.shell.add(panel, 'left', { rank: 850 });
+    // Open before a reload, open after it (JupyterLab saves the left area's current widget).
+    restorer?.add(panel, SIDEBAR_ID);
 
     const follower = new ActiveKernelFollower({
       labShell,

@@ -23,8 +23,6 @@ export interface Activity {
 export interface Notice {
   kind: 'info' | 'error';
   text: string;
-  /** A path the user may want to copy (an exported file). */
-  path?: string;
 }
 
 export interface SessionSettings {
@@ -133,12 +131,10 @@ export class KernelSession {
     return sent;
   }
 
-  exportShown(): boolean {
-    const id = this.shownId;
-    if (!id) {
-      return false;
-    }
-    return this.start('export', 'Exporting the report', { report_id: id });
+  /** Shows `notice` under the buttons (an export's outcome, say). */
+  tell(notice: Notice): void {
+    this.notice = notice;
+    this._emit();
   }
 
   /** Shows an earlier report, fetching it from the kernel when the browser no longer has it. */
@@ -264,13 +260,6 @@ export class KernelSession {
       }
       case 'watch.status':
         this.armed = m.armed;
-        this._emit();
-        return;
-      case 'exported':
-        if (this.activity?.request === m.request) {
-          this.activity = null;
-        }
-        this.notice = { kind: 'info', text: `Saved ${m.name}`, path: m.path };
         this._emit();
         return;
       case 'error':

@@ -4,7 +4,7 @@
  */
 import { LitElement, css, html, nothing } from 'lit';
 import { property, state } from 'lit/decorators.js';
-import { reportExporter, type ReportExporter } from '../export/exporter';
+import { exportReport, reportExporter } from '../export/exporter';
 import {
   validateReport,
   type GpusightReport,
@@ -19,6 +19,7 @@ import './findings';
 import { firstFinding } from './first-fix';
 import { cpuOnlyBuild, gpuInUse } from './machine';
 import { humanDate, notRun, type NotRunGroup } from './not-run';
+import { shownWhatIfs } from './shown-gains';
 import { baseStyles } from './styles';
 import './speed-of-light';
 import './timeline';
@@ -178,9 +179,7 @@ export class GsReport extends LitElement {
     const measured = r.benchmarks.filter(
       b => typeof b.value === 'number' || swept(b)
     );
-    const whatIfs = r.what_if.filter(
-      w => typeof w.speedup === 'number' || swept(w)
-    );
+    const whatIfs = shownWhatIfs(r.what_if);
     return html`<article class="jp-GpusightReport" aria-label="gpusight report">
       <header class="jp-GpusightReport-header">
         <h2>${r.title ?? `gpusight: ${KIND_LABEL[r.kind] ?? r.kind}`}</h2>
@@ -277,14 +276,13 @@ export class GsReport extends LitElement {
 
   /** "Export HTML", where the host can export (src/export/exporter.ts): not in the exported file. */
   private _exportButton(r: GpusightReport) {
-    const exporter = reportExporter();
-    if (!exporter || this.noExport) {
+    if (!reportExporter() || this.noExport) {
       return nothing;
     }
     return html`<button
         class="jp-GpusightReport-export"
         title="Save this report as one HTML file that opens in any browser, offline"
-        @click=${() => this._export(exporter, r)}
+        @click=${() => this._export(r)}
       >
         Export HTML
       </button>
@@ -297,10 +295,10 @@ export class GsReport extends LitElement {
       }`;
   }
 
-  private async _export(exporter: ReportExporter, r: GpusightReport) {
+  private async _export(r: GpusightReport) {
     this._exportError = null;
     try {
-      await exporter(r);
+      await exportReport(r);
     } catch (err) {
       this._exportError = `Export failed: ${err instanceof Error ? err.message : String(err)}`;
     }

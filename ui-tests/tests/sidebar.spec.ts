@@ -1,4 +1,9 @@
-import { expect, test, type IJupyterLabPageFixture } from '@jupyterlab/galata';
+import {
+  expect,
+  test,
+  type IJupyterLabPageFixture,
+  type JupyterLabPage
+} from '@jupyterlab/galata';
 
 /**
  * The GPU sidebar in a real JupyterLab with real kernels: it follows the active notebook's or
@@ -73,6 +78,8 @@ async function samplesAbove(
 }
 
 test.describe('GPU sidebar', () => {
+  // Export is a browser download.
+  test.use({ acceptDownloads: true });
   // The bridge logs its state changes (console.debug): printed when a test fails.
   let logs: string[] = [];
   test.beforeEach(({ page }) => {
@@ -463,13 +470,53 @@ test.describe('GPU sidebar', () => {
     await page.waitForTimeout(2_000);
     await expect(panel).toHaveAttribute('data-reports', '1');
 
+    // One Export in the panel: the report's own Export HTML (a download, its file name).
+    await expect(
+      panel.locator('gs-report button.jp-GpusightReport-export')
+    ).toHaveCount(0);
     const exportButton = panel.locator('.jp-GpusightSidebar-export');
     await expect(exportButton).toBeEnabled();
-    await exportButton.click();
-    const notice = panel.locator('.jp-GpusightSidebar-notice');
-    const saved = /Saved (gpusight-watch-\d{8}-\d{6}\.html)/;
-    await expect(notice).toHaveText(saved, { timeout: 60_000 });
-    const name = saved.exec((await notice.textContent()) ?? '')![1];
-    expect(await page.contents.fileExists(`${tmpPath}/${name}`)).toBe(true);
+    const [download] = await Promise.all([
+      page.waitForEvent('download'),
+      exportButton.click()
+    ]);
+    const name = download.suggestedFilename();
+    expect(name).toMatch(
+      /^gpusight-watch-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}\.html$/
+    );
+    await expect(panel.locator('.jp-GpusightSidebar-notice')).toHaveText(
+      `Exported ${name}`
+    );
+  });
+
+  test('is open after a reload, with its reports', async ({
+    page,
+    tmpPath
+  }) => {
+    await newNotebook(page, tmpPath, 'reload.ipynb');
+    const panel = await openSidebar(page);
+    await expect(panel).toHaveAttribute('data-state', 'ready', READY);
+    await panel.locator('.jp-GpusightSidebar-check').click();
+    await expect(panel).toHaveAttribute('data-reports', '1', {
+      timeout: 60_000
+    });
+
+    // Galata's own readiness wait expects a Launcher tab; the restored layout has the notebook.
+    // The fixture is Galata's JupyterLabPage, whose reload takes waitForIsReady; the fixture's
+    // type keeps Playwright's reload signature, so tsc needs the class's.
+    const lab = page as unknown as JupyterLabPage;
+    await lab.reload({ waitForIsReady: false });
+    await page.locator('#jupyterlab-splash').waitFor({ state: 'detached' });
+    // No command this time: the layout restorer opened it.
+    const restored = page.locator('#gpusight-sidebar');
+    await expect(restored).toBeVisible({ timeout: 30_000 });
+    await expect(restored).toHaveAttribute('data-state', 'ready', READY);
+    // The kernel's hello lists its reports again, and the newest is drawn.
+    await expect(restored).toHaveAttribute('data-reports', '1', {
+      timeout: 30_000
+    });
+    await expect(restored.locator('gs-report gs-checklist')).toBeAttached({
+      timeout: 30_000
+    });
   });
 });
