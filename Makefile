@@ -8,10 +8,15 @@ export PATH := $(BIN):$(PATH)
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: lab check dev venv js test test-py test-ts test-ui test-wheel test-notebook7 lint format clean
+.PHONY: lab check dev venv js test test-py test-ts test-ui test-lab test-wheel test-notebook7 lint format clean
+
+# Root is the usual user in a GPU container, and jupyter refuses root without --allow-root.
+# LAB_ARGS adds options (the lab smoke test: --no-browser, a port, no token).
+LAB_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
+LAB_ARGS ?=
 
 lab: dev ## Set up everything and open JupyterLab on the examples
-	$(BIN)/jupyter lab --notebook-dir=examples
+	$(BIN)/jupyter lab --notebook-dir=examples $(LAB_ROOT) $(LAB_ARGS)
 
 check: dev ## Environment check in the terminal
 	$(BIN)/gpusight check
@@ -39,7 +44,11 @@ js: venv node_modules/.installed ## Build the TypeScript and the labextension
 dev: venv js
 
 # --- tests -------------------------------------------------------------------
-test: dev lint test-py test-ts test-wheel test-notebook7 test-ui ## Run every test
+test: dev lint test-py test-ts test-lab test-wheel test-notebook7 test-ui ## Run every test
+
+# The README's first command as the user runs it (as root in CI): `make lab` serves the example.
+test-lab: dev
+	$(BIN)/python scripts/check_make_lab.py
 
 test-py: venv
 	$(BIN)/python -m pytest -q

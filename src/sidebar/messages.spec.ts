@@ -117,14 +117,40 @@ describe('parseKernelMessage', () => {
     expect(noEntry.ok).toBe(false);
   });
 
+  it('skips, never rejects, a hello entry it cannot read, and lists every kind', () => {
+    const diagnose = {
+      ...hello.reports[0],
+      id: 'r2',
+      origin: 'diagnose',
+      kind: 'diagnose'
+    };
+    const parsed = parseKernelMessage({
+      ...hello,
+      reports: [hello.reports[0], { id: 'r9', origin: 'magic' }, diagnose]
+    });
+    expect(parsed.ok).toBe(true);
+    const reports =
+      parsed.ok && parsed.message.type === 'hello'
+        ? parsed.message.reports
+        : [];
+    expect(reports.map(e => e.id)).toEqual(['r1', 'r2']);
+  });
+
+  it('accepts a diagnose report published by the notebook', () => {
+    const parsed = parseKernelMessage({
+      type: 'report',
+      request: null,
+      entry: { ...hello.reports[0], origin: 'diagnose', kind: 'diagnose' },
+      report: minimal
+    });
+    expect(parsed.ok).toBe(true);
+  });
+
   it.each([
     ['no type', { tick }],
+    ['hello whose reports are not a list', { ...hello, reports: {} }],
     ['unknown type', { type: 'frobnicate' }],
     ['hello without capabilities', { ...hello, capabilities: undefined }],
-    [
-      'hello with a bad report entry',
-      { ...hello, reports: [{ id: 'r1', origin: 'magic' }] }
-    ],
     [
       'status with an unknown source',
       { type: 'monitor.status', source: 'rocm' }

@@ -52,7 +52,12 @@ export interface Capabilities {
 
 export interface ReportEntry {
   id: string;
-  origin: 'check' | 'bench' | 'watch';
+  /**
+   * What made it: the panel's own 'check', 'bench', 'watch', or a report the notebook showed
+   * ('diagnose', 'inference', ...: the report's kind). A kernel newer than this panel may
+   * send others; they are listed by their title.
+   */
+  origin: string;
   kind: string;
   title: string | null;
   created_at: string;
@@ -210,7 +215,7 @@ function isEntry(x: unknown): x is ReportEntry {
   return (
     isObj(x) &&
     isStr(x.id) &&
-    (x.origin === 'check' || x.origin === 'bench' || x.origin === 'watch') &&
+    isStr(x.origin) &&
     isStr(x.kind) &&
     isStrOrNull(x.title ?? null) &&
     isStr(x.created_at) &&
@@ -248,12 +253,13 @@ export function parseKernelMessage(data: unknown): Parsed {
         !isCount(d.pid) ||
         !isCapabilities(d.capabilities) ||
         !Array.isArray(d.reports) ||
-        !d.reports.every(isEntry) ||
         typeof d.armed !== 'boolean'
       ) {
         return reject('malformed hello');
       }
-      return ok(d);
+      // One entry this panel cannot read is skipped, never the kernel's whole hello: the
+      // panel still connects and lists the others.
+      return ok({ ...d, reports: d.reports.filter(isEntry) });
     case 'monitor.status':
       if (
         typeof d.running !== 'boolean' ||
