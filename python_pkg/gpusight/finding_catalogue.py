@@ -167,6 +167,12 @@ CATALOGUE: dict[str, CatalogueEntry] = {
         _WATCH + ": the time in `torch.save` or a library's save (`save_pretrained`, a trainer's "
         "checkpoint), with its period and line.",
     ),
+    "code.raised": CatalogueEntry(
+        "The watched code raised before its first measured step, so nothing was measured: the "
+        "report is the exception, its line (inside `forward` where it was) and the loop's call "
+        "that led there, and no finding claims a gain from the start-up step.",
+        _WATCH + ": the traceback the watch saw end the run (`run.error`).",
+    ),
     "load.input_bound": CatalogueEntry(
         "The step waits for the next batch: the input pipeline (DataLoader) is slower than the "
         "GPU.",

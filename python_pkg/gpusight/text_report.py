@@ -21,6 +21,7 @@ from .durations import format_ms
 from .first_fix import changed_lines, first_finding, gain_text
 from .one_gain import repeat_of, shows_gain
 from .report import RENDERERS, Finding, Report, sort_findings
+from .rules.raised_run import raised_before_measuring
 from .speed_of_light_text import lines as speed_of_light_lines
 from .speed_of_light_text import mfu_text
 
@@ -291,7 +292,9 @@ def _first_fix(f: Finding, out: _Out) -> None:
     gain = gain_text(f.impact)
     out.add(f"  do this first: {f.fix.text}")
     out.add(f"    for {f.id}: {f.title}{_where(f)}")
-    out.add(f"    gain: {gain or 'no figure (the report says why)'}")
+    # A finding that claims no gain says why in its impact text.
+    why = f.impact.text if f.impact.basis == "none" and f.impact.text else None
+    out.add(f"    gain: {gain or why or 'no figure (the report says why)'}")
     if f.fix.patch:
         for line in changed_lines(f.fix.patch):
             out.add(f"      {line}")
@@ -312,7 +315,8 @@ def render_summary(report: Report) -> str:
     out = _Out(color=False, width=100)
     run = report.run or {}
     out.add()
-    out.add(f"gpusight: {report.verdict.bottleneck}: {report.verdict.summary}")
+    head = "error" if raised_before_measuring(report) else report.verdict.bottleneck
+    out.add(f"gpusight: {head}: {report.verdict.summary}")
     split = run.get("breakdown_ms") or {}
     total = run.get("step_time_ms") or 0.0
     if split and total:

@@ -73,6 +73,33 @@ def test_cell_that_raises_is_restored(ip: Any) -> None:
     assert rep is not None and any("raised ValueError" in n for n in rep.notes)
 
 
+def test_a_cell_raising_in_forward_at_its_first_step_reports_the_cells_line(ip: Any) -> None:
+    ip.run_cell(
+        SETUP + "class Net(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = nn.Linear(32, 4)\n"
+        "    def forward(self, x):\n"
+        "        return self.fc(x).numpy()\n"
+        "model = Net()\n"
+        "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+    ).raise_error()
+    with pytest.raises(RuntimeError, match="numpy"):
+        ip.run_cell_magic("gpusight", "--warmup 1 --profile-steps 2", STEP.format(n=10))
+    rep = last_report()
+    assert rep is not None and rep.run is not None
+    rep.validate()
+    error = rep.run["error"]
+    assert error["measured_steps"] == 0 and error["in_forward"] is True
+    # The loop's line in the watched cell (%%gpusight is its line 1), the raise in the earlier
+    # cell's forward.
+    assert error["call"]["file"] == "cell" and error["call"]["line"] == 3
+    assert "model(torch.randn(2, 32))" in error["call"]["code"]
+    assert error["function"] == "Net.forward" and ".numpy()" in error["source"]["code"]
+    assert [f.id for f in rep.findings] == ["code.raised"]
+    assert rep.verdict.summary.startswith("The watched code raised RuntimeError at ")
+
+
 def test_cell_interrupted_is_restored_and_shows_report(
     ip: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:

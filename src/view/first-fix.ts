@@ -18,6 +18,7 @@ import { cpuOnlyBuild } from './machine';
 import { baseStyles } from './styles';
 
 export const CPU_ONLY_ID = 'env.cpu_only_build';
+export const RAISED_ID = 'code.raised';
 
 /** The check's finding for a CPU-only build, for reports that do not carry it. */
 export function cpuOnlyFinding(version: string): Finding {
@@ -39,12 +40,20 @@ export function cpuOnlyFinding(version: string): Finding {
 }
 
 /**
- * The finding to act on first: a CPU-only build on a machine with a GPU before anything (nothing
+ * The finding to act on first: the exception of a run that raised before measuring anything,
+ * then a CPU-only build on a machine with a GPU before anything (nothing
  * else matters until that GPU can be used), else the largest measured or estimated impact,
  * skipping info-only findings. On a machine without a GPU a CUDA build would change nothing: the
  * run's own fix comes first.
  */
 export function firstFinding(report: GpusightReport): Finding | null {
+  if (report.run?.error?.measured_steps === 0) {
+    // The run raised before its first measured step: its exception is what to fix first.
+    const raised = report.findings.find(f => f.id === RAISED_ID);
+    if (raised) {
+      return raised;
+    }
+  }
   const cpuOnly = cpuOnlyBuild(report);
   const gpuHere = (report.machine.gpus ?? []).length > 0;
   if (cpuOnly !== null && gpuHere) {

@@ -2,6 +2,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import full from '../report/fixtures/full-report.json';
 import minimal from '../report/fixtures/minimal-report.json';
+import raised from '../report/fixtures/raised-report.json';
 import type { GpusightReport } from '../report';
 import './index';
 import type { GsReport } from './report';
@@ -167,6 +168,27 @@ describe('<gs-report>', () => {
     expect(deepAll(other, '.jp-GpusightSpeedOfLight-track')).toEqual([]);
     const why = deepAll(other, '.jp-GpusightSpeedOfLight-why')[0];
     expect(why.textContent).toContain('FLOPs not given: the model is compiled');
+  });
+
+  it('leads a run that raised before measuring with its exception, and draws no step', async () => {
+    // Made by `gpusight run` of a script whose forward calls .numpy() on a tensor that
+    // requires grad (python_pkg/tests/test_raised_run.py runs the same script).
+    const el = await mount(raised);
+    expect(el.validation?.ok).toBe(true);
+    const label = deepAll(el, '.jp-GpusightVerdict-bottleneck')[0];
+    expect(label.textContent?.trim()).toBe('RuntimeError raised');
+    const verdict = deepAll(el, 'div.jp-GpusightVerdict')[0];
+    expect(verdict.classList.contains('jp-mod-error')).toBe(true);
+    expect(verdict.textContent).toContain('The run stopped');
+    expect(verdict.textContent).toContain('at x.py:12 in Net.forward');
+    expect(verdict.textContent).not.toContain('CPU-only');
+    const first = deepAll(el, '.jp-GpusightFirstFix-title')[0];
+    expect(first.textContent).toContain('raised RuntimeError');
+    expect(deepAll(el, 'gs-first-fix')[0].shadowRoot?.textContent).toContain(
+      'Nothing was measured'
+    );
+    expect(deepAll(el, 'gs-breakdown')).toHaveLength(0);
+    expect(el.shadowRoot?.textContent).not.toMatch(/Estimated|Measured:/);
   });
 
   it('renders a minimal report without the run sections', async () => {

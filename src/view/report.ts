@@ -23,7 +23,7 @@ import { shownWhatIfs } from './shown-gains';
 import { baseStyles } from './styles';
 import './speed-of-light';
 import './timeline';
-import './verdict';
+import { raisedBeforeMeasuring } from './verdict';
 import './whatifs';
 
 const KIND_LABEL: Record<GpusightReport['kind'], string> = {
@@ -169,6 +169,8 @@ export class GsReport extends LitElement {
     }
     const r = result.report;
     const run = r.run ?? null;
+    // Nothing was measured: no step split to draw (rules/raised_run.py).
+    const raised = raisedBeforeMeasuring(run);
     const gpu = gpuInUse(r);
     const cpuOnly = cpuOnlyBuild(r);
     const first = firstFinding(r);
@@ -195,6 +197,7 @@ export class GsReport extends LitElement {
         .verdict=${r.verdict}
         .gpu=${gpu}
         .cpuOnly=${cpuOnly}
+        .raised=${raised}
       ></gs-verdict>
       ${
         first
@@ -213,7 +216,11 @@ export class GsReport extends LitElement {
             ></gs-findings>`
           : nothing
       }
-      ${run ? html`<gs-breakdown .run=${run} .gpu=${gpu}></gs-breakdown>` : nothing}
+      ${
+        run && !raised
+          ? html`<gs-breakdown .run=${run} .gpu=${gpu}></gs-breakdown>`
+          : nothing
+      }
       ${
         run?.speed_of_light
           ? html`<gs-speed-of-light .run=${run}></gs-speed-of-light>`

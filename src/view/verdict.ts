@@ -3,7 +3,7 @@ import { LitElement, css, html, nothing } from 'lit';
 import { property } from 'lit/decorators.js';
 import { styleMap } from 'lit/directives/style-map.js';
 import { formatPct } from '../charts/format';
-import type { Verdict } from '../report';
+import type { Run, Verdict } from '../report';
 import { define } from './define';
 import { unifyTimes } from './findings';
 import { baseStyles } from './styles';
@@ -25,6 +25,14 @@ export function verdictLabel(
     return 'Compute (the CPU is busy)';
   }
   return BOTTLENECK_LABEL[v.bottleneck] ?? v.bottleneck;
+}
+
+/** What the run raised before its first measured step (then nothing was measured), or null. */
+export function raisedBeforeMeasuring(
+  run: Run | null | undefined
+): NonNullable<Run['error']> | null {
+  const e = run?.error;
+  return e && e.measured_steps === 0 ? e : null;
 }
 
 /** The summary, with a CPU-only build named first when the kernel side has not already. */
@@ -55,6 +63,9 @@ export class GsVerdict extends LitElement {
       }
       .jp-GpusightVerdict.jp-mod-none {
         border-left-color: var(--jp-success-color1);
+      }
+      .jp-GpusightVerdict.jp-mod-error {
+        border-left-color: var(--jp-error-color1);
       }
       .jp-GpusightVerdict-bottleneck {
         overflow-wrap: anywhere;
@@ -109,6 +120,9 @@ export class GsVerdict extends LitElement {
   @property({ type: Boolean }) gpu = true;
   /** torch's version when it is a CPU-only build: the verdict names that first. */
   @property({ attribute: false }) cpuOnly: string | null = null;
+  /** What the run raised before its first measured step: the verdict is that exception. */
+  @property({ attribute: false }) raised: NonNullable<Run['error']> | null =
+    null;
 
   override connectedCallback(): void {
     super.connectedCallback();
@@ -122,11 +136,20 @@ export class GsVerdict extends LitElement {
     }
     const busy =
       this.gpu && typeof v.gpu_busy_pct === 'number' ? v.gpu_busy_pct : null;
-    const label = verdictLabel(v, this.gpu, this.cpuOnly);
-    const summary = verdictSummary(v, this.cpuOnly);
-    return html`<div class="jp-GpusightVerdict jp-mod-${v.bottleneck}">
+    const raised = this.raised;
+    const label = raised
+      ? `${raised.type} raised`
+      : verdictLabel(v, this.gpu, this.cpuOnly);
+    // A raised run's summary is the exception: no CPU-only build ahead of it.
+    const summary = raised
+      ? unifyTimes(v.summary)
+      : verdictSummary(v, this.cpuOnly);
+    const mod = raised ? 'error' : v.bottleneck;
+    return html`<div class="jp-GpusightVerdict jp-mod-${mod}">
       <div>
-        <div class="jp-GpusightVerdict-kicker">Bottleneck</div>
+        <div class="jp-GpusightVerdict-kicker">
+          ${raised ? 'The run stopped' : 'Bottleneck'}
+        </div>
         <h2 class="jp-GpusightVerdict-bottleneck">${label}</h2>
       </div>
       <div class="jp-GpusightVerdict-busy">

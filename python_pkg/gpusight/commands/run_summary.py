@@ -10,6 +10,7 @@ from typing import Any
 
 from ..first_fix import first_finding
 from ..report import Finding, Report
+from ..rules.raised_run import raised_before_measuring
 from ..text_report import EscapedStream, render_summary, render_what_if
 
 
@@ -29,6 +30,10 @@ def _command(args: argparse.Namespace, *flags: str) -> str:
 
 def _print_next(report: Report, first: Finding | None, args: argparse.Namespace, out: Any) -> None:
     steps: list[tuple[str, str]] = []
+    if raised_before_measuring(report):
+        why = "once the error is fixed: nothing was measured"
+        print(f"  next: {_command(args)}   ({why})", file=out)
+        return
     estimated = any(f.impact.basis == "estimated" for f in report.findings)
     if not getattr(args, "what_if", False) and estimated:
         steps.append((_command(args, "--what-if"), "measures the estimated fixes, one re-run each"))

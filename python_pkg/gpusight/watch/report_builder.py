@@ -11,6 +11,8 @@ from ..machine_facts import build_machine
 from ..report import Report, Verdict
 from ..rules.cpu_only_build import lead_with_cpu_only_build
 from ..rules.env_versions import pcie_gbps
+from ..rules.raised_run import outcome_note as raised_note
+from ..rules.raised_run import report_raised
 from ..rules.workload import (
     CopySite,
     GpuWindow,
@@ -287,7 +289,7 @@ def _reported_steps(
                 else ""
             )
         )
-    elif phase != "measure" and clean:
+    elif phase != "measure" and clean and w.raised is None:  # a raise says it (raised_run.py)
         notes.append(
             f"the run ended before any clean step: {len(clean)} {phase.replace('_', ' ')} step(s) "
             "are reported instead (profiler and start-up costs included)"
@@ -578,7 +580,9 @@ def build_report(w: WatchedRun) -> Report:
         unmeasured = unmeasured_note(ev.phases, len(clean))
         if unmeasured:
             notes.append(unmeasured)
-    outcome = _outcome_note(w, rec, len(clean))
+    if w.raised is not None:
+        run["error"] = w.raised.as_dict(len(clean) if measured else 0)
+    outcome = _outcome_note(w, rec, len(clean), run.get("error"))
     if outcome:
         notes.append(outcome)
     report = Report(
@@ -590,8 +594,17 @@ def build_report(w: WatchedRun) -> Report:
         notes=notes,
         title=w.label,
     )
+    return _finish(report, run, rec)
+
+
+def _finish(report: Report, run: dict[str, Any], rec: Any) -> Report:
+    """The verdict's last word: a run that raised before its first measured step is that
+    exception (nothing was measured); a run with no step claims nothing; else a CPU-only
+    build leads."""
+    if "error" in run and run["error"]["measured_steps"] == 0:
+        return report_raised(report, run)
     if rec.kind is None:
-        return report  # nothing was seen to attribute: the report claims nothing
+        return report
     return lead_with_cpu_only_build(report)
 
 
@@ -650,7 +663,9 @@ def _add_run_extras(
         run["label"] = w.label
 
 
-def _outcome_note(w: WatchedRun, rec: Any, measured: int) -> str | None:
+def _outcome_note(
+    w: WatchedRun, rec: Any, measured: int, error: dict[str, Any] | None = None
+) -> str | None:
     """How the watched code ended, where that bounds what the report covers."""
     if w.outcome == "stopped":
         asked = rec.steps
@@ -673,6 +688,8 @@ def _outcome_note(w: WatchedRun, rec: Any, measured: int) -> str | None:
         return f"interrupted after {rec.completed} steps; the report covers what ran"
     if w.outcome.startswith("exited"):
         return f"the script {w.outcome}; the report covers what ran"
+    if error is not None:
+        return raised_note(error)
     if w.outcome.startswith("raised"):
         return f"the watched code {w.outcome}; the report covers what ran"
     return None

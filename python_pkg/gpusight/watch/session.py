@@ -63,6 +63,7 @@ from .module_hooks import ModuleHooks
 from .nvml_sampler import NvmlSampler
 from .optimizers_seen import wrap_init
 from .profiler_window import ProfilerWindow
+from .raised import raised_from
 from .recorder import StepRecorder
 from .sampler_process import WatchSampler, gpu_sampler
 from .step_boundaries import StepBoundaries, warmup_settled
@@ -158,6 +159,10 @@ class Watch(
             self.outcome = f"exited ({exc.code!r})" if exc is not None else "exited"
         elif exc_type is not None:
             self.outcome = f"raised {exc_type.__name__}"
+            try:
+                self.raised = raised_from(exc_type, exc, tb, self.sources)
+            except Exception:  # where it raised is a detail: the user's exception goes on
+                self.raised = None
         self.stop()
         return exc_type is not None and issubclass(exc_type, StopWatch)
 

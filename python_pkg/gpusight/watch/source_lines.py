@@ -99,7 +99,15 @@ class SourceMap:
         hit = self._at.get(at)
         if hit is not None:
             return hit[1]
-        lineno = frame.f_lineno or 0
+        known = self._site_entry(code, frame.f_lineno or 0)
+        self._at[at] = known
+        return known[1]
+
+    def site_at(self, code: CodeType, lineno: int) -> Site:
+        """The line ``lineno`` of ``code`` as shown to the user (a traceback's ``tb_lineno``)."""
+        return self._site_entry(code, lineno)[1]
+
+    def _site_entry(self, code: CodeType, lineno: int) -> tuple[CodeType, Site]:
         key = (id(code), lineno)
         known = self._sites.get(key)
         if known is None:
@@ -112,8 +120,7 @@ class SourceMap:
                 code,
                 Site(shown, lineno + offset, text, (filename, lineno)),
             )
-        self._at[at] = known
-        return known[1]
+        return known
 
     def caller_site(self, depth: int = 1) -> Site | None:
         """The user's line that called into the current torch/gpusight code."""

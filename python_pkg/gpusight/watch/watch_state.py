@@ -26,6 +26,7 @@ from .patches import Patches
 from .phases import PhaseHooks
 from .placement import ModuleInfo
 from .profiler_window import ProfilerWindow
+from .raised import Raised
 from .recorder import StepRecorder
 from .sampler_process import WatchSampler
 from .source_lines import SourceMap
@@ -98,6 +99,7 @@ class WatchState:
         self.report: Report | None = None
         self.notes: list[str] = []
         self.outcome: str = "completed"
+        self.raised: Raised | None = None
         self.collected = Collected()
         self._patches = Patches()
         self._tid: int | None = None

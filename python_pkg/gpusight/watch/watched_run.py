@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .flop_step import FlopStep
     from .phases import PhaseHooks
     from .profiler_window import ProfilerWindow
+    from .raised import Raised
     from .recorder import StepRecorder
     from .sampler_process import WatchSampler
 
@@ -62,6 +63,10 @@ class WatchedRun(Protocol):
     @property
     def outcome(self) -> str:
         """How the watched code ended: ``completed``, ``stopped``, ``raised ...``."""
+
+    @property
+    def raised(self) -> Raised | None:
+        """What it raised and where, when it ``raised``."""
 
     @property
     def batch_hint(self) -> Callable[[], int | None] | None: ...
