@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -105,3 +106,46 @@ def test_what_if_exits_1_when_the_script_fails(tmp_path: Path) -> None:
     script = tmp_path / "s.py"
     script.write_text("raise RuntimeError('broken before the first step')\n")
     assert main(["run", "--quiet", "--what-if", "--budget", "30", str(script)]) == 1
+
+
+@pytest.mark.slow
+def test_the_readme_terminal_loop_runs_to_the_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """README: ``--what-if --json before.json --patch fix.diff``, then ``--verify fix.diff
+    --report before.json``, then ``patch -p1``. The what-if's re-runs are in a scratch copy,
+    gone by the time the fixes are written: the patch is still of the user's own line, with the
+    measured setting."""
+    import shutil
+    import subprocess
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text(LOADER_BOUND)
+    code = main(["run", "--what-if", "--budget", "60", "--steps", "8", "--json", "before.json",
+                 "--patch", "fix.diff", "train.py"])  # fmt: skip
+    assert code == 0
+    printed = capsys.readouterr().err
+    diff = (tmp_path / "fix.diff").read_text()
+    rep = json.loads((tmp_path / "before.json").read_text())
+    row = next(r for r in rep["what_if"] if r["change"] == "DataLoader num_workers=2")
+    assert row["speedup"] > 1.2
+    assert "-    loader = DataLoader(Slow(), batch_size=16)\n" in diff
+    assert "+    loader = DataLoader(Slow(), batch_size=16, num_workers=2)\n" in diff
+    # The first screen shows the measured change as the user's line, and the next command.
+    assert "+    loader = DataLoader(Slow(), batch_size=16, num_workers=2)" in printed
+    nxt = r"next: gpusight run --verify \S*fix\.diff --report \S*before\.json train\.py"
+    assert re.search(nxt, printed), printed
+
+    assert main(["run", "--verify", "fix.diff", "--report", "before.json", "--steps", "8",
+                 "train.py"]) == 0  # fmt: skip
+    verified = capsys.readouterr().out
+    assert "measured" in verified.lower() and "predicted" in verified.lower(), verified
+    assert (tmp_path / "train.py").read_text() == LOADER_BOUND  # verify changed nothing
+    patch = shutil.which("patch")
+    if patch is not None:
+        subprocess.run([patch, "-p1", "-i", "fix.diff"], cwd=tmp_path, check=True,
+                       capture_output=True)  # fmt: skip
+        assert (
+            "DataLoader(Slow(), batch_size=16, num_workers=2)"
+            in (tmp_path / "train.py").read_text()
+        )

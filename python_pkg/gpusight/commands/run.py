@@ -490,6 +490,8 @@ def _what_if(args: argparse.Namespace, label: str) -> int:
         return 1
     report = report_from_dict(base.report)
     report.title = label
+    # The runs' lines are in the copy, gone now: the fixes patch the user's own files.
+    base.facts = box.files_back(base.facts)
     if not base.ok:
         report.notes.append(f"what-if: not run, the baseline run failed: {base.error}")
     else:

@@ -41,7 +41,7 @@ def _print_next(report: Report, first: Finding | None, args: argparse.Namespace,
     if patch and os.path.exists(patch):
         steps.append(
             (
-                _command(args, "--verify", patch),
+                _command(args, "--verify", patch, *(["--report", args.json] if args.json else [])),
                 "times the patched script against yours; your files stay as they are",
             )
         )

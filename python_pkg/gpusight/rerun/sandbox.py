@@ -18,6 +18,7 @@ import shutil
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 COPY_MAX_FILE = 64 << 20
 """A file larger than this is linked, not copied (a dataset, as a rule), unless it is one a
@@ -49,6 +50,23 @@ class Sandbox:
 
     def inside(self, rel: str) -> str:
         return os.path.join(self.path, rel)
+
+    def original(self, path: str) -> str:
+        """The user's file that ``path`` in the copy stands for; a path outside it as it is."""
+        rel = os.path.relpath(os.path.abspath(path), self.path)
+        return path if rel.startswith("..") else os.path.join(self.root, rel)
+
+    def files_back(self, data: Any) -> Any:
+        """``data`` (a run's facts) with every ``file`` in the copy named as the user's own:
+        the fixes read and patch the user's lines after the copy is gone."""
+        if isinstance(data, dict):
+            return {
+                k: self.original(v) if k == "file" and isinstance(v, str) else self.files_back(v)
+                for k, v in data.items()
+            }
+        if isinstance(data, list):
+            return [self.files_back(v) for v in data]
+        return data
 
 
 def make(root: str, files: Mapping[str, str] | None = None, prefix: str = "gpusight-") -> Sandbox:
