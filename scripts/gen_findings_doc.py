@@ -76,6 +76,14 @@ def _add(items: list[str], value: str | None) -> None:
         items.append(value)
 
 
+def _choices(node: ast.expr) -> set[str]:
+    """A snippet id, or each of ``"a" if ... else "b"`` (a fix chosen by what the script has)."""
+    if isinstance(node, ast.IfExp):
+        return _choices(node.body) | _choices(node.orelse)
+    sid = _text(node)
+    return {sid} if sid else set()
+
+
 def scan(ids: set[str], pkg: Path = PKG) -> dict[str, Raised]:
     """For each finding id the code raises: where, how severe, with what evidence and fix."""
     found: dict[str, Raised] = {}
@@ -114,8 +122,8 @@ def scan(ids: set[str], pkg: Path = PKG) -> dict[str, Raised]:
                     _add(raised.evidence, _text(inner.args[0]))
                 elif name == "fix" and inner.args:
                     _add(raised.fixes, _text(inner.args[0]))
-                    if len(inner.args) > 1 and (sid := _text(inner.args[1])):
-                        raised.snippets.add(sid)
+                    if len(inner.args) > 1:
+                        raised.snippets |= _choices(inner.args[1])
                 elif name == "Fix":
                     _add(raised.fixes, _text(t) if (t := _kw(inner, "text", 0)) else None)
                     if (s := _kw(inner, "snippet_id", 1)) is not None and (sid := _text(s)):

@@ -574,3 +574,45 @@ def test_a_one_gpu_dataparallel_beside_a_slow_loader_is_not_the_verdict() -> Non
         placement=dp,
     )
     assert report_of(quick).verdict.bottleneck == "device_placement"
+
+
+def _small_batch_evidence(other_cpu: float, launch: float) -> WorkloadEvidence:
+    return evidence(
+        step_ms=2.0,
+        window=GpuWindow(
+            steps=3,
+            gpu=True,
+            split_ms={"compute": 0.3, "launch_overhead": launch, "other_cpu": other_cpu},
+            launches_per_step=420,
+            median_kernel_us=4.0,
+            memcpy_h2d_pageable=3,
+        ),
+        placement=Placement(
+            module="MLP", param_devices=["cuda"], input_devices=["cuda"], batch_size=4
+        ),
+        peak_memory_bytes=1 * GIB,
+        memory_capacity_bytes=141 * GIB,
+    )
+
+
+def test_a_tensor_fed_loop_gets_no_dataloader_snippet() -> None:
+    # No DataLoader was seen: the loop makes or slices its own tensors.
+    rep = report_of(_small_batch_evidence(other_cpu=0.3, launch=1.4))
+    assert {"load.small_batch", "load.memory_headroom"} <= set(ids(rep))
+    for f in rep.findings:
+        assert "DataLoader" not in (f.fix.code or ""), (f.id, f.fix.code)
+    small = rep.finding("load.small_batch")
+    assert small is not None and small.fix.snippet_id == "batch.larger_tensors"
+    assert "256 items per step" in (small.fix.code or "")
+    # With a DataLoader, its snippet names it.
+    ev = _small_batch_evidence(other_cpu=0.3, launch=1.4)
+    ev.loader = LoaderInfo(num_workers=0, pin_memory=True, batch_size=16)
+    with_loader = report_of(ev).finding("load.small_batch")
+    assert with_loader is not None and "DataLoader(" in (with_loader.fix.code or "")
+
+
+def test_no_batch_advice_where_host_work_not_launches_keeps_the_gpu_waiting() -> None:
+    # gc.collect()/empty_cache() every step: host work outside the model is most of the idle.
+    rep = report_of(_small_batch_evidence(other_cpu=1.2, launch=0.4))
+    assert "load.small_batch" not in ids(rep)
+    assert "load.cpu_preprocessing" in ids(rep)

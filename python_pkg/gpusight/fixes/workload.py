@@ -52,6 +52,33 @@ WORKLOAD_SNIPPETS = [
         ")\n",
         {"batch_size": 8, "suggested": 256},
     ),
+    # The same advice for a loop that makes or slices its own tensors: no DataLoader named,
+    # since the script has none (the fix must fit the script).
+    Snippet(
+        "loop.augment_on_gpu_tensors",
+        "python",
+        "# The loop body does {cpu_ms} ms of CPU tensor work per step while the GPU waits.\n"
+        "# Move the batch first and run the same transforms on the GPU:\n"
+        "x = x.to(device, non_blocking=True)\n"
+        "x = augment(x)  # torch / torchvision.transforms.v2 ops accept CUDA tensors\n",
+        {"cpu_ms": 12.5},
+    ),
+    Snippet(
+        "batch.larger_tensors",
+        "python",
+        "# Each step launches the same kernels whatever the batch; at batch {batch_size} the\n"
+        "# launches, not the math, set the pace. Make or slice {suggested} items per step where\n"
+        "# the loop builds its batch (and scale the learning rate).\n",
+        {"batch_size": 8, "suggested": 256},
+    ),
+    Snippet(
+        "copy.pin_memory_tensors",
+        "python",
+        "# {site}: non_blocking=True from pageable memory still blocks the host for the\n"
+        "# whole copy. Pin the tensor you copy from, once, where it is made:\n"
+        "x_host = x_host.pin_memory()\n",
+        {"site": "train.py:17"},
+    ),
     Snippet(
         "launch.compile",
         "python",
@@ -205,6 +232,14 @@ WORKLOAD_SNIPPETS = [
         "loader = DataLoader(\n"
         "    dataset, batch_size={suggested!r}, shuffle=True, num_workers=4, pin_memory=True\n"
         ")\n",
+        {"peak_gib": 10.5, "capacity_gib": 80.0, "factor": 4, "suggested": 256},
+    ),
+    Snippet(
+        "memory.larger_batch_tensors",
+        "python",
+        "# The step peaked at {peak_gib} GiB of {capacity_gib} GiB: room for a batch about\n"
+        "# {factor}x larger ({suggested} items), which keeps the GPU busier per launch. Make or\n"
+        "# slice that many items per step where the loop builds its batch.\n",
         {"peak_gib": 10.5, "capacity_gib": 80.0, "factor": 4, "suggested": 256},
     ),
     Snippet(

@@ -132,6 +132,10 @@ def small_batch(view: StepView) -> list[Finding]:
         and busy is not None
         and busy < SMALL_BATCH_BUSY_PCT
         and share["launch_overhead"] >= SMALL_BATCH_LAUNCH_PCT
+        # Where host work, not launches, keeps the GPU waiting, that work is the fix: a
+        # larger batch would only hide it (a gc.collect() every step read as "batch 64 is
+        # too small" on an H200).
+        and share["launch_overhead"] > share["other_cpu"]
     ):
         out.append(
             Finding(
@@ -148,7 +152,7 @@ def small_batch(view: StepView) -> list[Finding]:
                     loader_batch_fix(
                         fix(
                             "Grow the batch until the GPU is busy (and scale the learning rate).",
-                            "batch.larger",
+                            "batch.larger" if ev.loader is not None else "batch.larger_tensors",
                             batch_size=batch,
                             suggested=max(256, batch * 8),
                         ),
@@ -283,7 +287,9 @@ def memory_fit(view: StepView) -> list[Finding]:
                     impact=Impact(basis="none", text="More work per step for the same launches."),
                     fix=fix(
                         "Grow the batch while the GPU is under-used.",
-                        "memory.larger_batch",
+                        "memory.larger_batch"
+                        if view.ev.loader is not None
+                        else "memory.larger_batch_tensors",
                         peak_gib=rnd(peak / gib),
                         capacity_gib=rnd(cap / gib),
                         factor=factor,

@@ -206,7 +206,9 @@ def cpu_preprocessing(view: StepView) -> list[Finding]:
                 fix=fix(
                     "Do per-batch transforms on the GPU after the copy, or inside the Dataset with "
                     "DataLoader workers.",
-                    "loop.augment_on_gpu",
+                    "loop.augment_on_gpu"
+                    if ev.loader is not None
+                    else "loop.augment_on_gpu_tensors",
                     cpu_ms=rnd(max(cpu_loop, split["other_cpu"]), 1),
                     workers=min(8, max(2, (ev.cpu_count or 4) - 1)),
                 ),
@@ -374,7 +376,9 @@ def pageable_copy(view: StepView) -> list[Finding]:
                         fix(
                             "Pin the source memory (DataLoader(pin_memory=True) or .pin_memory()) "
                             "and copy with non_blocking=True.",
-                            "copy.pin_memory",
+                            "copy.pin_memory"
+                            if ev.loader is not None
+                            else "copy.pin_memory_tensors",
                             site=site_text(first_c.file, first_c.line) if first_c else "the copy",
                         ),
                         ev,
