@@ -16,7 +16,8 @@ from typing import Any
 from ..knobs import by_name, title
 from ..knobs.gain_rule import threshold
 from ..one_gain import REPEAT_OF, one_gain_per_change, repeat_of
-from ..report import Evidence, Finding, Fix, Impact, Report, Severity, WhatIf
+from ..report import Evidence, Finding, Fix, Impact, Report, WhatIf
+from ..rules.severity import settle
 from .driver import Outcome, RunResult
 from .plan import Arm
 
@@ -144,16 +145,15 @@ def apply(report: Report, out: Outcome) -> Report:
                 + (" over that batch alone" if arm.stacked_on else "")
                 + f", within the noise (±{out.noise_pct:.1f}%): not significant.",
                 speedup=round(gain, 2),
+                recoverable_pct=0.0,
             )
-            f.severity = "info"
             continue
         else:
             continue
         if f is None:
-            sev: Severity = "critical" if gain >= 3.0 else "warn" if gain >= 1.3 else "info"
             f = Finding(
                 id=fid,
-                severity=sev,
+                severity="info",  # the severity rule settles it from the measured gain
                 title=title(fid) or arm.label,
                 evidence=[],
                 fix=fix_text,
@@ -161,8 +161,6 @@ def apply(report: Report, out: Outcome) -> Report:
             report.findings.append(f)
         else:
             f.fix = fix_text
-            if gain >= 1.3 and f.severity == "info":
-                f.severity = "warn"
         f.impact = measured
         f.evidence = [
             *f.evidence,
@@ -170,6 +168,7 @@ def apply(report: Report, out: Outcome) -> Report:
             Evidence("measured speedup (items/s)", round(gain, 2), "x"),
         ]
     one_gain_per_change(report.findings, rows)
+    settle(report.findings)
     _summarise(report, out, rows, bar)
     return report
 

@@ -47,6 +47,7 @@ from .dist_evidence import (
 )
 from .dist_findings import comm_finding, idle_finding, imbalance_finding, nccl_slow
 from .rank_reports import as_float, as_int, node_gpus, rank_evidence, rank_info
+from .severity import settle
 
 
 def analyse(ev: DistEvidence) -> DistResult:
@@ -71,6 +72,7 @@ def analyse(ev: DistEvidence) -> DistResult:
         else None
     )
     overlap = top.overlap_pct if top is not None else None
+    settle(found)
     result = DistResult(
         step_time_ms=step,
         breakdown_ms=mean_breakdown(ranks, step),

@@ -33,6 +33,7 @@ from ..durations import format_ms
 from ..report import Finding, Fix, Scalar, Verdict
 from ..report_schema import breakdown_keys
 from . import between_steps
+from .severity import settle
 from .stalls import Stall, stall_phrase
 from .workload_evidence import (
     CodeSource,
@@ -292,6 +293,7 @@ def analyse(ev: WorkloadEvidence) -> WorkloadResult:
     )
     if ev.phases:
         _add_phases(ev, result)
+    settle(result.findings)  # the severity follows the gain (severity.py)
     return result
 
 

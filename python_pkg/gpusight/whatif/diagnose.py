@@ -34,6 +34,7 @@ from torch import nn
 from ..fixes.kernel_names import bind_report, caller_namespace
 from ..one_gain import REPEAT_OF, one_gain_per_change
 from ..report import Fix, Report, WhatIf
+from ..rules.severity import settle
 from .arms import Arm, StepFn, Workload, model_device
 from .context import MIN_GAIN, Budget, Context, Progress, Skip, VariantOOM
 from .errors import DiagnoseError, OutOfMemoryDuringDiagnosis
@@ -469,6 +470,7 @@ def _diagnose(ctx: Context, snap: Snapshot, only: list[str] | None) -> Report:
         rows.append(combo)
     findings = findings_of(ctx, outcomes)
     one_gain_per_change(findings, rows)
+    settle(findings)
     tried = sum(1 for r in rows if r.skipped is None and r is not combo)
     notes = list(ctx.notes) + combo_notes
     notes += [

@@ -36,6 +36,7 @@ from ..fixes import fix
 from ..fixes import scaling as _scaling_snippets  # noqa: F401  (registers the snippets)
 from ..fixes import workload as _workload_snippets  # noqa: F401  (infer.inference_mode)
 from ..report import Benchmark, Evidence, Finding, Impact, Report, Verdict, WhatIf
+from ..rules.severity import settle
 from .arms import model_device
 from .context import MIN_GAIN, Progress
 from .errors import DiagnoseError
@@ -647,6 +648,7 @@ def _report(
             "for inference; not measured here, since it changes the outputs"
         )
     benches = _benchmarks(s, sweep, setting)
+    settle(findings)
     verdict = _verdict(s, baseline, findings, mine, best)
     run = {
         "label": f"forward as called, batch {s.batch}",
