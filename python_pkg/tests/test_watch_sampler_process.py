@@ -41,10 +41,11 @@ def test_samples_the_parents_cpu_on_the_parents_clock() -> None:
     assert len(samples) >= 5
     ts = [float(x["t"] or 0) for x in samples]
     assert ts == sorted(ts) and 0 < ts[0] and ts[-1] < elapsed
-    # The parent's CPU, not the child's (which sleeps between samples).
+    # The parent's CPU, not the child's (which sleeps between samples, near 0 %). The parent
+    # spins on one core; on two cores shared with other jobs it once read 49.7 %.
     busy = [x["cpu_pct"] for x in samples[1:]]
     assert all(c is not None for c in busy)
-    assert sorted(float(c or 0) for c in busy)[len(busy) // 2] > 50
+    assert sorted(float(c or 0) for c in busy)[len(busy) // 2] > 25
     assert s.busy_s > 0
     assert s.stop() == samples  # stopping twice is harmless
 

@@ -79,6 +79,12 @@ def plan_groups(facts: dict[str, Any]) -> list[Group]:
     return [g for knob in REGISTRY for g in knob.groups(s)]
 
 
+def not_planned(facts: dict[str, Any], names: frozenset[str]) -> dict[str, str]:
+    """For each knob of ``names`` that plans nothing for this run: why (``--try`` answers)."""
+    s = Situation.of(facts)
+    return {k.name: k.not_planned(s) for k in REGISTRY if k.name in names and not k.groups(s)}
+
+
 __all__ = [
     "KNOWN_KEYS",
     "LOADER_KEYS",
@@ -89,6 +95,7 @@ __all__ = [
     "Situation",
     "by_name",
     "extra_warmup",
+    "not_planned",
     "owners",
     "plan_groups",
     "run_items",

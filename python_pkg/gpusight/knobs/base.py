@@ -124,6 +124,11 @@ class Knob:
     def groups(self, s: Situation) -> list[Group]:
         return []
 
+    def not_planned(self, s: Situation) -> str:
+        """Why ``groups`` planned nothing for this run: said where the user asked for this
+        change by name (``--try``)."""
+        return "nothing in the unchanged run calls for it"
+
     def validate(self, changes: dict[str, Any]) -> str | None:
         """What is wrong with this knob's values in ``changes`` (None: nothing)."""
         return None

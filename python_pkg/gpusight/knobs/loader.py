@@ -90,6 +90,14 @@ class _LoaderKnob(Knob):
     def fix(self, arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
         return _loader_fix(arm, items, facts)
 
+    def not_planned(self, s: Situation) -> str:
+        if s.loader is None:
+            return "no DataLoader fed the model"
+        return (
+            f"the step waits for its DataLoader {s.data_share:.0f}% of the time, under "
+            f"{MIN_DATA_SHARE:.0f}%: the loader keeps up"
+        )
+
 
 class Workers(_LoaderKnob):
     name = "workers"

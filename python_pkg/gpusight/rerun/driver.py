@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..knobs import by_name, extra_warmup, run_items, script_args, took_effect
+from ..knobs import by_name, extra_warmup, not_planned, run_items, script_args, took_effect
 from ..knobs.gain_rule import MIN_GAIN, beyond_bound, threshold
 from . import stacking
 from .plan import Arm, Group, combine, plan, sweep_goes_on
@@ -162,6 +162,8 @@ class Outcome:
     stacked_on: dict[int, RunResult] = field(default_factory=dict)
     """For an arm run on top of the winning batch (its index in ``arms``): the batch winner's
     run, which its gain is over."""
+    not_planned: dict[str, str] = field(default_factory=dict)
+    """The changes asked for by name (``--try``) that this run gave nothing to try: why."""
     together_from: str | None = None
     """The run the winners' combined row reuses, where one already ran exactly their changes
     (the batch winner and one arm on top of it)."""
@@ -438,8 +440,14 @@ class Driver:
         winners: list[Arm] = []
         groups = [g for g in plan(base.facts) if self.only is None or g.name in self.only]
         out.plan = stacking.plan_lines(groups)
+        if self.only is not None:  # the changes asked for by name each get an answer
+            out.not_planned = not_planned(base.facts, self.only)
+        why = "".join(f"; {k}: not tried, {v}" for k, v in out.not_planned.items())
         self.progress(
-            "plan: " + (", ".join(out.plan) or "no change to try") + ", then the winners together"
+            "plan: "
+            + (", ".join(out.plan) or "no change to try")
+            + (", then the winners together" if out.plan else "")
+            + why
         )
         losers: list[Arm] = []  # to try again on top of the winning batch
         for g in groups:

@@ -230,6 +230,8 @@ def _summarise(report: Report, out: Outcome, rows: list[WhatIf], threshold: floa
     )
     if out.plan:
         note += "; planned in this order (arms): " + ", ".join(out.plan)
+    if out.not_planned:
+        note += "; not tried: " + "; ".join(f"{k}: {v}" for k, v in out.not_planned.items())
     spread = _epoch_spread(out)
     if spread:
         note += "; " + spread
