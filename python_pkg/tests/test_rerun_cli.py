@@ -121,8 +121,9 @@ def test_the_readme_terminal_loop_runs_to_the_end(
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "train.py").write_text(LOADER_BOUND)
-    code = main(["run", "--what-if", "--budget", "60", "--steps", "8", "--json", "before.json",
-                 "--patch", "fix.diff", "train.py"])  # fmt: skip
+    # The loader's change alone (the batch sweep would only add runs to this loop).
+    code = main(["run", "--what-if", "--try", "workers", "--budget", "60", "--steps", "8",
+                 "--json", "before.json", "--patch", "fix.diff", "train.py"])  # fmt: skip
     assert code == 0
     printed = capsys.readouterr().err
     diff = (tmp_path / "fix.diff").read_text()
