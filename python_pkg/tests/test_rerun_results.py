@@ -173,3 +173,35 @@ def test_a_measured_compile_says_its_compile_time_apart_from_its_gain() -> None:
         f.impact.text
     )
     assert f.fix is not None and "mode='reduce-overhead'" in (f.fix.code or "")
+
+
+def _workers_outcome(*control_ms: float) -> Report:
+    """A compute-bound script diagnosed at 6.3 ms a step; its controls at ``control_ms``; the
+    workers arm at 8.1 ms (as on a busy 2-core machine, issue #48)."""
+    arm = Arm("workers", "DataLoader num_workers=2", {"num_workers": 2}, "load.input_bound")
+    first, *more = (_result("control", {}, ms) for ms in control_ms)
+    out = Outcome(baseline=_result("baseline", {}, 6.3), control=first, noise_pct=2.0)
+    out.controls = list(more)
+    out.arms = [(arm, _result("workers", arm.changes, 8.1, num_workers=2))]
+    rep = Report(kind="watch", machine={"platform": "x", "python": "3", "cpu_count": 2,
+                                        "gpus": []})  # fmt: skip
+    apply(rep, out)
+    rep.validate()
+    return rep
+
+
+def test_controls_another_load_slowed_leave_no_measured_gain() -> None:
+    rep = _workers_outcome(61.2, 52.0, 89.0)
+    (row,) = rep.what_if
+    assert row.speedup is None and row.skipped is not None
+    assert row.skipped.startswith("not measured: the machine was too noisy")
+    assert "61.2, 52.0, 89.0 ms a step against 6.3 ms" in row.skipped
+    assert all(f.impact.basis != "measured" for f in rep.findings)
+    assert "Measured" not in rep.verdict.summary
+    assert any("too noisy" in n for n in rep.notes)
+
+
+def test_controls_that_agree_with_the_diagnosed_run_keep_the_rows() -> None:
+    rep = _workers_outcome(6.0, 6.2)
+    (row,) = rep.what_if
+    assert row.skipped is None and row.speedup is not None and row.speedup < 1.0

@@ -18,6 +18,7 @@ from ..knobs.gain_rule import threshold
 from ..one_gain import REPEAT_OF, one_gain_per_change, repeat_of
 from ..report import Evidence, Finding, Fix, Impact, Report, WhatIf
 from ..rules.severity import settle
+from .disturbed import disturbed
 from .driver import Outcome, RunResult
 from .plan import Arm
 
@@ -118,6 +119,12 @@ def apply(report: Report, out: Outcome) -> Report:
             row.params[REPEAT_OF] = winners[0].label
         rows.append(row)
     report.what_if = rows
+    noisy = disturbed(out)
+    if noisy is not None:
+        for row in rows:  # no gain stands against controls another load slowed
+            row.speedup, row.after_ms, row.skipped = None, None, row.skipped or noisy
+        report.notes.append(f"what-if: {noisy}")
+        return report
     bar = threshold(out.noise_pct)
     for fid, (gain, arm, res, row) in best.items():
         f = report.finding(fid)
