@@ -12,21 +12,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 # Breakdown categories, in the order the chart draws them: the ones the rules split a step into.
+from .breakdown_labels import BREAKDOWN_LABELS
 from .durations import format_ms
 from .rules.workload import REPORTED_KEYS
 
 FindingStatus = Literal["resolved", "new", "still"]
 
-BREAKDOWN_LABELS = {
-    "compute": "GPU compute",
-    "data_wait": "Waiting for data",
-    "copy": "Host-device copies",
-    "sync_stall": "Sync stalls",
-    "launch_overhead": "Kernel launch overhead",
-    "other_cpu": "Other CPU work",
-    "communication": "Communication",
-    "between_steps": "Between steps (evaluation, checkpoints)",
-}
 STATUS_LABELS: dict[str, str] = {"resolved": "resolved", "new": "new", "still": "still there"}
 
 

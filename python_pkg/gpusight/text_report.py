@@ -17,6 +17,7 @@ import textwrap
 from collections.abc import Mapping
 from typing import IO, Any
 
+from .breakdown_labels import BREAKDOWN_LABELS
 from .durations import format_ms
 from .first_fix import changed_lines, first_finding, gain_text
 from .one_gain import repeat_of, shows_gain
@@ -308,6 +309,14 @@ def _first_fix(f: Finding, out: _Out) -> None:
         out.add(f"      {f.fix.code.strip().splitlines()[0]}")
 
 
+def _part(key: str, gpu: bool) -> str:
+    """A part of the step in words ("waiting for data"), not its key (``data_wait``)."""
+    if key == "compute" and not gpu:
+        return "compute (CPU)"
+    label = BREAKDOWN_LABELS.get(key, key)
+    return label[0].lower() + label[1:] if not label.startswith("GPU") else label
+
+
 def render_summary(report: Report) -> str:
     """The short view: the verdict, the step's split, MFU, the change to make first with its
     gain marked measured or estimated, the other findings, the notes. Without colour, so the
@@ -321,7 +330,10 @@ def render_summary(report: Report) -> str:
     total = run.get("step_time_ms") or 0.0
     if split and total:
         # Parts under half a percent of the step say nothing at this precision.
-        parts = ", ".join(f"{k} {format_ms(v)}" for k, v in split.items() if v >= 0.005 * total)
+        gpu = bool(run.get("gpu_busy_pct")) or bool(report.machine.get("gpus"))
+        parts = ", ".join(
+            f"{_part(k, gpu)} {format_ms(v)}" for k, v in split.items() if v >= 0.005 * total
+        )
         out.add(f"  step {format_ms(total)} over {run.get('steps')} steps: {parts}")
     mfu = mfu_text(run.get("speed_of_light") or {})
     if mfu:

@@ -13,6 +13,7 @@ from pathlib import Path
 from gpusight.commands.run_summary import print_summary, print_what_if
 from gpusight.first_fix import changed_lines, first_finding, gain_text
 from gpusight.report import Finding, Fix, Impact, Report, Verdict, WhatIf
+from gpusight.text_report import render_summary
 
 LOADER_SCRIPT = """\
 import time
@@ -218,3 +219,15 @@ def test_a_change_measured_again_shows_one_gain_in_the_what_if_lines() -> None:
     assert "num_workers=4: 2.50x ±3%" in text and "3.50" not in text
     assert "all winners together: num_workers=4: num_workers=4 measured again" in text
     assert "the best measured change: num_workers=4: Use 4 workers." in text
+
+
+def test_the_steps_split_is_said_in_words_not_keys() -> None:
+    r = _report()
+    r.run = {"steps": 20, "step_time_ms": 84.0,
+             "breakdown_ms": {"compute": 31.0, "data_wait": 45.0, "other_cpu": 8.0}}  # fmt: skip
+    text = render_summary(r)
+    assert "step 84.0 ms over 20 steps: GPU compute 31.0 ms, waiting for data 45.0 ms, " in text
+    assert "other CPU work 8.00 ms" in text
+    assert "data_wait" not in text and "other_cpu" not in text
+    r.machine = {"gpus": []}  # a CPU run: its compute is the host's
+    assert "compute (CPU) 31.0 ms" in render_summary(r)

@@ -111,7 +111,13 @@ export function impactText(f: Finding): string {
     parts.push(`${formatSpeedup(f.impact.speedup)} faster`);
   }
   if (typeof f.impact.recoverable_pct === 'number') {
-    parts.push(`up to ${formatPct(f.impact.recoverable_pct)} of step time`);
+    // A measured change saved that share; an estimate is a ceiling.
+    const share = formatPct(f.impact.recoverable_pct);
+    parts.push(
+      f.impact.basis === 'measured'
+        ? `saves ${share} of step time`
+        : `up to ${share} of step time`
+    );
   }
   return parts.join(', ');
 }

@@ -37,6 +37,26 @@ function buildFinding(): GpusightReport['findings'][number] {
 afterEach(() => document.body.replaceChildren());
 
 describe('words that follow the machine', () => {
+  it('says a measured change saves its share, an estimate up to it', () => {
+    const f = {
+      ...buildFinding(),
+      id: 'load.input_bound' as const,
+      impact: {
+        basis: 'measured' as const,
+        text: '',
+        speedup: 1.41,
+        recoverable_pct: 29.1
+      }
+    };
+    expect(gainText(f)).toBe(
+      'Measured: 1.41× faster, saves 29.1% of step time'
+    );
+    f.impact.basis = 'estimated' as 'measured';
+    expect(gainText(f)).toBe(
+      'Estimated: 1.41× faster, up to 29.1% of step time'
+    );
+  });
+
   it('tells a CPU-only build and a CPU run from a GPU one', () => {
     const gpu = clone(full) as unknown as GpusightReport;
     expect(cpuOnlyBuild(gpu)).toBeNull();
