@@ -24,6 +24,7 @@ from ..fixes.workload_patches import (
     sync_fix,
 )
 from ..report import Evidence, Finding, Impact, Severity
+from .float64_math import float64_math
 from .gpu_findings import (
     FUSED_OPTIMIZERS,
     launch_bound,
@@ -397,6 +398,7 @@ RULES: tuple[Callable[[StepView], list[Finding]], ...] = (
     unbatched,
     grad_enabled,
     precision,
+    float64_math,
     host_sync,
     pageable_copy,
     memory_fit,
@@ -427,6 +429,7 @@ __all__ = [
     "dataparallel",
     "device_mismatch",
     "findings",
+    "float64_math",
     "grad_enabled",
     "host_sync",
     "input_bound",
