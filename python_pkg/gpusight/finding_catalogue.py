@@ -229,6 +229,18 @@ CATALOGUE: dict[str, CatalogueEntry] = {
         "time inside `optimizer.step()` against the step; `gpusight run --what-if` measures "
         "`fused=True`.",
     ),
+    "load.float64": CatalogueEntry(
+        "The model (its parameters, or the inputs of a model without any) runs in float64, most "
+        "often by accident: made `.double()` to match numpy's float64 arrays. float64 never "
+        "runs on the TF32 or bf16 Tensor Cores, autocast leaves it alone, and outside "
+        "data-center GPUs its rate is 1/32 to 1/64 of float32's.",
+        _WATCH + ": the dtypes of the model's parameters and inputs at its first calls; the "
+        "user's line that made them float64, seen run (`Module.double`/`to`, "
+        "`torch.set_default_dtype`, `torch.from_numpy`/`tensor`/`as_tensor` wrapped while the "
+        "watch runs) or else found in the text of the code that calls the model; on a GPU the "
+        "profiler trace's float64 matmul/conv kernels, set against this GPU's datasheet float64 "
+        "and float32 rates.",
+    ),
     "dist.idle_gpus": CatalogueEntry(
         "Some GPUs on the machine stay idle while the job runs on others.",
         _WATCH + " and `gpusight run` under torchrun: the GPUs used against those visible.",

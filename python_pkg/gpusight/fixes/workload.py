@@ -350,6 +350,22 @@ WORKLOAD_SNIPPETS = [
         {"site": "train.py:30", "name": "AdamW", "tensors": 800},
     ),
     Snippet(
+        "precision.float32",
+        "python",
+        "import numpy as np\n"
+        "import torch\n"
+        "\n"
+        "# {site}: the model and its inputs are float64. float64 never runs on TF32 or bf16\n"
+        "# Tensor Cores (autocast leaves float64 ops alone), and outside data-center GPUs its\n"
+        "# rate is 1/32-1/64 of float32's. Make both float32 where they are made:\n"
+        "model = model.float()  # instead of .double() / .to(torch.float64)\n"
+        "x = torch.from_numpy(array.astype(np.float32))  # or torch.from_numpy(array).float()\n"
+        "# ... then run the matmuls in bf16 on Tensor Cores:\n"
+        'with torch.autocast("cuda", dtype=torch.bfloat16):\n'
+        "    out = model(x)\n",
+        {"site": "train.py:12"},
+    ),
+    Snippet(
         "infer.inference_mode",
         "python",
         "import torch\n"

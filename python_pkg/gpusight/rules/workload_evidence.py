@@ -84,6 +84,43 @@ class OptimizerInfo:
 
 
 @dataclass
+class Float64Line:
+    """A line of the user's that made the model or its data float64."""
+
+    what: str
+    """The call as written: ``.double()``, ``.to(torch.float64)``, ``torch.from_numpy``, ..."""
+    target: str
+    """``model``, ``data`` or ``default`` (``torch.set_default_dtype``)."""
+    file: str
+    line: int
+    """As shown (a notebook cell's line counts its magic line)."""
+    code: str | None = None
+    seen: bool = True
+    """The watch saw the call run; False: found in the source's text, not seen running."""
+    source: CodeSource | None = None
+    """The file (or cell) around the line, where a fix can patch it."""
+    count: int | None = None
+
+
+@dataclass
+class Float64Use:
+    """What of the watched model and its inputs is float64, and where it was made so."""
+
+    params: int
+    """The main model's parameter elements, and of them float64: ``params_float64``."""
+    params_float64: int
+    parts: list[str] = field(default_factory=list)
+    """The model's attributes (children, own parameters) holding float64 parameters."""
+    input_dtypes: list[str] = field(default_factory=list)
+    """Floating dtypes of the tensors the model was called with."""
+    lines: list[Float64Line] = field(default_factory=list)
+    device_name: str | None = None
+    """The GPU the steps ran on, as torch names it (its datasheet rates); None on the CPU."""
+    unseen: str | None = None
+    """Why no line was found, where none was."""
+
+
+@dataclass
 class Placement:
     module: str | None = None
     param_devices: list[str] = field(default_factory=list)
@@ -132,6 +169,8 @@ class GpuWindow:
     launch_by_phase_ms: dict[str, float] = field(default_factory=dict)
     """The launch overhead by the framework call it fell in (``forward``, ``backward``,
     ``optimizer``), per step."""
+    matmul_fp64_ms: float = 0.0
+    """float64 matmul/conv kernel time, per step."""
 
 
 @dataclass
@@ -174,6 +213,8 @@ class WorkloadEvidence:
     optimizer: OptimizerInfo | None = None
     optimizer_ms: float | None = None
     """The host's mean time inside ``optimizer.step()`` per step, over the steps that timed it."""
+    float64: Float64Use | None = None
+    """A model or inputs in float64, where the watched model has them (``float64_math.py``)."""
 
 
 def mean(xs: list[float]) -> float:

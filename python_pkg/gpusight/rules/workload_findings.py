@@ -24,6 +24,7 @@ from ..fixes.workload_patches import (
     sync_fix,
 )
 from ..report import Evidence, Finding, Impact, Severity
+from .float64_math import float64_math
 from .gpu_findings import (
     FUSED_OPTIMIZERS,
     launch_bound,
@@ -405,6 +406,7 @@ RULES: tuple[Callable[[StepView], list[Finding]], ...] = (
     unbatched,
     grad_enabled,
     precision,
+    float64_math,
     host_sync,
     pageable_copy,
     memory_fit,
@@ -435,6 +437,7 @@ __all__ = [
     "dataparallel",
     "device_mismatch",
     "findings",
+    "float64_math",
     "grad_enabled",
     "host_sync",
     "input_bound",

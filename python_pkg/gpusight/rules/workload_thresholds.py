@@ -88,3 +88,16 @@ FUSED_RECOVERY = {"loop": (0.5, 0.9), "foreach": (0.2, 0.6)}
 # The optimizer's step holding this share of the launch overhead leads the launch fix with a
 # fused optimizer (its per-parameter kernels are the launches).
 OPTIMIZER_LAUNCH_SHARE = 0.5
+
+# load.float64: critical where the low end of the estimate reaches this gain.
+FLOAT64_CRITICAL_SPEEDUP = 1.5
+# On a CPU float32 runs the math at about twice float64's rate: twice the values per SIMD
+# instruction, half the bytes (this project's AMD EPYC core, one thread: sgemm 80, dgemm 32-36
+# GFLOP/s at n=256-512, 2.2-2.5x; a step's other work gains less).
+CPU_FP32_OVER_FP64 = 2.0
+# A float64 kernel that is not a matmul (elementwise, reductions) reads twice float32's bytes: in
+# float32 at most this many times faster.
+FP64_BYTES_RATIO = 2.0
+# Where the GPU's float64 rate is not known, float32 matmuls run from this many times faster
+# (parts with float64 Tensor Cores, A100/H100) to this many (1/64-rate parts: Ada, GA10x).
+FP64_RATIO_UNKNOWN = (1.0, 64.0)

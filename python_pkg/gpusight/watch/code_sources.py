@@ -88,16 +88,18 @@ def _sync_source(site: Site | None, texts: dict[str, str | None]) -> CodeSource 
     return CodeSource(site.file, text, line) if text else None
 
 
+def site_source(site: CallSite | None) -> CodeSource | None:
+    """The user's file (or notebook cell) around a line the watch saw called, for a patch."""
+    text = site.source() if site is not None else None
+    if site is None or not text:
+        return None
+    return CodeSource(site.shown, text, site.line, _cell(site.filename, site.line, site.offset))
+
+
 def optimizer_info(w: WatchedRun) -> OptimizerInfo | None:
     """The optimizer over the most parameter tensors, with the user's line that built it."""
     seen = max(w.collected.optimizers.values(), key=lambda o: o.tensors, default=None)
     if seen is None:
         return None
-    site = seen.site
-    text = site.source() if site is not None else None
-    source = (
-        CodeSource(site.shown, text, site.line, _cell(site.filename, site.line, site.offset))
-        if site is not None and text
-        else None
-    )
+    source = site_source(seen.site)
     return OptimizerInfo(seen.name, seen.tensors, seen.foreach, seen.fused, seen.cuda, source)

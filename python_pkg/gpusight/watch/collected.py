@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .call_sites import CallSite, SiteCounts
+from .float64_calls import Float64Calls
 from .optimizers_seen import OptimizerSeen
 from .placement import ModuleInfo
 from .source_lines import Site
@@ -85,3 +86,5 @@ class Collected:
     """Each optimizer stepped, by ``id``, read at its first step (``optimizers_seen.py``)."""
     optimizer_sites: dict[int, CallSite] = field(default_factory=dict)
     """Where each optimizer built during the watch was built, by its ``id``."""
+    float64: Float64Calls = field(default_factory=Float64Calls)
+    """The user's lines that made a model or tensors float64 (``float64_calls.py``)."""

@@ -8,6 +8,7 @@ from typing import Any
 # Look at this many calls of each top-level module; placement rarely changes after that.
 INSPECT_CALLS = 20
 MAX_SHAPES = 8
+MAX_PARTS = 8
 
 
 @dataclass
@@ -37,6 +38,16 @@ class ModuleInfo:
     input_shapes: set[tuple[int, ...]] = field(default_factory=set)
     """The first input tensor's distinct shapes over the inspected calls (at most
     ``MAX_SHAPES``): shapes that change from step to step."""
+    float64_params: int = 0
+    """Of ``n_params``, the elements of float64 parameters (``float64_math``)."""
+    float64_parts: list[str] = field(default_factory=list)
+    """The model's own attributes that hold them: its children and its direct parameters, by
+    the names the user gave them (at most ``MAX_PARTS``)."""
+    input_dtypes: set[str] = field(default_factory=set)
+    """The floating dtypes of the tensors the model was called with (``float32``, ...)."""
+    module_ids: set[int] = field(default_factory=set)
+    """``id`` of the model and of each module inside it, where it holds float64 parameters:
+    the ``.double()`` of an inner module or of a model later wrapped (DDP) is this model's."""
 
 
 def _layout(t: Any) -> bool | None:
@@ -56,10 +67,14 @@ def inspect_module(module: Any) -> ModuleInfo:
     import torch
 
     devices: set[str] = set()
-    n = 0
+    n = n64 = 0
+    f64 = torch.float64
     for p in module.parameters():
         devices.add(p.device.type)
-        n += p.numel()
+        k = p.numel()
+        n += k
+        if p.dtype is f64:
+            n64 += k
     convs = [m for m in module.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Conv3d))]
     model_cl = _layout(convs[0].weight) if convs and convs[0].weight.dim() == 4 else None
     dp = isinstance(module, torch.nn.DataParallel)
@@ -71,7 +86,22 @@ def inspect_module(module: Any) -> ModuleInfo:
         dataparallel_devices=len(module.device_ids or []) if dp else None,
         has_conv=bool(convs),
         model_channels_last=model_cl,
+        float64_params=n64,
+        float64_parts=float64_parts(module, f64) if n64 else [],
+        module_ids={id(m) for m in module.modules()} if n64 else set(),
     )
+
+
+def float64_parts(module: Any, f64: Any) -> list[str]:
+    """The model's attributes that hold float64 parameters, as the user named them: a child
+    module (``encoder``, ``0`` in a Sequential) or a parameter of the model's own."""
+    found = [name for name, p in module.named_parameters(recurse=False) if p.dtype is f64]
+    for name, child in module.named_children():
+        if len(found) >= MAX_PARTS:
+            break
+        if any(p.dtype is f64 for p in child.parameters()):
+            found.append(name)
+    return found[:MAX_PARTS]
 
 
 def _tensors(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> list[Any]:
@@ -114,6 +144,8 @@ def observe_call(info: ModuleInfo, args: tuple[Any, ...], kwargs: dict[str, Any]
         _structure(info, args, tensors)
     for t in tensors:
         info.input_devices.add(t.device.type)
+        if t.is_floating_point():
+            info.input_dtypes.add(str(t.dtype).replace("torch.", ""))
     if tensors:
         first = tensors[0]
         if len(info.input_shapes) < MAX_SHAPES:

@@ -27,6 +27,7 @@ from ..rules.workload import (
 )
 from .calibration import UNSEEN_FACTOR_FORWARD, unseen_factor
 from .code_sources import _sync_source, forward_source, loader_source, optimizer_info
+from .float64_evidence import float64_use
 from .machine import machine_facts, tf32_matmul
 from .phase_report import phase_evidence, phase_free_run, phase_rows, settle, unmeasured_note
 from .recorder import StepRecord, StepRecorder
@@ -117,6 +118,7 @@ def _gpu_window(s: WindowStats) -> GpuWindow:
         issued_gpu_ms=s.issued_gpu_ms,
         device_paced=s.device_paced,
         launch_by_phase_ms=dict(s.launch_by_phase_ms),
+        matmul_fp64_ms=s.matmul_dtypes.get("fp64", 0.0),
     )
 
 
@@ -525,6 +527,7 @@ def build_report(w: WatchedRun) -> Report:
         optimizer=optimizer_info(w),
         optimizer_ms=_optimizer_ms(clean),
     )
+    ev.float64 = float64_use(w, ev.forward_source)
     result = analyse(ev)
     if rec.kind is None:
         _claim_nothing(result)

@@ -10,6 +10,9 @@ What is installed for the duration of the watch (and removed again, also on erro
 * a wrapper of ``_BaseDataLoaderIter.__next__``: time blocked waiting for the next batch;
 * wrappers of ``Tensor.to`` / ``Tensor.cuda``: host-to-device copies, pinned or pageable, with
   the user's source line (a ``non_blocking=True`` copy from pageable memory is a hidden sync);
+* wrappers of ``nn.Module.double`` / ``nn.Module.to``, ``torch.set_default_dtype`` and the
+  tensor makers ``torch.from_numpy`` / ``tensor`` / ``as_tensor``: the user's lines that made a
+  model or its data float64 (``float64_calls.py``);
 * CUDA sync-debug mode ``warn`` and a ``warnings.showwarning`` hook that turns each sync warning
   into a count at the user's source line; a wrapper of ``torch.cuda.synchronize``;
 * a ``torch.profiler`` window of a few steps right after warm-up; an NVML sampler process.
@@ -46,6 +49,7 @@ from ..report import Report
 from . import (
     compiled_models,
     copy_sync_hooks,
+    float64_calls,
     light_steps,
     loader_hooks,
     module_hooks,
@@ -106,6 +110,7 @@ def _use_is_compiling(is_compiling: Callable[[], bool]) -> None:
     compiled_models._is_compiling = is_compiling
     loader_hooks._is_compiling = is_compiling
     copy_sync_hooks._is_compiling = is_compiling
+    float64_calls._is_compiling = is_compiling
 
 
 def _filter_warning(action: Any, message: str) -> Callable[[], None]:
@@ -320,6 +325,7 @@ class Watch(
         if not self.lean:
             p.set_attr(torch.Tensor, "to", self._wrap_copy(torch.Tensor.to))
             p.set_attr(torch.Tensor, "cuda", self._wrap_copy(torch.Tensor.cuda))
+            float64_calls.install(self, torch)
         p.set_attr(torch.cuda, "synchronize", self._wrap_synchronize(torch.cuda.synchronize))
         # Sync warnings: every occurrence (not once per line), shown to us instead of printed.
         p.add("warnings filter", _filter_warning("always", SYNC_MESSAGE))
