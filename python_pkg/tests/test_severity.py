@@ -27,8 +27,11 @@ def _f(fid: str, severity: str, impact: Impact) -> Finding:
         (Impact("estimated", speedup=1.01, recoverable_pct=1.0), "warn", "info"),
         # Within the noise: measured, gives nothing back.
         (Impact("measured", speedup=1.05, recoverable_pct=0.0), "warn", "info"),
-        # An estimate whose range starts at none, point first.
-        (Impact("estimated", speedup=1.0, speedup_range=(1.0, 1.17)), "warn", "info"),
+        # An estimate from none up to a real gain is a smaller gain; no gain claimed is none.
+        (Impact("estimated", speedup=1.0, speedup_range=(1.0, 1.9)), "info", "warn"),
+        (Impact("estimated", speedup=1.0, recoverable_pct=0.0), "warn", "info"),
+        # A range's low end decides critical.
+        (Impact("estimated", speedup=1.2, speedup_range=(1.2, 8.0)), "warn", "warn"),
         # No figure: at most a warning, and the rule's own info stays.
         (Impact("none", text="Depends on the model"), "critical", "warn"),
         (Impact("none", text="Depends on the model"), "info", "info"),

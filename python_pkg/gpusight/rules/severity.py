@@ -1,7 +1,8 @@
 """The one rule every finding's severity obeys: it follows the gain.
 
 ``critical`` only where the finding's measured or estimated gain is large (at least 1.3x and a
-quarter of the step), ``warn`` for a smaller gain, ``info`` where the gain is negligible. A
+quarter of the step; an estimated range by its low end), ``warn`` for a smaller gain (or a
+range that reaches one), ``info`` where the gain is negligible or measured within the noise. A
 finding without a figure (advice, or a problem whose gain depends on the job) is at most a
 warning: the rules that raise it may say ``info``. Blockers are the exception: a GPU that
 cannot be used at all, or a run that never ran, has no gain ratio, and nothing else matters
@@ -65,14 +66,16 @@ def severity_for(f: Finding) -> Severity:
     if f.id in BLOCKERS:
         return f.severity
     pct = f.impact.recoverable_pct
-    if f.impact.basis != "none" and pct is not None and pct <= 0:
+    if f.impact.basis == "measured" and pct is not None and pct <= 0:
         return "info"  # measured within the noise: it gives nothing back
     g = gain(f.impact)
     if g is None:
         return "info" if f.severity == "info" else "warn"
     if g >= CRITICAL_SPEEDUP and share_pct(f.impact, g) >= CRITICAL_SHARE_PCT:
         return "critical"
-    return "warn" if g >= WARN_SPEEDUP else "info"
+    # An estimated range from no gain up to a real one is a smaller gain, not none.
+    top = max([g, *(f.impact.speedup_range or ())])
+    return "warn" if top >= WARN_SPEEDUP else "info"
 
 
 def settle(findings: Iterable[Finding]) -> None:

@@ -122,9 +122,8 @@ def input_bound(view: StepView) -> list[Finding]:
                 "gain is smaller than this."
             )
             # On the GPU, workers gave nothing for such batches (a PyG GCN at one graph a batch
-            # read 1.17x here): the estimate is a range from none up to that figure.
-            impact.speedup_range = (1.0, max(1.0, impact.speedup or 1.0))
-            impact.speedup, impact.recoverable_pct = 1.0, 0.0
+            # read 1.17x here): no gain is claimed.
+            impact.speedup, impact.recoverable_pct, impact.speedup_range = 1.0, 0.0, None
         out.append(
             Finding(
                 id="load.input_bound",
