@@ -118,15 +118,16 @@ def _module_level(body: list[ast.stmt]) -> list[ast.stmt]:
     return out
 
 
-def loader_names(dataset_id: int, shell: Any) -> set[str]:
-    """The user's names bound to a DataLoader over the dataset whose ``id`` is ``dataset_id``."""
+def _loaders(dataset_id: int, shell: Any) -> dict[str, Any]:
+    """The user's names bound to a DataLoader over the dataset whose ``id`` is ``dataset_id``,
+    with the loaders."""
     data = sys.modules.get("torch.utils.data")
     cls = getattr(data, "DataLoader", None)
     if cls is None:
-        return set()
+        return {}
     ns = getattr(shell, "user_ns", {}) or {}
     return {
-        name
+        name: value
         for name, value in list(ns.items())
         if not name.startswith("_")
         and isinstance(value, cls)
@@ -134,12 +135,33 @@ def loader_names(dataset_id: int, shell: Any) -> set[str]:
     }
 
 
+def loader_names(dataset_id: int, shell: Any) -> set[str]:
+    """The user's names bound to a DataLoader over the dataset whose ``id`` is ``dataset_id``."""
+    return set(_loaders(dataset_id, shell))
+
+
+_CHECKED = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
+
+
+def agrees(call: ast.Call, loaders: list[Any]) -> bool:
+    """Whether the call's literal settings are those of one of the live loaders: a cell whose
+    call says ``num_workers=2`` beside a loader with 0 did not make it (it raised before the
+    assignment, a NameError say, and an earlier cell's loader is still the one in use)."""
+    said = {
+        kw.arg: kw.value.value
+        for kw in call.keywords
+        if kw.arg in _CHECKED and isinstance(kw.value, ast.Constant)
+    }
+    return any(all(getattr(ld, k, v) == v for k, v in said.items()) for ld in loaders)
+
+
 def loader_cell(dataset_id: int, shell: Any | None = None) -> CellSource | None:
     """The latest cell that assigned the user's DataLoader (over that dataset) to its name."""
     shell = shell if shell is not None else current_shell()
     if shell is None:
         return None
-    names = loader_names(dataset_id, shell)
+    loaders = _loaders(dataset_id, shell)
+    names = set(loaders)
     if not names:
         return None
     hist = _history(shell)
@@ -159,6 +181,8 @@ def loader_cell(dataset_id: int, shell: Any | None = None) -> CellSource | None:
                 call = _loader_call(node)
                 if call is None:
                     return None
+                if not agrees(call, list(loaders.values())):
+                    break  # this cell did not make the loader in use: an earlier one did
                 # IPython drops a cell's leading blank lines before it compiles it.
                 return CellSource(raw, compiled, call.lineno, _leading_blank(raw), count)
     return None

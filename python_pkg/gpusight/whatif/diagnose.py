@@ -36,6 +36,7 @@ from ..one_gain import REPEAT_OF, one_gain_per_change
 from ..report import Fix, Report, WhatIf
 from ..rules.severity import settle
 from .arms import Arm, StepFn, Workload, model_device
+from .cell_fixes import fix_in_cells
 from .context import MIN_GAIN, Budget, Context, Progress, Skip, VariantOOM
 from .errors import DiagnoseError, OutOfMemoryDuringDiagnosis
 from .experiments import (
@@ -469,6 +470,7 @@ def _diagnose(ctx: Context, snap: Snapshot, only: list[str] | None) -> Report:
     if combo is not None:
         rows.append(combo)
     findings = findings_of(ctx, outcomes)
+    fix_in_cells(ctx, findings, outcomes)
     one_gain_per_change(findings, rows)
     settle(findings)
     tried = sum(1 for r in rows if r.skipped is None and r is not combo)
