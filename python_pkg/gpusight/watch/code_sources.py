@@ -53,11 +53,21 @@ def forward_site(w: WatchedRun) -> CallSite | None:
 
 
 def forward_source(w: WatchedRun) -> CodeSource | None:
-    site = forward_site(w)
+    return site_source(forward_site(w))
+
+
+def call_source(w: WatchedRun, key: int) -> CodeSource | None:
+    """The user's line that called the outermost module ``key`` most often, with its text."""
+    counts = w.collected.forward_sites.get(key)
+    return site_source(counts.top() if counts is not None else None)
+
+
+def site_source(site: CallSite | None) -> CodeSource | None:
     text = site.source() if site is not None else None
     if site is None or not text:
         return None
-    return CodeSource(site.shown, text, site.line, _cell(site.filename, site.line, site.offset))
+    cell = _cell(site.filename, site.line, site.offset)
+    return CodeSource(site.shown, text, site.line, cell, site.col)
 
 
 def _cell(filename: str, line: int, offset: int) -> CellSource | None:
@@ -100,4 +110,13 @@ def optimizer_info(w: WatchedRun) -> OptimizerInfo | None:
         if site is not None and text
         else None
     )
-    return OptimizerInfo(seen.name, seen.tensors, seen.foreach, seen.fused, seen.cuda, source)
+    return OptimizerInfo(
+        seen.name,
+        seen.tensors,
+        seen.foreach,
+        seen.fused,
+        seen.cuda,
+        source,
+        params=seen.params,
+        cpu_params=seen.cpu_params,
+    )
