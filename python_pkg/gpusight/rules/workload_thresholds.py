@@ -88,3 +88,15 @@ FUSED_RECOVERY = {"loop": (0.5, 0.9), "foreach": (0.2, 0.6)}
 # The optimizer's step holding this share of the launch overhead leads the launch fix with a
 # fused optimizer (its per-parameter kernels are the launches).
 OPTIMIZER_LAUNCH_SHARE = 0.5
+# ... unless this share of its parameter elements is on the CPU while a GPU is used: their update
+# is CPU math, a hundred times slower an element than the GPU's, which explains the optimizer's
+# time (33 M of them behind a ViT on the H200 read a false critical 1.11x, issue #47).
+OPTIMIZER_CPU_SHARE = 0.1
+
+# code.device_mismatch, for modules left on the CPU beside the rest on a GPU: their host time
+# (forward, the backward at about twice it, their optimizer update) this share of the step makes
+# a warning, and this one critical.
+SPLIT_WARN_PCT = 5.0
+SPLIT_CRITICAL_PCT = 20.0
+# A backward costs about twice its forward (two products per product of the forward).
+BACKWARD_PER_FORWARD = 2.0
