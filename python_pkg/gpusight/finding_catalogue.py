@@ -128,12 +128,24 @@ CATALOGUE: dict[str, CatalogueEntry] = {
         _FLAGS,
     ),
     "code.cpu_model": CatalogueEntry(
-        "The model's parameters stay on the CPU although a GPU is available.",
+        "The model's parameters stay on the CPU although a GPU is available: all of them (a "
+        "model partly on the GPU is `code.device_mismatch`).",
         _WATCH + ": where parameters and inputs live, and the host time of the step.",
     ),
     "code.device_mismatch": CatalogueEntry(
-        "Parameters and inputs live on different devices, so tensors move between them every step.",
-        _WATCH + ": the devices of parameters and inputs at each forward.",
+        "Parameters and inputs live on different devices, so tensors move between them every "
+        "step. Where some of the modules the step calls (or parts of one) hold all their "
+        "parameters and buffers on the CPU while the rest is on a GPU (a `head` built and never "
+        "moved, fed by `.cpu()`), the finding names each of those parts as the user's file "
+        "does, with its class, its parameters, the statement that builds it and the copies to "
+        "the CPU that feed it, and its fix moves them to the device the script moves the rest "
+        "to, before the optimizer is built; `code.cpu_model` is then not raised.",
+        _WATCH + ": the devices of parameters and inputs at each forward; the device of every "
+        "parameter and buffer of each module the step calls, and the host time of each such "
+        "module's forward. The statement that builds a part and the copies that feed it are "
+        "found in the source of the line that calls it (`ast`), a copy counted where the watch "
+        "saw its sync. The gain is estimated from the parts' forward, a backward of twice it and "
+        "their optimizer update on the CPU: from that math 5x faster on the GPU to free.",
     ),
     "code.host_sync": CatalogueEntry(
         "The host waits for the GPU inside the loop (`.item()`, `.cpu()`, `print(tensor)`, "
@@ -224,7 +236,9 @@ CATALOGUE: dict[str, CatalogueEntry] = {
     "load.optimizer_unfused": CatalogueEntry(
         "The optimizer updates its parameters one tensor at a time (or in foreach groups): "
         "thousands of small kernels a step, each launched by the host, where `fused=True` "
-        "runs the update as a few.",
+        "runs the update as a few. Where 10 % or more of its parameters are on the CPU while "
+        "the rest are on the GPU, their CPU update explains its time: the finding is then "
+        "information only, with no gain, and defers to `code.device_mismatch`.",
         _WATCH + ": the optimizer's class and settings, its parameter tensors, and the host's "
         "time inside `optimizer.step()` against the step; `gpusight run --what-if` measures "
         "`fused=True`.",

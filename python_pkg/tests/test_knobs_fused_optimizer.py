@@ -113,7 +113,7 @@ def test_a_per_tensor_optimizer_is_found_and_its_line_gets_fused() -> None:
     info = OptimizerInfo("AdamW", 800, True, None, True, src)
     res = analyse(_launch_bound(info, 30.0))
     f = next(f for f in res.findings if f.id == "load.optimizer_unfused")
-    assert f.severity == "critical"  # 30 ms of a 55 ms step
+    assert f.severity == "warn"  # 30 ms of a 55 ms step, but an estimate from 1.12x (the rule)
     assert "800 parameter tensors" in f.title and f.impact.speedup_range is not None
     lo, hi = f.impact.speedup_range
     assert 1.0 < lo < hi < 55.0 / (55.0 - 30.0) + 1e-9

@@ -38,7 +38,7 @@ def _enumerated(it: ast.expr) -> bool:
     return bool(it.args) and _enumerated(it.args[0])
 
 
-def _target_batch(loop: ast.stmt) -> list[str] | None:
+def target_batch(loop: ast.stmt) -> list[str] | None:
     """The names a ``for`` loop's target gives each batch (of ``for i, (x, y) in
     enumerate(loader)``: ``x, y``; its counter is no tensor)."""
     if not isinstance(loop, (ast.For, ast.AsyncFor)):
@@ -125,7 +125,7 @@ def _reads(loop: ast.stmt, name: str) -> bool:
                for n in body)  # fmt: skip
 
 
-def _host_only(loop: ast.stmt, names: list[str]) -> bool:
+def host_only(loop: ast.stmt, names: list[str]) -> bool:
     """A name the loop uses as a dict (``batch["x"]``, ``**batch``) or reads on the host
     (``y.numpy()``): moving it would break the script, or not move the tensors inside."""
     for n in ast.walk(loop):
@@ -142,7 +142,7 @@ def _host_only(loop: ast.stmt, names: list[str]) -> bool:
     return False
 
 
-def _alone(lines: list[str], block: _Block, stmt: ast.stmt) -> bool:
+def alone(lines: list[str], block: _Block, stmt: ast.stmt) -> bool:
     """``stmt`` starts its line and no other statement shares its lines, so that a line inserted
     before or after it is before or after it alone."""
     if getattr(stmt, "decorator_list", None):
@@ -169,7 +169,7 @@ def _batch_move(site: ModelSite, lines: list[str], device: str) -> list[str] | N
         return None
     loop = at.chain[k][1]
     body: _Block = getattr(loop, "body", [])
-    target = _target_batch(loop)
+    target = target_batch(loop)
     if target is not None and first.id in target:
         names = [n for n in target if _reads(loop, n)]
         anchor, block, before = body[0], body, True
@@ -179,7 +179,7 @@ def _batch_move(site: ModelSite, lines: list[str], device: str) -> list[str] | N
             return None
         anchor, block, names = got
         names, before = [n for n in names if _reads(loop, n)], False
-    if not names or _host_only(loop, names) or not _alone(lines, block, anchor):
+    if not names or host_only(loop, names) or not alone(lines, block, anchor):
         return None
     move = _move(names, device)
     if before:

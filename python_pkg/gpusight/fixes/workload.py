@@ -207,6 +207,22 @@ WORKLOAD_SNIPPETS = [
         {"devices": "cpu, cuda"},
     ),
     Snippet(
+        "placement.move_module",
+        "python",
+        "# {what}\n"
+        "# stays on the CPU while the rest of the model is on {device_type}. Move it where it is\n"
+        "# built, before the optimizer is built (an optimizer built earlier must be built again\n"
+        "# to update the moved parameters), and drop the copy to the CPU that feeds it{copy}.\n"
+        "{module} = {module}.to({device})\n",
+        {
+            "what": "head (Sequential, 33.6 M parameters)",
+            "device_type": "cuda",
+            "copy": ": feats.cpu()",
+            "module": "head",
+            "device": "dev",
+        },
+    ),
+    Snippet(
         "parallel.ddp",
         "python",
         "# DataParallel copies the model to each GPU every step and runs them from one\n"

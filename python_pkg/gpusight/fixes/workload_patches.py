@@ -12,6 +12,7 @@ from .cell_patch import with_cell_fix, with_statement_cell_fix
 from .patch import call_patch, loader_patch, unified_diff
 from .patch_files import with_patch
 from .placement import to_device_text
+from .split_placement import move_text
 from .statement_patches import autocast_text, log_every_text
 from .where_made import channels_last_text, pin_source_text
 
@@ -126,3 +127,17 @@ def optimizer_fused_fix(f: Fix, src: CodeSource | None, foreach: bool | None) ->
     return with_patch(
         f, call_patch(src.text, src.line, src.path, values, OPTIMIZER_CALLS), {src.path: src.text}
     )
+
+
+def move_modules_fix(
+    f: Fix, src: CodeSource | None, lines: list[tuple[int, int | None]], device: str
+) -> Fix:
+    """The fix with the modules the file calls at ``lines`` moved to ``device`` where they are
+    made, the copies that feed them removed and what meets their output moved with it
+    (fixes/split_placement.py); a file's patch only (not yet a notebook cell's)."""
+    if src is None or src.cell is not None or not lines:
+        return f
+    new = move_text(src.text, lines, device)
+    with_patch(f, None if new is None else unified_diff(src.text, new, src.path),
+               {src.path: src.text})  # fmt: skip
+    return f

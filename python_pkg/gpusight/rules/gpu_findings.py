@@ -17,6 +17,7 @@ from ..fixes.workload_patches import (
 )
 from ..report import Evidence, Finding, Impact
 from .step_view import StepView
+from .workload_evidence import OptimizerInfo
 from .workload_impacts import (
     batch_impact,
     idle_impact,
@@ -42,6 +43,7 @@ from .workload_thresholds import (
     NCHW_CONV_SHARE,
     OOM_CRITICAL_SHARE,
     OOM_RISK_SHARE,
+    OPTIMIZER_CPU_SHARE,
     OPTIMIZER_CRITICAL_PCT,
     OPTIMIZER_LAUNCH_SHARE,
     OPTIMIZER_MIN_TENSORS,
@@ -309,6 +311,8 @@ def optimizer_unfused(view: StepView) -> list[Finding]:
     share = pct(opt_ms, total)
     if o.tensors < OPTIMIZER_MIN_TENSORS or share < OPTIMIZER_SHARE_PCT:
         return []
+    if o.params and o.cpu_params / o.params >= OPTIMIZER_CPU_SHARE:
+        return [_cpu_params_explain(o, opt_ms, share)]
     how = "loop" if o.foreach is False else "foreach"
     lo_frac, hi_frac = FUSED_RECOVERY[how]
     lo = total / max(1e-9, total - lo_frac * opt_ms)
@@ -348,3 +352,40 @@ def optimizer_unfused(view: StepView) -> list[Finding]:
             ),
         )
     ]
+
+
+def _cpu_params_explain(o: OptimizerInfo, opt_ms: float, share: float) -> Finding:
+    """``load.optimizer_unfused`` deferring to the parameters left on the CPU: their update is
+    CPU math, which explains the optimizer's time and which no fused kernel shortens; moving them
+    (``code.device_mismatch``) does. Information only, with no gain of its own."""
+    site = site_text(o.source.path, o.source.line) if o.source else "the optimizer's line"
+    cpu = f"{o.cpu_params / 1e6:.1f} M" if o.cpu_params >= 1_000_000 else str(o.cpu_params)
+    return Finding(
+        id="load.optimizer_unfused",
+        severity="info",
+        title=f"{o.name}'s step time comes from its {cpu} parameters on the CPU, not from "
+        "its launches",
+        evidence=[
+            Evidence("optimizer", o.name),
+            Evidence("parameter tensors", o.tensors),
+            Evidence("parameters on the CPU", o.cpu_params),
+            Evidence("share of its parameters on the CPU", rnd(pct(o.cpu_params, o.params)), "%"),
+            Evidence("host time in optimizer.step()", rnd(opt_ms, 2), "ms/step"),
+            Evidence("share of step", rnd(share), "%"),
+        ],
+        impact=Impact(
+            basis="none",
+            text=f"{cpu} of its parameters are on the CPU while the rest are on the GPU: their "
+            f"update runs on the CPU, which explains the {rnd(opt_ms, 1)} ms in optimizer.step(); "
+            "fused=True cannot change that. Moving those modules to the GPU "
+            "(code.device_mismatch) does.",
+        ),
+        fix=fix(
+            f"Move the modules on the CPU to the GPU first (code.device_mismatch); then "
+            f"fused=True may help: {o.name}(..., fused=True).",
+            "optim.fused",
+            site=site,
+            name=o.name,
+            tensors=o.tensors,
+        ),
+    )

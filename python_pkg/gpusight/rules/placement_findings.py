@@ -1,5 +1,6 @@
 """Where the model and its inputs live: ``code.cpu_model``, ``code.device_mismatch`` and
-``code.dataparallel``, one function each. Pure; never imports torch.
+``code.dataparallel``, one function each (a model left partly on the CPU: ``split_placement``).
+Pure; never imports torch.
 """
 
 from __future__ import annotations
@@ -8,16 +9,18 @@ from ..fixes import fix
 from ..fixes import workload as _workload_snippets  # noqa: F401  (registers the snippets)
 from ..fixes.workload_patches import to_device_fix
 from ..report import Evidence, Finding, Impact
+from .split_placement import split_model
 from .step_view import StepView
 from .workload_evidence import mean
 from .workload_impacts import GPU_MATH_SPEEDUP_MIN, MAX_RANGE, idle_impact, range_impact, rnd
 
 
 def cpu_model(view: StepView) -> list[Finding]:
-    """``code.cpu_model``: the model on the CPU beside a usable GPU."""
+    """``code.cpu_model``: the model on the CPU beside a usable GPU; all of it: where some of
+    the modules the step calls are on a GPU, the rest left behind is ``split_model``'s."""
     ev, total, p = view.ev, view.total, view.p
     out: list[Finding] = []
-    if ev.cuda_available and p.param_devices == ["cpu"]:
+    if ev.cuda_available and p.param_devices == ["cpu"] and p.accelerator is None:
         host = mean(ev.framework_ms)
         # The model's math moves to the GPU: 5x faster there at the least, free at the most;
         # the rest of the step stays where it is.
@@ -58,7 +61,10 @@ def cpu_model(view: StepView) -> list[Finding]:
 
 
 def device_mismatch(view: StepView) -> list[Finding]:
-    """``code.device_mismatch``: parameters or inputs on more than one device."""
+    """``code.device_mismatch``: parameters or inputs on more than one device; where parts of
+    the model stay on the CPU beside the rest on a GPU, those parts by name (``split_model``)."""
+    if view.p.cpu_modules:
+        return split_model(view)
     share, p = view.share, view.p
     out: list[Finding] = []
     devices = sorted(set(p.param_devices) | set(p.input_devices))

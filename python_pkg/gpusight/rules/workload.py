@@ -41,6 +41,7 @@ from .workload_evidence import (
     GpuWindow,
     LoaderInfo,
     LoaderSource,
+    ModuleOnCpu,
     OptimizerInfo,
     Placement,
     SyncSite,
@@ -249,9 +250,10 @@ def verdict(ev: WorkloadEvidence, split: dict[str, float], found: list[Finding])
 
 def _placement_first(found: list[Finding], split: dict[str, float], total: float) -> Finding | None:
     """The placement finding the verdict names ahead of the step's split: a model or batch on
-    the wrong device always; a DataParallel wrapper unless a cause it cannot be takes more of
-    the step (``DP_YIELDS_PCT``)."""
-    placed = [f for f in found if f.id in _PLACEMENT_IDS]
+    the wrong device always (a part of the model on the CPU whose measured time is a small
+    share of the step, an ``info``, is not the verdict); a DataParallel wrapper unless a cause
+    it cannot be takes more of the step (``DP_YIELDS_PCT``)."""
+    placed = [f for f in found if f.id in _PLACEMENT_IDS and f.severity != "info"]
     blocker = next((f for f in placed if f.id != "code.dataparallel"), None)
     if blocker is not None or not placed:
         return blocker
@@ -339,6 +341,7 @@ __all__ = [
     "GpuWindow",
     "LoaderInfo",
     "LoaderSource",
+    "ModuleOnCpu",
     "OptimizerInfo",
     "Placement",
     "SyncSite",

@@ -63,6 +63,9 @@ class CodeSource:
     """A line of the call or statement (the ``DataLoader(...)`` call, the model's call, ...)."""
     cell: CellSource | None = None
     """The notebook cell that holds the call, as the kernel ran it (in a notebook)."""
+    col: int | None = None
+    """The first column of the call on ``line`` (``ast``'s ``col_offset``), where the watch told
+    which of the line's calls it saw (a model's call: ``head(backbone(x).cpu())``)."""
 
 
 LoaderSource = CodeSource
@@ -81,6 +84,28 @@ class OptimizerInfo:
     cuda: bool
     source: CodeSource | None = None
     """The user's line that built it, where the watch saw that."""
+    params: int = 0
+    """Parameter elements it updates (0: not known)."""
+    cpu_params: int = 0
+    """Of ``params``, those on the CPU."""
+
+
+@dataclass
+class ModuleOnCpu:
+    """A part of the model whose parameters and buffers all stay on the CPU while others are on
+    an accelerator (``rules/split_placement.py``)."""
+
+    path: str
+    """Its name inside the outermost module the step calls (``""``: that module itself)."""
+    cls: str
+    params: int
+    """Parameter elements in it."""
+    outer: str
+    """The class of the outermost module the step calls that holds it (itself, for ``""``)."""
+    call: CodeSource | None = None
+    """The user's line that calls that outermost module, with its file's text."""
+    forward_ms: float | None = None
+    """Host time in its forward per step, where it is an outermost module (None: not timed)."""
 
 
 @dataclass
@@ -138,6 +163,16 @@ class Placement:
     """The model's positional tensor inputs share one leading size (None: not known). A graph's
     node features beside its edge index, or ``[seq, batch]`` inputs, do not: their leading
     size is not the items the script counts."""
+    cpu_modules: list[ModuleOnCpu] = field(default_factory=list)
+    """The parts of the modules the step calls that stay on the CPU while others are on
+    ``accelerator``: empty where no module is on an accelerator, or none is on the CPU."""
+    accelerator: str | None = None
+    """The device type of the modules' tensors that are not on the CPU, where some are."""
+    accelerator_params: int = 0
+    """Parameter elements on ``accelerator``."""
+    accelerator_calls: list[CodeSource] = field(default_factory=list)
+    """The user's lines that call the modules on ``accelerator``: where the script moved them
+    is where it names its device."""
 
 
 @dataclass

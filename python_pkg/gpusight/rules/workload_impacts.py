@@ -111,7 +111,9 @@ def range_impact(lo: float, hi: float, text: str) -> Impact:
     hi = max(lo, min(hi, MAX_RANGE))
     return Impact(
         basis="estimated",
-        text=f"{text} Estimated {lo:.1f}x to {hi:.0f}x.",
+        text=f"{text} Estimated {lo:.1f}x to {hi:.1f}x."
+        if hi < 10
+        else f"{text} Estimated {lo:.1f}x to {hi:.0f}x.",
         speedup=round(lo, 2),
         recoverable_pct=rnd(100.0 * (1.0 - 1.0 / lo)),
         speedup_range=(round(lo, 2), round(hi, 2)),

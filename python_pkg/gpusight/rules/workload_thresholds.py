@@ -101,3 +101,16 @@ FP64_BYTES_RATIO = 2.0
 # Where the GPU's float64 rate is not known, float32 matmuls run from this many times faster
 # (parts with float64 Tensor Cores, A100/H100) to this many (1/64-rate parts: Ada, GA10x).
 FP64_RATIO_UNKNOWN = (1.0, 64.0)
+
+# ... unless this share of its parameter elements is on the CPU while a GPU is used: their update
+# is CPU math, a hundred times slower an element than the GPU's, which explains the optimizer's
+# time (33 M of them behind a ViT on the H200 read a false critical 1.11x, issue #47).
+OPTIMIZER_CPU_SHARE = 0.1
+
+# code.device_mismatch, for modules left on the CPU beside the rest on a GPU: their host time
+# (forward, the backward at about twice it, their optimizer update) this share of the step makes
+# a warning, and this one critical.
+SPLIT_WARN_PCT = 5.0
+SPLIT_CRITICAL_PCT = 20.0
+# A backward costs about twice its forward (two products per product of the forward).
+BACKWARD_PER_FORWARD = 2.0

@@ -8,6 +8,7 @@ not the user's to edit).
 
 from __future__ import annotations
 
+import itertools
 import linecache
 import os
 import sys
@@ -34,6 +35,10 @@ class CallSite:
     """The line the call was made from, in ``filename``."""
     offset: int = 0
     """Lines of the shown file above ``filename``'s first (a watched cell's magic line)."""
+    col: int | None = None
+    """The first column of the call expression on ``line`` (UTF-8 bytes, as ``ast`` counts):
+    which of the line's calls it was (``head(backbone(x).cpu())`` calls two modules); None
+    where Python does not tell (before 3.11)."""
 
     def source(self) -> str | None:
         """The file's text as it is on disk now (the patch and its hash are made from it);
@@ -64,7 +69,23 @@ def call_site(sources: SourceMap, frame: FrameType | None) -> CallSite | None:
     if in_library(filename) or filename.startswith("<frozen"):
         return None
     shown, offset = sources.names.get(filename, (None, 0))
-    return CallSite(filename, shown or display_path(filename), int(user.f_lineno or 0), offset)
+    line = int(user.f_lineno or 0)
+    return CallSite(filename, shown or display_path(filename), line, offset, call_col(user, line))
+
+
+def call_col(frame: FrameType, line: int) -> int | None:
+    """The first column of the expression the frame's current instruction (a call) runs, where
+    it starts on ``line``: Python 3.11's positions of each instruction."""
+    positions = getattr(frame.f_code, "co_positions", None)
+    if positions is None:
+        return None
+    try:
+        at = next(itertools.islice(positions(), frame.f_lasti // 2, None), None)
+    except (TypeError, ValueError):
+        return None
+    if at is None or at[0] != line or at[2] is None:
+        return None
+    return int(at[2])
 
 
 def constructor_site(sources: SourceMap) -> CallSite | None:

@@ -53,11 +53,22 @@ def forward_site(w: WatchedRun) -> CallSite | None:
 
 
 def forward_source(w: WatchedRun) -> CodeSource | None:
-    site = forward_site(w)
+    return site_source(forward_site(w))
+
+
+def call_source(w: WatchedRun, key: int) -> CodeSource | None:
+    """The user's line that called the outermost module ``key`` most often, with its text."""
+    counts = w.collected.forward_sites.get(key)
+    return site_source(counts.top() if counts is not None else None)
+
+
+def site_source(site: CallSite | None) -> CodeSource | None:
+    """The user's file (or notebook cell) around a line the watch saw called, for a patch."""
     text = site.source() if site is not None else None
     if site is None or not text:
         return None
-    return CodeSource(site.shown, text, site.line, _cell(site.filename, site.line, site.offset))
+    cell = _cell(site.filename, site.line, site.offset)
+    return CodeSource(site.shown, text, site.line, cell, site.col)
 
 
 def _cell(filename: str, line: int, offset: int) -> CellSource | None:
@@ -88,18 +99,19 @@ def _sync_source(site: Site | None, texts: dict[str, str | None]) -> CodeSource 
     return CodeSource(site.file, text, line) if text else None
 
 
-def site_source(site: CallSite | None) -> CodeSource | None:
-    """The user's file (or notebook cell) around a line the watch saw called, for a patch."""
-    text = site.source() if site is not None else None
-    if site is None or not text:
-        return None
-    return CodeSource(site.shown, text, site.line, _cell(site.filename, site.line, site.offset))
-
-
 def optimizer_info(w: WatchedRun) -> OptimizerInfo | None:
     """The optimizer over the most parameter tensors, with the user's line that built it."""
     seen = max(w.collected.optimizers.values(), key=lambda o: o.tensors, default=None)
     if seen is None:
         return None
     source = site_source(seen.site)
-    return OptimizerInfo(seen.name, seen.tensors, seen.foreach, seen.fused, seen.cuda, source)
+    return OptimizerInfo(
+        seen.name,
+        seen.tensors,
+        seen.foreach,
+        seen.fused,
+        seen.cuda,
+        source,
+        params=seen.params,
+        cpu_params=seen.cpu_params,
+    )

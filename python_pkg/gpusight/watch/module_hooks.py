@@ -159,6 +159,9 @@ class ModuleHooks(WatchState):
             rec.window.framework.append((self._fwd_t0, t))
             rec.window.framework_phases.append("forward")
         info = self._fwd_top_info
+        if info is not None and cur.phase == "measure":
+            # By module: the part of a model left on the CPU is named with its own time.
+            info.forward_ns += t - self._fwd_t0
         # Once an optimizer or backward ends the steps, a forward never does: no boundary call.
         if info is None or info.n_params == 0 or rec.kind in _DRIVE_PAST_FORWARD:
             cur.overhead_ns += perf_counter_ns() - t

@@ -36,17 +36,25 @@ class OptimizerSeen:
     """Its parameters are on a CUDA device."""
     steps: int = 0
     site: CallSite | None = None
+    params: int = 0
+    """Parameter elements it updates."""
+    cpu_params: int = 0
+    """Of ``params``, those on the CPU: an update there is CPU math, which no fused kernel on
+    the GPU shortens (a model left partly on the CPU, ``rules/split_placement.py``)."""
 
 
 def describe(opt: Any) -> OptimizerSeen:
     params = [p for g in getattr(opt, "param_groups", []) for p in g.get("params", [])]
     defaults = getattr(opt, "defaults", {}) or {}
+    sizes = [(int(p.numel()), bool(p.is_cpu)) for p in params]
     return OptimizerSeen(
         name=type(opt).__name__,
         tensors=len(params),
         foreach=defaults.get("foreach"),
         fused=defaults.get("fused"),
         cuda=any(getattr(p, "is_cuda", False) for p in params[:8]),
+        params=sum(n for n, _ in sizes),
+        cpu_params=sum(n for n, cpu in sizes if cpu),
     )
 
 

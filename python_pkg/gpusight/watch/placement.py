@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .module_devices import CpuPart, cpu_parts, tensor_devices
+
 # Look at this many calls of each top-level module; placement rarely changes after that.
 INSPECT_CALLS = 20
 MAX_SHAPES = 8
@@ -48,6 +50,13 @@ class ModuleInfo:
     module_ids: set[int] = field(default_factory=set)
     """``id`` of the model and of each module inside it, where it holds float64 parameters:
     the ``.double()`` of an inner module or of a model later wrapped (DDP) is this model's."""
+    tensor_devices: list[str] = field(default_factory=list)
+    """The device types of its parameters and buffers."""
+    cpu_parts: list[CpuPart] = field(default_factory=list)
+    """Its largest parts whose tensors are all on the CPU (itself, where it all is)."""
+    forward_ns: int = 0
+    """Host time inside its calls over the measured steps that ran the module hooks: on the
+    CPU, the host time of a forward is its compute."""
 
 
 def _layout(t: Any) -> bool | None:
@@ -78,6 +87,7 @@ def inspect_module(module: Any) -> ModuleInfo:
     convs = [m for m in module.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Conv3d))]
     model_cl = _layout(convs[0].weight) if convs and convs[0].weight.dim() == 4 else None
     dp = isinstance(module, torch.nn.DataParallel)
+    held = tensor_devices(module)
     return ModuleInfo(
         name=type(module).__name__,
         n_params=n,
@@ -89,6 +99,8 @@ def inspect_module(module: Any) -> ModuleInfo:
         float64_params=n64,
         float64_parts=float64_parts(module, f64) if n64 else [],
         module_ids={id(m) for m in module.modules()} if n64 else set(),
+        tensor_devices=sorted(held.get(id(module), set())),
+        cpu_parts=cpu_parts(module, held),
     )
 
 

@@ -17,7 +17,6 @@ from ..rules.workload import (
     CopySite,
     GpuWindow,
     LoaderInfo,
-    Placement,
     SyncSite,
     WorkloadEvidence,
     analyse,
@@ -30,6 +29,7 @@ from .code_sources import _sync_source, forward_source, loader_source, optimizer
 from .float64_evidence import float64_use
 from .machine import machine_facts, tf32_matmul
 from .phase_report import phase_evidence, phase_free_run, phase_rows, settle, unmeasured_note
+from .placement_report import placement
 from .recorder import StepRecord, StepRecorder
 from .speed_of_light import BUSY_VERDICTS, measure_ceilings, speed_of_light, summary_line
 from .trace_analysis import HostRecord
@@ -170,28 +170,6 @@ def _hinted_batch(w: WatchedRun) -> int | None:
         return None
     shape = max(mods, key=lambda m: (m.n_params, m.calls)).input_shape or []
     return int(value) if value in shape[1:] and shape[:1] != [value] else None
-
-
-def _placement(w: WatchedRun) -> Placement | None:
-    mods = [m for m in w.collected.modules.values() if m.calls > 0]
-    if not mods:
-        return None
-    main = max(mods, key=lambda m: (m.n_params, m.calls))
-    return Placement(
-        module=main.name,
-        param_devices=list(main.param_devices),
-        input_devices=sorted(main.input_devices),
-        dataparallel=any(m.dataparallel for m in mods),
-        dataparallel_devices=next((m.dataparallel_devices for m in mods if m.dataparallel), None),
-        has_conv=main.has_conv,
-        input_channels_last=main.input_channels_last,
-        model_channels_last=main.model_channels_last,
-        autocast=main.autocast,
-        autocast_dtype=main.autocast_dtype,
-        batch_size=main.batch_size,
-        grad_enabled=main.grad_enabled,
-        batch_first=len(main.input_dim0s) == 1 if main.input_dim0s else None,
-    )
 
 
 def _memory(w: WatchedRun) -> tuple[int | None, int | None, int | None]:
@@ -514,7 +492,7 @@ def build_report(w: WatchedRun) -> Report:
         epoch_starts=[i for i, r in enumerate(clean) if r.epoch],
         loader_source=loader_source(w, ld),
         forward_source=forward_source(w),
-        placement=_placement(w),
+        placement=placement(w),
         tf32_matmul=tf32_matmul(flags),
         peak_memory_bytes=peak,
         peak_reserved_bytes=reserved,

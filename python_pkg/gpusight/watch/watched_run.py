@@ -87,6 +87,10 @@ class WatchedRun(Protocol):
     def cuda_available(self) -> bool: ...
 
     @property
+    def device_types(self) -> tuple[str, ...]:
+        """The device types counted as accelerators (``Watch(device_types=...)``)."""
+
+    @property
     def native_tid(self) -> int | None: ...
 
     @property
