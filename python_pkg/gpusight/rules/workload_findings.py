@@ -33,6 +33,7 @@ from .gpu_findings import (
     precision,
     small_batch,
 )
+from .host_line_rows import on_its_line
 from .placement_findings import cpu_model, dataparallel, device_mismatch
 from .stalls import stall_phrase, workers_to_keep_up
 from .step_view import StepView
@@ -193,31 +194,26 @@ def cpu_preprocessing(view: StepView) -> list[Finding]:
             ev_list.extend(
                 Evidence(f"CPU op {name}", rnd(ms, 2), "ms/step") for name, ms in w.top_cpu_ops
             )
-        out.append(
-            Finding(
-                id="load.cpu_preprocessing",
-                severity=severity_of(
-                    share["other_cpu"], HOST_WORK_WARN_PCT, HOST_WORK_CRITICAL_PCT
-                ),
-                title="Host work in the loop body keeps the GPU waiting"
-                if gpu_run
-                else "Host work outside the model takes a large share of the step",
-                evidence=ev_list,
-                impact=idle_impact(
-                    share["other_cpu"],
-                    "Work moved to DataLoader workers or onto the GPU overlaps with the step.",
-                ),
-                fix=fix(
-                    "Do per-batch transforms on the GPU after the copy, or inside the Dataset with "
-                    "DataLoader workers.",
-                    "loop.augment_on_gpu"
-                    if ev.loader is not None
-                    else "loop.augment_on_gpu_tensors",
-                    cpu_ms=rnd(max(cpu_loop, split["other_cpu"]), 1),
-                    workers=min(8, max(2, (ev.cpu_count or 4) - 1)),
-                ),
-            )
+        finding = Finding(
+            id="load.cpu_preprocessing",
+            severity=severity_of(share["other_cpu"], HOST_WORK_WARN_PCT, HOST_WORK_CRITICAL_PCT),
+            title="Host work in the loop body keeps the GPU waiting"
+            if gpu_run
+            else "Host work outside the model takes a large share of the step",
+            evidence=ev_list,
+            impact=idle_impact(
+                share["other_cpu"],
+                "Work moved to DataLoader workers or onto the GPU overlaps with the step.",
+            ),
+            fix=fix(
+                "Do per-batch transforms on the GPU after the copy, or inside the Dataset with "
+                "DataLoader workers.",
+                "loop.augment_on_gpu" if ev.loader is not None else "loop.augment_on_gpu_tensors",
+                cpu_ms=rnd(max(cpu_loop, split["other_cpu"]), 1),
+                workers=min(8, max(2, (ev.cpu_count or 4) - 1)),
+            ),
         )
+        out.append(on_its_line(finding, ev))
     return out
 
 

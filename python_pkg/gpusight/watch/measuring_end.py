@@ -47,9 +47,35 @@ class MeasuringEnd(WatchState):
             # Now, at the last measured step's end: the counted step after it runs slowly on
             # the host and lets the GPU's queue run dry (8 % of a GPU-bound step lost on an H200).
             self.end_drain_ms = self._gpu_queue_drain_ms()
-        if self._begin_flop_step(rec):
+        # The FLOP count first (one step), then the line clock (two): a short loop that ends
+        # on the way cuts the line clock short, not the count.
+        if self._begin_flop_step(rec) or self._begin_line_steps():
             return
         self._finish_measuring(rec)
+
+    def _begin_line_steps(self) -> bool:
+        """Time the next steps by line of the user's code (``host_lines.py``); False: none.
+
+        Only where steps end at step boundaries (a block without steps has no boundary to end
+        the clock on: its trace would stay on)."""
+        rec = self._rec
+        if rec is None or rec.kind is None or not self.lines.begin():
+            return False
+        self._in_run, self._run_left = False, 0
+        if not self._full:
+            self._set_full(True)
+        if self._detail:
+            self._set_detail(False)
+        return True
+
+    def _end_line_step(self, kind: str, rec: StepRecorder) -> bool:
+        """A step boundary while the line clock runs: a step of the driving kind counts."""
+        if kind != rec.kind:
+            return False
+        self.lines.step_ended()
+        if not self.lines.tracing:
+            self._finish_measuring(rec)
+        return False
 
     def _begin_flop_step(self, rec: StepRecorder) -> bool:
         """Count the next step's FLOPs (the hooks stay on until it ends); False: no count."""
@@ -78,7 +104,7 @@ class MeasuringEnd(WatchState):
             return self.flops.begin(self._torch, self._flags_now(), cur.index, None)
 
         self.flops.end(cur.phase_ns > 0, again)
-        if not self.flops.counting:
+        if not self.flops.counting and not self._begin_line_steps():
             self._finish_measuring(rec)
         return False
 

@@ -27,6 +27,7 @@ from ..rules.workload import (
 from .calibration import UNSEEN_FACTOR_FORWARD, unseen_factor
 from .code_sources import _sync_source, forward_source, loader_source, optimizer_info
 from .float64_evidence import float64_use
+from .host_lines_report import host_line_evidence, host_lines_run
 from .machine import machine_facts, tf32_matmul
 from .phase_report import phase_evidence, phase_free_run, phase_rows, settle, unmeasured_note
 from .placement_report import placement
@@ -506,6 +507,7 @@ def build_report(w: WatchedRun) -> Report:
         optimizer_ms=_optimizer_ms(clean),
     )
     ev.float64 = float64_use(w, ev.forward_source)
+    ev.host_lines = host_line_evidence(w.lines.result)
     result = analyse(ev)
     if rec.kind is None:
         _claim_nothing(result)
@@ -624,7 +626,11 @@ def _sync_rows(syncs: list[Any]) -> list[dict[str, Any]]:
 def _add_run_extras(
     run: dict[str, Any], w: WatchedRun, ev: Any, result: Any, step_ms: list[float]
 ) -> None:
-    """The run's optional fields: the GPU's drain, the spread, a stall, items, epochs, label."""
+    """The run's optional fields: the GPU's drain, the spread, a stall, items, epochs, label,
+    the host's time by line."""
+    lines = host_lines_run(w.lines.result, run.get("syncs") or [])
+    if lines is not None:
+        run["host_lines"] = lines
     if w.end_drain_ms is not None and step_ms:
         run["end_drain_ms"] = round(w.end_drain_ms, 3)
     spread = _spread(step_ms)

@@ -60,6 +60,7 @@ from .calibration import calibrate
 from .compiled_models import CompiledModels, _callers_namespaces, _compiled_graphs
 from .copy_sync_hooks import SYNC_MESSAGE, CopySyncHooks, classify_copy, non_blocking_arg, sync_kind
 from .flop_step import FLOPS_CUT_SHORT
+from .host_lines import LINES_CUT_SHORT
 from .light_steps import MAX_RUN, LightSteps
 from .loader_hooks import LoaderHooks
 from .measuring_end import MeasuringEnd, StopWatch
@@ -261,6 +262,7 @@ class Watch(
         self._tid = None
         parts: list[tuple[str, Callable[[], object]]] = [
             ("FLOP counter", lambda: self.flops.abort(FLOPS_CUT_SHORT)),
+            ("line clock", lambda: self.lines.abort(LINES_CUT_SHORT)),
             ("profiler window", self._end_window),
             ("hooks and wrappers", self._patches.restore),
             ("sync-debug mode", self._restore_sync_mode),

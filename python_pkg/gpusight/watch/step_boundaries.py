@@ -33,6 +33,8 @@ class StepBoundaries(WatchState):
             return False
         if self.flops.counting:
             return self._end_flop_step(kind, rec)
+        if self.lines.tracing:
+            return self._end_line_step(kind, rec)
         if self._in_run:
             self._close_run()
         plan = self.detail

@@ -21,6 +21,7 @@ from .call_cycle import Cycle
 from .collected import Collected, CopySiteSeen, SyncAgg
 from .detail import DetailPlan
 from .flop_step import FlopStep
+from .host_lines import LineClock
 from .optimizer_clock import OptimizerClock
 from .patches import Patches
 from .phases import PhaseHooks
@@ -202,6 +203,9 @@ class WatchState:
         """Evaluation and checkpoint saving between the training steps (``phases.py``)."""
         self.flops = FlopStep(enabled=not lean)
         """The FLOPs of the step after the measured ones (``flop_step.py``)."""
+        self.lines = LineClock(self.sources, enabled=not lean)
+        """The host's time by line of the user's code, over steps after the measured ones
+        (``host_lines.py``)."""
 
     @property
     def calibration(self) -> Calibration:
@@ -228,6 +232,7 @@ class WatchState:
         def _measuring_done(self) -> None: ...
         def _drain_before_measure(self) -> None: ...
         def _end_flop_step(self, kind: str, rec: StepRecorder) -> bool: ...
+        def _end_line_step(self, kind: str, rec: StepRecorder) -> bool: ...
         def _close_run(self) -> None: ...
         def _run_length(self, rec: StepRecorder) -> int: ...
         def _light_allowed(self) -> bool: ...

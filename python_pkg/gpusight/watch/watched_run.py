@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from .collected import Collected
     from .detail import DetailPlan
     from .flop_step import FlopStep
+    from .host_lines import LineClock
     from .phases import PhaseHooks
     from .profiler_window import ProfilerWindow
     from .raised import Raised
@@ -45,6 +46,10 @@ class WatchedRun(Protocol):
     @property
     def calibration(self) -> Calibration:
         """The per-event costs added to the hooks' own time."""
+
+    @property
+    def lines(self) -> LineClock:
+        """The host's time by line of the user's code (``host_lines.py``)."""
 
     @property
     def flops(self) -> FlopStep:

@@ -1,0 +1,132 @@
+"""The host's costliest line of the user's own work, and the fix chosen by what that line does
+(issue #49): a ``gc.collect()`` is removed, a logger writes less often, numpy inside ``forward``
+becomes the torch op on the device, a tokenizer moves into the DataLoader's workers. Lines that
+are the step's own framework calls (the model's call, ``backward()``, the optimizer) or its
+wait for data are the other findings' business. Pure: reads the line's text with ``ast``.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+
+@dataclass
+class HostLine:
+    file: str
+    line: int
+    code: str | None
+    function: str
+    ms: float
+    """Host time per step, exclusive of the user's code it calls."""
+    share_pct: float
+    in_forward: bool = False
+    waiting: bool = False
+
+    @property
+    def where(self) -> str:
+        return (
+            f"{self.file} line {self.line}" if self.file == "cell" else f"{self.file}:{self.line}"
+        )
+
+
+_FRAMEWORK = ("backward", "step", "zero_grad")
+_LOGGING = ("print", "log", "info", "debug", "add_scalar", "add_scalars", "add_histogram",
+            "add_image", "set_postfix", "write", "warning")  # fmt: skip
+
+
+def calls(code: str | None) -> list[str]:
+    """The dotted names the line calls, outermost first (``gc.collect``, ``np.argpartition``)."""
+    if not code:
+        return []
+    try:
+        tree = ast.parse(code.strip().rstrip(":") if code.strip().startswith("for ") else code)
+    except SyntaxError:
+        try:
+            tree = ast.parse(code.strip() + "\n    pass")
+        except SyntaxError:
+            return []
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            out.append(_dotted(node.func))
+    return [c for c in out if c]
+
+
+def _dotted(node: ast.expr) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        head = _dotted(node.value)
+        return f"{head}.{node.attr}" if head else node.attr
+    if isinstance(node, ast.Call):
+        return _dotted(node.func)
+    return ""
+
+
+def is_framework(ln: HostLine, model_call_line: int | None) -> bool:
+    """The step's own calls: the model's (its line), backward, the optimizer, the loader's loop."""
+    code = (ln.code or "").strip()
+    if code.startswith(("for ", "async for ")) and not ln.in_forward:
+        return True  # the loop's header: the wait for the next batch, load.input_bound's
+    if model_call_line is not None and ln.line == model_call_line and not ln.in_forward:
+        return True
+    return any(c.rsplit(".", 1)[-1] in _FRAMEWORK for c in calls(ln.code))
+
+
+def kind_of(ln: HostLine) -> str:
+    """What the line does, as its fix needs it."""
+    names = calls(ln.code)
+    last = [n.rsplit(".", 1)[-1] for n in names]
+    if "collect" in last and any(n.startswith("gc.") or n == "collect" for n in names):
+        return "gc"
+    if "empty_cache" in last:
+        return "empty_cache"
+    # The function the line is in says it too: the body of a tokenizer or a logger of the
+    # user's own (its own lines call str.split, np.histogram, ...).
+    func = ln.function.rsplit(".", 1)[-1]
+    if "token" in func.lower() or any("token" in n.lower() for n in names):
+        return "tokenizer"
+    if func in _LOGGING or func.startswith(("log_", "add_")):
+        return "logging"
+    if any(n.split(".", 1)[0] in ("np", "numpy") for n in names) or "numpy" in last:
+        return "numpy_in_forward" if ln.in_forward else "numpy"
+    # A logger's call, not torch.log or np.log (their heads are the maths libraries).
+    maths = ("torch", "np", "numpy", "math", "F", "nn")
+    if any(n.rsplit(".", 1)[-1] in _LOGGING and n.split(".", 1)[0] not in maths for n in names):
+        return "logging"
+    return "other"
+
+
+def fix_text(ln: HostLine) -> str | None:
+    """The fix for what the line does; None where only the generic advice fits."""
+    at = f"{ln.where} (`{(ln.code or '').strip()}`)"
+    kind = kind_of(ln)
+    if kind in ("gc", "empty_cache"):
+        return (
+            f"Remove {at} from the loop: it runs every step and the step waits for it. If "
+            "memory was the reason, run it between epochs, or let the allocator reuse memory "
+            "(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) instead of emptying its cache."
+        )
+    if kind == "logging":
+        return (
+            f"Log less often at {at}: every N steps, from values kept on the device and read "
+            "together (each read of a GPU value waits for the GPU)."
+        )
+    if kind == "numpy_in_forward":
+        return (
+            f"Do the work of {at} with the torch op on the model's device (torch.topk, "
+            "torch.argsort, torch.where, ...): in numpy it copies the activation to the host "
+            "and runs on one CPU core inside forward."
+        )
+    if kind == "numpy":
+        return (
+            f"Do the work of {at} in torch on the device, or in the Dataset where DataLoader "
+            "workers run it beside the step."
+        )
+    if kind == "tokenizer":
+        return (
+            f"Tokenize once before training, or in the Dataset's __getitem__ (or a collate_fn) "
+            f"with DataLoader workers, instead of in the loop at {at}."
+        )
+    return None

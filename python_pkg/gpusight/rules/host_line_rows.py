@@ -1,0 +1,47 @@
+"""A host-work finding on its line: the costliest lines of the user's own work as its evidence,
+its title naming the top one, and its fix chosen by what that line does (``host_line_fix.py``).
+Without timed lines (a lean watch, a traced process) the finding stays as its rule made it."""
+
+from __future__ import annotations
+
+from ..report import Evidence, Finding, Fix, SourceLine
+from .host_line_fix import HostLine, fix_text, is_framework
+from .workload_evidence import WorkloadEvidence
+from .workload_impacts import rnd
+
+TOP_SHARE_PCT = 20.0
+"""A line is the finding's own where it holds this share of the timed steps' host time."""
+SHOWN = 3
+
+
+def own_lines(ev: WorkloadEvidence) -> list[HostLine]:
+    """The user's lines of work, the step's framework calls and its wait for data left out."""
+    call = ev.forward_source.line if ev.forward_source is not None else None
+    return [ln for ln in ev.host_lines if not is_framework(ln, call)]
+
+
+def on_its_line(f: Finding, ev: WorkloadEvidence) -> Finding:
+    lines = own_lines(ev)
+    if not lines:
+        return f
+    f.evidence.extend(
+        Evidence(
+            "host time at" + (" (in forward)" if ln.in_forward else ""),
+            rnd(ln.ms, 2),
+            "ms/step",
+            SourceLine(file=ln.file, line=ln.line, code=ln.code),
+        )
+        for ln in lines[:SHOWN]
+    )
+    top = lines[0]
+    if top.share_pct < TOP_SHARE_PCT:
+        return f
+    inside = " inside forward" if top.in_forward else ""
+    f.title = (
+        f"{top.where}{inside} (`{(top.code or '').strip()}`) takes {top.share_pct:.0f}% of "
+        "the step's host time"
+    )
+    text = fix_text(top)
+    if text is not None:
+        f.fix = Fix(text=text)
+    return f

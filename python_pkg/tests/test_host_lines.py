@@ -1,0 +1,211 @@
+"""Every host millisecond on a line (issue #49, first slice): the watch times the steps after the
+measured ones by line of the user's code, the report lists the costliest (``run.host_lines``),
+and the host-work finding names the top line with a fix chosen by what it does. One script per
+kind of waste, real CPU torch, ``gpusight run``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gpusight.report import load_report
+from gpusight.report_schema import validate
+
+HEAD = """\
+import gc
+import numpy as np
+import torch
+from torch import nn
+
+torch.set_num_threads(1)
+torch.manual_seed(0)
+"""
+
+GC_EVERY_STEP = (
+    HEAD
+    + """\
+model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+heap = [[i] * 10 for i in range(200_000)]  # a heap for the collector to walk
+for step in range(300):
+    x = torch.randn(32, 64)
+    loss = nn.functional.cross_entropy(model(x), torch.randint(0, 10, (32,)))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    gc.collect()
+    torch.cuda.empty_cache()
+"""
+)
+
+NUMPY_IN_FORWARD = (
+    HEAD
+    + """\
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 4096)
+        self.out = nn.Linear(4096, 10)
+
+    def forward(self, x):
+        h = self.fc(x)
+        top = np.argsort(np.tile(h.detach().cpu().numpy(), (1, 8)), axis=1)[:, -16:]
+        return self.out(h) + torch.from_numpy(top[:, :10] % 2).float()
+
+
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in range(300):
+    x = torch.randn(64, 64)
+    loss = nn.functional.cross_entropy(model(x), torch.randint(0, 10, (64,)))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+)
+
+LOGGING = (
+    HEAD
+    + """\
+class Histograms:
+    \"\"\"A logger that writes a histogram of every parameter, as TensorBoard's add_histogram.\"\"\"
+
+    def __init__(self, path):
+        self.f = open(path, "w")
+
+    def add_histogram(self, name, values, step):
+        counts, edges = np.histogram(np.sort(np.tile(values.ravel(), 40)), bins=200)
+        self.f.write(f"{step} {name} {counts.tolist()} {edges.tolist()}\\n")
+
+
+writer = Histograms("hist.log")
+model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in range(300):
+    x = torch.randn(32, 64)
+    loss = nn.functional.cross_entropy(model(x), torch.randint(0, 10, (32,)))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    for name, p in model.named_parameters():
+        writer.add_histogram(name, p.detach().numpy(), step)
+"""
+)
+
+TOKENIZER = (
+    HEAD
+    + """\
+VOCAB = {w: i for i, w in enumerate(f"w{i}" for i in range(5000))}
+
+
+def tokenize(texts):
+    ids = [[VOCAB.get(w, 0) for w in t.split()][:64] for t in texts]
+    return torch.tensor([x + [0] * (64 - len(x)) for x in ids])
+
+
+texts = [" ".join(f"w{(i * 7 + j) % 6000}" for j in range(400)) for i in range(64)]
+model = nn.Sequential(nn.Embedding(5000, 32), nn.Flatten(), nn.Linear(64 * 32, 2))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in range(300):
+    batch = tokenize(texts)
+    loss = nn.functional.cross_entropy(model(batch), torch.zeros(64, dtype=torch.long))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+)
+
+
+def _run(tmp_path: Path, source: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    from gpusight.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text(source, encoding="utf-8")
+    assert main(["run", "--quiet", "--steps", "8", "--json", "r.json", "train.py"]) == 0
+    rep = load_report(tmp_path / "r.json")
+    validate(rep)
+    return rep
+
+
+def _line_of(source: str, text: str) -> int:
+    return next(i for i, ln in enumerate(source.splitlines(), 1) if text in ln)
+
+
+def _top(rep: dict[str, Any]) -> dict[str, Any]:
+    lines = rep["run"]["host_lines"]["lines"]
+    assert lines, rep["run"]["host_lines"]
+    return lines[0]
+
+
+def test_a_gc_collect_every_step_is_named_and_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rep = _run(tmp_path, GC_EVERY_STEP, monkeypatch)
+    top = _top(rep)
+    assert (top["file"], top["line"]) == ("train.py", _line_of(GC_EVERY_STEP, "gc.collect()"))
+    assert top["share_pct"] >= 60.0 and not top["in_forward"]
+    f = next(f for f in rep["findings"] if f["id"] == "load.cpu_preprocessing")
+    assert f["title"].startswith(f"train.py:{top['line']} (`gc.collect()`)")
+    assert f["fix"]["text"].startswith(f"Remove train.py:{top['line']} (`gc.collect()`)")
+    assert "DataLoader" not in f["fix"]["text"] and "transforms" not in f["fix"]["text"]
+    # The terminal's first screen says where the host time goes.
+    from gpusight.report_parse import report_from_dict
+    from gpusight.text_report import render_summary
+
+    text = render_summary(report_from_dict(rep))
+    assert f"host time by line: train.py:{top['line']} gc.collect() " in text
+
+
+def test_numpy_inside_forward_is_named_as_inside_forward(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rep = _run(tmp_path, NUMPY_IN_FORWARD, monkeypatch)
+    lines = rep["run"]["host_lines"]["lines"]
+    argsort = _line_of(NUMPY_IN_FORWARD, "np.argsort")
+    row = next(r for r in lines if r["line"] == argsort)
+    assert row["in_forward"] and row["function"] == "Net.forward"
+    # The costliest of the user's own lines (the step's backward aside).
+    own = [r for r in lines if "backward" not in r.get("code", "")]
+    assert own[0]["line"] == argsort, lines
+
+
+def test_a_histogram_logger_every_step_is_named_and_logged_less_often(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rep = _run(tmp_path, LOGGING, monkeypatch)
+    lines = rep["run"]["host_lines"]["lines"]
+    call = _line_of(LOGGING, "writer.add_histogram(name")
+    # The logger's own lines are the user's too (its class is in the script); the loop's call
+    # of it carries the rest.
+    inside = {_line_of(LOGGING, "counts, edges"), _line_of(LOGGING, "self.f.write"), call}
+    assert sum(r["share_pct"] for r in lines if r["line"] in inside) >= 60.0, lines
+    assert lines[0]["line"] in inside
+    f = next(f for f in rep["findings"] if f["id"] == "load.cpu_preprocessing")
+    assert f"train.py:{lines[0]['line']}" in f["title"]
+    assert f["fix"]["text"].startswith(f"Log less often at train.py:{lines[0]['line']}")
+
+
+def test_a_tokenizer_in_the_loop_is_named_and_moved_to_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rep = _run(tmp_path, TOKENIZER, monkeypatch)
+    top = _top(rep)
+    assert top["line"] == _line_of(TOKENIZER, "ids = [[VOCAB.get"), rep["run"]["host_lines"]
+    assert top["function"] == "tokenize" and top["share_pct"] >= 60.0
+    f = next(f for f in rep["findings"] if f["id"] == "load.cpu_preprocessing")
+    assert f["fix"]["text"].startswith("Tokenize once before training")
+
+
+def test_a_traced_process_is_left_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def tracer(frame: Any, event: str, arg: Any) -> None:
+        return None
+
+    monkeypatch.setattr(sys, "gettrace", lambda: tracer)  # as under a debugger
+    rep = _run(tmp_path, GC_EVERY_STEP, monkeypatch)
+    assert rep["run"]["host_lines"] == {
+        "steps": 0,
+        "lines": [],
+        "unavailable": "another tracer (a debugger, coverage) runs",
+    }
