@@ -61,11 +61,7 @@ class MeasuringEnd(WatchState):
         rec = self._rec
         if rec is None or rec.kind is None or not self.lines.begin():
             return False
-        self._in_run, self._run_left = False, 0
-        if not self._full:
-            self._set_full(True)
-        if self._detail:
-            self._set_detail(False)
+        self._unmeasured_step()
         return True
 
     def _end_line_step(self, kind: str, rec: StepRecorder) -> bool:
@@ -85,13 +81,17 @@ class MeasuringEnd(WatchState):
         why = flops_blocked(self._top_modules.values(), _compiled_graphs() > self._graphs_at_start)
         if not fs.begin(self._torch, self._flags_now(), rec.current.index, why):
             return False
+        self._unmeasured_step()
+        return True
+
+    def _unmeasured_step(self) -> None:
+        """The hooks for a step after the measured ones (counted, timed by line): every step's
+        boundary seen; its copies and syncs are not the report's steps': they pass through."""
         self._in_run, self._run_left = False, 0
         if not self._full:
             self._set_full(True)
         if self._detail:
-            # Its copies and syncs are not the report's steps': they pass through unrecorded.
             self._set_detail(False)
-        return True
 
     def _end_flop_step(self, kind: str, rec: StepRecorder) -> bool:
         """A step boundary while counting: a step of the driving kind ends the count."""
