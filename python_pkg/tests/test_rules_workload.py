@@ -616,3 +616,25 @@ def test_no_batch_advice_where_host_work_not_launches_keeps_the_gpu_waiting() ->
     rep = report_of(_small_batch_evidence(other_cpu=1.2, launch=0.4))
     assert "load.small_batch" not in ids(rep)
     assert "load.cpu_preprocessing" in ids(rep)
+
+
+def test_a_sync_on_a_numpy_line_inside_forward_gets_that_lines_fix() -> None:
+    from gpusight.rules.host_line_fix import HostLine
+
+    code = "top = np.argpartition(h.detach().cpu().numpy(), -16, axis=1)[:, -16:]"
+    ev = evidence(
+        window=gpu_window(compute=30.0, sync_stall=60.0, launch_overhead=10.0),
+        syncs=[SyncSite(kind="cpu", count=6, file="train.py", line=23, code=code, idle_ms=300.0)],
+        host_lines=[
+            HostLine("train.py", 23, code, "Net.forward", 6.2, 75.1, in_forward=True),
+            HostLine("train.py", 40, "loss.backward()", "<module>", 1.0, 12.0),
+        ],
+    )
+    f = report_of(ev).finding("code.host_sync")
+    assert f is not None
+    assert f.fix.text.startswith("Do the work of train.py:23 (`top = np.argpartition(")
+    assert "torch op on the model's device" in f.fix.text
+    # Elsewhere the sync's own fix stays: the value read every few steps.
+    ev.host_lines = [HostLine("train.py", 40, "print(loss.item())", "<module>", 1.0, 90.0)]
+    g = report_of(ev).finding("code.host_sync")
+    assert g is not None and g.fix.text.startswith("Keep values on the GPU")

@@ -5,7 +5,7 @@ Without timed lines (a lean watch, a traced process) the finding stays as its ru
 from __future__ import annotations
 
 from ..report import Evidence, Finding, Fix, SourceLine
-from .host_line_fix import HostLine, fix_text, is_framework
+from .host_line_fix import HostLine, fix_text, is_framework, kind_of
 from .workload_evidence import WorkloadEvidence
 from .workload_impacts import rnd
 
@@ -44,4 +44,30 @@ def on_its_line(f: Finding, ev: WorkloadEvidence) -> Finding:
     text = fix_text(top)
     if text is not None:
         f.fix = Fix(text=text)
+    return f
+
+
+def sync_on_its_line(
+    f: Finding, ev: WorkloadEvidence, file: str | None, line: int | None
+) -> Finding:
+    """The sync finding where the line that waits is numpy or a logger's work on a copied value
+    (``np.argpartition(h.cpu().numpy())`` inside forward, a histogram of every parameter): the
+    fix is that work's, not "read the value every few steps"."""
+    lines = own_lines(ev)
+    if not lines or (lines[0].file, lines[0].line) != (file, line):
+        return f
+    top = lines[0]
+    if kind_of(top) not in ("numpy_in_forward", "numpy", "logging"):
+        return f
+    text = fix_text(top)
+    if text is not None:
+        f.fix = Fix(text=text)
+        f.evidence.append(
+            Evidence(
+                "host time at" + (" (in forward)" if top.in_forward else ""),
+                rnd(top.ms, 2),
+                "ms/step",
+                SourceLine(file=top.file, line=top.line, code=top.code),
+            )
+        )
     return f

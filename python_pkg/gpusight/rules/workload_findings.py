@@ -33,7 +33,7 @@ from .gpu_findings import (
     precision,
     small_batch,
 )
-from .host_line_rows import on_its_line
+from .host_line_rows import on_its_line, sync_on_its_line
 from .placement_findings import cpu_model, dataparallel, device_mismatch
 from .stalls import stall_phrase, workers_to_keep_up
 from .step_view import StepView
@@ -283,44 +283,42 @@ def host_sync(view: StepView) -> list[Finding]:
             if gpu_run
             else "info"
         )
-        out.append(
-            Finding(
-                id="code.host_sync",
-                severity=sev,
-                title="The host waits for the GPU inside the loop"
-                + (f" ({first.kind} at {site_text(first.file, first.line)})" if first.line else ""),
-                evidence=[
-                    Evidence("GPU idle after syncs", rnd(split["sync_stall"], 2), "ms/step"),
-                    Evidence("share of step", rnd(share["sync_stall"]), "%"),
-                    Evidence("syncs per step", rnd(sync_count / n_steps, 2)),
-                    *(
-                        Evidence(
-                            f"{s.kind}",
-                            s.count,
-                            "calls",
-                            source_line(s.file, s.line, s.code, s.count),
-                        )
-                        for s in top[:5]
-                    ),
-                ],
-                impact=idle_impact(
-                    share["sync_stall"],
-                    "Without the wait the host queues the next step while the GPU computes.",
+        synced = Finding(
+            id="code.host_sync",
+            severity=sev,
+            title="The host waits for the GPU inside the loop"
+            + (f" ({first.kind} at {site_text(first.file, first.line)})" if first.line else ""),
+            evidence=[
+                Evidence("GPU idle after syncs", rnd(split["sync_stall"], 2), "ms/step"),
+                Evidence("share of step", rnd(share["sync_stall"]), "%"),
+                Evidence("syncs per step", rnd(sync_count / n_steps, 2)),
+                *(
+                    Evidence(
+                        f"{s.kind}",
+                        s.count,
+                        "calls",
+                        source_line(s.file, s.line, s.code, s.count),
+                    )
+                    for s in top[:5]
                 ),
-                fix=sync_fix(
-                    fix(
-                        "Keep values on the GPU and read them every few steps (or log "
-                        "asynchronously).",
-                        "sync.defer_item",
-                        site=site_text(first.file, first.line),
-                        code=first.code or first.kind,
-                        every=50,
-                    ),
-                    first,
-                    50,
+            ],
+            impact=idle_impact(
+                share["sync_stall"],
+                "Without the wait the host queues the next step while the GPU computes.",
+            ),
+            fix=sync_fix(
+                fix(
+                    "Keep values on the GPU and read them every few steps (or log asynchronously).",
+                    "sync.defer_item",
+                    site=site_text(first.file, first.line),
+                    code=first.code or first.kind,
+                    every=50,
                 ),
-            )
+                first,
+                50,
+            ),
         )
+        out.append(sync_on_its_line(synced, ev, first.file, first.line))
     return out
 
 
