@@ -16,5 +16,6 @@ export {
 export { GsProgress } from './progress';
 export { GsReport } from './report';
 export { GsTimeline } from './timeline';
+export { GsHostLines } from './host-lines';
 export { GsVerdict } from './verdict';
 export { GsWhatIfs } from './whatifs';

@@ -191,6 +191,69 @@ describe('<gs-report>', () => {
     expect(el.shadowRoot?.textContent).not.toMatch(/Estimated|Measured:/);
   });
 
+  it('says where the host time goes, line by line, in words a narrow panel wraps', async () => {
+    const r = clone(full) as unknown as GpusightReport;
+    r.schema_version = '1.6';
+    r.run!.host_lines = {
+      steps: 2,
+      step_ms: 157.2,
+      lines: [
+        {
+          file: 'train.py',
+          line: 15,
+          code: 'gc.collect()',
+          function: '<module>',
+          ms_per_step: 147.8,
+          share_pct: 98.7,
+          in_forward: false,
+          waiting: false
+        },
+        {
+          file: 'train.py',
+          line: 23,
+          code: 'top = np.argpartition(h.cpu().numpy(), -16)',
+          function: 'Net.forward',
+          ms_per_step: 0.9,
+          share_pct: 0.6,
+          in_forward: true,
+          waiting: true
+        },
+        {
+          file: 'train.py',
+          line: 11,
+          code: 'x = torch.randn(32, 64)',
+          function: '<module>',
+          ms_per_step: 2.1,
+          share_pct: 1.3,
+          in_forward: false,
+          waiting: false
+        }
+      ]
+    };
+    const el = await mount(r);
+    expect(el.validation?.ok).toBe(true);
+    const items = deepAll(el, 'gs-host-lines li');
+    // Lines under 1 % of the timed steps are left out; the order is the report's.
+    expect(
+      items.map(
+        i => i.querySelector('.jp-GpusightHostLines-where')?.textContent
+      )
+    ).toEqual(['train.py:15', 'train.py:11']);
+    expect(items[0].textContent).toContain('gc.collect()');
+    expect(items[0].textContent).toMatch(/98\.7\s*%/);
+    r.run!.host_lines = {
+      steps: 0,
+      lines: [],
+      unavailable: 'another tracer (a debugger, coverage) runs'
+    };
+    document.body.replaceChildren();
+    const why = await mount(r);
+    const whyText = (
+      deepAll(why, 'gs-host-lines')[0].shadowRoot?.textContent ?? ''
+    ).replace(/\s+/g, ' ');
+    expect(whyText).toContain('Not timed by line: another tracer');
+  });
+
   it('renders a minimal report without the run sections', async () => {
     const el = await mount(minimal);
     expect(el.validation?.ok).toBe(true);

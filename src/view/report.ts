@@ -21,6 +21,7 @@ import { cpuOnlyBuild, gpuInUse } from './machine';
 import { humanDate, notRun, type NotRunGroup } from './not-run';
 import { shownWhatIfs } from './shown-gains';
 import { baseStyles } from './styles';
+import './host-lines';
 import './speed-of-light';
 import './timeline';
 import { raisedBeforeMeasuring } from './verdict';
@@ -96,6 +97,7 @@ export class GsReport extends LitElement {
         color: var(--jp-ui-font-color2);
       }
       gs-breakdown,
+      gs-host-lines,
       gs-speed-of-light,
       gs-timeline,
       gs-findings,
@@ -219,6 +221,11 @@ export class GsReport extends LitElement {
       ${
         run && !raised
           ? html`<gs-breakdown .run=${run} .gpu=${gpu}></gs-breakdown>`
+          : nothing
+      }
+      ${
+        run?.host_lines && !raised
+          ? html`<gs-host-lines .run=${run}></gs-host-lines>`
           : nothing
       }
       ${
