@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from .workload_impacts import site_text
+
 
 @dataclass
 class HostLine:
@@ -25,9 +27,7 @@ class HostLine:
 
     @property
     def where(self) -> str:
-        return (
-            f"{self.file} line {self.line}" if self.file == "cell" else f"{self.file}:{self.line}"
-        )
+        return site_text(self.file, self.line)
 
 
 _FRAMEWORK = ("backward", "step", "zero_grad")

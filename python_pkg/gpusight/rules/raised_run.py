@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..report import Evidence, Finding, Fix, Impact, Report, SourceLine, Verdict
+from .workload_impacts import site_text
 
 FINDING_ID = "code.raised"
 
@@ -28,7 +29,7 @@ def where(error: dict[str, Any]) -> str:
     if not isinstance(src, dict):
         return ""
     func = f" in {error['function']}" if error.get("function") else ""
-    return f"{src['file']}:{src['line']}{func}"
+    return f"{site_text(src['file'], src['line'])}{func}"
 
 
 def outcome_note(error: dict[str, Any]) -> str:
@@ -57,7 +58,7 @@ def raised_finding(error: dict[str, Any]) -> Finding:
         evidence.append(Evidence(label, at, source=src))
     call = _source(error.get("call"))
     if call is not None:
-        evidence.append(Evidence("called from", f"{call.file}:{call.line}", source=call))
+        evidence.append(Evidence("called from", site_text(call.file, call.line), source=call))
     fix_at = f" at {at}" if at else ""
     return Finding(
         id="code.raised",

@@ -31,13 +31,6 @@ class Raised:
     in_forward: bool
     """``site`` is inside a module's ``forward``."""
 
-    def where(self) -> str:
-        """``x.py:12 in Net.forward``, or '' where no line of the user's was in the traceback."""
-        if self.site is None:
-            return ""
-        func = f" in {self.function}" if self.function else ""
-        return f"{self.site.file}:{self.site.line}{func}"
-
     def as_dict(self, measured_steps: int) -> dict[str, Any]:
         """The report's ``run.error`` (schema 1.6)."""
         out: dict[str, Any] = {

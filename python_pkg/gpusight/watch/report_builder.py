@@ -507,7 +507,7 @@ def build_report(w: WatchedRun) -> Report:
         optimizer_ms=_optimizer_ms(clean),
     )
     ev.float64 = float64_use(w, ev.forward_source)
-    ev.host_lines = host_line_evidence(w.lines.result)
+    ev.host_lines = host_line_evidence(w.lines.result, ((s.file, s.line) for s in ev.syncs))
     result = analyse(ev)
     if rec.kind is None:
         _claim_nothing(result)
@@ -628,7 +628,7 @@ def _add_run_extras(
 ) -> None:
     """The run's optional fields: the GPU's drain, the spread, a stall, items, epochs, label,
     the host's time by line."""
-    lines = host_lines_run(w.lines.result, run.get("syncs") or [])
+    lines = host_lines_run(w.lines.result, ev.host_lines)
     if lines is not None:
         run["host_lines"] = lines
     if w.end_drain_ms is not None and step_ms:
