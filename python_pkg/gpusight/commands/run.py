@@ -492,6 +492,8 @@ def _what_if(args: argparse.Namespace, label: str) -> int:
     report.title = label
     # The runs' lines are in the copy, gone now: the fixes patch the user's own files.
     base.facts = box.files_back(base.facts)
+    for arm, _res in out.arms:  # a change to a file names the user's (its fix patches it)
+        arm.changes = box.files_back(arm.changes)
     if not base.ok:
         report.notes.append(f"what-if: not run, the baseline run failed: {base.error}")
     else:

@@ -18,6 +18,7 @@ from .compile import Compile
 from .cudnn_benchmark import CudnnBenchmark
 from .fused_optimizer import FusedOptimizer
 from .loader import LOADER_KEYS, LoaderSettings, Workers
+from .statement import Statement
 from .tf32 import Tf32
 from .to_device import ToDevice
 
@@ -32,6 +33,7 @@ REGISTRY: tuple[Knob, ...] = (
     CudnnBenchmark(),
     FusedOptimizer(),
     Compile(),
+    Statement(),
 )
 KNOWN_KEYS = frozenset(k for knob in REGISTRY for k in knob.keys)
 
@@ -54,6 +56,17 @@ def script_args(args: list[str], changes: dict[str, Any]) -> list[str]:
     for knob in owners(changes):
         args = knob.script_args(args, changes)
     return args
+
+
+def source_edits(changes: dict[str, Any]) -> dict[str, str] | str:
+    """The files a re-run with ``changes`` runs changed (``Knob.source_edits``), or why not."""
+    out: dict[str, str] = {}
+    for knob in owners(changes):
+        got = knob.source_edits(changes)
+        if isinstance(got, str):
+            return got
+        out.update(got)
+    return out
 
 
 def run_items(changes: dict[str, Any], counted: int | None, base: int | None) -> int | None:
@@ -100,6 +113,7 @@ __all__ = [
     "plan_groups",
     "run_items",
     "script_args",
+    "source_edits",
     "title",
     "took_effect",
 ]

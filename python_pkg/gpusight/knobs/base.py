@@ -170,6 +170,11 @@ class Knob:
         """One more point for a sweep that has run all its arms (None: it ends there)."""
         return None
 
+    def source_edits(self, changes: dict[str, Any]) -> dict[str, str] | str:
+        """The user's files a re-run with ``changes`` runs changed (path in the run's copy ->
+        its new text), or why the change cannot be made; ``{}``: none."""
+        return {}
+
     def script_args(self, args: list[str], changes: dict[str, Any]) -> list[str]:
         """The script's command line for a re-run with ``changes``."""
         return args

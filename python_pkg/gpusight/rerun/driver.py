@@ -32,7 +32,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..knobs import by_name, extra_warmup, not_planned, run_items, script_args, took_effect
+from ..knobs import (
+    by_name,
+    extra_warmup,
+    not_planned,
+    run_items,
+    script_args,
+    source_edits,
+    took_effect,
+)
 from ..knobs.gain_rule import MIN_GAIN, beyond_bound, threshold
 from . import stacking
 from .plan import Arm, Group, combine, plan, sweep_goes_on
@@ -230,6 +238,7 @@ class ScriptRunner:
         self.sandbox = sandbox
         """The scratch copy of the user's folder each run works in (``sandbox.py``)."""
         self.env: dict[str, str] | None = env
+        self._asked = (script, cwd, env, refuse_outside)
         if sandbox is not None:
             self.cwd, script, self.env = _in_sandbox(sandbox, script, cwd, env, refuse_outside)
         self.script = script
@@ -257,12 +266,58 @@ class ScriptRunner:
             cmd.append("--lean")
         if changes:
             cmd += ["--inject", json.dumps(changes)]
-        cmd += [self.script, *script_args(self.args, changes)]
+        edited = self._edited(changes)
+        if isinstance(edited, str):
+            return RunResult(label, changes, False, 0.0, error=edited)
+        box, cwd, script, env = edited
+        cmd += [script, *script_args(self.args, changes)]
+        try:
+            return self._launch(label, changes, cmd, (rp, fp, log), cwd, env, timeout_s)
+        finally:
+            if box is not None:
+                box.remove()
+
+    def _edited(
+        self, changes: dict[str, Any]
+    ) -> tuple[Sandbox | None, str | None, str, dict[str, str] | None] | str:
+        """Where a run with ``changes`` runs: the scratch copy, or where a change edits the
+        user's files (``Knob.source_edits``) a copy of its own holding them; or why not."""
+        edits = source_edits(changes) if changes else {}
+        if isinstance(edits, str):
+            return f"the change could not be made: {edits}"
+        if not edits:
+            return None, self.cwd, self.script, self.env
+        if self.sandbox is None:
+            return "a change to your files is measured only in a scratch copy of the folder"
+        from . import sandbox
+
+        files = {}
+        for path, text in edits.items():
+            rel = os.path.relpath(os.path.abspath(path), self.sandbox.path)
+            if rel.startswith(".."):
+                return f"{path} is outside the folder the re-runs copy"
+            files[rel] = text
+        box = sandbox.make(self.sandbox.root, files, prefix="gpusight-whatif-edit-")
+        script, cwd, env, refuse = self._asked
+        cwd, script, env = _in_sandbox(box, script, cwd, env, refuse)
+        return box, cwd, script, env
+
+    def _launch(
+        self,
+        label: str,
+        changes: dict[str, Any],
+        cmd: list[str],
+        paths: tuple[Path, Path, Path],
+        cwd: str | None,
+        env: dict[str, str] | None,
+        timeout_s: float,
+    ) -> RunResult:
+        rp, fp, log = paths
         t = time.monotonic()
         with open(log, "wb") as out:
             proc = subprocess.Popen(
                 cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, env=self.env, cwd=self.cwd,
+                start_new_session=True, env=env, cwd=cwd,
             )  # fmt: skip
             try:
                 rc = proc.wait(timeout=max(1.0, timeout_s))

@@ -104,6 +104,7 @@ def from_watch(w: Watch, wall_s: float | None = None) -> dict[str, Any]:
             }
             for a in sorted(w.collected.syncs.values(), key=lambda a: -a.count)[:12]
         ],
+        "host_lines": _host_lines(w, run.get("host_lines")),
         "warmup_step_ms": [
             round(r.duration_ns / 1e6, 3)
             for r in (rec.records if rec else [])
@@ -116,6 +117,17 @@ def from_watch(w: Watch, wall_s: float | None = None) -> dict[str, Any]:
         "outcome": w.outcome,
         "wall_s": wall_s,
     }
+
+
+def _host_lines(w: Watch, shown: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The report's timed lines, each ``file`` the path the code names (a knob reads it)."""
+    times = w.lines.result
+    if not shown or times is None:
+        return shown
+    paths = {(t.file, t.line): t.path for t in times.lines if t.path}
+    rows = [{**r, "file": paths.get((r.get("file"), r.get("line")), r.get("file"))}
+            for r in shown.get("lines") or []]  # fmt: skip
+    return {**shown, "lines": rows}
 
 
 def _optimizer(w: Watch) -> dict[str, Any] | None:

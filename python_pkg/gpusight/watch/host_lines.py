@@ -50,6 +50,8 @@ class TimedLine:
     function: str
     ns: int
     hits: int
+    path: str = ""
+    """The file as the code names it (``file`` is as the user is shown it)."""
 
 
 @dataclass
@@ -196,7 +198,7 @@ class LineClock:
             if row is None:
                 name = _COMPREHENSION.sub("", getattr(code, "co_qualname", code.co_name))
                 row = by_line[(site.file, site.line)] = TimedLine(
-                    site.file, site.line, site.code, name, 0, 0
+                    site.file, site.line, site.code, name, 0, 0, code.co_filename
                 )
             row.ns += ns
             row.hits += hits

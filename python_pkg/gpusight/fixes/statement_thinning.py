@@ -1,0 +1,451 @@
+"""A costly statement of the training loop run less often, or not at all (issue #50): which
+statement that is for a line the host spends its time on, whether leaving it out of a step can
+change what the training computes (then it is refused, with the reason), and the source with
+the change made, which the what-if runs and the fix hands over as a diff.
+
+A statement may be thinned where all it does is report or clean up: a call whose result is
+discarded and that logs, prints, writes a file or a metric, or collects garbage / empties the
+allocator's cache; a block made only of such statements (a loop over the parameters writing
+their histograms); a call of the user's own function whose body is only that. Anything that can
+change the training is refused: a name assigned there and read later, an attribute or an item
+written, an in-place tensor method, ``backward``/``step``/an optimizer's or a scheduler's
+update, drawing random numbers (the rest of the run would draw others), advancing an iterator,
+control flow. Cleanup (``gc.collect()``, ``torch.cuda.empty_cache()``) is skipped; reporting
+runs every ``every`` steps of the loop's own counter, or of one ``enumerate`` adds to the loop.
+Pure text work with ``ast``: no imports of the user's code.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from .patch import unified_diff
+from .statement_patches import bodies, compiles, indent_of
+
+Mode = Literal["skip", "every"]
+
+EVERY = 10
+"""Steps between two runs of a thinned statement: a measured window of 20 steps runs it twice."""
+
+_CLEANUP = frozenset(
+    {"collect", "empty_cache", "ipc_collect", "synchronize", "reset_peak_memory_stats",
+     "reset_max_memory_allocated", "sleep", "malloc_trim"}
+)  # fmt: skip
+_REPORT = frozenset(
+    {"print", "pprint", "info", "debug", "warning", "warn", "error", "critical", "exception",
+     "log", "write", "writelines", "flush", "set_postfix", "set_postfix_str", "set_description",
+     "display", "log_dict", "log_metrics", "log_metric"}
+)  # fmt: skip
+_LOG_NAME = re.compile(r"(log|log_\w+|\w+_log|print_\w+|add_(scalar|scalars|histogram|image|"
+                       r"images|text|figure|pr_curve|embedding|hparams|graph|audio|video|mesh))",
+                       re.IGNORECASE)  # fmt: skip
+_NOT_LOGGING = frozenset({"log_softmax", "log_prob", "log_normal_", "log_sigmoid", "logsumexp"})
+# Calls that change what the training computes: its updates, its data, its random numbers.
+_CHANGES = frozenset(
+    {"backward", "step", "zero_grad", "update", "append", "extend", "insert", "pop", "popleft",
+     "clear", "remove", "discard", "put", "put_nowait", "send", "setdefault", "next", "train",
+     "eval", "load_state_dict", "register_buffer", "register_parameter", "add_module",
+     "manual_seed", "seed", "shuffle", "sample", "rand", "randn", "randint", "randperm",
+     "random", "choice", "normal", "uniform", "bernoulli", "multinomial", "dropout", "save",
+     "prefetch", "requires_grad_", "set_"}
+)  # fmt: skip
+
+
+_CLIMBED = (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)
+
+
+@dataclass(frozen=True)
+class Thinning:
+    """One statement (or one line of simple statements) of the step's loop to change."""
+
+    first: int
+    last: int
+    mode: Mode
+    every: int
+    code: str
+    """The statement's first line, stripped: the change said in words."""
+    counter: str | None
+    """The loop's own step counter (``every``); None: ``enumerate`` adds ``step``."""
+    loop_line: int
+
+
+def _name(func: ast.expr) -> str:
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return ""
+
+
+def _changes_training(node: ast.AST) -> str | None:
+    """The first call in ``node`` that can change what the training computes."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Call):
+            name = _name(n.func)
+            in_place = name.endswith("_") and not name.endswith("__") and len(name) > 1
+            if name in _CHANGES or in_place:
+                return name
+    return None
+
+
+def _is_report(name: str) -> bool:
+    if name in _REPORT:
+        return True
+    return bool(_LOG_NAME.fullmatch(name)) and name.lower() not in _NOT_LOGGING
+
+
+class _Reader:
+    """Whether statements only report or clean up, the user's own functions of one file looked
+    into (one level deep)."""
+
+    def __init__(self, *trees: ast.Module, depth: int = 1) -> None:
+        self.depth = depth
+        self.trees = trees
+        self.defs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        for tree in trees:
+            for n in ast.walk(tree):
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    self.defs.setdefault(n.name, n)
+
+    def why_not(self, stmt: ast.stmt, in_def: bool = False) -> str | None:
+        """None where ``stmt`` only reports or cleans up; else what it does besides.
+        A plain name assigned is its block's own: the caller checks who reads it. ``in_def``:
+        inside a function of the user's (a ``return`` ends only that)."""
+        bad = _changes_training(stmt)
+        if bad is not None:
+            return f"it calls `{bad}()`, which can change what the training computes"
+        if isinstance(stmt, ast.Expr):
+            return self._call_why_not(stmt.value)
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            for t in targets:
+                for n in ast.walk(t):
+                    if isinstance(n, (ast.Attribute, ast.Subscript)):
+                        return f"it writes `{ast.unparse(n)}`, which the training may read"
+            return None
+        if isinstance(stmt, ast.AugAssign):
+            return f"it updates `{ast.unparse(stmt.target)}`"
+        if isinstance(stmt, (ast.For, ast.AsyncFor, ast.If, ast.With, ast.AsyncWith, ast.Try)):
+            for body in bodies(stmt):
+                for s in body:
+                    why = self.why_not(s, in_def)
+                    if why is not None:
+                        return why
+            return None
+        if isinstance(stmt, ast.Pass):
+            return None
+        if isinstance(stmt, ast.Return) and in_def:
+            return None
+        kind = type(stmt).__name__.lower()
+        return f"it is a `{kind}` statement, which steers the loop"
+
+    def _call_why_not(self, value: ast.expr) -> str | None:
+        if isinstance(value, (ast.Constant, ast.Name)):
+            return None
+        if isinstance(value, ast.Await):
+            value = value.value
+        if not isinstance(value, ast.Call):
+            return f"`{ast.unparse(value)[:40]}` is not a call gpusight can judge"
+        name = _name(value.func)
+        if name in _CLEANUP or _is_report(name):
+            return None
+        own = self.defs.get(name)
+        if own is not None and self.depth > 0:
+            inner = _Reader(*self.trees, depth=self.depth - 1)
+            for s in own.body:
+                why = inner.why_not(s, in_def=True)
+                if why is not None:
+                    return f"it calls `{name}()` (line {own.lineno}), where {why}"
+            return None
+        return (
+            f"it calls `{name or ast.unparse(value.func)}()`, which gpusight cannot tell only "
+            "reports: it may change what the training computes"
+        )
+
+
+def is_cleanup(stmt: ast.stmt) -> bool:
+    return (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Call)
+        and _name(stmt.value.func) in _CLEANUP
+    )
+
+
+def _chain(body: list[ast.stmt], line: int) -> list[ast.stmt]:
+    """The statements from ``body`` down to the innermost one spanning ``line``."""
+    for stmt in body:
+        if stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno):
+            for inner in bodies(stmt):
+                if inner[0].lineno <= line <= (inner[-1].end_lineno or inner[-1].lineno):
+                    return [stmt, *_chain(inner, line)]
+            return [stmt]
+    return []
+
+
+def step_loop(tree: ast.Module, call_line: int) -> ast.For | ast.While | None:
+    """The innermost loop around the line that calls the model."""
+    loops = [s for s in _chain(tree.body, call_line) if isinstance(s, (ast.For, ast.While))]
+    return loops[-1] if loops else None
+
+
+def _names_read(nodes: list[ast.stmt]) -> set[str]:
+    return {
+        n.id
+        for s in nodes
+        for n in ast.walk(s)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+    }
+
+
+def _assigned(stmt: ast.stmt) -> set[str]:
+    """The plain names ``stmt`` binds: assignments, loop targets, ``with ... as``."""
+    return {
+        n.id
+        for s in ast.walk(stmt)
+        if isinstance(s, ast.Name) and isinstance(s.ctx, ast.Store)
+        for n in [s]
+    }
+
+
+def _names_read_outside(loop: ast.For | ast.While, group: list[ast.stmt]) -> set[str]:
+    inside = {id(n) for s in group for n in ast.walk(s)}
+    return {
+        n.id
+        for n in ast.walk(loop)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in inside
+    }
+
+
+def _calls_name(stmt: ast.stmt, name: str) -> bool:
+    return any(isinstance(n, ast.Call) and _name(n.func) == name for n in ast.walk(stmt))
+
+
+def plan(
+    source: str,
+    call_line: int,
+    line: int,
+    *,
+    function: str | None = None,
+    elsewhere: str | None = None,
+    every: int = EVERY,
+) -> Thinning | str:
+    """What to change for the costly ``line`` of ``source`` (its loop around the model's call
+    at ``call_line``), or why it cannot be left out of a step. ``function``: where the line is
+    in a function of the user's called from the loop (``Logger.add_histogram``), its name; the
+    call of it in the loop is then the statement. ``elsewhere``: the text of the file that holds
+    ``line`` where that is not ``source``."""
+    try:
+        tree = ast.parse(source)
+        other = ast.parse(elsewhere) if elsewhere is not None else None
+    except SyntaxError:
+        return "the file does not parse"
+    loop = step_loop(tree, call_line)
+    if loop is None:
+        return f"no loop around the model's call (line {call_line}) in this file"
+    end = loop.end_lineno or loop.lineno
+    target_line = line
+    if other is not None or not (loop.body[0].lineno <= line <= end):
+        short = (function or "").rsplit(".", 1)[-1]
+        if short == "forward":
+            return (
+                f"line {line} is in `{function}`, which the model's call runs: the step "
+                "computes with it on every step"
+            )
+        calls = [s for s in ast.walk(loop) if isinstance(s, ast.stmt) and short
+                 and not any(True for _ in bodies(s)) and _calls_name(s, short)]  # fmt: skip
+        if not calls:
+            return f"line {line} is not in the loop around the model's call (line {call_line})"
+        target_line = calls[0].lineno
+    chain = _chain(loop.body, target_line)
+    if not chain:
+        return f"line {line} is in the loop's header"
+    reader = _Reader(tree) if other is None else _Reader(tree, other)
+    return _choose(source, tree, reader, loop, chain, every)
+
+
+def _choose(
+    source: str,
+    tree: ast.Module,
+    reader: _Reader,
+    loop: ast.For | ast.While,
+    chain: list[ast.stmt],
+    every: int,
+) -> Thinning | str:
+    inner = chain[-1]
+    why = reader.why_not(inner)
+    if why is not None:
+        return f"line {inner.lineno} cannot be left out of a step: {why}"
+    # The outermost loop or ``with`` of the chain that only reports: a loop over the
+    # parameters around one histogram call is thinned whole (an ``if`` stays: its test may be
+    # on the step already).
+    at = len(chain) - 1
+    while at > 0 and isinstance(chain[at - 1], _CLIMBED) and reader.why_not(chain[at - 1]) is None:
+        at -= 1
+    block = _block_of(loop, chain, at)
+    group = _on_its_lines(block, chain[at])
+    for s in group:
+        why = reader.why_not(s)
+        if why is not None:
+            return f"line {s.lineno} cannot be left out of a step: {why}"
+    first, last = group[0].lineno, max(s.end_lineno or s.lineno for s in group)
+    # Who reads what the group assigns: the rest of the loop (its next step too), its header,
+    # the code after it.
+    read = _names_read_outside(loop, group) | _names_read(_after_loop(tree, loop))
+    kept = sorted({n for s in group for n in _assigned(s)} & read)
+    if kept:
+        return (
+            f"line {first} assigns `{kept[0]}`, which other code of the loop reads: leaving "
+            "it out of a step would change what the loop does"
+        )
+    lines = source.splitlines(keepends=True)
+    if len(indent_of(lines, first).encode("utf-8")) != group[0].col_offset:
+        return f"line {first} holds another statement before this one"
+    mode: Mode = "skip" if all(is_cleanup(s) for s in group) else "every"
+    counter = _counter(loop)
+    if mode == "every":
+        if isinstance(loop, ast.While):
+            return f"the loop at line {loop.lineno} has no step counter to run line {first} by"
+        if counter is not None and any(
+            isinstance(p, ast.If) and counter in _names_read([ast.Expr(p.test)]) for p in chain[:at]
+        ):
+            return f"line {first} already runs only on some steps (a condition on `{counter}`)"
+    return Thinning(first, last, mode, every, lines[first - 1].strip(), counter, loop.lineno)
+
+
+def _block_of(loop: ast.For | ast.While, chain: list[ast.stmt], at: int) -> list[ast.stmt]:
+    """The block that holds ``chain[at]``."""
+    parent: ast.stmt = loop if at == 0 else chain[at - 1]
+    return next(b for b in bodies(parent) if chain[at] in b)
+
+
+def _on_its_lines(block: list[ast.stmt], stmt: ast.stmt) -> list[ast.stmt]:
+    """``stmt`` and the statements sharing a line with it (``gc.collect(); empty_cache()``)."""
+    group = [stmt]
+    i = block.index(stmt)
+    for s in block[i + 1 :]:
+        if s.lineno != (group[-1].end_lineno or group[-1].lineno):
+            break
+        group.append(s)
+    return group
+
+
+def _loop_header_names(loop: ast.For | ast.While) -> set[str]:
+    test = loop.iter if isinstance(loop, ast.For) else loop.test
+    return _names_read([ast.Expr(test)])
+
+
+def _after_loop(tree: ast.Module, loop: ast.stmt) -> list[ast.stmt]:
+    """The statements after the loop in its own block."""
+    for node in ast.walk(tree):
+        for body in bodies(node) if isinstance(node, ast.stmt) else [getattr(node, "body", [])]:
+            if loop in body:
+                return body[body.index(loop) + 1 :]
+    return []
+
+
+def _counter(loop: ast.For | ast.While) -> str | None:
+    """``i`` of ``for i, batch in enumerate(...)`` or ``for i in range(...)``."""
+    if not isinstance(loop, ast.For):
+        return None
+    it, target = loop.iter, loop.target
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name)):
+        return None
+    if it.func.id == "enumerate" and isinstance(target, ast.Tuple) and target.elts:
+        first = target.elts[0]
+        return first.id if isinstance(first, ast.Name) else None
+    if it.func.id == "range" and isinstance(target, ast.Name):
+        return target.id
+    return None
+
+
+def _free_name(tree: ast.Module) -> str:
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    return next(n for n in ("step", "gs_step", "gs_step_") if n not in used)
+
+
+def _enumerated(lines: list[str], tree: ast.Module, loop: ast.For) -> tuple[list[str], str] | None:
+    """The loop's header as ``for step, target in enumerate(iter):``, where it is on one line."""
+    t, it = loop.target, loop.iter
+    if not (loop.lineno == t.lineno == it.lineno == (it.end_lineno or it.lineno)):
+        return None
+    raw = lines[loop.lineno - 1].encode("utf-8")
+    tc, tend = t.col_offset, t.end_col_offset or t.col_offset
+    ic, iend = it.col_offset, it.end_col_offset or it.col_offset
+    name = _free_name(tree)
+    target = raw[tc:tend].decode("utf-8")
+    if isinstance(t, ast.Tuple) and not target.startswith("("):
+        target = f"({target})"
+    new = (
+        raw[:tc].decode("utf-8") + f"{name}, {target}" + raw[tend:ic].decode("utf-8")
+        + f"enumerate({raw[ic:iend].decode('utf-8')})" + raw[iend:].decode("utf-8")
+    )  # fmt: skip
+    out = list(lines)
+    out[loop.lineno - 1] = new
+    return out, name
+
+
+def thinned_text(source: str, t: Thinning) -> str | None:
+    """``source`` with the change made and compiled; None where it cannot be made."""
+    lines = source.splitlines(keepends=True)
+    tree = ast.parse(source)
+    first, last = t.first, t.last
+    indent = indent_of(lines, first)
+    if t.mode == "skip":
+        kept = lines[: first - 1] + lines[last:]
+        if _only_statement(tree, first, last):
+            kept.insert(first - 1, indent + "pass\n")
+        new = "".join(kept)
+        return new if new != source and compiles(new) else None
+    loop = next((n for n in ast.walk(tree)
+                 if isinstance(n, ast.For) and n.lineno == t.loop_line), None)  # fmt: skip
+    if loop is None:
+        return None
+    counter = t.counter
+    if counter is None:
+        got = _enumerated(lines, tree, loop)
+        if got is None:
+            return None
+        lines, counter = got
+    unit = _unit_of(lines, loop, indent)
+    block = [unit + ln if ln.strip() else ln for ln in lines[first - 1 : last]]
+    if not block[-1].endswith("\n"):
+        block[-1] += "\n"
+    head = f"{indent}if {counter} % {t.every} == 0:  # gpusight: every {t.every} steps\n"
+    new = "".join([*lines[: first - 1], head, *block, *lines[last:]])
+    return new if new != source and compiles(new) else None
+
+
+def _only_statement(tree: ast.Module, first: int, last: int) -> bool:
+    """Whether the lines ``first``..``last`` hold all of their block (removed, ``pass``
+    stands in)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt):
+            for body in bodies(node):
+                if body[0].lineno == first and (body[-1].end_lineno or body[-1].lineno) <= last:
+                    return True
+    return False
+
+
+def _unit_of(lines: list[str], loop: ast.For, indent: str) -> str:
+    """One indentation level as the loop writes it."""
+    outer = indent_of(lines, loop.lineno)
+    inner = indent_of(lines, loop.body[0].lineno)
+    if inner.startswith(outer) and len(inner) > len(outer):
+        return inner[len(outer) :]
+    return "\t" if "\t" in indent else "    "
+
+
+def thinned_patch(source: str, t: Thinning, shown: str) -> str | None:
+    new = thinned_text(source, t)
+    return None if new is None else unified_diff(source, new, shown)
+
+
+def said(t: Thinning) -> str:
+    """The change in words: "line 24 `gc.collect()` skipped"."""
+    code = t.code if len(t.code) <= 48 else t.code[:45] + "..."
+    if t.mode == "skip":
+        return f"line {t.first} `{code}` skipped"
+    return f"line {t.first} `{code}` every {t.every} steps"

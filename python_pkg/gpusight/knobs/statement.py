@@ -1,0 +1,168 @@
+"""One costly statement of the loop run less often, or not at all (issue #50).
+
+Offered for the costliest lines of the user's own work the baseline timed (``run.host_lines``),
+each an arm of one group, ordered by the host time measured on it. The re-run runs a copy of the
+user's folder whose loop file has the change made (``source_edits``): the computation measured
+is the one the patch makes. A statement that can change what the training computes is refused
+with the reason, as a row that says it (``fixes/statement_thinning.py`` decides).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ..fixes import statement_thinning as thin
+from .base import Arm, Group, Knob, Situation
+
+if TYPE_CHECKING:
+    from ..report import Fix
+
+KEY = "statement"
+MIN_SHARE_PCT = 5.0
+"""A line is offered where it holds this share of the timed steps' host time."""
+LINES = 3
+"""The costliest lines offered, at most."""
+
+
+def _own_lines(facts: dict[str, Any]) -> list[dict[str, Any]]:
+    from ..rules.host_line_fix import HostLine, is_framework
+
+    site = facts.get("forward_site") or {}
+    call = site.get("line")
+    out = []
+    for row in (facts.get("host_lines") or {}).get("lines") or []:
+        ln = HostLine(str(row.get("file")), int(row.get("line") or 0), row.get("code"),
+                      str(row.get("function") or ""), float(row.get("ms_per_step") or 0.0),
+                      float(row.get("share_pct") or 0.0), bool(row.get("in_forward")))  # fmt: skip
+        if not is_framework(ln, call if row.get("file") == site.get("file") else None):
+            out.append(row)
+    return out
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _thinning(change: dict[str, Any]) -> thin.Thinning:
+    return thin.Thinning(
+        int(change["first"]), int(change["last"]), change["mode"], int(change["every"]),
+        str(change.get("code") or ""), change.get("counter"), int(change["loop_line"]),
+    )  # fmt: skip
+
+
+def _arm(row: dict[str, Any], site: dict[str, Any], ids: set[str]) -> Arm:
+    """The arm for one timed line: its change, or why it is refused."""
+    code = str(row.get("code") or "").strip()
+    label = f"line {row.get('line')} `{code[:48]}`"
+    waits = bool(row.get("waiting")) and "code.host_sync" in ids
+    finding = "code.host_sync" if waits else "load.cpu_preprocessing"
+    loop_file = str(site.get("file") or "")
+    source = _read(loop_file)
+    if source is None:
+        return Arm(KEY, label, {}, finding, skipped="its loop's file cannot be read")
+    same = row.get("file") == loop_file
+    elsewhere = None if same else _read(str(row.get("file")))
+    got = thin.plan(source, int(site.get("line") or 0), int(row.get("line") or 0),
+                    function=str(row.get("function") or ""), elsewhere=elsewhere)  # fmt: skip
+    if isinstance(got, str):
+        return Arm(KEY, label, {}, finding, skipped=f"not tried: {got}")
+    change = {"file": loop_file, "first": got.first, "last": got.last, "mode": got.mode,
+              "every": got.every, "counter": got.counter, "loop_line": got.loop_line,
+              "code": got.code}  # fmt: skip
+    if thin.thinned_text(source, got) is None:
+        return Arm(KEY, label, {}, finding, skipped="not tried: the changed file does not compile")
+    return Arm(KEY, thin.said(got), {KEY: change}, finding)
+
+
+class Statement(Knob):
+    name = KEY
+    keys = (KEY,)
+    titles: ClassVar[dict[str, str]] = {
+        "load.cpu_preprocessing": "A statement of the loop costs the step host time"
+    }
+
+    def groups(self, s: Situation) -> list[Group]:
+        site = s.facts.get("forward_site") or {}
+        rows = [r for r in _own_lines(s.facts) if float(r.get("share_pct") or 0) >= MIN_SHARE_PCT]
+        if not rows or not site.get("file"):
+            return []
+        arms, seen = [], set()
+        for row in rows[:LINES]:
+            arm = _arm(row, site, s.ids)
+            where = tuple(sorted((arm.changes.get(KEY) or {}).items())) or arm.label
+            if where in seen:
+                continue  # two timed lines of one statement (a block's header and its body)
+            seen.add(where)
+            arms.append(arm)
+        return [Group(KEY, float(rows[0].get("share_pct") or 0.0), arms)]
+
+    def not_planned(self, s: Situation) -> str:
+        if not (s.facts.get("host_lines") or {}).get("lines"):
+            return "no line of the loop was timed (the run ended before the steps timed by line)"
+        return f"no line of your own code took {MIN_SHARE_PCT:g}% or more of the step's host time"
+
+    def validate(self, changes: dict[str, Any]) -> str | None:
+        c = changes.get(KEY)
+        if c is None:
+            return None
+        if not isinstance(c, dict) or c.get("mode") not in ("skip", "every"):
+            return "statement: a {file, first, last, mode: skip|every, every, loop_line} object"
+        try:
+            t = _thinning(c)
+        except (KeyError, TypeError, ValueError):
+            return "statement: first, last, every and loop_line are line numbers and a count"
+        if t.every < 2 or t.first > t.last:
+            return "statement: every is 2 or more, first at most last"
+        return None
+
+    def took_effect(self, facts: dict[str, Any] | None, changes: dict[str, Any]) -> str | None:
+        return None  # the changed file is what the re-run ran
+
+    def source_edits(self, changes: dict[str, Any]) -> dict[str, str] | str:
+        c = changes.get(KEY)
+        if not isinstance(c, dict):
+            return {}
+        path = str(c.get("file"))
+        source = _read(path)
+        new = None if source is None else thin.thinned_text(source, _thinning(c))
+        if new is None:
+            return f"line {c.get('first')} of {path} could not be changed as planned"
+        return {path: new}
+
+    def fix(self, arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
+        from ..fixes.patch_files import with_patch
+        from ..report import Fix
+
+        c = arm.changes.get(KEY) or {}
+        t = _thinning(c)
+        shown = str((facts.get("forward_site") or {}).get("shown") or c.get("file"))
+        f = Fix(text=_fix_text(t, shown))
+        source = _read(str(c.get("file")))
+        if source is not None:
+            with_patch(f, thin.thinned_patch(source, t, shown), {shown: source})
+        return f
+
+
+def _fix_text(t: thin.Thinning, shown: str) -> str:
+    at = f"{shown}:{t.first} (`{t.code}`)"
+    if t.mode == "skip":
+        why = (
+            " If memory was the reason, run it between epochs, or let the allocator reuse "
+            "memory (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) instead of emptying its "
+            "cache."
+            if "empty_cache" in t.code or "collect" in t.code
+            else ""
+        )
+        return (
+            f"Remove {at} from the loop: the step waits for it every time, and nothing the "
+            f"training computes reads what it does.{why}"
+        )
+    counter = t.counter or "step"
+    return (
+        f"Run {at} every {t.every} steps (`if {counter} % {t.every} == 0:`): it only reports, "
+        f"so the training computes the same; every 100 steps saves a little more."
+    )

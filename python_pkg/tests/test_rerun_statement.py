@@ -1,0 +1,153 @@
+"""Measure the line (issue #50): ``gpusight run --what-if`` re-runs the script with its costliest
+statement skipped or run every 10 steps, in a copy holding that change, and hands the change
+over as the patch; ``--verify`` of that patch measures about the same gain. A statement whose
+value the loop reads later is refused with the reason. Real CPU torch, the CLI as users run
+it."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gpusight.cli import main
+
+HEAD = """\
+import gc
+import numpy as np
+import torch
+from torch import nn
+
+torch.set_num_threads(1)
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(256, 1024), nn.ReLU(), nn.Linear(1024, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+"""
+
+GC_EVERY_STEP = (
+    HEAD
+    + """\
+heap = [[i] * 10 for i in range(60_000)]  # a heap for the collector to walk
+for step in range(400):
+    x = torch.randn(64, 256)
+    loss = nn.functional.cross_entropy(model(x), torch.randint(0, 10, (64,)))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    gc.collect()
+"""
+)
+
+HISTOGRAMS = (
+    HEAD
+    + """\
+log = open("hist.log", "w")
+for step in range(400):
+    x = torch.randn(64, 256)
+    loss = nn.functional.cross_entropy(model(x), torch.randint(0, 10, (64,)))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    for name, p in model.named_parameters():
+        counts, edges = np.histogram(np.tile(p.detach().numpy().ravel(), 4), bins=100)
+        log.write(f"{step} {name} {counts.tolist()}\\n")
+"""
+)
+
+READ_LATER = (
+    HEAD
+    + """\
+for step in range(400):
+    x = torch.randn(64, 256)
+    loss = nn.functional.cross_entropy(model(x), torch.randint(0, 10, (64,)))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    v = float(np.sort(np.tile(loss.detach().numpy(), 400_000))[0])
+    if v > 1e9:
+        break
+"""
+)
+
+
+def _what_if(tmp_path: Path, source: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text(source, encoding="utf-8")
+    code = main(["run", "--quiet", "--what-if", "--try", "statement", "--budget", "90",
+                 "--steps", "10", "--json", "before.json", "--patch", "fix.diff",
+                 "train.py"])  # fmt: skip
+    assert code == 0
+    assert (tmp_path / "train.py").read_text(encoding="utf-8") == source
+    return json.loads((tmp_path / "before.json").read_text(encoding="utf-8"))
+
+
+def _row(rep: dict[str, Any]) -> dict[str, Any]:
+    rows = [r for r in rep["what_if"] if (r.get("params") or {}).get("group") == "statement"]
+    assert rows, rep["what_if"]
+    return rows[0]
+
+
+def _verified(capsys: pytest.CaptureFixture[str]) -> float:
+    capsys.readouterr()
+    assert main(["run", "--verify", "fix.diff", "--report", "before.json", "--steps", "10",
+                 "train.py"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    got = re.search(r"measured: ([0-9.]+)x", out)
+    assert got, out
+    return float(got[1])
+
+
+def _line(source: str, text: str) -> int:
+    return next(i for i, ln in enumerate(source.splitlines(), 1) if text in ln)
+
+
+@pytest.mark.slow
+def test_a_gc_collect_every_step_is_measured_skipped_and_verify_agrees(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rep = _what_if(tmp_path, GC_EVERY_STEP, monkeypatch)
+    row = _row(rep)
+    n = _line(GC_EVERY_STEP, "gc.collect()")
+    assert row["change"] == f"line {n} `gc.collect()` skipped"
+    assert row.get("skipped") is None and row["speedup"] > 2.0, row
+    diff = (tmp_path / "fix.diff").read_text(encoding="utf-8")
+    assert "-    gc.collect()\n" in diff and "\n+" not in diff.split("+++", 1)[1]
+    f = next(f for f in rep["findings"] if f["id"] == "load.cpu_preprocessing")
+    assert f["impact"]["basis"] == "measured"
+    assert f["fix"]["text"].startswith(f"Remove train.py:{n} (`gc.collect()`) from the loop")
+    gain = _verified(capsys)
+    assert abs(gain / row["speedup"] - 1.0) <= 0.2, (gain, row["speedup"])
+
+
+@pytest.mark.slow
+def test_a_histogram_of_every_parameter_runs_every_ten_steps_and_verify_agrees(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rep = _what_if(tmp_path, HISTOGRAMS, monkeypatch)
+    row = _row(rep)
+    n = _line(HISTOGRAMS, "for name, p in")
+    assert row["change"].startswith(f"line {n} `for name, p in model.named_parameters():")
+    assert row["change"].endswith("every 10 steps")
+    assert row.get("skipped") is None and row["speedup"] > 1.5, row
+    diff = (tmp_path / "fix.diff").read_text(encoding="utf-8")
+    assert "+    if step % 10 == 0:  # gpusight: every 10 steps\n" in diff
+    assert "+        for name, p in model.named_parameters():\n" in diff
+    gain = _verified(capsys)
+    assert abs(gain / row["speedup"] - 1.0) <= 0.2, (gain, row["speedup"])
+
+
+@pytest.mark.slow
+def test_a_value_the_loop_reads_later_is_refused_with_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rep = _what_if(tmp_path, READ_LATER, monkeypatch)
+    row = _row(rep)
+    n = _line(READ_LATER, "v = float(")
+    assert row["change"].startswith(f"line {n} `v = float(")
+    assert row["speedup"] is None
+    assert f"line {n} assigns `v`, which other code of the loop reads" in row["skipped"]
+    assert not (tmp_path / "fix.diff").exists() or "v = float" not in (
+        tmp_path / "fix.diff"
+    ).read_text(encoding="utf-8")

@@ -1,0 +1,248 @@
+"""Which statement of a training loop can run less often, or not at all, and the change made
+(issue #50): the statements people leave in their loops, each thinned or refused with the
+reason. Pure text work: the changed sources are compiled and the diffs applied here."""
+
+from __future__ import annotations
+
+import pytest
+from gpusight.fixes.diff_apply import apply, parse
+from gpusight.fixes.statement_thinning import Thinning, plan, said, thinned_patch, thinned_text
+
+
+def _line(source: str, text: str) -> int:
+    return next(i for i, ln in enumerate(source.splitlines(), 1) if text in ln)
+
+
+def _plan(source: str, hot: str, *, call: str = "model(", **kw: object) -> Thinning | str:
+    return plan(source, _line(source, call), _line(source, hot), **kw)  # type: ignore[arg-type]
+
+
+GC = """\
+import gc
+import torch
+
+for step, (x, y) in enumerate(loader):
+    loss = loss_fn(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    gc.collect()
+    torch.cuda.empty_cache()
+"""
+
+
+def test_a_gc_collect_after_every_step_is_skipped_and_the_diff_removes_its_line() -> None:
+    t = _plan(GC, "gc.collect()")
+    assert isinstance(t, Thinning), t
+    assert (t.mode, t.first, t.last) == ("skip", 9, 9)
+    assert said(t) == "line 9 `gc.collect()` skipped"
+    new = thinned_text(GC, t)
+    assert new is not None and "gc.collect()" not in new and "empty_cache()" in new
+    diff = thinned_patch(GC, t, "train.py")
+    assert diff is not None
+    assert apply(GC, parse(diff)[0]) == new
+
+
+def test_two_cleanup_calls_on_one_line_are_removed_together() -> None:
+    src = GC.replace("    gc.collect()\n    torch.cuda.empty_cache()\n",
+                     "    gc.collect(); torch.cuda.empty_cache()\n")  # fmt: skip
+    t = _plan(src, "gc.collect()")
+    assert isinstance(t, Thinning) and t.mode == "skip"
+    new = thinned_text(src, t)
+    assert new is not None and "collect" not in new and "empty_cache" not in new
+
+
+def test_the_only_statement_of_a_block_leaves_pass_behind() -> None:
+    src = """\
+import gc
+for step in range(100):
+    out = model(x)
+    if step > 5:
+        gc.collect()
+"""
+    t = _plan(src, "gc.collect()")
+    assert isinstance(t, Thinning) and t.mode == "skip"
+    new = thinned_text(src, t)
+    assert new is not None and "        pass\n" in new
+    compile(new, "x", "exec")
+
+
+HISTOGRAMS = """\
+for step, batch in enumerate(loader):
+    loss = model(batch).mean()
+    loss.backward()
+    opt.step()
+    for name, p in model.named_parameters():
+        writer.add_histogram(name, p.detach().cpu().numpy(), step)
+    print(f"step {step} loss {loss.item():.3f}")
+"""
+
+
+def test_a_histogram_loop_runs_every_ten_steps_of_the_loops_own_counter() -> None:
+    t = _plan(HISTOGRAMS, "add_histogram")
+    assert isinstance(t, Thinning), t
+    assert (t.mode, t.first, t.last, t.counter) == ("every", 5, 6, "step")
+    new = thinned_text(HISTOGRAMS, t)
+    assert new is not None
+    assert (
+        "    if step % 10 == 0:  # gpusight: every 10 steps\n"
+        "        for name, p in model.named_parameters():\n"
+        "            writer.add_histogram(name, p.detach().cpu().numpy(), step)\n"
+    ) in new
+
+
+def test_a_print_of_the_loss_runs_every_ten_steps() -> None:
+    t = _plan(HISTOGRAMS, "print(")
+    assert isinstance(t, Thinning) and t.mode == "every" and (t.first, t.last) == (7, 7)
+
+
+def test_a_loop_without_a_counter_gets_one_from_enumerate() -> None:
+    src = """\
+for x, y in loader:
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    wandb.log({"loss": loss.item()})
+"""
+    t = _plan(src, "wandb.log")
+    assert isinstance(t, Thinning) and t.counter is None
+    new = thinned_text(src, t)
+    assert new is not None
+    assert new.startswith("for step, (x, y) in enumerate(loader):\n")
+    assert "    if step % 10 == 0:  # gpusight: every 10 steps\n        wandb.log(" in new
+
+
+def test_a_logger_of_the_users_own_is_thinned_at_its_call_in_the_loop() -> None:
+    src = """\
+import numpy as np
+
+class Histograms:
+    def __init__(self, path):
+        self.f = open(path, "w")
+
+    def add_histogram(self, name, values, step):
+        counts, edges = np.histogram(np.sort(values.ravel()), bins=200)
+        self.f.write(f"{step} {name} {counts.tolist()}\\n")
+
+writer = Histograms("h.log")
+for step in range(300):
+    loss = model(x).sum()
+    loss.backward()
+    for name, p in model.named_parameters():
+        writer.add_histogram(name, p.detach().numpy(), step)
+"""
+    t = _plan(src, "np.histogram", function="Histograms.add_histogram")
+    assert isinstance(t, Thinning), t
+    assert t.mode == "every" and t.code.startswith("for name, p in model.named_parameters()")
+
+
+def test_a_helper_in_another_file_is_read_there() -> None:
+    loop = """\
+from metrics import log_histograms
+for step in range(300):
+    loss = model(x).sum()
+    loss.backward()
+    log_histograms(model, step)
+"""
+    helper = """\
+def log_histograms(model, step):
+    for name, p in model.named_parameters():
+        print(name, p.detach().abs().mean().item(), step)
+"""
+    t = plan(loop, 3, 3, function="log_histograms", elsewhere=helper)
+    assert isinstance(t, Thinning) and t.first == 5 and t.mode == "every"
+
+
+@pytest.mark.parametrize(
+    ("body", "hot", "reason"),
+    [
+        # The value read later steers the loop.
+        ("    v = loss.item()\n    if v > 10:\n        break\n", "v = loss", "assigns `v`"),
+        ("    if loss.item() > 10:\n        break\n", "loss.item()", "steers the loop"),
+        ("    x.add_(1)\n", "x.add_", "`add_()`"),
+        ("    scheduler.step()\n", "scheduler", "`step()`"),
+        ("    ema.update(model)\n", "ema.update", "`update()`"),
+        ("    print(torch.randn(1))\n", "randn", "`randn()`"),
+        ("    history.append(loss.item())\n", "history", "`append()`"),
+        ("    train_more(model)\n", "train_more", "cannot tell only reports"),
+        ("    stats['loss'] = loss.item()\n", "stats[", "writes `stats['loss']`"),
+        ("    total += loss.item()\n", "total +=", "updates `total`"),
+    ],
+)
+def test_what_can_change_the_training_is_refused_with_the_reason(
+    body: str, hot: str, reason: str
+) -> None:
+    src = (
+        "import torch\nfor step in range(100):\n    loss = model(x).sum()\n    loss.backward()\n"
+        + body
+        + "print(total)\n"
+    )
+    got = _plan(src, hot)
+    assert isinstance(got, str), got
+    assert reason in got
+
+
+def test_a_users_function_that_keeps_state_is_refused() -> None:
+    src = """\
+def record(v):
+    seen.append(v)
+
+for step in range(100):
+    loss = model(x).sum()
+    record(loss.item())
+"""
+    got = _plan(src, "record(loss")
+    assert isinstance(got, str) and "`record()`" in got and "`append()`" in got
+
+
+def test_a_line_inside_forward_is_refused() -> None:
+    src = "for step in range(10):\n    out = model(x)\n"
+    got = plan(src, 2, 40, function="Net.forward")
+    assert isinstance(got, str) and "Net.forward" in got
+
+
+def test_a_while_loop_skips_a_cleanup_but_has_no_counter_to_thin_by() -> None:
+    src = """\
+import gc
+while True:
+    out = model(next(it))
+    gc.collect()
+    print(out.sum().item())
+"""
+    assert isinstance(_plan(src, "gc.collect()"), Thinning)
+    got = _plan(src, "print(")
+    assert isinstance(got, str) and "no step counter" in got
+
+
+def test_a_statement_already_run_every_n_steps_is_left_as_it_is() -> None:
+    src = """\
+for step in range(100):
+    out = model(x)
+    if step % 50 == 0:
+        print(out.sum().item())
+"""
+    got = _plan(src, "print(")
+    assert isinstance(got, str) and "already runs only on some steps" in got
+
+
+def test_a_block_whose_own_names_feed_only_its_own_write_is_thinned_whole() -> None:
+    src = """\
+for step in range(100):
+    loss = model(x).sum()
+    for name, p in model.named_parameters():
+        counts, edges = np.histogram(p.detach().numpy(), bins=100)
+        log.write(f"{step} {name} {counts.tolist()}")
+"""
+    t = _plan(src, "np.histogram")
+    assert isinstance(t, Thinning), t
+    assert (t.first, t.last, t.mode) == (3, 5, "every")
+
+
+def test_a_name_the_next_step_reads_is_refused() -> None:
+    src = """\
+for step in range(100):
+    print(prev)
+    loss = model(x).sum()
+    prev = np.sort(loss.detach().numpy())
+"""
+    got = _plan(src, "prev = np.sort")
+    assert isinstance(got, str) and "assigns `prev`" in got
