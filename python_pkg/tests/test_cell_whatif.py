@@ -139,3 +139,62 @@ def test_a_cells_re_runs_write_in_a_scratch_copy(
     assert [p.name for p in tmp_path.iterdir()] == ["metrics.csv"]
     assert any("scratch copy" in n for n in rep.notes)
     assert str(tmp_path) == __import__("os").getcwd()
+
+
+GC_SETUP = """
+import gc
+import torch
+from torch import nn
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(256, 1024), nn.ReLU(), nn.Linear(1024, 10))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+heap = [[i] * 10 for i in range(60_000)]  # a heap for the collector to walk
+"""
+
+GC_TRAIN = """for step in range(300):
+    x = torch.randn(64, 256)
+    loss = nn.functional.cross_entropy(model(x), torch.randint(0, 10, (64,)))
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    gc.collect()
+"""
+
+
+@pytest.mark.slow
+def test_a_cells_gc_collect_is_measured_skipped_and_its_cell_patched(
+    ip: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Measure the line (#50) in a notebook: the cell re-run with its costly statement left
+    out, the row naming the line as the cell shows it, the fix a change to that cell, and the
+    changed cell run against it (the notebook's Verify) gaining about what the row said."""
+    ip.run_cell(GC_SETUP, store_history=True).raise_error()
+    ns = ip.user_ns
+    weights = [p.detach().clone() for p in ns["model"].parameters()]
+    res = ip.run_cell(
+        "%%gpusight --what-if --budget 60 --steps 10 --warmup 1\n" + GC_TRAIN, store_history=True
+    )
+    res.raise_error()
+    count = ip.execution_count - 1
+    rep = res.result
+    assert isinstance(rep, Report)
+    rep.validate()
+    assert all(torch.equal(a, b) for a, b in zip(weights, ns["model"].parameters(), strict=True))
+    rows = [r for r in rep.what_if if (r.params or {}).get("group") == "statement"]
+    assert rows, [(r.change, r.skipped) for r in rep.what_if]
+    # Line 8 of the cell as shown: the %%gpusight line above the body's 7.
+    assert rows[0].change == "line 8 `gc.collect()` skipped", rows[0]
+    assert rows[0].skipped is None and rows[0].speedup is not None and rows[0].speedup > 2.0
+    f = rep.finding("load.cpu_preprocessing")
+    assert f is not None and f.impact is not None and f.impact.basis == "measured"
+    assert f.fix is not None and f.fix.cell is not None and f.fix.cell.line == 8
+    patched = f.fix.cell.patched
+    assert "gc.collect()" not in patched and "optimizer.step()" in patched
+    assert f.fix.text.startswith(f"Remove cell [{count}]:8 (`gc.collect()`)")
+    capsys.readouterr()
+    body = patched.split("\n", 1)[1]
+    line = f"--steps 10 --profile-steps 0 --compare-to {count} --finding load.cpu_preprocessing"
+    ip.run_cell(f"%%gpusight {line}\n" + body, store_history=True).raise_error()
+    out = capsys.readouterr().out
+    gain = float(out.split("measured: ")[1].split("x")[0])
+    assert abs(gain / rows[0].speedup - 1.0) <= 0.2, (gain, rows[0].speedup)

@@ -443,9 +443,10 @@ def thinned_patch(source: str, t: Thinning, shown: str) -> str | None:
     return None if new is None else unified_diff(source, new, shown)
 
 
-def said(t: Thinning) -> str:
-    """The change in words: "line 24 `gc.collect()` skipped"."""
+def said(t: Thinning, offset: int = 0) -> str:
+    """The change in words: "line 24 `gc.collect()` skipped" (``offset``: lines the user is
+    shown above the code, a cell's magic line)."""
     code = t.code if len(t.code) <= 48 else t.code[:45] + "..."
     if t.mode == "skip":
-        return f"line {t.first} `{code}` skipped"
-    return f"line {t.first} `{code}` every {t.every} steps"
+        return f"line {t.first + offset} `{code}` skipped"
+    return f"line {t.first + offset} `{code}` every {t.every} steps"

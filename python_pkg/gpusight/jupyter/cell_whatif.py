@@ -90,8 +90,9 @@ class CellRunner:
                                 f"({type(exc).__name__}: {exc})"[:300]
                             ) from None
                         clones.append(clone)
+            code = self._edited(changes)
             with self._in_copy(), w:
-                exec(self.code, self.shell.user_global_ns, ns)
+                exec(code, self.shell.user_global_ns, ns)
         except KeyboardInterrupt:
             raise
         except _NotRemade as exc:
@@ -115,6 +116,21 @@ class CellRunner:
         if report is None and res.error is None:
             res.error = "no report"
         return judge(res)
+
+    def _edited(self, changes: dict[str, Any]) -> Any:
+        """The cell's code as a change edits it (``Knob.source_edits``): only the cell's own
+        text is changed here (a script's files: ``gpusight run --what-if``)."""
+        from ..knobs import source_edits
+
+        edits = source_edits(changes) if changes else {}
+        if isinstance(edits, str):
+            raise _NotRemade(f"the change could not be made: {edits}")
+        name = self.code.co_filename
+        if set(edits) - {name}:
+            raise _NotRemade("a change to a file the cell imports is measured by gpusight run")
+        if name not in edits:
+            return self.code
+        return self.shell.compile(edits[name], name, "exec")
 
     @contextlib.contextmanager
     def _in_copy(self) -> Iterator[None]:

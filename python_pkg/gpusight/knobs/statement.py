@@ -40,11 +40,14 @@ def _own_lines(facts: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _read(path: str) -> str | None:
+    """The file's text; a notebook cell's (no file on disk) as the kernel compiled it."""
     try:
         with open(path, encoding="utf-8") as fh:
             return fh.read()
     except (OSError, UnicodeDecodeError):
-        return None
+        import linecache
+
+        return "".join(linecache.getlines(path)) or None
 
 
 def _thinning(change: dict[str, Any]) -> thin.Thinning:
@@ -57,7 +60,8 @@ def _thinning(change: dict[str, Any]) -> thin.Thinning:
 def _arm(row: dict[str, Any], site: dict[str, Any], ids: set[str]) -> Arm:
     """The arm for one timed line: its change, or why it is refused."""
     code = str(row.get("code") or "").strip()
-    label = f"line {row.get('line')} `{code[:48]}`"
+    offset = int(row.get("offset") or 0)
+    label = f"line {int(row.get('line') or 0) + offset} `{code[:48]}`"
     waits = bool(row.get("waiting")) and "code.host_sync" in ids
     finding = "code.host_sync" if waits else "load.cpu_preprocessing"
     loop_file = str(site.get("file") or "")
@@ -72,10 +76,10 @@ def _arm(row: dict[str, Any], site: dict[str, Any], ids: set[str]) -> Arm:
         return Arm(KEY, label, {}, finding, skipped=f"not tried: {got}")
     change = {"file": loop_file, "first": got.first, "last": got.last, "mode": got.mode,
               "every": got.every, "counter": got.counter, "loop_line": got.loop_line,
-              "code": got.code}  # fmt: skip
+              "code": got.code, "offset": offset}  # fmt: skip
     if thin.thinned_text(source, got) is None:
         return Arm(KEY, label, {}, finding, skipped="not tried: the changed file does not compile")
-    return Arm(KEY, thin.said(got), {KEY: change}, finding)
+    return Arm(KEY, thin.said(got, offset), {KEY: change}, finding)
 
 
 class Statement(Knob):
@@ -134,21 +138,27 @@ class Statement(Knob):
         return {path: new}
 
     def fix(self, arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
+        from ..fixes.cell_patch import CellSource, with_statement_cell_fix
         from ..fixes.patch_files import with_patch
         from ..report import Fix
 
         c = arm.changes.get(KEY) or {}
         t = _thinning(c)
-        shown = str((facts.get("forward_site") or {}).get("shown") or c.get("file"))
-        f = Fix(text=_fix_text(t, shown))
+        cell = facts.get("forward_cell")
+        src = CellSource(**cell) if cell else None
+        shown = src.label if src else str((facts.get("forward_site") or {}).get("shown"))
+        f = Fix(text=_fix_text(t, shown, int(c.get("offset") or 0)))
+        if src is not None:  # the cell that calls the model, changed
+            with_statement_cell_fix(f, src, thin.thinned_text(src.compiled, t))
+            return f
         source = _read(str(c.get("file")))
         if source is not None:
             with_patch(f, thin.thinned_patch(source, t, shown), {shown: source})
         return f
 
 
-def _fix_text(t: thin.Thinning, shown: str) -> str:
-    at = f"{shown}:{t.first} (`{t.code}`)"
+def _fix_text(t: thin.Thinning, shown: str, offset: int) -> str:
+    at = f"{shown}:{t.first + offset} (`{t.code}`)"
     if t.mode == "skip":
         why = (
             " If memory was the reason, run it between epochs, or let the allocator reuse "

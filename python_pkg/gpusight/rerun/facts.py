@@ -125,8 +125,17 @@ def _host_lines(w: Watch, shown: dict[str, Any] | None) -> dict[str, Any] | None
     if not shown or times is None:
         return shown
     paths = {(t.file, t.line): t.path for t in times.lines if t.path}
-    rows = [{**r, "file": paths.get((r.get("file"), r.get("line")), r.get("file"))}
-            for r in shown.get("lines") or []]  # fmt: skip
+    names = w.lines.sources.names
+    rows = []
+    for r in shown.get("lines") or []:
+        path = paths.get((r.get("file"), r.get("line")))
+        if path is None:
+            rows.append(r)
+            continue
+        # A cell's lines are shown below its magic line: ``line`` is the code's own, as the
+        # model call's line is, ``offset`` what the user is shown above it.
+        offset = names.get(path, (None, 0))[1]
+        rows.append({**r, "file": path, "line": int(r["line"]) - offset, "offset": offset})
     return {**shown, "lines": rows}
 
 
