@@ -152,7 +152,9 @@ CATALOGUE: dict[str, CatalogueEntry] = {
         "`nonzero`, ...), so it cannot queue the next work while the GPU computes. The "
         "evidence names the source line of each sync.",
         _WATCH + ": the sync calls intercepted with their source lines, and the stall they "
-        "cause in the step-time breakdown.",
+        "cause in the step-time breakdown. Where the line that waits only reports (a print or "
+        "a logger of the value), `gpusight run --what-if` and `%%gpusight --what-if` measure it "
+        "run every 10 steps.",
     ),
     "code.pageable_copy": CatalogueEntry(
         "Host-to-device copies come from pageable memory: a `non_blocking=True` copy then "
@@ -194,7 +196,13 @@ CATALOGUE: dict[str, CatalogueEntry] = {
     "load.cpu_preprocessing": CatalogueEntry(
         "Host work in the loop body (transforms, Python bookkeeping) outside the model keeps "
         "the GPU waiting.",
-        _WATCH + ": host time in the loop body outside data loading and the model.",
+        _WATCH + ": host time in the loop body outside data loading and the model, by line "
+        "of the user's code (two steps timed by line after the measured ones). `gpusight run "
+        "--what-if` and `%%gpusight --what-if` measure the costliest statements that only report "
+        "or clean up (`gc.collect()`, `torch.cuda.empty_cache()`, a logger, a histogram of "
+        "every parameter) skipped or run every 10 steps, and hand over that edit; one whose "
+        "value the loop reads, or that updates the model, the optimizer, the data or the "
+        "random numbers, is not tried and its row says why.",
     ),
     "load.small_batch": CatalogueEntry(
         "The batch is too small to keep the GPU busy: per-step host and launch costs dominate.",
