@@ -246,3 +246,12 @@ for step in range(100):
 """
     got = _plan(src, "prev = np.sort")
     assert isinstance(got, str) and "assigns `prev`" in got
+
+
+def test_a_thinned_statement_runs_every_100_steps_where_the_window_holds_three_of_them() -> None:
+    from gpusight.knobs.statement import every_for
+
+    # A 2 ms step with a 40 ms histogram: thinned, about 2.4 ms, 800 steps in 2 s.
+    assert every_for(40.0, 42.0) == 100
+    # A 30 ms step: 66 steps in 2 s hold none of every 100.
+    assert every_for(5.0, 35.0) == 10

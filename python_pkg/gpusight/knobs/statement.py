@@ -57,7 +57,19 @@ def _thinning(change: dict[str, Any]) -> thin.Thinning:
     )  # fmt: skip
 
 
-def _arm(row: dict[str, Any], site: dict[str, Any], ids: set[str]) -> Arm:
+def every_for(line_ms: float, step_ms: float) -> int:
+    """Steps between two runs of a thinned statement: 100 where a re-run's shortest measured
+    window still holds three runs of it (a step of a few milliseconds once it is thinned),
+    else 10 (20 measured steps hold two). A histogram 43x the step, run every 10 steps, still
+    left the step 5x slower than without it (an H100, ``benchmarks/results/h100-run25``)."""
+    from ..rerun.driver import MIN_WINDOW_S
+
+    rest = max(step_ms - line_ms, 1e-3)
+    steps = MIN_WINDOW_S * 1000.0 / (rest + line_ms / 100.0)
+    return 100 if steps >= 300 else thin.EVERY
+
+
+def _arm(row: dict[str, Any], site: dict[str, Any], ids: set[str], step_ms: float) -> Arm:
     """The arm for one timed line: its change, or why it is refused."""
     code = str(row.get("code") or "").strip()
     offset = int(row.get("offset") or 0)
@@ -71,7 +83,8 @@ def _arm(row: dict[str, Any], site: dict[str, Any], ids: set[str]) -> Arm:
     same = row.get("file") == loop_file
     elsewhere = None if same else _read(str(row.get("file")))
     got = thin.plan(source, int(site.get("line") or 0), int(row.get("line") or 0),
-                    function=str(row.get("function") or ""), elsewhere=elsewhere)  # fmt: skip
+                    function=str(row.get("function") or ""), elsewhere=elsewhere,
+                    every=every_for(float(row.get("ms_per_step") or 0.0), step_ms))  # fmt: skip
     if isinstance(got, str):
         return Arm(KEY, label, {}, finding, skipped=f"not tried: {got}")
     change = {"file": loop_file, "first": got.first, "last": got.last, "mode": got.mode,
@@ -96,7 +109,7 @@ class Statement(Knob):
             return []
         arms, seen = [], set()
         for row in rows[:LINES]:
-            arm = _arm(row, site, s.ids)
+            arm = _arm(row, site, s.ids, float(s.facts.get("step_time_ms") or 0.0))
             where = tuple(sorted((arm.changes.get(KEY) or {}).items())) or arm.label
             if where in seen:
                 continue  # two timed lines of one statement (a block's header and its body)
@@ -174,5 +187,6 @@ def _fix_text(t: thin.Thinning, shown: str, offset: int) -> str:
     counter = t.counter or "step"
     return (
         f"Run {at} every {t.every} steps (`if {counter} % {t.every} == 0:`): it only reports, "
-        f"so the training computes the same; every 100 steps saves a little more."
+        "so the training computes the same"
+        + ("; every 100 steps saves a little more." if t.every < 100 else ".")
     )
