@@ -197,7 +197,7 @@ CATALOGUE: dict[str, CatalogueEntry] = {
         "Host work in the loop body (transforms, Python bookkeeping) outside the model keeps "
         "the GPU waiting.",
         _WATCH + ": host time in the loop body outside data loading and the model, by line "
-        "of the user's code (two steps timed by line after the measured ones). `gpusight run "
+        "of the user's code (two steps timed by line, not measured ones). `gpusight run "
         "--what-if` and `%%gpusight --what-if` measure the costliest statements that only report "
         "or clean up (`gc.collect()`, `torch.cuda.empty_cache()`, a logger, a histogram of "
         "every parameter) skipped or run every 10 steps, and hand over that edit; one whose "

@@ -209,3 +209,46 @@ def test_a_traced_process_is_left_alone(tmp_path: Path, monkeypatch: pytest.Monk
         "lines": [],
         "unavailable": "another tracer (a debugger, coverage) runs",
     }
+
+
+def test_without_steps_the_steps_timed_by_line_come_before_the_measured_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``gpusight run`` as most users first run it (no ``--steps``): the measured steps run to
+    the script's end, so the two steps timed by line come right after the profiled ones, and
+    are not measured steps."""
+    from gpusight.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    src = GC_EVERY_STEP.replace("range(300)", "range(40)")
+    (tmp_path / "train.py").write_text(src, encoding="utf-8")
+    assert main(["run", "--quiet", "--json", "r.json", "train.py"]) == 0
+    rep = load_report(tmp_path / "r.json")
+    validate(rep)
+    top = _top(rep)
+    assert top["line"] == _line_of(src, "gc.collect()") and top["share_pct"] >= 60.0
+    hl = rep["run"]["host_lines"]
+    assert hl["steps"] == 2
+    # 40 steps: 3 of warm-up, 4 profiled, 2 timed by line, the rest measured.
+    assert rep["run"]["steps"] == 40 - 3 - 4 - 2
+
+
+def test_a_cell_watched_without_steps_gets_its_lines(ip: Any) -> None:
+    """``%%gpusight`` with no options, the notebook's first use: the host lines are there."""
+    ip.run_cell("import gc\nimport torch\nfrom torch import nn\n").raise_error()
+    cell = """model = nn.Linear(64, 10)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+heap = [[i] * 10 for i in range(100_000)]
+for step in range(30):
+    loss = model(torch.randn(32, 64)).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    gc.collect()
+"""
+    rep = ip.run_cell_magic("gpusight", "", cell)
+    run = rep.run or {}
+    lines = (run.get("host_lines") or {}).get("lines") or []
+    assert lines and lines[0]["code"] == "gc.collect()", run.get("host_lines")
+    # Line 10 of the cell as the notebook shows it: the %%gpusight line above the body's 9.
+    assert lines[0]["line"] == 10 and lines[0]["file"] == "cell"

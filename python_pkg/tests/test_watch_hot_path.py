@@ -37,7 +37,7 @@ def test_sync_counts_and_lines_hold_when_the_same_lines_repeat() -> None:
     model = nn.Linear(4, 2)
     x = torch.randn(3, 4)
     inside_torch = _internal_helper()
-    steps = 8
+    steps = 10  # 2 of warm-up, 2 profiled, 2 timed by line, then measured ones
     with Watch(warmup=2, profile_steps=1, stop_after_steps=False) as w:
         for _ in range(steps):
             model(x)
@@ -97,7 +97,9 @@ def test_after_the_window_steps_skip_the_between_steps_work() -> None:
     assert w._settled and not rec.recording_window
     phases = [r.phase for r in rec.records]
     assert phases[:4] == ["warmup", "profile_warmup", "profile", "profile"]
-    assert set(phases[4:]) == {"measure"}
+    # Without ``steps``, two steps timed by line come before the measured ones.
+    assert phases[4:6] == ["lines", "lines"] and w.lines.result is not None
+    assert set(phases[6:]) == {"measure"}
     # Intervals only from the window: the forwards of the window's steps, not of later ones.
     window_steps = [r for r in rec.records if r.phase in ("profile_warmup", "profile")]
     last_window_end = max(r.end_ns for r in window_steps)

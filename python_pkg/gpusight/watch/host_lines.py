@@ -1,6 +1,7 @@
-"""Where the host's time goes, by line of the user's code (issue #49, first slice).
+"""Where the host's time goes, by line of the user's code (issue #49).
 
-After the measured steps, ``STEPS`` more steps run with a line clock: ``sys.settrace`` on the
+After the measured steps (without ``steps``, whose measured steps may run to the code's end:
+after the profiled ones), ``STEPS`` steps run with a line clock: ``sys.settrace`` on the
 main thread, whose local tracer is attached to the user's frames only (torch's, gpusight's and
 the standard library's run untraced, their time counted to the user's line that called them).
 Each line's time is exclusive of the user's frames it called (a loop's ``model(x)`` keeps the

@@ -89,6 +89,9 @@ class StepRecorder:
         self.warmup = max(0, warmup)
         self.profile_steps = max(0, profile_steps)
         self.steps = steps
+        self.line_steps = 0
+        """Steps timed by line right after the profiled ones, not measured (a watch without
+        ``steps``, whose measured steps may run to the code's end)."""
         self.kind: str | None = None
         self.kind_counts = dict.fromkeys(KINDS, 0)
         self.records: list[StepRecord] = []
@@ -128,6 +131,9 @@ class StepRecorder:
         profile = self.profile_steps
         if profile > 0 and index <= warmup + 1 + profile:
             return "profile_warmup" if index == warmup + 1 else "profile"
+        before = warmup + (1 + profile if profile > 0 else 0)
+        if index <= before + self.line_steps:
+            return "lines"
         return "measure"
 
     @property

@@ -61,6 +61,7 @@ from .compiled_models import CompiledModels, _callers_namespaces, _compiled_grap
 from .copy_sync_hooks import SYNC_MESSAGE, CopySyncHooks, classify_copy, non_blocking_arg, sync_kind
 from .flop_step import FLOPS_CUT_SHORT
 from .host_lines import LINES_CUT_SHORT
+from .host_lines import STEPS as LINE_STEPS
 from .light_steps import MAX_RUN, LightSteps
 from .loader_hooks import LoaderHooks
 from .measuring_end import MeasuringEnd, StopWatch
@@ -204,6 +205,11 @@ class Watch(
         self._rec = StepRecorder(self.warmup, profile, self.steps, self._t0_ns)
         self._rec.min_window_ns = int(self.min_window_s * 1e9)
         self._rec.max_window_ns = int(self.max_window_s * 1e9)
+        if self.steps is None and self.lines.enabled and profile > 0:
+            # Measured to the code's end: the steps timed by line come after the profiled ones,
+            # before the measured ones, or a run that ends before the cap would have none. A
+            # watch asked for no profiled steps takes no other unmeasured ones either.
+            self._rec.line_steps = LINE_STEPS
         _ACTIVE = self
         if not _FORK_HOOK and hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=_after_fork_in_child)

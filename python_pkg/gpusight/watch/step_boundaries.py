@@ -34,7 +34,10 @@ class StepBoundaries(WatchState):
         if self.flops.counting:
             return self._end_flop_step(kind, rec)
         if self.lines.tracing:
-            return self._end_line_step(kind, rec)
+            if not self.lines_early:
+                return self._end_line_step(kind, rec)
+            if kind == rec.kind:
+                self.lines.step_ended()  # a step timed by line, recorded as any other
         if self._in_run:
             self._close_run()
         plan = self.detail
@@ -73,6 +76,11 @@ class StepBoundaries(WatchState):
             self._set_full(full)
         now = perf_counter_ns()
         nxt = rec.begin_next(now) if steady is None else rec.begin_measured(now)
+        if nxt.phase == "lines" and not self.lines.tracing:
+            self.lines_early = self.lines.begin()
+            if not self.lines_early:
+                rec.line_steps = 0
+                nxt.phase = "measure"
         nxt.detail = detail
         nxt.full = full
         if not transition:
@@ -140,6 +148,7 @@ class StepBoundaries(WatchState):
         self._maybe_enable_sync_mode()
         self._settled = (
             self._switched
+            and self._measure_drained
             and (self._sync_mode_set or not self._cuda)
             and (not rec.profiling or (self._window is not None and not rec.recording_window))
         )

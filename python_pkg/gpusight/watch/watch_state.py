@@ -162,6 +162,7 @@ class WatchState:
         self.window_start_ms = 0.0
         self.window_stop_ms = 0.0
         self._measure_drained = False
+        self.lines_early = False  # the line clock runs before the measured steps (no steps)
         self.end_drain_ms: float | None = None
         """The GPU's work still queued when the last measured step ended on the host (its
         timestamps run ahead of a GPU-bound step by the launch queue's depth)."""
