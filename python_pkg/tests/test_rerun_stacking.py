@@ -174,3 +174,24 @@ def test_the_combined_run_is_forecast_at_the_winning_batchs_measured_pace(
     assert _together_groups(out) == {"batch", "autocast"}
     assert out.together is not None and out.together[1] is not None and out.together[1].ok
     assert out.together[1].changes == {"batch_size": 512, "autocast": "bfloat16"}
+
+
+def test_progress_is_the_share_of_the_planned_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The notebook's what-if bar moves by runs made over runs planned, not by the budget's
+    seconds: a what-if that ends early in its budget still reaches its end."""
+    import gpusight.rerun.driver as driver_mod
+
+    steps = Steps({"autocast": CASTS})
+    monkeypatch.setattr(driver_mod.time, "monotonic", lambda: steps.clock)
+    shares: list[tuple[str, float]] = []
+    d = Driver(steps, budget_s=6000.0, only=frozenset({"autocast"}))
+    d.progress = lambda text: shares.append((text, d.share_done()))
+    out = d.what_if()
+    plan = next(i for i, (t, _) in enumerate(shares) if t.startswith("plan: "))
+    # Before the plan: two runs planned; after it: the control, one arm, a second control.
+    assert shares[plan][1] == pytest.approx(2 / 4)
+    made = [s for t, s in shares[plan:] if ": " in t and t.startswith("what-if ")]
+    assert made == sorted(made) and made[-1] >= 0.75
+    assert out.runs == steps.calls.__len__() == 4
+    # Far under the budget's seconds: its share of the budget would read 40 of 6000 s.
+    assert steps.clock / 6000.0 < 0.01

@@ -190,10 +190,13 @@ def run(args: Any, cell: str, code: Any, shell: Any, names: dict[str, tuple[str,
     driver = Driver(runner, budget_s=args.budget, warmup=args.warmup)
     try:
         with progress_for_shell("What-if: the cell's first run") as progress:
+            shown = [0.0]
 
             def say(text: str) -> None:
-                spent = time.monotonic() - driver.t0 if driver.t0 else 0.0
-                progress(text.removeprefix("what-if "), min(0.99, spent / args.budget))
+                # The share of the planned runs made (a sweep that goes on adds runs: the bar
+                # never goes back).
+                shown[0] = max(shown[0], driver.share_done())
+                progress(text.removeprefix("what-if "), shown[0])
 
             driver.progress = say
             out = driver.what_if()

@@ -424,6 +424,12 @@ class Driver:
         self.progress = progress or (lambda _t: None)
         self.t0 = 0.0
         self.count = 0
+        self.planned = 2
+        """Runs the what-if plans to make: the baseline and the control, then the plan's."""
+
+    def share_done(self) -> float:
+        """How far the what-if is, in runs made over runs planned (below 1 until it ends)."""
+        return min(0.99, self.count / max(self.count + 1, self.planned))
 
     # -- one run ----------------------------------------------------------------------------
     def left_s(self) -> float:
@@ -495,6 +501,9 @@ class Driver:
         winners: list[Arm] = []
         groups = [g for g in plan(base.facts) if self.only is None or g.name in self.only]
         out.plan = stacking.plan_lines(groups)
+        # Each arm not already skipped, the winners together, a second control.
+        arms = sum(1 for g in groups for a in g.arms if not a.skipped)
+        self.planned = self.count + arms + (1 if len(groups) >= 2 else 0) + 1
         if self.only is not None:  # the changes asked for by name each get an answer
             out.not_planned = not_planned(base.facts, self.only)
         why = "".join(f"; {k}: not tried, {v}" for k, v in out.not_planned.items())
@@ -575,6 +584,7 @@ class Driver:
                 more = knob.extend(g, gains, int((out.baseline.facts or {}).get("cpu_count") or 1))
                 if more is not None:
                     g.arms.append(more)
+                    self.planned += 1
         return best
 
     def _measure(
