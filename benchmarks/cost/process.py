@@ -136,6 +136,9 @@ def run_once(
             "steps": run.get("steps"),
             "window_steps": kern.get("window_steps"),
             "window_cost_ms": kern.get("window_cost_ms"),
+            # The steps timed by line (after the measured ones): their mean step, against the
+            # measured steps' (what the line clock adds, twice a run).
+            "line_clock_step_ms": (run.get("host_lines") or {}).get("step_ms"),
             "detail_every": kern.get("detail_every"),
             "sampler_busy_pct": kern.get("sampler_busy_pct"),
         }
@@ -182,6 +185,10 @@ def compare(bare: dict[str, Any], other: dict[str, Any], start: int) -> dict[str
             # The same process's own clock: the report's accuracy apart from the watch's cost
             # and from the spread between processes.
             out["report_step_vs_own_pct"] = 100 * (rep["step_time_ms"] / w_mean - 1)
+        if rep.get("line_clock_step_ms") is not None:
+            # The two steps timed by line, beyond two steady steps: what the line clock adds
+            # to the run, once.
+            out["line_clock_extra_ms"] = 2 * (float(rep["line_clock_step_ms"]) - w_mean)
     return out
 
 
@@ -199,6 +206,7 @@ def summarize(pairs: list[dict[str, Any]]) -> dict[str, Any]:
         "report_step_vs_own_pct",
         "bare_mean_ms",
         "mean_ms",
+        "line_clock_extra_ms",
     )
     out: dict[str, Any] = {"rounds": len(ok)}
     for k in keys:
@@ -269,6 +277,7 @@ def table(results: dict[str, dict[str, Any]], variants: list[str]) -> str:
         "pp off",
         "step vs bare %",
         "vs own %",
+        "lines +ms",
     )
     rows = [head]
     for name, res in results.items():
@@ -294,6 +303,7 @@ def table(results: dict[str, dict[str, Any]], variants: list[str]) -> str:
                     signed(s.get("report_minus_measured_pp"), 1),
                     signed(s.get("report_step_vs_bare_pct")),
                     signed(s.get("report_step_vs_own_pct")),
+                    signed(s.get("line_clock_extra_ms"), 1),
                 )
             )
     lines = [aligned(rows)]
@@ -304,7 +314,9 @@ def table(results: dict[str, dict[str, Any]], variants: list[str]) -> str:
         "steps' cost beyond their steady pace, watched - bare; exit s: wall time outside the",
         "step loop, watched - bare; report %: the report's own overhead_pct; pp off: report -",
         "measured; step vs bare: the report's step time against the bare mean step; vs own:",
-        "against the watched run's own clock over the same steps (no process spread in it).",
+        "against the watched run's own clock over the same steps (no process spread in it);",
+        "lines +ms: what the two steps timed by line (after the measured ones) took beyond two",
+        "steady watched steps, once a run (a tree before the line clock has none).",
     ]
     return "\n".join(lines + notes)
 
