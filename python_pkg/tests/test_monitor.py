@@ -664,6 +664,42 @@ def test_cells_are_marked_on_the_monitor_clock(shell_hub: tuple[Hub, Any]) -> No
     assert 0 <= cells[0]["t"] <= hub.sampler.now()
 
 
+def test_reports_are_listed_with_the_cell_that_made_them(
+    shell_hub: tuple[Hub, Any], check_report: Any
+) -> None:
+    """Issue #48: the sidebar's list read "watch", "watch", "watch": each entry now names its
+    cell after its title, or its kind where it has none; a report no cell showed keeps its
+    title alone."""
+    hub, shell = shell_hub
+    wire = Wire()
+    hub.connect(wire)
+    untitled = copy.deepcopy(check_report)
+    untitled.title = None
+    shell.user_ns.update(_hub=hub, rep=check_report, untitled=untitled)
+    result = shell.run_cell("_hub.shown(rep)", store_history=True)
+    result.raise_error()
+    count = result.execution_count  # the cell's number, as the notebook shows it
+    shell.run_cell("_hub.shown(untitled)", store_history=True).raise_error()
+    first, second = (m["entry"] for m in wire.of("report"))
+    assert first["title"] == f"{check_report.title}, cell [{count}]"
+    assert second["title"] == f"check, cell [{count + 1}]" and second["kind"] == "check"
+    alone = copy.deepcopy(check_report)
+    hub._publish_report(None, "check", alone)
+    assert wire.of("report")[-1]["entry"]["title"] == check_report.title
+    # A report displayed before any panel connected keeps the cell that displayed it, which a
+    # hub made later lists it with (not the cell running when the panel connects).
+    from gpusight.jupyter import display
+
+    late = copy.deepcopy(check_report)
+    shell.user_ns["late"] = late
+    shown = shell.run_cell(
+        "from gpusight.jupyter import display\ndisplay._tell_panels(late, {})", store_history=True
+    )
+    shown.raise_error()
+    shell.run_cell("pass", store_history=True)
+    assert display.shown_cell(late) == shown.execution_count
+
+
 def test_watch_next_cell_wraps_exactly_one_cell_in_the_cell_magic(
     shell_hub: tuple[Hub, Any],
 ) -> None:

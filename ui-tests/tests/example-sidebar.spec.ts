@@ -5,7 +5,7 @@ import * as path from 'node:path';
  * A newcomer's first hour: the example notebook run top to bottom in its real kernel (the
  * check, the watch, the watch again, the what-if, `gpusight.diagnose`), with no error in any
  * cell; then the GPU sidebar opened on that kernel connects and lists every report the
- * notebook showed, each with its kind (a kernel that had shown a diagnose report used to
+ * notebook showed, each with its kind and cell (a kernel that had shown a diagnose report used to
  * answer a hello the panel rejected: "Connecting to the kernel…" forever).
  */
 
@@ -65,4 +65,7 @@ test('the example notebook run top to bottom, then the sidebar lists its reports
     .locator('.jp-GpusightSidebar-entryKind')
     .allInnerTexts();
   expect(kinds.every(k => k.trim().length > 0)).toBe(true);
+  // Each names the cell that made it (the list used to read "watch", "watch", "watch").
+  expect(kinds.every(k => /, cell \[\d+\]$/.test(k.trim()))).toBe(true);
+  expect(new Set(kinds.map(k => k.trim())).size).toBe(5);
 });

@@ -333,8 +333,10 @@ class Hub:
         if request is None:
             return
         value = getattr(result, "result", None)
+        count = getattr(result, "execution_count", None)
+        count = count if isinstance(count, int) else None
         if callable(getattr(value, "to_dict", None)):
-            self._publish_report(request, "watch", value)
+            self._publish_report(request, "watch", value, cell=count)
         else:
             error = getattr(result, "error_in_exec", None) or getattr(
                 result, "error_before_exec", None
@@ -342,7 +344,7 @@ class Hub:
             why = f"{type(error).__name__}: {error}" if error else "the cell returned no report"
             self._broadcast_all({"type": "error", "request": request, "message": why})
         for other in held:  # shown by the watched cell beside its own report
-            self.shown(other)
+            self.shown(other, cell=count)
         self._broadcast_all(self._watch_status())
 
     def _broadcast_all(self, message: Message) -> None:
@@ -352,7 +354,12 @@ class Hub:
     # --- reports --------------------------------------------------------------------------
 
     def _publish_report(
-        self, request: str | None, origin: str, report: Any, data: dict[str, Any] | None = None
+        self,
+        request: str | None,
+        origin: str,
+        report: Any,
+        data: dict[str, Any] | None = None,
+        cell: int | None = None,
     ) -> Message:
         from ..fixes.kernel_names import mark_unbound
 
@@ -366,7 +373,10 @@ class Hub:
             "id": report_id,
             "origin": origin,
             "kind": data.get("kind"),
-            "title": data.get("title"),
+            # The cell that made it, after its title or kind ("watch, cell [3]").
+            "title": data.get("title")
+            if cell is None
+            else f"{data.get('title') or data.get('kind') or origin}, cell [{cell}]",
             "created_at": data.get("created_at"),
             "summary": verdict.get("summary"),
         }
@@ -379,16 +389,23 @@ class Hub:
         self._broadcast_all(message)
         return message
 
-    def shown(self, report: Any, data: dict[str, Any] | None = None) -> None:
+    def shown(
+        self, report: Any, data: dict[str, Any] | None = None, cell: int | None = None
+    ) -> None:
         """A report the notebook displayed (a watched cell, ``%gpusight``, ``diagnose``): listed
-        in every panel with the panel's own, newest first, once however often it is shown."""
+        in every panel with the panel's own, newest first, once however often it is shown;
+        ``cell``: the cell that showed it (default: the one running now)."""
         if id(report) in self._published:
             return
         if self.watching is not None:
             self._held.append(report)
             return
+        if cell is None and self.shell is not None:
+            from ..watch.notebook_cells import current_count
+
+            cell = current_count(self.shell)
         kind = str(getattr(report, "kind", None) or "report")
-        self._publish_report(None, kind, report, data)
+        self._publish_report(None, kind, report, data, cell if isinstance(cell, int) else None)
 
     def _report_get(self, client: Client, data: Message) -> None:
         report_id = data.get("report_id")
@@ -534,7 +551,7 @@ def hub() -> Hub:
         from . import display
 
         for report in display.shown_reports():  # shown before any panel asked
-            _HUB.shown(report)
+            _HUB.shown(report, cell=display.shown_cell(report))
         display.on_shown(lambda report, data: hub().shown(report, data))
     return _HUB
 

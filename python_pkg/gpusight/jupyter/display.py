@@ -101,12 +101,17 @@ def _report_repr(
 SHOWN_KEPT = 32
 _shown: deque[Report] = deque(maxlen=SHOWN_KEPT)
 _listeners: list[Callable[[Report, dict[str, Any]], None]] = []
+_cells: dict[int, int | None] = {}
+"""id of a report in ``_shown`` -> the cell that displayed it."""
 
 
 def _tell_panels(report: Report, data: dict[str, Any]) -> None:
     """The sidebar lists every report this kernel showed, not only its own buttons' (#36): the
     panels' hub (``comm.py``) listens here, and one made later reads the recent ones."""
     _shown.append(report)
+    _cells[id(report)] = _running_cell()
+    for gone in set(_cells) - {id(r) for r in _shown}:
+        del _cells[gone]
     for listener in list(_listeners):
         try:
             listener(report, data)  # the dict just built: the panels need not build it again
@@ -117,6 +122,22 @@ def _tell_panels(report: Report, data: dict[str, Any]) -> None:
 def shown_reports() -> list[Report]:
     """The reports this kernel displayed lately, oldest first."""
     return list(_shown)
+
+
+def shown_cell(report: Report) -> int | None:
+    """The execution count of the cell that displayed ``report`` (None: not known)."""
+    return _cells.get(id(report))
+
+
+def _running_cell() -> int | None:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    from ..watch.notebook_cells import current_count
+
+    shell = get_ipython()
+    return current_count(shell) if shell is not None else None
 
 
 def on_shown(listener: Callable[[Report, dict[str, Any]], None]) -> None:

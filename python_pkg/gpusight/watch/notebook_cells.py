@@ -51,6 +51,13 @@ def _raw(shell: Any, count: int) -> str | None:
     return hist[count] if 0 < count < len(hist) and isinstance(hist[count], str) else None
 
 
+def current_count(shell: Any) -> int | None:
+    """The execution count of the cell now running, where the history holds it (its last
+    entry); None without one."""
+    n = len(_history(shell)) - 1
+    return n if n > 0 else None
+
+
 def running_count(shell: Any, body: str) -> int:
     """The execution count of the cell now running, whose text ends with ``body``.
 
