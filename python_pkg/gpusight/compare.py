@@ -17,6 +17,7 @@ from .durations import format_ms
 from .rules.workload import REPORTED_KEYS
 
 FindingStatus = Literal["resolved", "new", "still"]
+CPU_COMPUTE = "Compute (CPU)"
 
 STATUS_LABELS: dict[str, str] = {"resolved": "resolved", "new": "new", "still": "still there"}
 
@@ -212,9 +213,11 @@ def render_comparison(
     if c.breakdown:
         out += ["", "step-time breakdown (per step)"]
         rows: list[tuple[str, ...]] = [("", "before", "after", "change")]
+        # A run that used no GPU computed on the host: no GPU claim in its label.
+        gpu = c.busy_before_pct is not None or c.busy_after_pct is not None
         rows += [
             (
-                BREAKDOWN_LABELS.get(r.key, r.key),
+                BREAKDOWN_LABELS.get(r.key, r.key) if gpu or r.key != "compute" else CPU_COMPUTE,
                 _ms(r.before_ms),
                 _ms(r.after_ms),
                 _signed_ms(r.delta_ms),
