@@ -200,6 +200,26 @@ def test_a_line_inside_forward_is_refused() -> None:
     assert isinstance(got, str) and "Net.forward" in got
 
 
+def test_a_while_loop_thins_by_the_counter_its_body_counts_up() -> None:
+    # nanoGPT's loop: ``while True:`` with ``iter_num += 1`` once a step.
+    src = """\
+iter_num = 0
+while True:
+    logits, loss = model(X, Y)
+    loss.backward()
+    optimizer.step()
+    print(f"iter {iter_num}: loss {loss.item():.4f}")
+    iter_num += 1
+    if iter_num > max_iters:
+        break
+"""
+    t = _plan(src, "print(")
+    assert isinstance(t, Thinning) and t.counter == "iter_num" and t.mode == "every"
+    new = thinned_text(src, t)
+    assert new is not None
+    assert "    if iter_num % 10 == 0:  # gpusight: every 10 steps\n        print(" in new
+
+
 def test_a_while_loop_skips_a_cleanup_but_has_no_counter_to_thin_by() -> None:
     src = """\
 import gc

@@ -306,7 +306,7 @@ def _choose(
     mode: Mode = "skip" if all(is_cleanup(s) for s in group) else "every"
     counter = _counter(loop)
     if mode == "every":
-        if isinstance(loop, ast.While):
+        if isinstance(loop, ast.While) and counter is None:
             return f"the loop at line {loop.lineno} has no step counter to run line {first} by"
         if counter is not None and any(
             isinstance(p, ast.If) and counter in _names_read([ast.Expr(p.test)]) for p in chain[:at]
@@ -347,18 +347,27 @@ def _after_loop(tree: ast.Module, loop: ast.stmt) -> list[ast.stmt]:
 
 
 def _counter(loop: ast.For | ast.While) -> str | None:
-    """``i`` of ``for i, batch in enumerate(...)`` or ``for i in range(...)``."""
-    if not isinstance(loop, ast.For):
-        return None
-    it, target = loop.iter, loop.target
-    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name)):
-        return None
-    if it.func.id == "enumerate" and isinstance(target, ast.Tuple) and target.elts:
-        first = target.elts[0]
-        return first.id if isinstance(first, ast.Name) else None
-    if it.func.id == "range" and isinstance(target, ast.Name):
-        return target.id
-    return None
+    """``i`` of ``for i, batch in enumerate(...)`` or ``for i in range(...)``, else a name the
+    loop's body counts up by one once a step (``iter_num += 1``, as in a ``while True:``)."""
+    if isinstance(loop, ast.For):
+        it, target = loop.iter, loop.target
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name):
+            if it.func.id == "enumerate" and isinstance(target, ast.Tuple) and target.elts:
+                first = target.elts[0]
+                if isinstance(first, ast.Name):
+                    return first.id
+            if it.func.id == "range" and isinstance(target, ast.Name):
+                return target.id
+    counted = [
+        s.target.id
+        for s in loop.body
+        if isinstance(s, ast.AugAssign)
+        and isinstance(s.op, ast.Add)
+        and isinstance(s.target, ast.Name)
+        and isinstance(s.value, ast.Constant)
+        and s.value.value == 1
+    ]
+    return counted[0] if len(counted) == 1 else None
 
 
 def _free_name(tree: ast.Module) -> str:
@@ -399,12 +408,14 @@ def thinned_text(source: str, t: Thinning) -> str | None:
             kept.insert(first - 1, indent + "pass\n")
         new = "".join(kept)
         return new if new != source and compiles(new) else None
-    loop = next((n for n in ast.walk(tree)
-                 if isinstance(n, ast.For) and n.lineno == t.loop_line), None)  # fmt: skip
+    loop = next((n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))
+                 and n.lineno == t.loop_line), None)  # fmt: skip
     if loop is None:
         return None
     counter = t.counter
     if counter is None:
+        if not isinstance(loop, ast.For):
+            return None
         got = _enumerated(lines, tree, loop)
         if got is None:
             return None
@@ -429,7 +440,7 @@ def _only_statement(tree: ast.Module, first: int, last: int) -> bool:
     return False
 
 
-def _unit_of(lines: list[str], loop: ast.For, indent: str) -> str:
+def _unit_of(lines: list[str], loop: ast.For | ast.While, indent: str) -> str:
     """One indentation level as the loop writes it."""
     outer = indent_of(lines, loop.lineno)
     inner = indent_of(lines, loop.body[0].lineno)
