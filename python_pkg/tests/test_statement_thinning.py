@@ -275,3 +275,17 @@ def test_a_thinned_statement_runs_every_100_steps_where_the_window_holds_three_o
     assert every_for(40.0, 42.0) == 100
     # A 30 ms step: 66 steps in 2 s hold none of every 100.
     assert every_for(5.0, 35.0) == 10
+
+
+def test_with_gradient_accumulation_the_loop_is_the_optimizers_not_the_micro_batches() -> None:
+    src = """\
+for step, batch in enumerate(loader):
+    for micro in range(4):
+        loss = model(batch[micro]).mean() / 4
+        loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    writer.add_scalar("loss", loss.item(), step)
+"""
+    t = _plan(src, "add_scalar")
+    assert isinstance(t, Thinning) and t.counter == "step" and t.loop_line == 1

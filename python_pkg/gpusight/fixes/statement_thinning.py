@@ -186,9 +186,12 @@ def _chain(body: list[ast.stmt], line: int) -> list[ast.stmt]:
 
 
 def step_loop(tree: ast.Module, call_line: int) -> ast.For | ast.While | None:
-    """The innermost loop around the line that calls the model."""
+    """The loop of the training steps around the line that calls the model: the innermost that
+    also takes the optimizer's step (a loop of micro-batches inside it, as in gradient
+    accumulation, is not), else the innermost."""
     loops = [s for s in _chain(tree.body, call_line) if isinstance(s, (ast.For, ast.While))]
-    return loops[-1] if loops else None
+    stepping = [lp for lp in loops if _calls_name(lp, "step")]
+    return stepping[-1] if stepping else (loops[-1] if loops else None)
 
 
 def _names_read(nodes: list[ast.stmt]) -> set[str]:
