@@ -665,7 +665,7 @@ def test_cells_are_marked_on_the_monitor_clock(shell_hub: tuple[Hub, Any]) -> No
 
 
 def test_reports_are_listed_with_the_cell_that_made_them(
-    shell_hub: tuple[Hub, Any], check_report: Any
+    shell_hub: tuple[Hub, Any], check_report: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue #48: the sidebar's list read "watch", "watch", "watch": each entry now names its
     cell after its title, or its kind where it has none; a report no cell showed keeps its
@@ -688,8 +688,13 @@ def test_reports_are_listed_with_the_cell_that_made_them(
     assert wire.of("report")[-1]["entry"]["title"] == check_report.title
     # A report displayed before any panel connected keeps the cell that displayed it, which a
     # hub made later lists it with (not the cell running when the panel connects).
+    from collections import deque
+
     from gpusight.jupyter import display
 
+    # The kernel's list of displayed reports is this process's: the test's own, then gone.
+    monkeypatch.setattr(display, "_shown", deque(maxlen=display.SHOWN_KEPT))
+    monkeypatch.setattr(display, "_cells", {})
     late = copy.deepcopy(check_report)
     shell.user_ns["late"] = late
     shown = shell.run_cell(

@@ -18,6 +18,10 @@ if TYPE_CHECKING:
 
 Scope = Literal["end_to_end", "compute_only"]
 
+MIN_WINDOW_S = 2.0
+"""A re-run's shortest measured window, in seconds (``rerun/driver.py``), with at least 20 steps:
+what a knob's arm can count on seeing."""
+
 
 @dataclass
 class Arm:

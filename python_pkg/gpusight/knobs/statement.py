@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..fixes import statement_thinning as thin
-from .base import Arm, Group, Knob, Situation
+from .base import MIN_WINDOW_S, Arm, Group, Knob, Situation
 
 if TYPE_CHECKING:
     from ..report import Fix
@@ -62,8 +62,6 @@ def every_for(line_ms: float, step_ms: float) -> int:
     window still holds three runs of it (a step of a few milliseconds once it is thinned),
     else 10 (20 measured steps hold two). A histogram 43x the step, run every 10 steps, still
     left the step 5x slower than without it (an H100, ``benchmarks/results/h100-run25``)."""
-    from ..rerun.driver import MIN_WINDOW_S
-
     rest = max(step_ms - line_ms, 1e-3)
     steps = MIN_WINDOW_S * 1000.0 / (rest + line_ms / 100.0)
     return 100 if steps >= 300 else thin.EVERY

@@ -41,6 +41,7 @@ from ..knobs import (
     source_edits,
     took_effect,
 )
+from ..knobs.base import MIN_WINDOW_S
 from ..knobs.gain_rule import MIN_GAIN, beyond_bound, threshold
 from . import stacking
 from .plan import Arm, Group, combine, plan, sweep_goes_on
@@ -48,11 +49,11 @@ from .plan import Arm, Group, combine, plan, sweep_goes_on
 if TYPE_CHECKING:
     from .sandbox import Sandbox
 
-__all__ = ["MIN_GAIN", "Driver", "Outcome", "RunResult", "ScriptRunner", "judge"]
+__all__ = ["MIN_GAIN", "MIN_WINDOW_S", "Driver", "Outcome", "RunResult", "ScriptRunner", "judge"]
 
-# Measured steps per run (at least), seconds of measured steps (at least / at most).
+# Measured steps per run (at least), seconds of measured steps (at least: the knobs plan by
+# it, ``knobs.base.MIN_WINDOW_S``; at most).
 STEPS = 20
-MIN_WINDOW_S = 2.0
 MAX_WINDOW_S = 8.0
 # Two control runs further apart than this get a third.
 CONTROLS_AGREE_PCT = 10.0
