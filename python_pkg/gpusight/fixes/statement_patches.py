@@ -232,6 +232,11 @@ def tf32_patch(source: str, path: str) -> str | None:
     return _diff(source, [*lines[:end], *added, *lines[end:]], path)
 
 
+def is_log_name(name: str) -> bool:
+    """A function whose name says it logs (``log_metrics``, ``wandb.log``), not log maths."""
+    return bool(_LOG_NAME.fullmatch(name)) and name.lower() not in _NOT_LOGGING
+
+
 def _is_log_call(stmt: ast.stmt) -> bool:
     if not isinstance(stmt, ast.Expr) or not isinstance(stmt.value, ast.Call):
         return False
@@ -239,7 +244,7 @@ def _is_log_call(stmt: ast.stmt) -> bool:
     name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
     if name in _LOG_FUNCS or (isinstance(f, ast.Attribute) and name in _LOG_METHODS):
         return True
-    return bool(_LOG_NAME.fullmatch(name)) and name.lower() not in _NOT_LOGGING
+    return is_log_name(name)
 
 
 def _reads_a_value(stmt: ast.stmt) -> bool:
@@ -257,7 +262,7 @@ def _mentions(node: ast.expr, name: str) -> bool:
     return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node))
 
 
-def _step_counter(loop: ast.For) -> str | None:
+def step_counter(loop: ast.For) -> str | None:
     """``i`` of ``for i, batch in enumerate(...)`` or ``for i in range(...)``."""
     it = loop.iter
     if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name)):
@@ -300,7 +305,7 @@ def log_every_text(source: str, line: int, every: int = 50) -> str | None:
     branches = found.parents[at + 1 :]
     if [*branches, stmt][0] not in loop.body:
         return None  # in the loop's else
-    counter = _step_counter(loop)
+    counter = step_counter(loop)
     if counter is None or not all(isinstance(b, ast.If) for b in branches):
         return None
     if any(_mentions(b.test, counter) for b in branches if isinstance(b, ast.If)):

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .patch import unified_diff
-from .statement_patches import bodies, compiles, indent_of
+from .statement_patches import bodies, compiles, indent_of, is_log_name, step_counter
 
 Mode = Literal["skip", "every"]
 
@@ -39,10 +39,9 @@ _REPORT = frozenset(
      "log", "write", "writelines", "flush", "set_postfix", "set_postfix_str", "set_description",
      "display", "log_dict", "log_metrics", "log_metric"}
 )  # fmt: skip
-_LOG_NAME = re.compile(r"(log|log_\w+|\w+_log|print_\w+|add_(scalar|scalars|histogram|image|"
-                       r"images|text|figure|pr_curve|embedding|hparams|graph|audio|video|mesh))",
-                       re.IGNORECASE)  # fmt: skip
-_NOT_LOGGING = frozenset({"log_softmax", "log_prob", "log_normal_", "log_sigmoid", "logsumexp"})
+# A summary writer's methods (TensorBoard's ``add_histogram``), besides what names a logger.
+_WRITER = re.compile(r"add_(scalars?|histogram|images?|text|figure|pr_curve|embedding|hparams|"
+                     r"graph|audio|video|mesh)")  # fmt: skip
 # Calls that change what the training computes: its updates, its data, its random numbers.
 _CHANGES = frozenset(
     {"backward", "step", "zero_grad", "update", "append", "extend", "insert", "pop", "popleft",
@@ -92,9 +91,7 @@ def _changes_training(node: ast.AST) -> str | None:
 
 
 def _is_report(name: str) -> bool:
-    if name in _REPORT:
-        return True
-    return bool(_LOG_NAME.fullmatch(name)) and name.lower() not in _NOT_LOGGING
+    return name in _REPORT or bool(_WRITER.fullmatch(name)) or is_log_name(name)
 
 
 class _Reader:
@@ -350,17 +347,10 @@ def _after_loop(tree: ast.Module, loop: ast.stmt) -> list[ast.stmt]:
 
 
 def _counter(loop: ast.For | ast.While) -> str | None:
-    """``i`` of ``for i, batch in enumerate(...)`` or ``for i in range(...)``, else a name the
-    loop's body counts up by one once a step (``iter_num += 1``, as in a ``while True:``)."""
-    if isinstance(loop, ast.For):
-        it, target = loop.iter, loop.target
-        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name):
-            if it.func.id == "enumerate" and isinstance(target, ast.Tuple) and target.elts:
-                first = target.elts[0]
-                if isinstance(first, ast.Name):
-                    return first.id
-            if it.func.id == "range" and isinstance(target, ast.Name):
-                return target.id
+    """The loop's own step counter (``enumerate``'s, ``range``'s), else a name its body counts
+    up by one once a step (``iter_num += 1``, as in a ``while True:``)."""
+    if isinstance(loop, ast.For) and (name := step_counter(loop)) is not None:
+        return name
     counted = [
         s.target.id
         for s in loop.body
