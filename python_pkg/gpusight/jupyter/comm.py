@@ -552,7 +552,8 @@ def hub() -> Hub:
 
         for report in display.shown_reports():  # shown before any panel asked
             _HUB.shown(report, cell=display.shown_cell(report))
-        display.on_shown(lambda report, data: hub().shown(report, data))
+        # The cell the display recorded: not looked up a second time.
+        display.on_shown(lambda report, data: hub().shown(report, data, display.shown_cell(report)))
     return _HUB
 
 

@@ -12,7 +12,7 @@ from .compiled_models import _compiled_graphs
 from .detail import DetailPlan
 from .module_hooks import _DRIVE_PAST_FORWARD
 from .profiler_window import CUPTI_TEARDOWN, ProfilerWindow
-from .recorder import Intervals, StepRecorder
+from .recorder import Intervals, StepRecord, StepRecorder
 from .watch_state import WatchState
 
 LONG_STEP_NS = 1_000_000_000
@@ -75,12 +75,12 @@ class StepBoundaries(WatchState):
         if full is not self._full:
             self._set_full(full)
         now = perf_counter_ns()
-        nxt = rec.begin_next(now) if steady is None else rec.begin_measured(now)
-        if nxt.phase == "lines" and not self.lines.tracing:
-            self.lines_early = self.lines.begin()
-            if not self.lines_early:
-                rec.line_steps = 0
-                nxt.phase = "measure"
+        if steady is not None:  # the hot path: every later step is a measured one
+            nxt = rec.begin_measured(now)
+        else:
+            nxt = rec.begin_next(now)
+            if nxt.phase == "lines" and not self.lines.tracing:
+                self._begin_early_lines(rec, nxt)
         nxt.detail = detail
         nxt.full = full
         if not transition:
@@ -92,6 +92,14 @@ class StepBoundaries(WatchState):
             self._run_left = self._run_length(rec)
             self._in_run = self._run_left > 0
         return True
+
+    def _begin_early_lines(self, rec: StepRecorder, nxt: StepRecord) -> None:
+        """The first step timed by line before the measured ones; where the clock cannot run
+        (another tracer), the steps are measured ones instead."""
+        self.lines_early = self.lines.begin()
+        if not self.lines_early:
+            rec.line_steps = 0
+            nxt.phase = "measure"
 
     def _between_steps(self, rec: StepRecorder) -> bool:
         """Warm-up extension, profiler window, hook switch, sync-debug mode; True on a switch.
