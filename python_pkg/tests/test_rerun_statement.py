@@ -27,30 +27,29 @@ torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(512, 2048), nn.ReLU(), nn.Linear(2048, 10))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 """
-
-GC_EVERY_STEP = (
-    HEAD
-    + """\
+# The training loop's head and its step, each script's costly statement after it.
+LOOP = """\
 for step in range(400):
     x = torch.randn(512, 512)
     loss = nn.functional.cross_entropy(model(x), torch.randint(0, 10, (512,)))
     opt.zero_grad()
     loss.backward()
     opt.step()
+"""
+
+GC_EVERY_STEP = (
+    HEAD
+    + LOOP
+    + """\
     gc.collect()
 """
 )
 
 HISTOGRAMS = (
     HEAD
+    + 'log = open("hist.log", "w")\n'
+    + LOOP
     + """\
-log = open("hist.log", "w")
-for step in range(400):
-    x = torch.randn(512, 512)
-    loss = nn.functional.cross_entropy(model(x), torch.randint(0, 10, (512,)))
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
     for name, p in model.named_parameters():
         counts, edges = np.histogram(np.tile(p.detach().numpy().ravel(), 4), bins=100)
         log.write(f"{step} {name} {counts.tolist()}\\n")
@@ -59,13 +58,8 @@ for step in range(400):
 
 READ_LATER = (
     HEAD
+    + LOOP
     + """\
-for step in range(400):
-    x = torch.randn(512, 512)
-    loss = nn.functional.cross_entropy(model(x), torch.randint(0, 10, (512,)))
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
     v = float(np.sort(np.sin(np.arange(400_000) * loss.item()))[0])
     if v > 1e9:
         break
