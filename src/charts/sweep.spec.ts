@@ -1,5 +1,6 @@
 // @vitest-environment happy-dom
 import { describe, expect, it } from 'vitest';
+import { approxTextWidth } from './frame';
 import { renderSweep, useLogX } from './sweep';
 
 describe('renderSweep', () => {
@@ -33,10 +34,12 @@ describe('renderSweep', () => {
       'middle'
     );
     expect(
-      el
-        .querySelectorAll('text.jp-GpusightSweepChart-pointLabel')[2]
-        .getAttribute('text-anchor')
-    ).toBe('end');
+      Number(
+        el
+          .querySelectorAll('text.jp-GpusightSweepChart-pointLabel')[2]
+          .getAttribute('x')
+      )
+    ).toBeLessThan(0);
     const d =
       el.querySelector('path.jp-GpusightSweepChart-line')?.getAttribute('d') ??
       '';
@@ -47,6 +50,41 @@ describe('renderSweep', () => {
     expect(el.querySelector('desc')?.textContent).toBe(
       '1 MiB: 21.7 GB/s; 16 MiB: 48.9 GB/s; timed out: failed; 256 MiB: 54.8 GB/s.'
     );
+  });
+
+  it("keeps a long label at the last point of a narrow chart inside the chart's width", () => {
+    const el = document.createElement('div');
+    const points = [0, 4, 8, 16].map(w => ({
+      x: w,
+      y: 1000 + w * 100,
+      label: `num_workers=${w}, prefetch_factor=4`
+    }));
+    renderSweep(el, points, {
+      width: 220,
+      title: 'DataLoader workers',
+      xLabel: 'DataLoader workers',
+      yLabel: 'samples/s',
+      color: 'blue'
+    });
+    const labels = [
+      ...el.querySelectorAll('g.jp-GpusightSweepChart-point')
+    ].filter(g => g.querySelector('text'));
+    expect(labels.length).toBeGreaterThan(0);
+    const plot = el
+      .querySelector('g.jp-GpusightChart-axis.jp-mod-x')
+      ?.parentElement?.getAttribute('transform');
+    const left = Number(/translate\(([-\d.]+)/.exec(plot ?? '')?.[1]);
+    for (const g of labels) {
+      const px = Number(
+        /translate\(([-\d.]+)/.exec(g.getAttribute('transform') ?? '')?.[1]
+      );
+      const t = g.querySelector('text')!;
+      const centre = left + px + Number(t.getAttribute('x'));
+      const half = approxTextWidth(t.textContent ?? '', 12) / 2;
+      expect(t.getAttribute('text-anchor')).toBe('middle');
+      expect(centre - half).toBeGreaterThanOrEqual(0);
+      expect(centre + half).toBeLessThanOrEqual(220);
+    }
   });
 
   it('wraps a y title too long for the axis onto two lines instead of cutting it', () => {

@@ -220,15 +220,19 @@ export function renderSweep(
   // Named points ("now", "1 MiB") carry their name; a series whose labels were its unit carries
   // its values. Labels that would overlap a neighbour's are left out (the tooltip has them all).
   const drawn = sorted.filter(p => p.y !== null && Number.isFinite(p.y));
+  // A label is cut to the plot's width and centred over its point, moved in as far as it takes
+  // to stay inside the plot: a long one ("num_workers=16, prefetch_factor=4") at the last point
+  // of a narrow chart would otherwise reach past the card.
   const text = (p: SweepPoint) =>
-    valueLabels ? formatValue(p.y as number, '') : (p.label ?? '');
+    fitText(
+      valueLabels ? formatValue(p.y as number, '') : (p.label ?? ''),
+      innerW
+    );
+  const centre = (px: number, w: number) =>
+    Math.min(Math.max(px, w / 2), innerW - w / 2);
   const labelled = drawn
     .map((p, i) => ({ p, i, w: approxTextWidth(text(p), 12) }))
     .filter(({ p }) => text(p));
-  const centre = (px: number, w: number) => {
-    const a = anchorAt(px, innerW);
-    return a === 'end' ? px - w / 2 : a === 'start' ? px + w / 2 : px;
-  };
   const keep = new Set(
     nonOverlapping(
       labelled.map(({ p, w }) => ({ x: centre(x(p.x), w), width: w }))
@@ -239,7 +243,8 @@ export function renderSweep(
     .append('text')
     .attr('class', 'jp-GpusightSweepChart-pointLabel')
     .attr('y', -8)
-    .attr('text-anchor', p => anchorAt(x(p.x), innerW))
+    .attr('x', p => centre(x(p.x), approxTextWidth(text(p), 12)) - x(p.x))
+    .attr('text-anchor', 'middle')
     .text(text);
   dot
     .append('circle')

@@ -42,44 +42,46 @@ export class GsBenchmarks extends ChartElement {
     return html`<section class="jp-GpusightBenchmarks" aria-labelledby="title">
       <h3 id="title">Benchmarks against their ceilings</h3>
       <div class="jp-GpusightBenchmarks-chart"></div>
-      <table class="jp-Gpusight-table jp-Gpusight-srOnly">
-        <caption>
-          Benchmarks
-        </caption>
-        <thead>
-          <tr>
-            <th scope="col">Benchmark</th>
-            <th scope="col">Measured</th>
-            <th scope="col">Noise band</th>
-            <th scope="col">Ceiling</th>
-            <th scope="col">Of ceiling</th>
-          </tr>
-        </thead>
-        <tbody>
-          ${this._rows.map(
-            r =>
-              html`<tr>
-                <th scope="row">${r.label}</th>
-                <td>
-                  ${r.value === null ? r.skipped : formatValue(r.value, r.unit)}
-                </td>
-                <td>
-                  ${
-                    r.spread
-                      ? `${formatValue(r.spread[0], r.unit)} to ${formatValue(r.spread[1], r.unit)}`
-                      : '–'
-                  }
-                </td>
-                <td>
-                  ${r.ceiling === null ? '–' : formatValue(r.ceiling, r.unit)}
-                </td>
-                <td>
-                  ${r.pctOfCeiling === null ? '–' : formatPct(r.pctOfCeiling)}
-                </td>
-              </tr>`
-          )}
-        </tbody>
-      </table>
+      <div class="jp-Gpusight-srOnly">
+        <table class="jp-Gpusight-table">
+          <caption>
+            Benchmarks
+          </caption>
+          <thead>
+            <tr>
+              <th scope="col">Benchmark</th>
+              <th scope="col">Measured</th>
+              <th scope="col">Noise band</th>
+              <th scope="col">Ceiling</th>
+              <th scope="col">Of ceiling</th>
+            </tr>
+          </thead>
+          <tbody>
+            ${this._rows.map(
+              r =>
+                html`<tr>
+                  <th scope="row">${r.label}</th>
+                  <td>
+                    ${r.value === null ? r.skipped : formatValue(r.value, r.unit)}
+                  </td>
+                  <td>
+                    ${
+                      r.spread
+                        ? `${formatValue(r.spread[0], r.unit)} to ${formatValue(r.spread[1], r.unit)}`
+                        : '–'
+                    }
+                  </td>
+                  <td>
+                    ${r.ceiling === null ? '–' : formatValue(r.ceiling, r.unit)}
+                  </td>
+                  <td>
+                    ${r.pctOfCeiling === null ? '–' : formatPct(r.pctOfCeiling)}
+                  </td>
+                </tr>`
+            )}
+          </tbody>
+        </table>
+      </div>
       ${
         this._rows.some(r => r.ceilingSource)
           ? html`<details class="jp-GpusightBenchmarks-sources">

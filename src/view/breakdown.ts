@@ -23,6 +23,7 @@ import { ChartElement } from './chart-element';
 import { define } from './define';
 import { baseStyles, sectionStyles } from './styles';
 import { CATEGORY_COLOR, STALL_COLOR, STEP_COLOR } from './tokens';
+import { breakable } from './wrap';
 
 export class GsBreakdown extends ChartElement {
   static override styles = [
@@ -110,28 +111,30 @@ export class GsBreakdown extends ChartElement {
       ${
         this._segments.length
           ? html`<div class="jp-GpusightBreakdown-chart"></div>
-              <table class="jp-Gpusight-table jp-Gpusight-srOnly">
-                <caption>
-                  Step-time breakdown
-                </caption>
-                <thead>
-                  <tr>
-                    <th scope="col">Category</th>
-                    <th scope="col">ms per step</th>
-                    <th scope="col">Share</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  ${this._segments.map(
-                    s =>
-                      html`<tr>
-                        <th scope="row">${s.label}</th>
-                        <td>${formatMs(s.ms)}</td>
-                        <td>${formatPct(s.pct)}</td>
-                      </tr>`
-                  )}
-                </tbody>
-              </table>`
+              <div class="jp-Gpusight-srOnly">
+                <table class="jp-Gpusight-table">
+                  <caption>
+                    Step-time breakdown
+                  </caption>
+                  <thead>
+                    <tr>
+                      <th scope="col">Category</th>
+                      <th scope="col">ms per step</th>
+                      <th scope="col">Share</th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    ${this._segments.map(
+                      s =>
+                        html`<tr>
+                          <th scope="row">${s.label}</th>
+                          <td>${formatMs(s.ms)}</td>
+                          <td>${formatPct(s.pct)}</td>
+                        </tr>`
+                    )}
+                  </tbody>
+                </table>
+              </div>`
           : nothing
       }
       ${this._steps.length > 1 ? this._stepStrip() : nothing}
@@ -189,9 +192,13 @@ export class GsBreakdown extends ChartElement {
                 <td data-label="Where">
                   ${
                     s.source
-                      ? html`<code>${s.source.file}:${s.source.line}</code>${
+                      ? html`<code
+                            >${breakable(`${s.source.file}:${s.source.line}`)}</code
+                          >${
                             s.source.code
-                              ? html`<br /><code>${s.source.code}</code>`
+                              ? html`<br /><code
+                                    >${breakable(s.source.code)}</code
+                                  >`
                               : nothing
                           }`
                       : '–'

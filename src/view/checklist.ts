@@ -10,6 +10,7 @@ import {
   CHECK_SYMBOL,
   type CheckStatus
 } from './tokens';
+import { breakable } from './wrap';
 
 const STATUS_ORDER: CheckStatus[] = [
   'fail',
@@ -117,9 +118,9 @@ export class GsChecklist extends LitElement {
                         >
                         ${CHECK_LABEL[c.status]}
                       </td>
-                      <th scope="row">${c.label}</th>
+                      <th scope="row">${breakable(c.label)}</th>
                       <td>
-                        <code>${c.value}</code>
+                        <code>${breakable(c.value)}</code>
                         ${
                           c.detail
                             ? html`<div class="jp-GpusightChecklist-detail">

@@ -16,6 +16,7 @@ import { define } from './define';
 import './fix-card';
 import { baseStyles, sectionStyles } from './styles';
 import { SEVERITY_COLOR, SEVERITY_LABEL } from './tokens';
+import { breakable } from './wrap';
 
 const SEVERITY_RANK: Record<Severity, number> = {
   critical: 0,
@@ -151,11 +152,13 @@ export function evidenceList(f: Finding) {
         ${f.evidence.map(
           e =>
             html`<li>
-              ${e.label}: <strong>${evidenceValue(e)}</strong>
+              ${breakable(e.label)}: <strong>${evidenceValue(e)}</strong>
               ${
                 e.source
                   ? html`<span class="jp-GpusightFindings-source">
-                      <code>${e.source.file}:${e.source.line}</code>${
+                      <code
+                        >${breakable(`${e.source.file}:${e.source.line}`)}</code
+                      >${
                         typeof e.source.count === 'number'
                           ? ` (${e.source.count}×)`
                           : ''
@@ -163,7 +166,7 @@ export function evidenceList(f: Finding) {
                       ${
                         e.source.code
                           ? html`<code class="jp-GpusightFindings-sourceCode"
-                              >${e.source.code}</code
+                              >${breakable(e.source.code)}</code
                             >`
                           : nothing
                       }
@@ -279,7 +282,9 @@ export class GsFindings extends LitElement {
         <span class="jp-GpusightFindings-severity jp-mod-${f.severity}"
           >${SEVERITY_LABEL[f.severity]}</span
         >
-        <h4 class="jp-GpusightFindings-title">${unifyTimes(f.title)}</h4>
+        <h4 class="jp-GpusightFindings-title">
+          ${breakable(unifyTimes(f.title))}
+        </h4>
         <code class="jp-GpusightFindings-id">${f.id}</code>
       </div>
       ${f.detail ? html`<p class="jp-GpusightFindings-detail">${unifyTimes(f.detail)}</p>` : nothing}

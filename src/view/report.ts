@@ -26,6 +26,7 @@ import './speed-of-light';
 import './timeline';
 import { raisedBeforeMeasuring } from './verdict';
 import './whatifs';
+import { breakable } from './wrap';
 
 const KIND_LABEL: Record<GpusightReport['kind'], string> = {
   check: 'Environment check',
@@ -280,7 +281,7 @@ export class GsReport extends LitElement {
             html`<li>
               <strong>${g.reason}</strong>:
               <span class="jp-GpusightReport-notRunWhat"
-                >${g.items.join(', ')}</span
+                >${breakable(g.items.join(', '))}</span
               >
             </li>`
         )}
@@ -356,7 +357,7 @@ export class GsReport extends LitElement {
               ([k, v]) =>
                 html`<tr>
                   <th scope="row">${k}</th>
-                  <td>${v}</td>
+                  <td>${breakable(v ?? '')}</td>
                 </tr>`
             )}
         </tbody>

@@ -105,10 +105,11 @@ export const baseStyles = css`
     border-collapse: collapse;
     width: 100%;
   }
-  /* Long values (paths, versions, ids) wrap inside their cell instead of widening the table. */
+  /* Long values (paths, versions, ids) wrap inside their cell instead of widening the table;
+     break-word, not anywhere: a column is never squeezed below its longest word. */
   .jp-Gpusight-table th,
   .jp-Gpusight-table td {
-    overflow-wrap: anywhere;
+    overflow-wrap: break-word;
     text-align: left;
     padding: 2px 8px 2px 0;
     vertical-align: top;

@@ -183,34 +183,36 @@ export class GsTimeline extends ChartElement {
         aria-label="Utilisation timeline: + and - zoom, arrow keys pan, 0 resets"
         @keydown=${this._onKey}
       ></div>
-      <table class="jp-Gpusight-table jp-Gpusight-srOnly">
-        <caption>
-          Utilisation summary
-        </caption>
-        <thead>
-          <tr>
-            <th scope="col">Series</th>
-            <th scope="col">Samples</th>
-            <th scope="col">Mean</th>
-            <th scope="col">Min</th>
-            <th scope="col">Max</th>
-            <th scope="col">Below 10%</th>
-          </tr>
-        </thead>
-        <tbody>
-          ${this._summaries.map(
-            s =>
-              html`<tr>
-                <th scope="row">${s.label}</th>
-                <td>${s.samples}</td>
-                <td>${pct(s.mean)}</td>
-                <td>${pct(s.min)}</td>
-                <td>${pct(s.max)}</td>
-                <td>${pct(s.idlePct)} of samples</td>
-              </tr>`
-          )}
-        </tbody>
-      </table>
+      <div class="jp-Gpusight-srOnly">
+        <table class="jp-Gpusight-table">
+          <caption>
+            Utilisation summary
+          </caption>
+          <thead>
+            <tr>
+              <th scope="col">Series</th>
+              <th scope="col">Samples</th>
+              <th scope="col">Mean</th>
+              <th scope="col">Min</th>
+              <th scope="col">Max</th>
+              <th scope="col">Below 10%</th>
+            </tr>
+          </thead>
+          <tbody>
+            ${this._summaries.map(
+              s =>
+                html`<tr>
+                  <th scope="row">${s.label}</th>
+                  <td>${s.samples}</td>
+                  <td>${pct(s.mean)}</td>
+                  <td>${pct(s.min)}</td>
+                  <td>${pct(s.max)}</td>
+                  <td>${pct(s.idlePct)} of samples</td>
+                </tr>`
+            )}
+          </tbody>
+        </table>
+      </div>
     </section>`;
   }
 

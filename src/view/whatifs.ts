@@ -48,38 +48,40 @@ export class GsWhatIfs extends ChartElement {
     return html`<section class="jp-GpusightWhatIfs" aria-labelledby="title">
       <h3 id="title">What-if experiments (measured)</h3>
       <div class="jp-GpusightWhatIfs-chart"></div>
-      <table class="jp-Gpusight-table jp-Gpusight-srOnly">
-        <caption>
-          What-if experiments
-        </caption>
-        <thead>
-          <tr>
-            <th scope="col">Change</th>
-            <th scope="col">Before</th>
-            <th scope="col">After</th>
-            <th scope="col">Speedup</th>
-            <th scope="col">Noise</th>
-          </tr>
-        </thead>
-        <tbody>
-          ${this._rows.map(
-            r =>
-              html`<tr>
-                <th scope="row">${r.change}</th>
-                <td>${r.beforeMs === null ? '–' : formatMs(r.beforeMs)}</td>
-                <td>${r.afterMs === null ? '–' : formatMs(r.afterMs)}</td>
-                <td>
-                  ${
-                    r.speedup === null
-                      ? r.skipped
-                      : speedupWords(r.speedup, r.scope)
-                  }
-                </td>
-                <td>${r.noisePct === null ? '–' : `±${r.noisePct}%`}</td>
-              </tr>`
-          )}
-        </tbody>
-      </table>
+      <div class="jp-Gpusight-srOnly">
+        <table class="jp-Gpusight-table">
+          <caption>
+            What-if experiments
+          </caption>
+          <thead>
+            <tr>
+              <th scope="col">Change</th>
+              <th scope="col">Before</th>
+              <th scope="col">After</th>
+              <th scope="col">Speedup</th>
+              <th scope="col">Noise</th>
+            </tr>
+          </thead>
+          <tbody>
+            ${this._rows.map(
+              r =>
+                html`<tr>
+                  <th scope="row">${r.change}</th>
+                  <td>${r.beforeMs === null ? '–' : formatMs(r.beforeMs)}</td>
+                  <td>${r.afterMs === null ? '–' : formatMs(r.afterMs)}</td>
+                  <td>
+                    ${
+                      r.speedup === null
+                        ? r.skipped
+                        : speedupWords(r.speedup, r.scope)
+                    }
+                  </td>
+                  <td>${r.noisePct === null ? '–' : `±${r.noisePct}%`}</td>
+                </tr>`
+            )}
+          </tbody>
+        </table>
+      </div>
       ${this.whatIfs
         .filter(w => w.fix && !w.skipped && repeatOf(w) === null)
         .map(

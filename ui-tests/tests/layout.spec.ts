@@ -1,6 +1,12 @@
-import { expect, test, type IJupyterLabPageFixture } from '@jupyterlab/galata';
-import type { Locator } from '@playwright/test';
+import { expect, test } from '@jupyterlab/galata';
 import * as path from 'node:path';
+import {
+  brokenWords,
+  openDetails,
+  overflowing,
+  sidewaysScrollers,
+  themes
+} from './layout-checks';
 
 /**
  * The report fits any width: in the sidebar at its default 250 px and in a notebook at 1,400 px,
@@ -34,102 +40,6 @@ report["notes"].append(", ".join(skipped) + " skipped: no CUDA device: torch.cud
 report["benchmarks"].append({"id": "infer.throughput", "label": "Throughput (batch sweep)", "value": 7634.2, "unit": "samples/s", "series": [{"x": b, "y": 900.0 * b ** 0.5, "label": "samples/s"} for b in (1, 2, 4, 8, 16, 32, 64, 128, 256)]})
 Recorded = type("Recorded", (Report,), {"to_dict": lambda self: report})
 rich = Recorded(kind=report["kind"], machine=report["machine"])`;
-
-/**
- * Every element of the report (through its shadow roots) that reaches past the box of the card
- * holding it (the nearest <section>, <details> or the report itself), by more than 1 px.
- * Screen-reader-only text is off screen on purpose; inside a horizontal scroller (a code block)
- * only the scroller itself must fit.
- */
-async function overflowing(report: Locator): Promise<string[]> {
-  return report.evaluate((root: Element) => {
-    const out: string[] = [];
-    const cardOf = (el: Element): Element | null => {
-      let node: Node | null = el;
-      while (node) {
-        const parent: Node | null =
-          (node as Element).assignedSlot ??
-          node.parentNode ??
-          (node as ShadowRoot).host ??
-          null;
-        const p: Node | null =
-          parent instanceof ShadowRoot ? parent.host : parent;
-        if (
-          p instanceof Element &&
-          (p.matches('section, details, article.jp-GpusightReport') ||
-            p === root)
-        ) {
-          return p;
-        }
-        node = p;
-      }
-      return null;
-    };
-    const visit = (node: Element | ShadowRoot, scrolled: boolean): void => {
-      for (const el of node.children) {
-        if (el.matches('.jp-Gpusight-srOnly, title, desc, style')) {
-          continue;
-        }
-        const r = el.getBoundingClientRect();
-        const card = cardOf(el);
-        if (!scrolled && card && r.width > 0 && r.height > 0) {
-          const c = card.getBoundingClientRect();
-          if (r.left < c.left - 1 || r.right > c.right + 1) {
-            const name =
-              el.tagName.toLowerCase() +
-              (el.getAttribute('class') ? `.${el.getAttribute('class')}` : '');
-            out.push(
-              `${name} [${Math.round(r.left)}, ${Math.round(r.right)}] outside ` +
-                `${card.tagName.toLowerCase()} [${Math.round(c.left)}, ${Math.round(c.right)}]: ` +
-                (el.textContent ?? '').trim().slice(0, 60)
-            );
-          }
-        }
-        const style = getComputedStyle(el);
-        const scroller = /auto|scroll/.test(style.overflowX);
-        visit(el, scrolled || scroller);
-        if (el.shadowRoot) {
-          visit(el.shadowRoot, scrolled || scroller);
-        }
-      }
-    };
-    visit(root.shadowRoot ?? root, false);
-    return out;
-  });
-}
-
-/** Opens every disclosure of the report, so what they hold is measured too. */
-async function openDetails(report: Locator): Promise<void> {
-  await report.evaluate((root: Element) => {
-    const visit = (node: Element | ShadowRoot): void => {
-      for (const el of node.querySelectorAll('*')) {
-        if (el instanceof HTMLDetailsElement) {
-          el.open = true;
-        }
-        if (el.shadowRoot) {
-          visit(el.shadowRoot);
-        }
-      }
-    };
-    visit(root.shadowRoot ?? root);
-  });
-  // Charts redraw at their new widths on the next frame.
-  await report.page().waitForTimeout(300);
-}
-
-async function themes(
-  page: IJupyterLabPageFixture,
-  each: (theme: 'light' | 'dark') => Promise<void>
-): Promise<void> {
-  for (const theme of ['light', 'dark'] as const) {
-    if (theme === 'light') {
-      await page.theme.setLightTheme();
-    } else {
-      await page.theme.setDarkTheme();
-    }
-    await each(theme);
-  }
-}
 
 test.describe('report layout', () => {
   test('fits its cards in a notebook at 1,400 px, light and dark; the answer and the first fix above the fold', async ({
@@ -171,6 +81,8 @@ test.describe('report layout', () => {
       });
       await openDetails(report);
       expect(await overflowing(report), theme).toEqual([]);
+      expect(await sidewaysScrollers(report), theme).toEqual([]);
+      expect(await brokenWords(report), theme).toEqual([]);
     });
   });
 
@@ -221,6 +133,8 @@ test.describe('report layout', () => {
         path: testInfo.outputPath(`sidebar-report-${theme}.png`)
       });
       expect(await overflowing(report), theme).toEqual([]);
+      expect(await sidewaysScrollers(report), theme).toEqual([]);
+      expect(await brokenWords(report), theme).toEqual([]);
     });
   });
 });
