@@ -148,3 +148,23 @@ def test_the_report_does_not_import_its_renderers() -> None:
 def test_no_import_cycles() -> None:
     found = cycles(edges(modules()))
     assert not found, "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_the_two_what_if_drivers_import_neither_each_other() -> None:
+    """``whatif/`` (copies in the kernel) and ``rerun/`` (the script re-run) share only
+    ``knobs/``: what a change is lives there once, how each measures it stays its own."""
+    graph = edges(modules())
+
+    def crossing(a: str, b: str) -> list[str]:
+        return sorted(
+            f"{m} -> {t}"
+            for m, targets in graph.items()
+            if m.startswith(f"gpusight.{a}")
+            for t in targets
+            if t.startswith(f"gpusight.{b}")
+        )
+
+    assert crossing("rerun", "whatif") == []
+    assert crossing("whatif", "rerun") == []
+    assert crossing("knobs", "whatif") == []
+    assert crossing("knobs", "rerun") == []

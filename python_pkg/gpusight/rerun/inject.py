@@ -81,7 +81,7 @@ class _ModelHooks:
     def __init__(
         self, torch: Any, changes: dict[str, Any], inj: Injected, knobs: list[Knob] | None = None
     ) -> None:
-        from ..whatif.loaders import batch_len, map_tensors, tensors_of
+        from ..knobs.tensors import batch_len, map_tensors, tensors_of
 
         self.torch = torch
         # The batch helpers diagnose uses, held here: the model's hooks run every step.

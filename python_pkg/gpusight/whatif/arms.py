@@ -17,15 +17,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from .loaders import (
-    Batch,
-    clone_loader,
-    concat,
-    is_dataloader,
-    pin,
-    shutdown,
-    to_device,
-)
+from ..knobs.tensors import Batch, concat, pin, to_device
+from .loaders import clone_loader, is_dataloader, shutdown
 from .restore import read_flags, write_flags
 from .variant import Variant
 

@@ -9,10 +9,11 @@ from typing import Any
 
 import torch
 
+from ..knobs.tensors import batch_len
 from ..report import Scalar
 from .context import Context, Skip, VariantOOM
 from .experiment import Experiment, Outcome, outcome_of
-from .loaders import batch_len, can_resize_batches
+from .loaders import can_resize_batches
 from .restore import tensor_bytes
 from .runner import Comparison
 from .variant import Variant

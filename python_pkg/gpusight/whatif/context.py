@@ -11,9 +11,10 @@ from typing import Any
 
 import torch
 
+from ..knobs.tensors import batch_len
 from .arms import Arm, Workload
 from .errors import LoaderError, OutOfMemoryDuringDiagnosis, StepError
-from .loaders import batch_len, is_dataloader, worker_failure
+from .loaders import is_dataloader, worker_failure
 from .runner import ArmFailure, Comparison, Overrun, compare, run_block
 from .variant import Variant
 

@@ -10,17 +10,11 @@ from typing import Any
 
 import torch
 
+from ..knobs.tensors import batch_len, batch_nbytes, tensors_of
 from ..report import Fix, Scalar, WhatIf
 from .context import MIN_GAIN, Context, Skip
 from .experiment import Experiment, Outcome, input_bound_gate, loader_gate
-from .loaders import (
-    batch_len,
-    batch_nbytes,
-    clone_loader,
-    items_deterministic,
-    shutdown,
-    tensors_of,
-)
+from .loaders import clone_loader, items_deterministic, shutdown
 from .snippets import combined
 from .variant import Variant
 from .worker_sweep import loader_workers, winner_block_s
