@@ -3,11 +3,12 @@ trains through one (``framework_precision``), else autocast around the model's f
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..after_import import after_import
 from . import framework_precision
-from .base import After, Arm, Group, Knob, Situation
+from .base import After, Arm, Group, Knob, Situation, Target
 
 if TYPE_CHECKING:
     from ..report import Fix
@@ -65,7 +66,7 @@ class Autocast(Knob):
             return f"the re-run made no object whose switch turns it on ({fw.switch})"
         return self.unapplied or self.name
 
-    def install(self, hooks: Any) -> None:
+    def install(self, hooks: Target) -> None:
         fw = framework_precision.by_name(hooks.changes.get("autocast_via"))
         if fw is None:
             return
@@ -75,11 +76,13 @@ class Autocast(Knob):
             if name == fw.name:
                 hooks.inj.hit("autocast")
 
-        undo = hooks.inj._undo  # each class patched, then the import callbacks, undone
+        undo: list[Callable[[], None]] = []  # each class patched, then the import callbacks
         switches = framework_precision.switches(dtype, hit, undo)
         undo.append(after_import({m: switches[m] for m in fw.modules}))
+        for fn in undo:
+            hooks.inj.on_undo(fn)
 
-    def before(self, hooks: Any, module: Any, call: Any) -> tuple[Any, After | None]:
+    def before(self, hooks: Target, module: Any, call: Any) -> tuple[Any, After | None]:
         torch = hooks.torch
         dtype = getattr(torch, hooks.changes["autocast"])
         ctx = torch.autocast(next(module.parameters()).device.type, dtype=dtype)

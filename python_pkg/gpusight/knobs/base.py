@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 if TYPE_CHECKING:
     from ..report import Fix
@@ -21,6 +21,50 @@ Scope = Literal["end_to_end", "compute_only"]
 MIN_WINDOW_S = 2.0
 """A re-run's shortest measured window, in seconds (``rerun/driver.py``), with at least 20 steps:
 what a knob's arm can count on seeing."""
+
+
+class Record(Protocol):
+    """Where a knob tells its driver what took effect and how to undo what it patched."""
+
+    @property
+    def notes(self) -> list[str]: ...
+
+    def hit(self, what: str) -> None:
+        """``what`` took effect once more (a loader changed, a model call wrapped)."""
+
+    def on_undo(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` when the run ends, after what was registered later (last in, first out)."""
+
+
+class Target(Protocol):
+    """What a knob applies its change through: the driver's hold on the user's model calls.
+
+    ``rerun/inject.py``'s model hooks are one: the unmodified script's model, found at its first
+    call. A knob reads the change it was given (``changes``), walks a call's tensors with the
+    driver's own helpers (``knobs/tensors.py``), and leaves where it moved the model
+    (``device``), whether its weights changed layout (``relaid``) and the script's own batch
+    (``batch``) for the knobs after it.
+    """
+
+    changes: dict[str, Any]
+    device: Any
+    relaid: bool
+    batch: int | None
+
+    @property
+    def torch(self) -> Any: ...
+
+    @property
+    def inj(self) -> Record: ...
+
+    @property
+    def map_tensors(self) -> Callable[[Any, Callable[[Any], Any]], Any]: ...
+
+    @property
+    def tensors_of(self) -> Callable[[Any], list[Any]]: ...
+
+    @property
+    def batch_len(self) -> Callable[[Any], int | None]: ...
 
 
 @dataclass
@@ -154,13 +198,13 @@ class Knob:
             return self.unapplied or self.name
         return None
 
-    def install(self, hooks: Any) -> None:
-        """At the re-run's start (``hooks``: the model-call runner of ``rerun/inject.py``)."""
+    def install(self, hooks: Target) -> None:
+        """At the re-run's start (``hooks``: the driver's hold on the model's calls)."""
 
-    def prepare(self, hooks: Any, module: Any) -> None:
+    def prepare(self, hooks: Target, module: Any) -> None:
         """Once, before the model's first changed call."""
 
-    def before(self, hooks: Any, module: Any, call: Any) -> tuple[Any, After | None]:
+    def before(self, hooks: Target, module: Any, call: Any) -> tuple[Any, After | None]:
         """Around each outermost model call: ``call`` is ``(args, kwargs)``; returns the call to
         make and what to do with its output (None: nothing)."""
         return call, None

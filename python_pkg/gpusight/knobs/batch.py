@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .base import After, Arm, Group, Knob, Situation
+from .base import After, Arm, Group, Knob, Situation, Target
 from .batch_args import with_value
 
 if TYPE_CHECKING:
@@ -224,11 +224,11 @@ class Batch(Knob):
     def needs_model(self, changes: dict[str, Any]) -> bool:
         return bool(changes.get("replicate"))
 
-    def install(self, hooks: Any) -> None:
+    def install(self, hooks: Target) -> None:
         if int(hooks.changes.get("replicate") or 1) > 1:
             _patch_copies(hooks)
 
-    def before(self, hooks: Any, module: Any, call: Any) -> tuple[Any, After | None]:
+    def before(self, hooks: Target, module: Any, call: Any) -> tuple[Any, After | None]:
         k = int(hooks.changes.get("replicate") or 1)
         if k <= 1:
             return call, None
@@ -316,4 +316,4 @@ def _patch_copies(hooks: Any) -> None:
             return out
 
         setattr(torch.Tensor, name, copy)
-        hooks.inj._undo.append(functools.partial(setattr, torch.Tensor, name, orig))
+        hooks.inj.on_undo(functools.partial(setattr, torch.Tensor, name, orig))

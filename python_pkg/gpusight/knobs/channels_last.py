@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .base import After, Arm, Group, Knob, Situation
+from .base import After, Arm, Group, Knob, Situation, Target
 
 if TYPE_CHECKING:
     from ..report import Fix
@@ -35,12 +35,12 @@ class ChannelsLast(Knob):
                   {"channels_last": True}, FINDING)  # fmt: skip
         return [Group("channels_last", s.compute_share * weight, [arm])]
 
-    def prepare(self, hooks: Any, module: Any) -> None:
+    def prepare(self, hooks: Target, module: Any) -> None:
         module.to(memory_format=hooks.torch.channels_last)
         hooks.relaid = True
         hooks.inj.hit("channels_last")
 
-    def before(self, hooks: Any, module: Any, call: Any) -> tuple[Any, After | None]:
+    def before(self, hooks: Target, module: Any, call: Any) -> tuple[Any, After | None]:
         cl = hooks.torch.channels_last
         return hooks.map_tensors(
             call, lambda t: t.contiguous(memory_format=cl) if t.dim() == 4 else t

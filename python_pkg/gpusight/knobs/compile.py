@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .base import Arm, Group, Knob, Situation, share
+from .base import Arm, Group, Knob, Situation, Target, share
 from .graph_safety import blockers
 
 if TYPE_CHECKING:
@@ -82,11 +82,11 @@ class Compile(Knob):
         arms.append(graph)
         return [Group("compile", launch * 0.5, arms)]
 
-    def prepare(self, hooks: Any, module: Any) -> None:
+    def prepare(self, hooks: Target, module: Any) -> None:
         mode = hooks.changes.get("compile")
         kwargs = {} if mode == "default" else {"mode": mode}
         module.forward = hooks.torch.compile(module.forward, **kwargs)
-        hooks.inj._undo.append(lambda: vars(module).pop("forward", None))
+        hooks.inj.on_undo(lambda: vars(module).pop("forward", None))
         hooks.inj.hit("compile")
 
     def cost(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .base import Arm, Group, Knob, Situation
+from .base import Arm, Group, Knob, Situation, Target
 
 if TYPE_CHECKING:
     from ..report import Fix
@@ -30,7 +30,7 @@ class CudnnBenchmark(Knob):
         arm = Arm("cudnn_benchmark", "cudnn.benchmark=True", {"cudnn_benchmark": True}, FINDING)
         return [Group("cudnn_benchmark", s.compute_share * 0.4, [arm])]
 
-    def prepare(self, hooks: Any, module: Any) -> None:
+    def prepare(self, hooks: Target, module: Any) -> None:
         hooks.torch.backends.cudnn.benchmark = True
         hooks.inj.hit("cudnn_benchmark")
 

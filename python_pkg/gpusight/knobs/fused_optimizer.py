@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .base import Arm, Group, Knob, Situation
+from .base import Arm, Group, Knob, Situation, Target
 
 if TYPE_CHECKING:
     from ..report import Fix
@@ -85,7 +85,7 @@ class FusedOptimizer(Knob):
         # A launch-bound step's host time is where a fused update gives time back.
         return [Group("fused_optimizer", s.host_share * 0.6, [arm])]
 
-    def install(self, hooks: Any) -> None:
+    def install(self, hooks: Target) -> None:
         optim = hooks.torch.optim
         inside = [0]
         for name in FUSED:
@@ -94,7 +94,7 @@ class FusedOptimizer(Knob):
                 continue
             orig = vars(cls)["__init__"]
             cls.__init__ = _fused_init(orig, lambda: hooks.inj.hit("fused_optimizer"), inside)
-            hooks.inj._undo.append(functools.partial(setattr, cls, "__init__", orig))
+            hooks.inj.on_undo(functools.partial(setattr, cls, "__init__", orig))
 
     def fix(self, arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
         from ..fixes import fix

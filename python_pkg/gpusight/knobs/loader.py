@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .base import Arm, Group, Knob, Situation
+from .base import Arm, Group, Knob, Situation, Target
 
 if TYPE_CHECKING:
     from ..report import Fix
@@ -132,7 +132,7 @@ class Workers(_LoaderKnob):
         ]
         return beyond_cores(ran, cores)
 
-    def install(self, hooks: Any) -> None:
+    def install(self, hooks: Target) -> None:
         # One patch of DataLoader for every loader key, whichever knob owns it.
         values = {k: hooks.changes[k] for k in LOADER_KEYS if hooks.changes.get(k) is not None}
         if values:

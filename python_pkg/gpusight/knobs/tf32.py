@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .base import Arm, Group, Knob, Situation
+from .base import Arm, Group, Knob, Situation, Target
 
 if TYPE_CHECKING:
     from ..report import Fix
@@ -43,7 +43,7 @@ class Tf32(Knob):
         arm = Arm("tf32", "TF32 for float32 matmuls and convolutions", {"tf32": True}, FINDING)
         return [Group("tf32", s.compute_share * weight, [arm])]
 
-    def prepare(self, hooks: Any, module: Any) -> None:
+    def prepare(self, hooks: Target, module: Any) -> None:
         torch = hooks.torch
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .base import After, Arm, Group, Knob, Situation
+from .base import After, Arm, Group, Knob, Situation, Target
 
 if TYPE_CHECKING:
     from ..report import Fix
@@ -42,7 +42,7 @@ class ToDevice(Knob):
         arm = Arm("to_device", "model and batches on the GPU", {"to_device": "cuda"}, FINDING)
         return [Group("to_device", 200.0, [arm])]
 
-    def prepare(self, hooks: Any, module: Any) -> None:
+    def prepare(self, hooks: Target, module: Any) -> None:
         dev = hooks.torch.device(hooks.changes["to_device"])
         if next(module.parameters()).device != dev:
             module.to(dev)  # in place: the optimizer keeps the same Parameter objects
@@ -51,7 +51,7 @@ class ToDevice(Knob):
         else:
             hooks.inj.notes.append(f"the model was already on {dev}")
 
-    def before(self, hooks: Any, module: Any, call: Any) -> tuple[Any, After | None]:
+    def before(self, hooks: Target, module: Any, call: Any) -> tuple[Any, After | None]:
         dev = hooks.device
         if dev is None:
             return call, None

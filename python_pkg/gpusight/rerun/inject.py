@@ -50,6 +50,9 @@ class Injected:
     def hit(self, what: str) -> None:
         self.applied[what] = self.applied.get(what, 0) + 1
 
+    def on_undo(self, fn: Callable[[], None]) -> None:
+        self._undo.append(fn)
+
     def undo(self) -> None:
         while self._undo:
             try:
@@ -120,13 +123,13 @@ class _ModelHooks:
         pre = nn_module.register_module_forward_pre_hook(self.pre)
         post = nn_module.register_module_forward_hook(self.post, always_call=True)
         self.global_handles = [pre, post]
-        self.inj._undo.append(pre.remove)
-        self.inj._undo.append(post.remove)
+        self.inj.on_undo(pre.remove)
+        self.inj.on_undo(post.remove)
         if any(k.moves_parameters for k in self.knobs):
             from torch.optim import optimizer as optim_mod
 
             handle = optim_mod.register_optimizer_step_pre_hook(self._optimizer_follows)
-            self.inj._undo.append(handle.remove)
+            self.inj.on_undo(handle.remove)
 
     def _optimizer_follows(self, opt: Any, args: Any, kwargs: Any) -> None:
         """After the model moved or changed layout: an optimizer that stepped before (the
@@ -189,8 +192,8 @@ class _ModelHooks:
         self.model_id = id(module)
         pre = module.register_forward_pre_hook(self.model_pre, with_kwargs=True)
         post = module.register_forward_hook(self.model_post, with_kwargs=True, always_call=True)
-        self.inj._undo.append(pre.remove)
-        self.inj._undo.append(post.remove)
+        self.inj.on_undo(pre.remove)
+        self.inj.on_undo(post.remove)
 
     def post(self, module: Any, args: Any, output: Any) -> None:
         self.depth = max(0, self.depth - 1)
