@@ -12,9 +12,8 @@ import pytest
 import torch
 from gpusight.report_schema import validate
 from gpusight.whatif import LoaderError, diagnose
-from gpusight.whatif.arms import Arm, Workload
+from gpusight.whatif.arms import Arm, Workload, planned
 from gpusight.whatif.runner import run_block
-from gpusight.whatif.variant import Variant
 from thread_support import one_thread  # noqa: F401 (autouse: one torch thread)
 from torch import nn
 from torch.utils.data import DataLoader
@@ -171,19 +170,18 @@ def test_pin_memory_is_measured_on_top_of_the_num_workers_winner() -> None:
     # On a CPU pinning does nothing and diagnose skips it; what is tested here is what it is
     # measured against: the sweep's winner (2 workers), not the user's loader without workers.
     from gpusight.report import WhatIf
-    from gpusight.whatif.arms import Workload
+    from gpusight.whatif.arms import Workload, planned
     from gpusight.whatif.context import Budget, Context
     from gpusight.whatif.experiments import Outcome, PinMemory
-    from gpusight.whatif.variant import Variant
 
     model, opt = _mlp()
     loader = DataLoader(SleepyDataset(n=256, delay_s=0.002), batch_size=8)
     work = Workload(model, loader, nn.CrossEntropyLoss(), opt, None, torch.device("cpu"))
     ctx = Context(work, Budget(20, None), steps=4, reps=2, cpu_count=2)
     try:
-        ctx.loader_base = ctx.build(Variant("your step with your loader", source="loader"))
+        ctx.loader_base = ctx.build(planned("your step with your loader", source="loader"))
         yours_ms = ctx.baseline_block("loader")  # 16 ms of item reads per batch, one process
-        won = Variant("num_workers=2", source="loader", loader={"num_workers": 2})
+        won = planned("num_workers=2", source="loader", num_workers=2)
         sweep = WhatIf("DataLoader(num_workers=2) instead of 0", 16.0, 8.0, 2.0, "load.input_bound")
         ctx.results["num_workers"] = Outcome("num_workers", sweep, won, "load.input_bound")
         out = PinMemory().apply(ctx)
@@ -208,17 +206,16 @@ def test_a_fast_many_worker_loader_gets_more_whole_rounds_per_block() -> None:
     # two rounds carries up to half a round's error. While rounds are cheap (the sweep measured
     # the step), a block takes more of them; a slow step keeps two.
     from gpusight.report import WhatIf
-    from gpusight.whatif.arms import Workload
+    from gpusight.whatif.arms import Workload, planned
     from gpusight.whatif.context import MAX_ROUNDS, MIN_ROUNDS, ROUNDS_BLOCK_S, Budget, Context
     from gpusight.whatif.experiments import Outcome
-    from gpusight.whatif.variant import Variant
 
     model, opt = _mlp()
     loader = DataLoader(SleepyDataset(n=64, delay_s=0.0), batch_size=8)
     work = Workload(model, loader, nn.CrossEntropyLoss(), opt, None, torch.device("cpu"))
     ctx = Context(work, Budget(20, None), steps=20, reps=2, cpu_count=16)
-    sixteen = Variant("num_workers=16", source="loader", loader={"num_workers": 16})
-    assert ctx.steps_for(Variant("yours", source="loader")) == 20  # no workers: the steps
+    sixteen = planned("num_workers=16", source="loader", num_workers=16)
+    assert ctx.steps_for(planned("yours", source="loader")) == 20  # no workers: the steps
     assert ctx.steps_for(sixteen) == MIN_ROUNDS * 16  # nothing measured yet
 
     def won(after_ms: float) -> None:
@@ -231,7 +228,7 @@ def test_a_fast_many_worker_loader_gets_more_whole_rounds_per_block() -> None:
     won(50.0)  # a model-bound step: a round is 0.8 s, two rounds stay
     assert ctx.steps_for(sixteen) == MIN_ROUNDS * 16
     # another worker count than the sweep's winner: its step time is unknown
-    eight = Variant("num_workers=8", source="loader", loader={"num_workers": 8})
+    eight = planned("num_workers=8", source="loader", num_workers=8)
     won(2.2)
     assert ctx.steps_for(eight) == 3 * 8  # ceil(20 / 8) rounds
 
@@ -401,7 +398,7 @@ def test_autocast_arm_turns_autocast_back_on_where_the_step_fn_turned_it_off(
         o.step()
 
     work = Workload(model, loader, loss_fn, opt, step, torch.device("cpu"), [next(iter(loader))])
-    arm = Arm(work, Variant("bf16", autocast="bfloat16"))
+    arm = Arm(work, planned("bf16", autocast="bfloat16"))
     run_block(arm, steps=2, warmup=0)
     arm.close()
     assert dtypes == [torch.bfloat16, torch.bfloat16]

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 import torch
+from gpusight.knobs.base import Arm as Plan
 from gpusight.report import Report, WhatIf
 from gpusight.whatif import diagnose
-from gpusight.whatif.arms import Workload
+from gpusight.whatif.arms import Workload, merged, planned
 from gpusight.whatif.context import Budget, Context
 from gpusight.whatif.experiments import (
     DatasetOnDevice,
@@ -30,7 +31,6 @@ from gpusight.whatif.findings import findings_of, verdict
 from gpusight.whatif.loaders import items_deterministic
 from gpusight.whatif.machine import machine_facts
 from gpusight.whatif.runner import Overrun, run_block
-from gpusight.whatif.variant import Variant
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 from whatif_support import world
@@ -225,7 +225,7 @@ def test_a_block_past_its_stop_time_stops_between_steps() -> None:
     work = Workload(model, loader, nn.CrossEntropyLoss(), opt, None, torch.device("cpu"))
     from gpusight.whatif.arms import Arm
 
-    arm = Arm(work, Variant("yours", source="loader"))
+    arm = Arm(work, planned("yours", source="loader"))
     try:
         t0 = time.perf_counter()
         with pytest.raises(Overrun, match="stopped after 1 of 20 steps"):
@@ -235,7 +235,7 @@ def test_a_block_past_its_stop_time_stops_between_steps() -> None:
         arm.close()
 
 
-def _outcome(key: str, fid: str, v: Variant, speedup: float, scope: Any) -> Outcome:
+def _outcome(key: str, fid: str, v: Plan, speedup: float, scope: Any) -> Outcome:
     w = WhatIf(key, 80.0, 80.0 / speedup, speedup, fid, scope=scope, params={"won": True})
     return Outcome(key, w, v, fid, {"batch_size": 64, "factor": 2} if key == "batch_size" else {})
 
@@ -247,12 +247,12 @@ def test_compute_only_gains_become_bounded_estimates_while_the_loader_sets_the_p
     work.cached = [next(iter(DataLoader(TensorDataset(torch.randn(32, 64)), batch_size=32)))]
     ctx = Context(work, Budget(10, None), steps=3, reps=2, cpu_count=2)
     bigger = _outcome(
-        "batch_size", "load.small_batch", Variant("bs", batch_factor=2), 30.0, "compute_only"
+        "batch_size", "load.small_batch", planned("bs", batch_factor=2), 30.0, "compute_only"
     )
     workers = _outcome(
         "num_workers",
         "load.input_bound",
-        Variant("w2", source="loader", loader={"num_workers": 2}),
+        planned("w2", source="loader", num_workers=2),
         2.0,
         "end_to_end",
     )
@@ -350,16 +350,16 @@ def test_the_winners_final_run_is_forecast_with_loading_at_the_larger_batch_and_
     work = Workload(model, loader, nn.CrossEntropyLoss(), opt, None, torch.device("cpu"))
     ctx = Context(work, Budget(20, None), steps=8, reps=2, cpu_count=2)
     try:
-        ctx.loader_base = ctx.build(Variant("your step with your loader", source="loader"))
+        ctx.loader_base = ctx.build(planned("your step with your loader", source="loader"))
         ctx.loader_base_ms, ctx.cached_base_ms = [83.0] * 4, [1.4] * 4
-        workers = Variant("num_workers=2", source="loader", loader={"num_workers": 2})
-        bigger = Variant("batch_size=4096", batch_factor=128)
+        workers = planned("num_workers=2", source="loader", num_workers=2)
+        bigger = planned("batch_size=4096", batch_factor=128)
         won = [
             _outcome("num_workers", "load.input_bound", workers, 2.0, "end_to_end"),
             _outcome("batch_size", "load.small_batch", bigger, 39.0, "compute_only"),
         ]
         ctx.results["num_workers"] = won[0]
-        together = workers.combine(bigger, "all winners")
+        together = merged(workers, bigger, "all winners")
         (_, n), pair_s = _combination_plan(ctx, together, "loader")
         per_batch_s = won[0].what_if.after_ms / 1000  # type: ignore[operator]
         assert n <= 4 and pair_s >= 128 * per_batch_s * n  # loading grows with the batch

@@ -13,10 +13,9 @@ import numpy as np
 import pytest
 import torch
 from gpusight.whatif import DiagnoseError, OutOfMemoryDuringDiagnosis, StepError, diagnose
-from gpusight.whatif.arms import Arm, Workload
+from gpusight.whatif.arms import Arm, Workload, planned
 from gpusight.whatif.restore import Snapshot, read_flags
 from gpusight.whatif.runner import run_block
-from gpusight.whatif.variant import Variant
 from thread_support import one_thread  # noqa: F401 (autouse: one torch thread)
 from torch import nn
 from whatif_support import flags_state, precision_snapshot, trained_setup, world
@@ -106,7 +105,7 @@ def test_arm_flags_are_set_only_while_its_steps_run_even_when_a_step_raises() ->
             raise RuntimeError("boom in the step")
 
     work = Workload(model, loader, loss_fn, opt, step, torch.device("cpu"), [next(iter(loader))])
-    arm = Arm(work, Variant("tf32 + benchmark", tf32=True, cudnn_benchmark=True))
+    arm = Arm(work, planned("tf32 + benchmark", tf32=True, cudnn_benchmark=True))
     with pytest.raises(Exception, match="boom"):
         run_block(arm, steps=3, warmup=0)
     arm.close()

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any, cast
 
+from gpusight.whatif.arms import planned
 from gpusight.whatif.experiments import outcome_of
 from gpusight.whatif.findings import findings_of
 from gpusight.whatif.inference import Latency, Pair, _what_if, _wins
 from gpusight.whatif.runner import Comparison
 from gpusight.whatif.significance import band_excludes_one
-from gpusight.whatif.variant import Variant
 
 
 def test_band_rule() -> None:
@@ -24,8 +23,8 @@ def test_noisy_big_gain_in_diagnose_gives_no_finding() -> None:
     # Baseline blocks that vary wildly (noise ~110 %), variant ~6x faster on the median.
     cmp = Comparison(base_ms=[15.0, 60.0, 120.0, 60.0, 4.0], variant_ms=[10.0] * 5)
     assert cmp.speedup > 5 and cmp.noise_pct is not None and cmp.noise_pct > 100
-    # Only the variant's batch source is read here (the user's loader: end to end).
-    variant = cast(Variant, SimpleNamespace(source="loader"))
+    # The user's loader: end to end.
+    variant = planned("num_workers=4", source="loader", num_workers=4)
     outcome = outcome_of("num_workers", "num_workers=4", "load.input_bound", cmp, variant)
     assert outcome.winner is None
     assert outcome.what_if.speedup is not None and outcome.what_if.speedup > 5

@@ -124,12 +124,11 @@ def test_findings_for_every_experiment_fill_their_snippet_and_validate() -> None
     # GPU-only winners (pinning, autocast, TF32, ...) cannot win on this machine: fabricate one
     # measured outcome per experiment and check that each finding's fix is filled and valid.
     from gpusight.report import Report, WhatIf
-    from gpusight.whatif.arms import Workload
+    from gpusight.whatif.arms import Workload, loader_overrides, planned, source_of
     from gpusight.whatif.context import Budget, Context
     from gpusight.whatif.experiments import ALL, Outcome
     from gpusight.whatif.findings import combination, combined_code, findings_of, verdict
     from gpusight.whatif.machine import machine_facts
-    from gpusight.whatif.variant import Variant
 
     data = TensorDataset(torch.randn(32, 3, 8, 8), torch.randint(0, 10, (32,)))
     loader = DataLoader(data, batch_size=8, shuffle=True, num_workers=2)
@@ -138,34 +137,36 @@ def test_findings_for_every_experiment_fill_their_snippet_and_validate() -> None
     ctx = Context(work, Budget(10, None), steps=3, reps=2, cpu_count=4)
     winners = {
         "num_workers": (
-            Variant("w4", source="loader", loader={"num_workers": 4}),
+            planned("w4", source="loader", num_workers=4),
             {"sweep": "4: 2x"},
         ),
         "pin_memory": (
-            Variant("pin", source="loader", loader={"pin_memory": True}, non_blocking=True),
+            planned("pin", source="loader", pin_memory=True, non_blocking=True),
             {},
         ),
-        "dataset_on_gpu": (Variant("dev", source="device"), {"dataset_gb": 0.1, "free_gb": 9.0}),
+        "dataset_on_gpu": (planned("dev", source="device"), {"dataset_gb": 0.1, "free_gb": 9.0}),
         "persistent_workers": (
-            Variant("pw", source="loader", loader={"persistent_workers": True}),
+            planned("pw", source="loader", persistent_workers=True),
             {},
         ),
-        "prefetch_factor": (Variant("pf", source="loader", loader={"prefetch_factor": 4}), {}),
+        "prefetch_factor": (planned("pf", source="loader", prefetch_factor=4), {}),
         "loader_combined": (
-            Variant(
+            planned(
                 "together",
                 source="loader",
-                loader={"num_workers": 4, "pin_memory": True, "prefetch_factor": 4},
+                num_workers=4,
+                pin_memory=True,
+                prefetch_factor=4,
                 non_blocking=True,
             ),
             {},
         ),
-        "autocast": (Variant("bf16", autocast="bfloat16"), {"dtype": "bfloat16"}),
-        "channels_last": (Variant("cl", channels_last=True), {}),
-        "tf32": (Variant("tf32", tf32=True), {}),
-        "cudnn_benchmark": (Variant("cb", cudnn_benchmark=True), {}),
-        "batch_size": (Variant("bs", batch_factor=4), {"batch_size": 32, "factor": 4}),
-        "compile": (Variant("c", compile=True), {"compile_s": 12.5}),
+        "autocast": (planned("bf16", autocast="bfloat16"), {"dtype": "bfloat16"}),
+        "channels_last": (planned("cl", channels_last=True), {}),
+        "tf32": (planned("tf32", tf32=True), {}),
+        "cudnn_benchmark": (planned("cb", cudnn_benchmark=True), {}),
+        "batch_size": (planned("bs", batch_factor=4), {"batch_size": 32, "factor": 4}),
+        "compile": (planned("c", compile=True), {"compile_s": 12.5}),
     }
     assert set(winners) == {cls.key for cls in ALL}
     outcomes = []
@@ -188,7 +189,7 @@ def test_findings_for_every_experiment_fill_their_snippet_and_validate() -> None
     assert loader_fix is not None
     assert "num_workers=4, persistent_workers=True, prefetch_factor=4" in loader_fix
     combo = combination([o for o in outcomes])
-    assert combo is not None and combo.source == "device" and combo.loader == {}
+    assert combo is not None and source_of(combo) == "device" and loader_overrides(combo) == {}
     code = combined_code(ctx, combo, "3.00x end to end")
     compile(code, "<combined>", "exec")
     assert "xs = torch.stack" in code and "torch.compile(model)" in code
@@ -207,46 +208,47 @@ def test_pinning_on_top_of_the_worker_count_combines_and_fills_its_snippets() ->
     # pin_memory measured on the num_workers winner carries that worker count: the winners
     # together, the final combination and the pin_memory fix all keep workers, pinning and
     # non_blocking copies together; losers and the GPU-resident dataset stay out of the loader.
+    from gpusight.knobs.base import Arm as Plan
     from gpusight.report import WhatIf
-    from gpusight.whatif.arms import Workload
+    from gpusight.whatif.arms import Workload, loader_overrides, planned, source_of
     from gpusight.whatif.context import Budget, Context
     from gpusight.whatif.experiments import Outcome, loader_together, together_change
     from gpusight.whatif.findings import combination, combined_code, findings_of
-    from gpusight.whatif.variant import Variant
 
     data = TensorDataset(torch.randn(32, 3, 8, 8), torch.randint(0, 10, (32,)))
     loader = DataLoader(data, batch_size=8, shuffle=True)
 
-    def outcome(key: str, fid: str, v: Variant, won: bool = True) -> Outcome:
+    def outcome(key: str, fid: str, v: Plan, won: bool = True) -> Outcome:
         return Outcome(key, WhatIf(v.label, 10.0, 5.0, 2.0, fid), v if won else None, fid)
 
     workers = outcome(
         "num_workers",
         "load.input_bound",
-        Variant("num_workers=2", source="loader", loader={"num_workers": 2}),
+        planned("num_workers=2", source="loader", num_workers=2),
     )
     pinned = outcome(
         "pin_memory",
         "code.pageable_copy",
-        Variant(
+        planned(
             "pin",
             source="loader",
-            loader={"num_workers": 2, "pin_memory": True},
+            num_workers=2,
+            pin_memory=True,
             non_blocking=True,
         ),
     )
     lost = outcome(
         "prefetch_factor",
         "load.input_bound",
-        Variant("pf", source="loader", loader={"num_workers": 2, "prefetch_factor": 4}),
+        planned("pf", source="loader", num_workers=2, prefetch_factor=4),
         won=False,
     )
     kept = outcome(
         "persistent_workers",
         "load.input_bound",
-        Variant("pw", source="loader", loader={"persistent_workers": True}),
+        planned("pw", source="loader", persistent_workers=True),
     )
-    on_gpu = outcome("dataset_on_gpu", "load.memory_headroom", Variant("dev", source="device"))
+    on_gpu = outcome("dataset_on_gpu", "load.memory_headroom", planned("dev", source="device"))
 
     found = loader_together(loader, [workers, pinned, lost, kept, on_gpu])
     assert found is not None
@@ -256,8 +258,9 @@ def test_pinning_on_top_of_the_worker_count_combines_and_fills_its_snippets() ->
         ("pin_memory", True),
         ("persistent_workers", True),
     ]
-    assert v.source == "loader" and v.non_blocking and v.loader == changes
-    assert together_change(changes, v.non_blocking) == (
+    assert source_of(v) == "loader" and v.changes["non_blocking"]
+    assert loader_overrides(v) == changes
+    assert together_change(changes, v.changes["non_blocking"]) == (
         "DataLoader(num_workers=2, pin_memory=True, persistent_workers=True) and "
         ".to(device, non_blocking=True), together"
     )
@@ -266,8 +269,8 @@ def test_pinning_on_top_of_the_worker_count_combines_and_fills_its_snippets() ->
     assert loader_together(loader, [lost, on_gpu]) is None
 
     combo = combination([workers, pinned])
-    assert combo is not None and combo.source == "loader" and combo.non_blocking
-    assert combo.loader == {"num_workers": 2, "pin_memory": True}
+    assert combo is not None and source_of(combo) == "loader" and combo.changes["non_blocking"]
+    assert loader_overrides(combo) == {"num_workers": 2, "pin_memory": True}
     work = Workload(SmallConvNet(), loader, nn.CrossEntropyLoss(), None, None, torch.device("cpu"))
     work.cached = [next(iter(DataLoader(data, batch_size=8)))]
     ctx = Context(work, Budget(10, None), steps=3, reps=2, cpu_count=4)

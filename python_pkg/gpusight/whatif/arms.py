@@ -1,7 +1,7 @@
-"""An arm: a variant made real, on copies of the user's model, optimizer and loss module.
+"""An arm: a planned change made real, on copies of the user's model, optimizer and loss module.
 
 Building an arm copies (``copy.deepcopy``) the model, builds a fresh optimizer of the user's class
-from the user's param groups with its state copied over, and prepares the batches the variant
+from the user's param groups with its state copied over, and prepares the batches the change
 asks for. ``close()`` drops every reference, so device memory can return to where it was.
 """
 
@@ -9,20 +9,104 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import nn
 
+from ..knobs.base import Arm as Plan
+from ..knobs.loader import LOADER_KEYS
 from ..knobs.tensors import Batch, concat, pin, to_device
 from .loaders import clone_loader, is_dataloader, shutdown
 from .restore import read_flags, write_flags
-from .variant import Variant
 
 StepFn = Callable[[nn.Module, Any, "torch.optim.Optimizer | None"], Any]
+
+Source = Literal["cached", "loader", "device"]
+
+# --- the change an arm makes -------------------------------------------------------------------
+#
+# A change is a knob's arm (``knobs/base.Arm``): a label and ``changes``, keyed as the knobs key
+# them (``num_workers``, ``pin_memory``, ``autocast``, ``channels_last``, ``tf32``,
+# ``cudnn_benchmark``, ``compile``), plus how this driver feeds the step: ``source`` (where the
+# batches come from: ``cached``, a fixed set taken from the loader once, so that compute changes
+# do not measure the loader; ``loader``, a clone of the user's DataLoader with the change's
+# DataLoader arguments; ``device``, the cached batches kept on the GPU), ``batch_factor`` (batches
+# that many times larger) and ``non_blocking`` (copies that do not block the host). A key left out
+# means "as the user has it".
+
+
+def planned(label: str, /, **changes: Any) -> Plan:
+    """A change to measure, ``changes`` as above."""
+    return Plan(group="", label=label, changes=changes)
+
+
+def source_of(plan: Plan) -> Source:
+    found: Source = plan.changes.get("source", "cached")
+    return found
+
+
+def loader_overrides(plan: Plan) -> dict[str, Any]:
+    """The DataLoader arguments the change sets."""
+    return {k: plan.changes[k] for k in LOADER_KEYS if k in plan.changes}
+
+
+def batch_factor(plan: Plan) -> int:
+    return int(plan.changes.get("batch_factor", 1))
+
+
+def relabelled(plan: Plan, label: str, **changes: Any) -> Plan:
+    """The same change under another label, with ``changes`` set over its own."""
+    return dataclasses.replace(plan, label=label, changes={**plan.changes, **changes})
+
+
+def without(plan: Plan, *keys: str) -> Plan:
+    return dataclasses.replace(
+        plan, changes={k: v for k, v in plan.changes.items() if k not in keys}
+    )
+
+
+_FLAGS = ("non_blocking", "channels_last", "tf32", "cudnn_benchmark", "compile")
+
+
+def merged(a: Plan, b: Plan, label: str) -> Plan:
+    """``a`` with ``b``'s changes added (``b`` wins where both set something); batches from the
+    device before the loader before the cached set, and the larger batch."""
+    order: list[Source] = ["cached", "loader", "device"]
+    changes = {**a.changes, **b.changes}
+    changes["source"] = max(source_of(a), source_of(b), key=order.index)
+    changes["batch_factor"] = max(batch_factor(a), batch_factor(b))
+    for flag in _FLAGS:
+        if a.changes.get(flag) or b.changes.get(flag):
+            changes[flag] = True
+    autocast = b.changes.get("autocast") or a.changes.get("autocast")
+    changes.pop("autocast", None)
+    if autocast:
+        changes["autocast"] = autocast
+    return Plan(group=a.group, label=label, changes=normal(changes))
+
+
+def normal(changes: dict[str, Any]) -> dict[str, Any]:
+    """``changes`` without the keys that say "as the user has it": two changes that make the same
+    arm are equal."""
+    return {
+        k: v
+        for k, v in changes.items()
+        if not (
+            (k == "source" and v == "cached")
+            or (k == "batch_factor" and v == 1)
+            or (k in _FLAGS and not v)
+            or (k == "autocast" and v is None)
+        )
+    }
+
+
+def same_change(a: Plan, b: Plan) -> bool:
+    return normal(a.changes) == normal(b.changes)
 
 
 @dataclass
@@ -113,10 +197,11 @@ def autocast_context(
 
 
 class Arm:
-    """One variant, ready to run: copies, batches, and the settings it needs while it runs."""
+    """One change, ready to run: copies, batches, and the settings it needs while it runs."""
 
-    def __init__(self, work: Workload, variant: Variant) -> None:
-        self.variant = variant
+    def __init__(self, work: Workload, plan: Plan) -> None:
+        self.plan = plan
+        c = plan.changes
         self.device = work.device
         self.loss_fn_user = work.loss_fn
         self.step_fn = work.step_fn
@@ -131,18 +216,18 @@ class Arm:
             work.model, work.optimizer, work.loss_fn
         )
         self.copy_s = time.perf_counter() - t0
-        if variant.channels_last:
+        if c.get("channels_last"):
             self.model = self.model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         self.forward_model: nn.Module = self.model
-        if variant.compile:
+        if c.get("compile"):
             self.forward_model = torch.compile(self.model)  # type: ignore[assignment]
-        if variant.autocast == "float16" and self.optimizer is not None:
+        if c.get("autocast") == "float16" and self.optimizer is not None:
             self.scaler = torch.amp.GradScaler(self.device.type)
         self.recast_forwards = 0
         """Forwards the user's ``step_fn`` ran with autocast off that this arm turned back on."""
         self._recast: list[Any] = []
-        if variant.autocast is not None and self.step_fn is not None and not variant.compile:
-            self._hook_forward_autocast(variant.autocast)
+        if c.get("autocast") and self.step_fn is not None and not c.get("compile"):
+            self._hook_forward_autocast(str(c["autocast"]))
         self._prepare_batches(work)
         self._pos = 0
         self.batch_index = 0
@@ -178,11 +263,11 @@ class Arm:
     # batches -------------------------------------------------------------------------------------
 
     def _prepare_batches(self, work: Workload) -> None:
-        v = self.variant
-        if v.source == "loader":
-            overrides = dict(v.loader)
-            if v.batch_factor > 1:
-                overrides["batch_size"] = work.loader.batch_size * v.batch_factor
+        c, src, f = self.plan.changes, source_of(self.plan), batch_factor(self.plan)
+        if src == "loader":
+            overrides = loader_overrides(self.plan)
+            if f > 1:
+                overrides["batch_size"] = work.loader.batch_size * f
             self.loader = (
                 clone_loader(work.loader, **overrides)
                 if is_dataloader(work.loader)
@@ -190,31 +275,32 @@ class Arm:
             )
             return
         cached = work.cached
-        f = v.batch_factor
         if f > 1:
             # Whole larger batches made of the cached ones: no concatenation inside the timed loop.
             n = max(1, len(cached) // f)
             cached = [
                 concat([cached[(j * f + i) % len(cached)] for i in range(f)]) for j in range(n)
             ]
-        if v.source == "device":
+        if src == "device":
             cached = [
-                to_device(b, self.device, non_blocking=False, channels_last=v.channels_last)
+                to_device(
+                    b, self.device, non_blocking=False, channels_last=bool(c.get("channels_last"))
+                )
                 for b in cached
             ]
-        elif v.non_blocking and self.device.type == "cuda":
+        elif c.get("non_blocking") and self.device.type == "cuda":
             cached = [pin(b) for b in cached]
         self.batches = cached
 
     def start_epoch(self) -> None:
         self.stop()
-        self._iter = iter(self.loader) if self.variant.source == "loader" else None
+        self._iter = iter(self.loader) if source_of(self.plan) == "loader" else None
         self._pos = 0
         self.batch_index = 0  # counted from the start of the epoch, as the user would count
 
     def next_batch(self) -> Batch:
         """The next batch as the loader gives it (on the host), or from the prepared set."""
-        if self.variant.source != "loader":
+        if source_of(self.plan) != "loader":
             b = self.batches[self._pos % len(self.batches)]
             self._pos += 1
             return b
@@ -239,12 +325,15 @@ class Arm:
     # the step -----------------------------------------------------------------------------------
 
     def step(self, batch: Batch) -> None:
-        v = self.variant
-        if v.source != "device":
+        c = self.plan.changes
+        if source_of(self.plan) != "device":
             batch = to_device(
-                batch, self.device, non_blocking=v.non_blocking, channels_last=v.channels_last
+                batch,
+                self.device,
+                non_blocking=bool(c.get("non_blocking")),
+                channels_last=bool(c.get("channels_last")),
             )
-        cast = autocast_context(self.device, v.autocast)
+        cast = autocast_context(self.device, c.get("autocast"))
         if self.step_fn is not None:
             with cast:
                 self.step_fn(self.forward_model, batch, self.optimizer)
@@ -270,16 +359,17 @@ class Arm:
 
     @contextlib.contextmanager
     def settings(self) -> Iterator[None]:
-        """The global flags this variant needs, set only while its steps run."""
-        if not (self.variant.tf32 or self.variant.cudnn_benchmark):
+        """The global flags this change needs, set only while its steps run."""
+        c = self.plan.changes
+        if not (c.get("tf32") or c.get("cudnn_benchmark")):
             yield
             return
         saved = read_flags()
         try:
-            if self.variant.tf32:
+            if c.get("tf32"):
                 torch.set_float32_matmul_precision("high")
                 torch.backends.cudnn.allow_tf32 = True
-            if self.variant.cudnn_benchmark:
+            if c.get("cudnn_benchmark"):
                 torch.backends.cudnn.benchmark = True
             yield
         finally:

@@ -11,12 +11,12 @@ import torch
 
 from ..knobs.tensors import batch_len
 from ..report import Scalar
+from .arms import planned
 from .context import Context, Skip, VariantOOM
 from .experiment import Experiment, Outcome, outcome_of
 from .loaders import can_resize_batches
 from .restore import tensor_bytes
 from .runner import Comparison
-from .variant import Variant
 from .worker_sweep import NumWorkers, whole_rounds
 
 
@@ -69,7 +69,9 @@ class BatchSize(Experiment):
         base_ms = self._base_ms(ctx)
         b = max(1, min(ctx.steps, self.TRIAL_STEPS))
         v = int(max(self.MIN_STEPS, min(b, round(b * base_ms / max(step_ms, 1e-6)))))
-        warm = 2 if ctx.cached_base is not None and ctx.cached_base.variant.compile else 1
+        warm = (
+            2 if ctx.cached_base is not None and ctx.cached_base.plan.changes.get("compile") else 1
+        )
         pair_s = ((b + warm) * base_ms + (v + 1) * step_ms) / 1000 + self.BUILD_S
         return (b, v), pair_s
 
@@ -94,7 +96,7 @@ class BatchSize(Experiment):
         w = int(ctx.work.loader.num_workers or 0)
         b = whole_rounds(min(ctx.steps, 4), w)
         v = whole_rounds(self.E2E_STEPS, w)
-        warm = ctx.warmup(Variant("", source="loader"))
+        warm = ctx.warmup(planned("", source="loader"))
         start = NumWorkers.START_S + NumWorkers.START_PER_WORKER_S * w if w else 0.0
         pair_s = ((b + warm) * lo + (v + warm) * factor * lo) / 1000 + 2 * start + self.BUILD_S
         return (b, v), pair_s
@@ -119,7 +121,9 @@ class BatchSize(Experiment):
                 continue
             ctx.stage = f"what-if: batch size {bs * x} with your loader"
             ctx.budget.tell(ctx.stage)
-            variant = Variant(f"batch_size={bs * x} with your loader", "loader", batch_factor=x)
+            variant = planned(
+                f"batch_size={bs * x} with your loader", source="loader", batch_factor=x
+            )
             try:
                 cmp, arm = ctx.measure(
                     variant,
@@ -154,7 +158,7 @@ class BatchSize(Experiment):
                 break
             ctx.stage = f"what-if: batch size {bs * f}"
             ctx.budget.tell(ctx.stage)
-            variant = Variant(f"batch_size={bs * f}", batch_factor=f)
+            variant = planned(f"batch_size={bs * f}", batch_factor=f)
             reserved0 = torch.cuda.memory_reserved(ctx.device) if ctx.cuda else 0
             try:
                 cmp, arm = ctx.measure(
@@ -215,7 +219,7 @@ class BatchSize(Experiment):
             f"batch_size={bs * f} instead of {bs} (ms per {bs} samples)",
             self.finding_id,
             cmp,
-            Variant(f"batch_size={bs * f}", batch_factor=f),
+            planned(f"batch_size={bs * f}", batch_factor=f),
             {
                 "batch_size": bs * f,
                 "from_batch_size": bs,
@@ -272,7 +276,7 @@ class BatchSize(Experiment):
             f"batch_size={bs * x} instead of {bs} with your loader (ms per {bs} samples)",
             self.finding_id,
             cmp,
-            Variant(f"batch_size={bs * x}", batch_factor=x),
+            planned(f"batch_size={bs * x}", batch_factor=x),
             params,
             w.series,
             scope="end_to_end",

@@ -10,10 +10,10 @@ import shutil
 import torch
 from torch import nn
 
+from .arms import planned
 from .context import Context
 from .experiment import Experiment, Outcome
 from .restore import read_flags
-from .variant import Variant
 
 CONV_TYPES = (
     nn.Conv1d,
@@ -57,7 +57,7 @@ class Autocast(Experiment):
 
     def apply(self, ctx: Context) -> Outcome:
         dt = self.dtype()
-        variant = Variant(f"autocast {dt}", autocast="bfloat16" if dt == "bfloat16" else "float16")
+        variant = planned(f"autocast {dt}", autocast="bfloat16" if dt == "bfloat16" else "float16")
         out = self.measure_one(
             ctx,
             variant,
@@ -81,7 +81,7 @@ class ChannelsLast(Experiment):
         return None
 
     def apply(self, ctx: Context) -> Outcome:
-        variant = Variant("channels_last", channels_last=True)
+        variant = planned("channels_last", channels_last=True)
         return self.measure_one(
             ctx, variant, "model and 4-d inputs in torch.channels_last memory format"
         )
@@ -117,7 +117,7 @@ class TF32(Experiment):
     def apply(self, ctx: Context) -> Outcome:
         return self.measure_one(
             ctx,
-            Variant("TF32", tf32=True),
+            planned("TF32", tf32=True),
             "torch.set_float32_matmul_precision('high') and cudnn.allow_tf32 = True",
         )
 
@@ -142,7 +142,7 @@ class CudnnBenchmark(Experiment):
     def apply(self, ctx: Context) -> Outcome:
         return self.measure_one(
             ctx,
-            Variant("cudnn.benchmark", cudnn_benchmark=True),
+            planned("cudnn.benchmark", cudnn_benchmark=True),
             "torch.backends.cudnn.benchmark = True",
         )
 
@@ -184,7 +184,7 @@ class Compile(Experiment):
 
     def apply(self, ctx: Context) -> Outcome:
         out = self.measure_one(
-            ctx, Variant("torch.compile", compile=True), "model = torch.compile(model)"
+            ctx, planned("torch.compile", compile=True), "model = torch.compile(model)"
         )
         out.params["compile_s"] = (
             out.what_if.params.get("compile_s") if out.what_if.params else None

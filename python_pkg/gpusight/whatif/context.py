@@ -7,16 +7,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from statistics import median
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
+from ..knobs.base import Arm as Plan
 from ..knobs.tensors import batch_len
-from .arms import Arm, Workload
+from .arms import Arm, Workload, loader_overrides, source_of
 from .errors import LoaderError, OutOfMemoryDuringDiagnosis, StepError
 from .loaders import is_dataloader, worker_failure
 from .runner import ArmFailure, Comparison, Overrun, compare, run_block
-from .variant import Variant
+
+if TYPE_CHECKING:
+    from .experiment import Outcome
 
 Progress = Callable[[str, float], None]
 
@@ -94,7 +97,7 @@ class Context:
     loader_base_ms: list[float] = field(default_factory=list)
     cached_base_ms: list[float] = field(default_factory=list)
     arms: list[Arm] = field(default_factory=list)  # every arm alive, so that close() finds them
-    results: dict[str, Any] = field(default_factory=dict)  # experiment key -> its Outcome
+    results: dict[str, Outcome] = field(default_factory=dict)  # experiment key -> its Outcome
     notes: list[str] = field(default_factory=list)
     stage: str = ""
     slice_end: float | None = None  # when the running experiment must stop adding repetitions
@@ -172,7 +175,7 @@ class Context:
 
     # arms ----------------------------------------------------------------------------------------
 
-    def build(self, variant: Variant) -> Arm:
+    def build(self, variant: Plan) -> Arm:
         try:
             arm = Arm(self.work, variant)
         except Exception as exc:
@@ -201,19 +204,21 @@ class Context:
         self.work.cached = []
         free_device_memory(self.device)
 
-    def workers(self, variant: Variant) -> int:
-        if variant.source != "loader":
+    def workers(self, variant: Plan) -> int:
+        if source_of(variant) != "loader":
             return 0
-        w = variant.loader.get("num_workers", getattr(self.work.loader, "num_workers", 0))
+        w = loader_overrides(variant).get(
+            "num_workers", getattr(self.work.loader, "num_workers", 0)
+        )
         return int(w or 0)
 
-    def warmup(self, variant: Variant) -> int:
-        if variant.source == "loader":
+    def warmup(self, variant: Plan) -> int:
+        if source_of(variant) == "loader":
             # The first round of batches arrives together once the workers are up; skip it.
             return max(2, self.workers(variant) + 1)
-        return 2 if variant.compile or variant.cudnn_benchmark else 1
+        return 2 if variant.changes.get("compile") or variant.changes.get("cudnn_benchmark") else 1
 
-    def steps_for(self, variant: Variant) -> int:
+    def steps_for(self, variant: Plan) -> int:
         """Timed steps of a block: whole rounds of the workers when a loader with workers runs.
 
         Workers that take equally long per batch deliver in rounds (``w`` batches together, then
@@ -238,7 +243,7 @@ class Context:
         won = self.results.get("num_workers")
         if won is None or won.winner is None:
             return None
-        if int(won.winner.loader.get("num_workers", -1)) != workers:
+        if int(won.winner.changes.get("num_workers", -1)) != workers:
             return None
         after = won.what_if.after_ms
         return float(after) if after else None
@@ -256,10 +261,10 @@ class Context:
         arm = self.base_for(source)
         try:
             ms = run_block(
-                arm, steps or self.steps_for(arm.variant), self.warmup(arm.variant)
+                arm, steps or self.steps_for(arm.plan), self.warmup(arm.plan)
             ).ms_per_step
         except ArmFailure as exc:
-            raise self.user_error(exc, arm.variant.label) from exc.cause
+            raise self.user_error(exc, arm.plan.label) from exc.cause
         if steps is None:
             (self.loader_base_ms if source == "loader" else self.cached_base_ms).append(ms)
         return ms
@@ -268,7 +273,7 @@ class Context:
 
     def measure(
         self,
-        variant: Variant,
+        variant: Plan,
         *,
         against: str,
         base: Arm | None = None,
@@ -288,9 +293,9 @@ class Context:
         per_pair = (
             pair_s
             if pair_s is not None
-            else self.block_s(against) + self.block_s(variant.source) * scale
+            else self.block_s(against) + self.block_s(source_of(variant)) * scale
         )
-        block_steps = steps or (self.steps_for(base.variant), self.steps_for(variant))
+        block_steps = steps or (self.steps_for(base.plan), self.steps_for(variant))
 
         def fits() -> bool:
             return self.affordable(per_pair, reserve)
@@ -301,7 +306,7 @@ class Context:
                 arm,
                 reps=reps or self.reps,
                 steps=block_steps,
-                warmup=(self.warmup(base.variant), self.warmup(variant)),
+                warmup=(self.warmup(base.plan), self.warmup(variant)),
                 scale=scale,
                 fits=fits,
                 on_block=lambda: self.budget.tell(self.stage),
@@ -316,7 +321,7 @@ class Context:
         except ArmFailure as exc:
             self.drop(arm)
             if not exc.in_variant:
-                raise self.user_error(exc, base.variant.label) from exc.cause
+                raise self.user_error(exc, base.plan.label) from exc.cause
             raise self.variant_error(exc, variant) from exc.cause
         except BaseException:
             self.drop(arm)
@@ -355,7 +360,7 @@ class Context:
             step=exc.index,
         )
 
-    def variant_error(self, exc: ArmFailure, variant: Variant) -> Exception:
+    def variant_error(self, exc: ArmFailure, variant: Plan) -> Exception:
         cause = exc.cause
         what = f"{type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}"
         if exc.kind == "oom":

@@ -32,10 +32,21 @@ import torch
 from torch import nn
 
 from ..fixes.kernel_names import bind_report, caller_namespace
+from ..knobs.base import Arm as Plan
 from ..one_gain import REPEAT_OF, one_gain_per_change
 from ..report import Fix, Report, WhatIf
 from ..rules.severity import settle
-from .arms import Arm, StepFn, Workload, model_device
+from .arms import (
+    Arm,
+    StepFn,
+    Workload,
+    batch_factor,
+    model_device,
+    planned,
+    relabelled,
+    same_change,
+    source_of,
+)
 from .cell_fixes import fix_in_cells
 from .context import MIN_GAIN, Budget, Context, Progress, Skip, VariantOOM
 from .errors import DiagnoseError, OutOfMemoryDuringDiagnosis
@@ -56,7 +67,6 @@ from .loaders import can_resize_batches, is_dataloader, is_reiterable
 from .machine import machine_facts
 from .restore import Snapshot
 from .runner import ArmFailure, noise_pct
-from .variant import Variant
 
 DEFAULT_REPS = 3
 CACHE_BATCHES = 8
@@ -182,7 +192,7 @@ def _cache_batches(ctx: Context, arm: Arm) -> list[Any]:
     return batches
 
 
-def _build_baseline(ctx: Context, variant: Variant) -> Arm:
+def _build_baseline(ctx: Context, variant: Plan) -> Arm:
     try:
         return ctx.build(variant)
     except VariantOOM as exc:
@@ -201,11 +211,11 @@ def _build_baseline(ctx: Context, variant: Variant) -> Arm:
 def _baselines(ctx: Context, snap: Snapshot) -> None:
     ctx.stage = "baseline: your step, as it is"
     ctx.budget.tell(ctx.stage)
-    ctx.loader_base = _build_baseline(ctx, Variant("your step with your loader", source="loader"))
+    ctx.loader_base = _build_baseline(ctx, planned("your step with your loader", source="loader"))
     t0 = time.perf_counter()
     ctx.work.cached = _cache_batches(ctx, ctx.loader_base)
     load_s = (time.perf_counter() - t0) / len(ctx.work.cached)
-    ctx.cached_base = _build_baseline(ctx, Variant("your step on replayed batches"))
+    ctx.cached_base = _build_baseline(ctx, planned("your step on replayed batches"))
     probe_ms = ctx.baseline_block("cached", steps=1)  # one warm-up step, one timed
     _check_untouched(snap)
     _fit_steps(ctx, probe_ms / 1000 + load_s)
@@ -231,7 +241,7 @@ def _check_untouched(snap: Snapshot) -> None:
 
 def _fit_steps(ctx: Context, step_s: float) -> None:
     """Fewer steps per block when the four baseline blocks would not fit their share."""
-    warm = ctx.warmup(Variant("", source="loader"))
+    warm = ctx.warmup(planned("", source="loader"))
     fit = int(BASELINE_SHARE * ctx.budget.left() / (4 * max(step_s, 1e-6))) - warm
     if fit < ctx.steps:
         new = max(MIN_STEPS, fit)
@@ -246,8 +256,8 @@ def _run_record(ctx: Context) -> dict[str, Any]:
     ms = ctx.loader_base_ms
     return {
         "label": "unchanged step with your loader (on a copy of your model)",
-        "steps": ctx.steps_for(Variant("", source="loader")) * len(ms),
-        "warmup_steps": ctx.warmup(Variant("", source="loader")) * len(ms),
+        "steps": ctx.steps_for(planned("", source="loader")) * len(ms),
+        "warmup_steps": ctx.warmup(planned("", source="loader")) * len(ms),
         "step_time_ms": round(statistics.median(ms), 3),
         "step_time_spread_ms": [round(min(ms), 3), round(max(ms), 3)],
         "step_times_ms": [round(x, 3) for x in ms],
@@ -315,7 +325,7 @@ def _experiments(ctx: Context, only: list[str] | None) -> tuple[list[WhatIf], li
     return rows, outcomes
 
 
-def _combination_plan(ctx: Context, v: Variant, against: str) -> tuple[tuple[int, int], float]:
+def _combination_plan(ctx: Context, v: Plan, against: str) -> tuple[tuple[int, int], float]:
     """Timed steps (baseline, winners) of the final run, and one pair's forecast seconds.
 
     The winners' step is forecast at what was measured: the num_workers winner's step with the
@@ -326,33 +336,29 @@ def _combination_plan(ctx: Context, v: Variant, against: str) -> tuple[tuple[int
     base_ms = ctx.loader_base_ms if against == "loader" else ctx.cached_base_ms
     base_step = statistics.median(base_ms) if base_ms else 50.0
     per_batch = base_step
-    if v.source == "loader":
+    if source_of(v) == "loader":
         per_batch = ctx.loader_step_ms(ctx.workers(v)) or base_step
     elif ctx.cached_base_ms:
         per_batch = statistics.median(ctx.cached_base_ms)
-    f = max(1, v.batch_factor)
+    f = max(1, batch_factor(v))
     w = ctx.workers(v)
     base_arm = ctx.base_for(against)
-    b = ctx.steps_for(base_arm.variant)
+    b = ctx.steps_for(base_arm.plan)
     n = ctx.steps_for(v)
     if f > 1:
         n = whole_rounds(max(MIN_STEPS, -(-n // f)), w)
     start = NumWorkers.START_S + NumWorkers.START_PER_WORKER_S * w if w else 0.0
-    pair_s = (b + ctx.warmup(base_arm.variant)) * base_step / 1000
+    pair_s = (b + ctx.warmup(base_arm.plan)) * base_step / 1000
     pair_s += (n + ctx.warmup(v)) * per_batch * f / 1000 + start + 0.1
     return (b, n), pair_s
 
 
-def _repeated(v: Variant, winners: list[Outcome]) -> Outcome | None:
+def _repeated(v: Plan, winners: list[Outcome]) -> Outcome | None:
     """The only winner, whose change the final run measures again. (A winner measured on top
     of another, prefetch_factor on the num_workers winner, has the same variant as the two
     together, but its row's gain is over that winner: the final run's is a new one.)"""
     (only, *more) = winners
-    return (
-        only
-        if not more and only.winner is not None and only.winner.with_(label=v.label) == v
-        else None
-    )
+    return only if not more and only.winner is not None and same_change(only.winner, v) else None
 
 
 def _combine(ctx: Context, winners: list[Outcome]) -> tuple[WhatIf | None, list[str]]:
@@ -361,16 +367,16 @@ def _combine(ctx: Context, winners: list[Outcome]) -> tuple[WhatIf | None, list[
         return None, []
     again = _repeated(v, winners)
     against = "loader" if ctx.loader_base is not None else "cached"
-    if v.source == "cached":
-        v = v.with_(
-            source="loader"
+    if source_of(v) == "cached":
+        v = relabelled(
+            v, v.label, source="loader"
         )  # end to end: the compute winners while loading as the user does
     if (
-        v.source == "loader"
-        and v.batch_factor > 1
+        source_of(v) == "loader"
+        and batch_factor(v) > 1
         and not (is_dataloader(ctx.work.loader) and can_resize_batches(ctx.work.loader))
     ):
-        v, against = v.with_(source="cached"), "cached"
+        v, against = relabelled(v, v.label, source="cached"), "cached"
     names = ", ".join(o.winner.label for o in winners if o.winner is not None)
     change = f"all winners together: {names}"
     ctx.stage = "what-if: all winners together"
@@ -389,9 +395,9 @@ def _combine(ctx: Context, winners: list[Outcome]) -> tuple[WhatIf | None, list[
         ), []
     try:
         cmp, arm = ctx.measure(
-            v.with_(label=change),
+            relabelled(v, change),
             against=against,
-            scale=v.batch_factor,
+            scale=batch_factor(v),
             reps=2,
             steps=steps,
             pair_s=pair_s,

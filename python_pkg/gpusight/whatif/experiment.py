@@ -13,11 +13,11 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from ..knobs.base import Arm as Plan
 from ..report import Scalar, WhatIf
-from .arms import Arm
+from .arms import Arm, source_of
 from .context import LOADER_SHARE, MIN_GAIN, Context, Skip
 from .runner import Comparison
-from .variant import Variant
 
 
 @dataclass
@@ -26,7 +26,7 @@ class Outcome:
 
     key: str
     what_if: WhatIf
-    winner: Variant | None = None
+    winner: Plan | None = None
     finding_id: str | None = None
     params: dict[str, Any] = field(default_factory=dict)  # fills the fix snippet
     notes: list[str] = field(default_factory=list)
@@ -45,7 +45,7 @@ def outcome_of(
     change: str,
     finding_id: str,
     cmp: Comparison,
-    variant: Variant,
+    variant: Plan,
     params: dict[str, Scalar] | None = None,
     series: list[dict[str, Any]] | None = None,
     scope: Literal["end_to_end", "compute_only"] | None = None,
@@ -55,7 +55,7 @@ def outcome_of(
     cached batches are the step's compute alone."""
     wins = cmp.wins(MIN_GAIN)
     what = WhatIf(
-        scope=scope or ("compute_only" if variant.source == "cached" else "end_to_end"),
+        scope=scope or ("compute_only" if source_of(variant) == "cached" else "end_to_end"),
         change=change,
         finding_id=finding_id,
         params={**(params or {}), "repeats": cmp.pairs, "won": wins},
@@ -100,7 +100,7 @@ class Experiment:
     def measure_one(
         self,
         ctx: Context,
-        variant: Variant,
+        variant: Plan,
         change: str,
         against: str = "cached",
         params: dict[str, Scalar] | None = None,
@@ -113,7 +113,7 @@ class Experiment:
             if cmp.pairs == 0:
                 raise Skip("budget exhausted before the first repetition")
             extra = dict(params or {})
-            if variant.compile and arm.first_step_s is not None:
+            if variant.changes.get("compile") and arm.first_step_s is not None:
                 extra["compile_s"] = round(arm.first_step_s, 1)
             out = outcome_of(self.key, change, self.finding_id, cmp, variant, extra)
             if arm.recast_forwards:

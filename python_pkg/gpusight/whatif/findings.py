@@ -6,11 +6,13 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ..knobs.base import Arm as Plan
+from ..knobs.loader import LOADER_KEYS
 from ..report import Evidence, Finding, Fix, Impact, Severity, Verdict, WhatIf
+from .arms import batch_factor, loader_overrides, merged, planned, source_of, without
 from .context import MIN_GAIN, Context
 from .experiments import TOGETHER_KEYS, Outcome
 from .snippets import CATALOGUE, combined, loader_args, render
-from .variant import Variant
 
 SCOPE_TEXT = {
     "end_to_end": "your whole step, with your loader",
@@ -77,10 +79,10 @@ def loader_changes(ctx: Context, winners: Iterable[Outcome]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for o in winners:
         assert o.winner is not None
-        if o.winner.source == "loader":
-            out.update(o.winner.loader)
-        if o.winner.batch_factor > 1 and ctx.batch_size:
-            out["batch_size"] = ctx.batch_size * o.winner.batch_factor
+        if source_of(o.winner) == "loader":
+            out.update(loader_overrides(o.winner))
+        if batch_factor(o.winner) > 1 and ctx.batch_size:
+            out["batch_size"] = ctx.batch_size * batch_factor(o.winner)
     return out
 
 
@@ -228,7 +230,7 @@ def findings_of(ctx: Context, outcomes: list[Outcome]) -> list[Finding]:
     return [f for f in found if f is not None]
 
 
-def combination(winners: list[Outcome]) -> Variant | None:
+def combination(winners: list[Outcome]) -> Plan | None:
     """The variant with every winner's change (the GPU-resident dataset replaces loader changes).
 
     A winner measured on top of another (pin_memory on the num_workers winner) carries that
@@ -238,31 +240,31 @@ def combination(winners: list[Outcome]) -> Variant | None:
     winners = [o for o in winners if o.key not in TOGETHER_KEYS]
     if not winners:
         return None
-    v = Variant("all winners")
+    v = planned("all winners")
     for o in winners:
         assert o.winner is not None
-        v = v.combine(o.winner, "all winners")
-    if v.source == "device":
-        v = v.with_(loader={}, non_blocking=False)
+        v = merged(v, o.winner, "all winners")
+    if source_of(v) == "device":
+        v = without(v, *LOADER_KEYS, "non_blocking")
     return v
 
 
-def combined_code(ctx: Context, v: Variant, speedup: str) -> str:
+def combined_code(ctx: Context, v: Plan, speedup: str) -> str:
     loader = ctx.work.loader if ctx.dataloader else None
-    changes = dict(v.loader)
-    if v.batch_factor > 1 and ctx.batch_size:
-        changes["batch_size"] = ctx.batch_size * v.batch_factor
+    changes = loader_overrides(v)
+    if batch_factor(v) > 1 and ctx.batch_size:
+        changes["batch_size"] = ctx.batch_size * batch_factor(v)
     return combined(
         loader,
         loader_changes=changes,
-        non_blocking=v.non_blocking,
-        autocast=v.autocast,
-        channels_last=v.channels_last,
-        tf32=v.tf32,
-        cudnn_benchmark=v.cudnn_benchmark,
-        compile=v.compile,
-        dataset_on_gpu=v.source == "device",
-        lr_factor=v.batch_factor,
+        non_blocking=bool(v.changes.get("non_blocking")),
+        autocast=v.changes.get("autocast"),
+        channels_last=bool(v.changes.get("channels_last")),
+        tf32=bool(v.changes.get("tf32")),
+        cudnn_benchmark=bool(v.changes.get("cudnn_benchmark")),
+        compile=bool(v.changes.get("compile")),
+        dataset_on_gpu=source_of(v) == "device",
+        lr_factor=batch_factor(v),
         device_type=ctx.device.type,
         speedup=speedup,
     )

@@ -10,13 +10,14 @@ from typing import Any
 
 import torch
 
+from ..knobs.base import Arm as Plan
 from ..knobs.tensors import batch_len, batch_nbytes, tensors_of
 from ..report import Fix, Scalar, WhatIf
+from .arms import merged, planned, relabelled, source_of
 from .context import MIN_GAIN, Context, Skip
 from .experiment import Experiment, Outcome, input_bound_gate, loader_gate
 from .loaders import clone_loader, items_deterministic, shutdown
 from .snippets import combined
-from .variant import Variant
 from .worker_sweep import loader_workers, winner_block_s
 
 
@@ -49,24 +50,25 @@ class PinMemory(Experiment):
     def cost_s(self, ctx: Context) -> float:
         if not ctx.dataloader:
             return ctx.reps * (2 * ctx.block_s("cached") + 0.3)
-        on_winner = Variant("", source="loader", loader={"num_workers": loader_workers(ctx)})
+        on_winner = planned("", source="loader", num_workers=loader_workers(ctx))
         return ctx.reps * (2 * winner_block_s(ctx, on_winner) + 0.3)
 
     def apply(self, ctx: Context) -> Outcome:
         if not ctx.dataloader:
-            variant = Variant("pinned batches, non_blocking=True", non_blocking=True)
+            variant = planned("pinned batches, non_blocking=True", non_blocking=True)
             return self.measure_one(ctx, variant, "pinned batches copied with non_blocking=True")
         w = loader_workers(ctx)
         stacked = w != int(ctx.work.loader.num_workers or 0)
         base = (
-            ctx.build(Variant(f"num_workers={w}", source="loader", loader={"num_workers": w}))
+            ctx.build(planned(f"num_workers={w}", source="loader", num_workers=w))
             if stacked
             else None
         )
-        variant = Variant(
+        variant = planned(
             "pin_memory=True, non_blocking=True",  # its change; the workers are the winner's
             source="loader",
-            loader={"num_workers": w, "pin_memory": True} if stacked else {"pin_memory": True},
+            pin_memory=True,
+            **({"num_workers": w} if stacked else {}),
             non_blocking=True,
         )
         change = "DataLoader(pin_memory=True) and .to(device, non_blocking=True)"
@@ -175,9 +177,7 @@ class PersistentWorkers(Experiment):
             speedup=round(speedup, 3),
             noise_pct=None if spread is None else round(spread, 1),
         )
-        variant = Variant(
-            "persistent_workers", source="loader", loader={"persistent_workers": True}
-        )
+        variant = planned("persistent_workers", source="loader", persistent_workers=True)
         return Outcome(
             self.key, what, variant if wins else None, self.finding_id, {"num_workers": w}
         )
@@ -208,12 +208,13 @@ class PrefetchFactor(Experiment):
 
     def apply(self, ctx: Context) -> Outcome:
         w = loader_workers(ctx)
-        base_variant = Variant(f"num_workers={w}", source="loader", loader={"num_workers": w})
+        base_variant = planned(f"num_workers={w}", source="loader", num_workers=w)
         base = ctx.build(base_variant) if w != (ctx.work.loader.num_workers or 0) else None
-        variant = Variant(
+        variant = planned(
             f"num_workers={w}, prefetch_factor={self.FACTOR}",
             source="loader",
-            loader={"num_workers": w, "prefetch_factor": self.FACTOR},
+            num_workers=w,
+            prefetch_factor=self.FACTOR,
         )
         try:
             return self.measure_one(
@@ -233,21 +234,21 @@ class PrefetchFactor(Experiment):
 LOADER_SETTINGS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
 
 
-def loader_together(loader: Any, winners: list[Outcome]) -> tuple[Variant, dict[str, Any]] | None:
+def loader_together(loader: Any, winners: list[Outcome]) -> tuple[Plan, dict[str, Any]] | None:
     """The variant with every winning DataLoader setting, and the settings it changes.
 
     ``winners`` are the loader experiments' outcomes; only their DataLoader settings count (the
     dataset kept on the GPU is no DataLoader setting). The changes are the settings that differ
     from ``loader``'s own; None when no winner changes any.
     """
-    v = Variant("the DataLoader winners together", source="loader")
+    v = planned("the DataLoader winners together", source="loader")
     for o in winners:
-        if o.key in LOADER_SETTINGS and o.winner is not None and o.winner.source == "loader":
-            v = v.combine(o.winner, v.label)
+        if o.key in LOADER_SETTINGS and o.winner is not None and source_of(o.winner) == "loader":
+            v = merged(v, o.winner, v.label)
     changes = {
-        k: v.loader[k]
+        k: v.changes[k]
         for k in LOADER_SETTINGS
-        if k in v.loader and v.loader[k] != getattr(loader, k, None)
+        if k in v.changes and v.changes[k] != getattr(loader, k, None)
     }
     return (v, changes) if changes else None
 
@@ -273,7 +274,7 @@ class LoaderTogether(Experiment):
     label = "DataLoader winners together"
     group = "loader"
 
-    def together(self, ctx: Context) -> tuple[Variant, dict[str, Any]] | None:
+    def together(self, ctx: Context) -> tuple[Plan, dict[str, Any]] | None:
         won = [ctx.results[k] for k in LOADER_SETTINGS if k in ctx.results]
         return loader_together(ctx.work.loader, won)
 
@@ -292,7 +293,7 @@ class LoaderTogether(Experiment):
 
     def cost_s(self, ctx: Context) -> float:
         found = self.together(ctx)
-        together = found[0] if found else Variant("", source="loader")
+        together = found[0] if found else planned("", source="loader")
         return ctx.reps * (ctx.block_s("loader") + winner_block_s(ctx, together) + 0.3)
 
     def apply(self, ctx: Context) -> Outcome:
@@ -300,14 +301,14 @@ class LoaderTogether(Experiment):
         if found is None:
             raise Skip("no DataLoader setting won: there is nothing to put together")
         v, changes = found
-        change = together_change(changes, v.non_blocking)
+        change = together_change(changes, bool(v.changes.get("non_blocking")))
         params: dict[str, Scalar] = {
             **changes,
-            "non_blocking": v.non_blocking,
+            "non_blocking": bool(v.changes.get("non_blocking")),
             "loader_settings": ", ".join(changes),
             "against": "your loader",
         }
-        out = self.measure_one(ctx, v.with_(label=change), change, "loader", params=params)
+        out = self.measure_one(ctx, relabelled(v, change), change, "loader", params=params)
         out.params.update(changes)
         loader = ctx.work.loader
         out.what_if.fix = Fix(
@@ -316,7 +317,7 @@ class LoaderTogether(Experiment):
             code=combined(
                 loader,
                 loader_changes=changes,
-                non_blocking=v.non_blocking,
+                non_blocking=bool(v.changes.get("non_blocking")),
                 device_type=ctx.device.type,
                 speedup=f"{out.speedup:.2f}x per step",
                 title="The DataLoader winners together",
@@ -391,7 +392,7 @@ class DatasetOnDevice(Experiment):
         free, _ = torch.cuda.mem_get_info(ctx.device)
         out = self.measure_one(
             ctx,
-            Variant("dataset on the GPU", source="device"),
+            planned("dataset on the GPU", source="device"),
             "whole dataset kept on the GPU, batches indexed there (no loading, no copies)",
             against="loader",
             params={"dataset_gb": round(size / 1e9, 2), "free_gb": round(free / 1e9, 1)},

@@ -9,21 +9,22 @@ from typing import Any
 
 from torch.utils.data import IterableDataset
 
+from ..knobs.base import Arm as Plan
+from .arms import planned
 from .context import MIN_GAIN, Context, Skip
 from .experiment import Experiment, Outcome, input_bound_gate, loader_gate, outcome_of
 from .runner import Comparison
-from .variant import Variant
 
 
 def loader_workers(ctx: Context) -> int:
     """Workers of the user's loader, or of the winning num_workers sweep."""
     won = ctx.results.get("num_workers")
     if won is not None and won.winner is not None:
-        return int(won.winner.loader["num_workers"])
+        return int(won.winner.changes["num_workers"])
     return int(getattr(ctx.work.loader, "num_workers", 0) or 0)
 
 
-def winner_block_s(ctx: Context, variant: Variant) -> float:
+def winner_block_s(ctx: Context, variant: Plan) -> float:
     """Seconds one block of a loader ``variant`` takes, worker start-up included: at the sweep
     winner's measured step time when it runs the winner's workers, else at the user's loader's."""
     w = ctx.workers(variant)
@@ -165,7 +166,7 @@ class NumWorkers(Experiment):
                 break
             ctx.stage = f"what-if: num_workers={w}"
             ctx.budget.tell(ctx.stage)
-            variant = Variant(f"num_workers={w}", source="loader", loader={"num_workers": w})
+            variant = planned(f"num_workers={w}", source="loader", num_workers=w)
             cmp, arm = ctx.measure(
                 variant, against="loader", reps=self.SWEEP_REPS, steps=steps, pair_s=pair_s
             )
@@ -194,7 +195,7 @@ class NumWorkers(Experiment):
             f"DataLoader(num_workers={w}) instead of {now}",
             self.finding_id,
             cmp,
-            Variant(f"num_workers={w}", source="loader", loader={"num_workers": w}),
+            planned(f"num_workers={w}", source="loader", num_workers=w),
             {
                 "num_workers": w,
                 "from_num_workers": now,
@@ -222,7 +223,7 @@ class NumWorkers(Experiment):
             return
         ctx.stage = f"what-if: num_workers={w}, more repetitions"
         ctx.budget.tell(ctx.stage)
-        variant = Variant(f"num_workers={w}", source="loader", loader={"num_workers": w})
+        variant = planned(f"num_workers={w}", source="loader", num_workers=w)
         try:
             more, arm = ctx.measure(
                 variant, against="loader", reps=self.SWEEP_REPS, steps=steps, pair_s=pair_s
