@@ -14,7 +14,13 @@ import torch
 from gpusight.cli import main
 from gpusight.knobs import batch_args
 from gpusight.knobs.batch import repeat_blocker
-from gpusight.knobs.gain_rule import beyond_bound, sweep_goes_on, threshold, wins
+from gpusight.knobs.gain_rule import (
+    band_excludes_one,
+    beyond_bound,
+    sweep_goes_on,
+    threshold,
+    wins,
+)
 from gpusight.rerun.driver import Driver, RunResult, ScriptRunner
 from gpusight.rerun.inject import install
 from gpusight.rerun.plan import plan
@@ -304,7 +310,10 @@ def test_a_gain_larger_than_the_batch_explains_is_measured_again_then_not_counte
 
 
 def test_the_gain_rule() -> None:
-    assert threshold(0.0) == 1.05 and threshold(12.0) == pytest.approx(1.12)
+    assert threshold(0.0) == 1.05 and threshold(12.0) == pytest.approx(1 / 0.88)
+    # A winning gain's whole band lies above 1x: the report never draws a winner as noise.
+    for noise in (0.0, 3.0, 12.0, 40.0):
+        assert band_excludes_one(threshold(noise) * 1.001, noise)
     assert wins(1.2, 10.0) and not wins(1.04, 0.0) and not wins(None, 0.0)
     assert beyond_bound(10.0, 4.0, 5.0) and not beyond_bound(4.3, 4.0, 5.0)
     assert not beyond_bound(3.0, 1.0, 0.0)  # no extra items: no bound

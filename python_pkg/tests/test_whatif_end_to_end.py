@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import torch
 from gpusight.knobs.base import Arm as Plan
+from gpusight.knobs.gain_rule import knee_of
 from gpusight.report import Report, WhatIf
 from gpusight.whatif import diagnose
 from gpusight.whatif.arms import Workload, merged, planned
@@ -23,7 +24,6 @@ from gpusight.whatif.experiments import (
     NumWorkers,
     Outcome,
     cpu_cores,
-    knee_of,
     walk_sweep,
     worker_points,
 )
@@ -173,7 +173,7 @@ def test_the_batch_size_row_says_what_it_measured_and_never_leads(
 
 def test_the_worker_sweep_goes_to_the_knee_up_to_the_cores() -> None:
     # Issue 15: 1 worker decoding images on 16 cores, true gain 21-28x at 12 workers; the sweep
-    # had stopped at 2. Points double up to the cores; each that still adds 10% goes on.
+    # had stopped at 2. Points double up to the cores; each that still adds 5% goes on.
     assert worker_points(1, 16) == [2, 4, 8, 16]
     assert worker_points(0, 12) == [2, 4, 8, 12]
     assert worker_points(0, 2) == [2]
@@ -181,7 +181,7 @@ def test_the_worker_sweep_goes_to_the_knee_up_to_the_cores() -> None:
     rising = {2: 2.2, 4: 4.3, 8: 8.9, 16: 24.0}
     visited, answer = walk_sweep(worker_points(1, 16), rising.__getitem__)
     assert [w for w, _ in visited] == [2, 4, 8, 16] and answer == 16
-    # A plateau: the sweep stops at the first point that adds less than 10%, and the answer is
+    # A plateau: the sweep stops at the first point that adds less than 5%, and the answer is
     # the fewest workers within 5% of the best.
     flat = {2: 1.9, 4: 3.6, 8: 3.7, 16: 3.75}
     visited, answer = walk_sweep(worker_points(0, 16), flat.__getitem__)

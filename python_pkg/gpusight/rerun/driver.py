@@ -42,7 +42,7 @@ from ..knobs import (
     took_effect,
 )
 from ..knobs.base import MIN_WINDOW_S
-from ..knobs.gain_rule import MIN_GAIN, beyond_bound, threshold
+from ..knobs.gain_rule import MIN_GAIN, beyond_bound, noise_pct, threshold
 from . import stacking
 from .plan import Arm, Group, combine, plan, sweep_goes_on
 
@@ -701,7 +701,7 @@ class Driver:
             out.controls.append(again)
             rates.append(again.items_per_s(items0))
             got = [r for r in rates if r]
-            spread = 100.0 * (max(got) - min(got)) / statistics.median(got) if got else 0.0
+            spread = noise_pct(got) or 0.0
             out.noise_pct = max(out.noise_pct, spread)
             out.noise_note = f"run to run: {len(got)} control runs"
             if spread <= CONTROLS_AGREE_PCT:

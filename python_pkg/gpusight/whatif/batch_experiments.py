@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from ..knobs.gain_rule import KNEE_GAIN, knee_of
 from ..knobs.tensors import batch_len
 from ..report import Scalar
 from .arms import planned
@@ -46,9 +47,7 @@ class BatchSize(Experiment):
     label = "batch size doubling"
     group = "compute"
     MAX_FACTOR = 128  # a launch-bound step keeps gaining far beyond 16x; OOM or no gain stop it
-    GAIN = 1.05  # a doubling must add this much throughput per sample, or the sweep stops
     BIG_GAIN = 1.5  # per doubling: at least this, and the next point is 4x larger, not 2x
-    KNEE_SHARE = 0.95  # the answer: smallest batch within this share of the best throughput
     SWEEP_REPS = 2
     TRIAL_STEPS = 10  # timed steps of the baseline's trial block
     MIN_STEPS = 3  # timed steps of a larger batch's trial block, at least
@@ -181,10 +180,10 @@ class BatchSize(Experiment):
                 break
             results.append((f, cmp))
             per_doubling = (cmp.speedup / best) ** (1 / (ratio.bit_length() - 1))
-            if per_doubling < self.GAIN:
+            if per_doubling < KNEE_GAIN:
                 stop = (
                     f"stopped at batch {bs * f}: {per_doubling:.2f}x per doubling, "
-                    f"less than {self.GAIN:.2f}x (the knee)"
+                    f"less than {KNEE_GAIN:.2f}x (the knee)"
                 )
                 break
             best = cmp.speedup
@@ -208,8 +207,7 @@ class BatchSize(Experiment):
             f = nxt
         if not results:
             raise Skip(stop or "no batch size could be measured")
-        top = max(c.speedup for _, c in results)
-        f, cmp = next((x, c) for x, c in results if c.speedup >= self.KNEE_SHARE * top)
+        f, cmp = knee_of([((x, c), c.speedup) for x, c in results])
         series: list[dict[str, Any]] = [{"x": bs, "y": round(cmp.before_ms, 3), "label": "yours"}]
         series += [{"x": bs * x, "y": round(c.after_ms, 3)} for x, c in results]
         if oom_batch:

@@ -23,8 +23,6 @@ if TYPE_CHECKING:
 
 Progress = Callable[[str, float], None]
 
-# A change must beat the baseline's own spread, and at least this much, to count as a win.
-MIN_GAIN = 0.03
 # Loading must add at least this share to a step for the loader to count as setting the pace.
 LOADER_SHARE = 1.10
 

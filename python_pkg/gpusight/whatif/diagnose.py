@@ -33,6 +33,7 @@ from torch import nn
 
 from ..fixes.kernel_names import bind_report, caller_namespace
 from ..knobs.base import Arm as Plan
+from ..knobs.gain_rule import MIN_GAIN, noise_pct
 from ..one_gain import REPEAT_OF, one_gain_per_change
 from ..report import Fix, Report, WhatIf
 from ..rules.severity import settle
@@ -48,7 +49,7 @@ from .arms import (
     source_of,
 )
 from .cell_fixes import fix_in_cells
-from .context import MIN_GAIN, Budget, Context, Progress, Skip, VariantOOM
+from .context import Budget, Context, Progress, Skip, VariantOOM
 from .errors import DiagnoseError, OutOfMemoryDuringDiagnosis
 from .experiments import (
     ALL,
@@ -66,7 +67,7 @@ from .findings import combination, combined_code, findings_of, verdict
 from .loaders import can_resize_batches, is_dataloader, is_reiterable
 from .machine import machine_facts
 from .restore import Snapshot
-from .runner import ArmFailure, noise_pct
+from .runner import ArmFailure
 
 DEFAULT_REPS = 3
 CACHE_BATCHES = 8
@@ -440,7 +441,7 @@ def _combine(ctx: Context, winners: list[Outcome]) -> tuple[WhatIf | None, list[
     )
     notes = []
     best = max(winners, key=lambda o: o.speedup)
-    if cmp.speedup < best.speedup * (1 - MIN_GAIN):
+    if cmp.speedup * MIN_GAIN < best.speedup:
         how = (
             "compute only, on batches cached from your loader"
             if best.what_if.scope == "compute_only"
@@ -456,7 +457,7 @@ def _combine(ctx: Context, winners: list[Outcome]) -> tuple[WhatIf | None, list[
 def _helps_the_step(ctx: Context, o: Outcome) -> bool:
     if not ctx.loader_bound or o.what_if.scope != "compute_only":
         return True
-    return ctx.end_to_end_bound(o.speedup) - 1 >= MIN_GAIN
+    return ctx.end_to_end_bound(o.speedup) >= MIN_GAIN
 
 
 def _diagnose(ctx: Context, snap: Snapshot, only: list[str] | None) -> Report:

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal
 from ..knobs.base import Arm as Plan
 from ..report import Scalar, WhatIf
 from .arms import Arm, source_of
-from .context import LOADER_SHARE, MIN_GAIN, Context, Skip
+from .context import LOADER_SHARE, Context, Skip
 from .runner import Comparison
 
 
@@ -53,7 +53,7 @@ def outcome_of(
     """The row of a comparison; its scope follows where the variant's batches came from: the
     user's loader (or the dataset kept on the device, which replaces it) is the whole step,
     cached batches are the step's compute alone."""
-    wins = cmp.wins(MIN_GAIN)
+    wins = cmp.wins()
     what = WhatIf(
         scope=scope or ("compute_only" if source_of(variant) == "cached" else "end_to_end"),
         change=change,

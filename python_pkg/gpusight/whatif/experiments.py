@@ -37,9 +37,7 @@ from .loader_experiments import (
 )
 from .worker_sweep import (
     NumWorkers,
-    knee_of,
     loader_workers,
-    sweep_goes_on,
     walk_sweep,
     whole_rounds,
     winner_block_s,
@@ -104,12 +102,10 @@ __all__ = [
     "PrefetchFactor",
     "cpu_cores",
     "input_bound_gate",
-    "knee_of",
     "loader_together",
     "loader_workers",
     "outcome_of",
     "plan",
-    "sweep_goes_on",
     "tf32_state",
     "together_change",
     "walk_sweep",

@@ -7,10 +7,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..knobs.base import Arm as Plan
+from ..knobs.gain_rule import MIN_GAIN
 from ..knobs.loader import LOADER_KEYS
 from ..report import Evidence, Finding, Fix, Impact, Severity, Verdict, WhatIf
 from .arms import batch_factor, loader_overrides, merged, planned, source_of, without
-from .context import MIN_GAIN, Context
+from .context import Context
 from .experiments import TOGETHER_KEYS, Outcome
 from .snippets import CATALOGUE, combined, loader_args, render
 
@@ -142,7 +143,7 @@ def finding_for(
     compute_only = w.scope == "compute_only"
     s = best.speedup
     bound = ctx.end_to_end_bound(s) if compute_only and ctx.loader_bound else None
-    if bound is not None and bound - 1 < MIN_GAIN:
+    if bound is not None and bound < MIN_GAIN:
         return None
     evidence = [
         Evidence("step time, unchanged", w.before_ms, "ms"),

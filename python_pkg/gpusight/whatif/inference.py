@@ -35,15 +35,15 @@ from ..bench.device import finite
 from ..fixes import fix
 from ..fixes import scaling as _scaling_snippets  # noqa: F401  (registers the snippets)
 from ..fixes import workload as _workload_snippets  # noqa: F401  (infer.inference_mode)
+from ..knobs import gain_rule
 from ..report import Benchmark, Evidence, Finding, Impact, Report, Verdict, WhatIf
 from ..rules.severity import settle
 from .arms import model_device
-from .context import MIN_GAIN, Progress
+from .context import Progress
 from .errors import DiagnoseError
 from .latency import Latency, Pair, interleaved, measure
 from .machine import machine_facts
 from .restore import Snapshot
-from .significance import band_excludes_one
 
 CPU_BATCHES = (1, 2, 4, 8, 16, 32)
 GPU_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -56,8 +56,6 @@ BATCHER_WAIT_S = (0.001, 0.02)
 # A measured speedup from here is a warning, below it information: inference_mode, graph replay.
 GRAD_WARN_SPEEDUP = 1.1
 GRAPH_WARN_SPEEDUP = 1.3
-# The sweep stops once doubling the batch adds less throughput than this, twice in a row.
-PLATEAU_GAIN = 1.05
 # Shares of the budget: the what-if pairs first, the sweep gets the rest.
 SHARE_GRAD = 0.2
 SHARE_AUTOCAST = 0.15
@@ -238,8 +236,13 @@ def _free(device: torch.device, workspaces: bool = False) -> None:
 # --- the diagnosis ---------------------------------------------------------------------------
 
 
+def _noise_pct(pair: Pair) -> float | None:
+    """The baseline's calls' noise band, by the rule of every what-if."""
+    return gain_rule.noise_pct(pair.base.samples_ms)
+
+
 def _what_if(change: str, pair: Pair, finding_id: str | None = None, **params: Any) -> WhatIf:
-    noise = pair.base.p90 - pair.base.p10
+    noise = _noise_pct(pair)
     return WhatIf(
         change=change,
         before_ms=round(pair.base.p50, 4),
@@ -253,7 +256,7 @@ def _what_if(change: str, pair: Pair, finding_id: str | None = None, **params: A
             "repeats": len(pair.variant.samples_ms),
             **params,
         },
-        noise_pct=round(100.0 * noise / pair.base.p50, 1) if pair.base.p50 > 0 else None,
+        noise_pct=None if noise is None else round(noise, 1),
     )
 
 
@@ -264,10 +267,7 @@ def _skipped(change: str, reason: str, finding_id: str | None = None) -> WhatIf:
 def _wins(pair: Pair | None) -> bool:
     if pair is None:
         return False
-    noise = (pair.base.p90 - pair.base.p10) / pair.base.p50 if pair.base.p50 > 0 else 0.0
-    return pair.speedup >= 1.0 + max(MIN_GAIN, noise / 2) and band_excludes_one(
-        pair.speedup, 100.0 * noise
-    )
+    return gain_rule.wins(pair.speedup, _noise_pct(pair))
 
 
 def _sweep_sizes(batch_sizes: Sequence[int] | None, b0: int, gpu: bool) -> list[int]:
@@ -305,7 +305,7 @@ def _sweep(s: _Setup, sizes: list[int], *, autocast: bool) -> list[Latency]:
             )
             continue
         del inputs
-        if out and lat.throughput < out[-1].throughput * PLATEAU_GAIN and b > s.batch:
+        if out and lat.throughput < out[-1].throughput * gain_rule.KNEE_GAIN and b > s.batch:
             flat += 1
         else:
             flat = 0
@@ -715,7 +715,7 @@ def _verdict(
         "load.amp_unused": "precision",
         "infer.grad_enabled": "host_cpu",
     }
-    measured = {k: v for k, v in gains.items() if k in category and v >= 1.0 + MIN_GAIN}
+    measured = {k: v for k, v in gains.items() if k in category and v >= gain_rule.MIN_GAIN}
     if measured:
         top = max(measured, key=lambda k: measured[k])
         bottleneck = category[top]

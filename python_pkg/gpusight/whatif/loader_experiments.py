@@ -11,10 +11,11 @@ from typing import Any
 import torch
 
 from ..knobs.base import Arm as Plan
+from ..knobs.gain_rule import MIN_GAIN, noise_pct
 from ..knobs.tensors import batch_len, batch_nbytes, tensors_of
 from ..report import Fix, Scalar, WhatIf
 from .arms import merged, planned, relabelled, source_of
-from .context import MIN_GAIN, Context, Skip
+from .context import Context, Skip
 from .experiment import Experiment, Outcome, input_bound_gate, loader_gate
 from .loaders import clone_loader, items_deterministic, shutdown
 from .snippets import combined
@@ -156,9 +157,9 @@ class PersistentWorkers(Experiment):
         before = step_ms + cold_ms / epoch
         after = step_ms + warm_ms / epoch
         speedup = before / after if after > 0 else 0.0
-        spread = 100 * (max(cold) - min(cold)) / cold_ms if len(cold) > 1 and cold_ms > 0 else None
+        spread = noise_pct(cold)
         # A win only if every cold start was slower than every warm one, and it adds up.
-        wins = min(cold) > max(warm) and speedup - 1 > MIN_GAIN
+        wins = min(cold) > max(warm) and speedup >= MIN_GAIN
         what = WhatIf(
             scope="end_to_end",  # the loader's own epoch start-up, on the step with the loader
             change=f"DataLoader(num_workers={w}, persistent_workers=True): workers kept",

@@ -5,8 +5,8 @@ Device work is asynchronous, so a block is timed on the host clock between two
 launches with the GPU and change what is measured. Baseline and variant blocks alternate
 (baseline, variant, baseline, variant, ...) so that drift (clocks, temperature, other processes)
 hits both; the speedup is the ratio of the two medians and the noise band is the spread of
-the baseline's own blocks: a robust standard deviation (1.4826 x the median absolute deviation),
-so that one block disturbed by another process does not hide a real gain.
+the baseline's own blocks, by the one rule of every what-if (``knobs/gain_rule.noise_pct``:
+robust, so that one block disturbed by another process does not hide a real gain).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Literal
 import torch
 
 from ..bench.timer import quantile
+from ..knobs import gain_rule
 from .arms import Arm
-from .significance import band_excludes_one
 
 FailureKind = Literal["loader", "step", "oom"]
 
@@ -113,15 +113,6 @@ def run_block(arm: Arm, steps: int, warmup: int, stop_at: float | None = None) -
 # --- statistics ---------------------------------------------------------------------------------
 
 
-def noise_pct(values: list[float]) -> float | None:
-    """Robust relative spread of repeated measurements of one thing, in percent (about 1 sigma)."""
-    if len(values) < 2:
-        return None
-    med = quantile(values, 0.5)
-    mad = quantile([abs(v - med) for v in values], 0.5)
-    return 100.0 * 1.4826 * mad / med if med > 0 else None
-
-
 @dataclass
 class Comparison:
     """Interleaved blocks of a baseline and a variant (ms per step, normalised per sample)."""
@@ -150,17 +141,11 @@ class Comparison:
 
     @property
     def noise_pct(self) -> float | None:
-        return noise_pct(self.base_ms)
+        return gain_rule.noise_pct(self.base_ms)
 
-    def wins(self, min_gain: float) -> bool:
-        """Faster than the baseline by more than twice its noise and more than ``min_gain``,
-        with the noise band above 1x."""
-        noise = (self.noise_pct or 0.0) / 100.0
-        return (
-            self.pairs > 0
-            and self.speedup - 1.0 > max(2 * noise, min_gain)
-            and band_excludes_one(self.speedup, self.noise_pct)
-        )
+    def wins(self) -> bool:
+        """A gain by the rule of every what-if: at least ``MIN_GAIN``, its noise band above 1x."""
+        return self.pairs > 0 and gain_rule.wins(self.speedup, self.noise_pct)
 
 
 def compare(

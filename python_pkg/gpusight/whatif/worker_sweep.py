@@ -10,8 +10,9 @@ from typing import Any
 from torch.utils.data import IterableDataset
 
 from ..knobs.base import Arm as Plan
+from ..knobs.gain_rule import MIN_GAIN, knee_of, sweep_goes_on
 from .arms import planned
-from .context import MIN_GAIN, Context, Skip
+from .context import Context, Skip
 from .experiment import Experiment, Outcome, input_bound_gate, loader_gate, outcome_of
 from .runner import Comparison
 
@@ -51,15 +52,10 @@ def worker_points(now: int, cores: int) -> list[int]:
     return sorted(points)
 
 
-def sweep_goes_on(best: float, speedup: float, knee_gain: float = 1.10) -> bool:
-    """A point that still adds ``knee_gain`` throughput over the best so far: not yet the knee."""
-    return speedup >= best * knee_gain
-
-
-def knee_of(results: list[tuple[int, float]], share: float = 0.95) -> int:
-    """The fewest workers within ``share`` of the best throughput measured."""
-    top = max(sp for _, sp in results)
-    return next(w for w, sp in results if sp >= share * top)
+def goes_on(speedups: list[float]) -> bool:
+    """The knee rule of every what-if (``gain_rule.sweep_goes_on``), with the user's own
+    workers (1x) as the sweep's first point."""
+    return sweep_goes_on([1.0, *speedups])
 
 
 def walk_sweep(points: list[int], speedup_at: Any) -> tuple[list[tuple[int, float]], int]:
@@ -67,22 +63,20 @@ def walk_sweep(points: list[int], speedup_at: Any) -> tuple[list[tuple[int, floa
     answer). ``speedup_at(w)`` stands for a measurement; ``NumWorkers.apply`` makes the same
     decisions on real ones (and stops early when the budget is out)."""
     results: list[tuple[int, float]] = []
-    best = 1.0
     for w in points:
-        sp = float(speedup_at(w))
-        results.append((w, sp))
-        if not sweep_goes_on(best, sp, NumWorkers.KNEE_GAIN):
+        results.append((w, float(speedup_at(w))))
+        if not goes_on([sp for _, sp in results]):
             break
-        best = max(best, sp)
-    return results, knee_of(results, NumWorkers.KNEE_SHARE)
+    return results, knee_of(results)
 
 
 class NumWorkers(Experiment):
     """A sweep of worker counts to the knee: 2, 4, 8, ... up to the CPU cores, short trials.
 
     Each point is two interleaved pairs of short blocks (a few steps of the user's loader, whole
-    rounds of the variant's workers); the sweep stops when a point no longer adds
-    ``KNEE_GAIN`` throughput over the best so far, or at the cores, or when the budget is out.
+    rounds of the variant's workers); the sweep stops at its knee (``gain_rule``: a point that no
+    longer adds ``KNEE_GAIN`` throughput over the best so far), at the cores, or when the budget
+    is out.
     When loading dominates the step the sweep may take most of what is left (``DOMINANT_SHARE``)
     and its baseline blocks are kept short (about ``BASE_BLOCK_S``): the user's slow loader is
     re-timed at every point, and it must not use up the budget before the sweep reaches the knee
@@ -95,8 +89,6 @@ class NumWorkers(Experiment):
     group = "loader"
     share = 0.5
     DOMINANT_SHARE = 0.8  # of what is left, when loading is at least half of the step
-    KNEE_GAIN = 1.10  # a point must beat the best so far by this much, or the sweep stops
-    KNEE_SHARE = 0.95  # the answer: fewest workers within this share of the best throughput
     SWEEP_REPS = 2  # interleaved pairs per point: the loader's step time is steady
     TRIAL_STEPS = 8  # timed steps of a trial block (rounded up to whole rounds of workers)
     BASE_BLOCK_S = 0.6  # a baseline trial block takes at most about this (2 steps at least)
@@ -175,7 +167,7 @@ class NumWorkers(Experiment):
                 stopped = f"sweep stopped before {w} workers: budget exhausted"
                 break
             results.append((w, cmp))
-            if not sweep_goes_on(best, cmp.speedup, self.KNEE_GAIN):
+            if not goes_on([c.speedup for _, c in results]):
                 stopped = (
                     f"sweep stopped at {w} workers: throughput no longer rising "
                     f"({cmp.speedup:.2f}x, best so far {best:.2f}x)"
@@ -184,7 +176,7 @@ class NumWorkers(Experiment):
             best = max(best, cmp.speedup)
         if not results:
             raise Skip("budget exhausted before the first point of the sweep")
-        w = knee_of([(x, c.speedup) for x, c in results], self.KNEE_SHARE)
+        w = knee_of([(x, c.speedup) for x, c in results])
         cmp = next(c for x, c in results if x == w)
         self._confirm(ctx, w, cmp)
         series: list[dict[str, Any]] = [
@@ -216,7 +208,7 @@ class NumWorkers(Experiment):
     def _confirm(self, ctx: Context, w: int, cmp: Comparison) -> None:
         """More pairs at the answer when two left it inside the noise (a busy machine): the
         baseline's spread from two blocks is a coarse noise band, four are steadier."""
-        if cmp.wins(MIN_GAIN) or cmp.speedup - 1 <= MIN_GAIN:
+        if cmp.wins() or cmp.speedup < MIN_GAIN:
             return
         steps, pair_s = self._trial(ctx, w, cmp.speedup)
         if not ctx.affordable(self.SWEEP_REPS * pair_s):
