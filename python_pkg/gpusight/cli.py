@@ -7,8 +7,10 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import TextIO, cast
 
 from ._version import __version__
+from .text_report import EscapedStream
 
 # Each module exposes register(subparsers) and sets `func` on its parser.
 # Kept as names so that `gpusight check` never pays for importing the others.
@@ -33,6 +35,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
+    # What a command prints names the user's files and quotes their code: text, never terminal
+    # commands (a file name holding OSC 52 would write the clipboard). Both streams escape it.
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = (cast(TextIO, EscapedStream(s)) for s in streams)
     try:
         code: int = args.func(args)
     except KeyboardInterrupt:
@@ -43,6 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"gpusight {args.command}: {error_line(exc)}", file=sys.stderr)
         return 2 if is_input_error(exc) else 1
+    finally:
+        sys.stdout, sys.stderr = streams
     return code
 
 

@@ -72,6 +72,15 @@ class EscapedStream:
     def flush(self) -> None:
         self.out.flush()
 
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding: the stream's own
+        return getattr(self.out, name)
+
+
+def unescaped(stream: IO[str]) -> IO[str]:
+    """The stream under an ``EscapedStream``: for data (a report's JSON) that must go out as it
+    is, never for messages."""
+    return stream.out if isinstance(stream, EscapedStream) else stream
+
 
 def _printable_all(value: Any) -> Any:
     if isinstance(value, str):

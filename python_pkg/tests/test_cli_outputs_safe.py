@@ -185,3 +185,64 @@ def test_a_rewritten_file_keeps_its_permissions(tmp_path: Path) -> None:
     atomic_write.write_text(p, '{"a": 1}')
     assert p.stat().st_mode & 0o777 == 0o640
     assert json.loads(p.read_text()) == {"a": 1}
+
+
+def _error_paths(tmp_path: Path, script: Path) -> dict[str, list[str]]:
+    """Each command's error paths, every file name it is given carrying OSC 52."""
+    bad = tmp_path / f"x{OSC52}"
+    bad.mkdir()
+    diff = bad / f"fix{OSC52}.diff"
+    diff.write_text(f"not a diff {OSC52}\n")
+    report = _report_file(bad / f"r{OSC52}.json")
+    broken = bad / f"broken{OSC52}.json"
+    broken.write_text("{" + OSC52)
+    gone = str(bad / f"gone{OSC52}.json")
+    return {
+        "run a missing script": ["run", str(bad / f"missing{OSC52}.py")],
+        "verify a missing patch": ["run", "--verify", gone, "--report", str(report), str(script)],
+        "verify a bad patch": ["run", "--verify", str(diff), "--report", str(report), str(script)],
+        "verify a missing report": ["run", "--verify", str(diff), "--report", gone, str(script)],
+        "verify a broken report": [
+            "run",
+            "--verify",
+            str(diff),
+            "--report",
+            str(broken),
+            str(script),
+        ],
+        "html a missing report": ["html", gone],
+        "html a broken report": ["html", str(broken)],
+        "diff a broken report": ["diff", str(broken), str(report)],
+        "merge a missing file": ["merge", gone],
+        "check into a missing folder": ["check", "--json", str(bad / f"no{OSC52}" / "r.json")],
+    }
+
+
+def test_no_error_path_drives_the_terminal(
+    tmp_path: Path, script: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file name is the user's text, never a terminal command: every message that names one
+    (a missing patch, a report that is not JSON, a folder that does not exist) escapes it."""
+    raw_out: dict[str, str] = {}
+    named = []
+    for case, argv in _error_paths(tmp_path, script).items():
+        code = main(argv)
+        out, err = capsys.readouterr()
+        assert code != 0, case
+        if any(c in out + err for c in ("\x1b", "\x07", "\x9b")):
+            raw_out[case] = (out + err)[-200:]
+        if "\\x1b]52" in out + err:  # the name shown, escaped
+            named.append(case)
+    assert raw_out == {}
+    assert len(named) >= 6, named
+
+
+def test_the_scripts_own_output_is_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Escaping is for what gpusight prints: the watched script's colours reach the terminal."""
+    script = tmp_path / "colours.py"
+    script.write_text("print('\\x1b[32mgreen\\x1b[0m')\n")
+    assert main(["run", "--lean", str(script)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b[32mgreen\x1b[0m" in out

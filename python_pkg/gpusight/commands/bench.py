@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..text_report import printable, unescaped
+
 DESCRIPTION = (
     "Measure what this machine can do: matmul TFLOP/s per precision against the datasheet, "
     "host<->device copy GB/s against the PCIe link, device copies against memory bandwidth, "
@@ -20,7 +22,9 @@ class ProgressBar:
     """A one-line bar on a terminal (redrawn in place); stage lines elsewhere (logs, CI)."""
 
     def __init__(self, stream: TextIO | None = None, width: int = 28) -> None:
-        self.stream = stream if stream is not None else sys.stderr
+        # The bar redraws its line with a carriage return: it writes past the escaping stream,
+        # its stage names escaped here.
+        self.stream = unescaped(stream if stream is not None else sys.stderr)
         self.width = width
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.stage = ""
@@ -32,7 +36,7 @@ class ProgressBar:
         if not self.tty:
             if stage != self.stage:
                 self.stage = stage
-                self.stream.write(f"[{100 * fraction:3.0f}%] {stage}\n")
+                self.stream.write(f"[{100 * fraction:3.0f}%] {printable(stage)}\n")
                 self.stream.flush()
             return
         now = time.monotonic()
@@ -41,7 +45,7 @@ class ProgressBar:
         self.stage, self.last_draw = stage, now
         filled = round(self.width * fraction)
         bar = "#" * filled + "-" * (self.width - filled)
-        self.stream.write(f"\r[{bar}] {100 * fraction:3.0f}%  {stage[:40]:<40}")
+        self.stream.write(f"\r[{bar}] {100 * fraction:3.0f}%  {printable(stage[:40]):<40}")
         self.stream.flush()
         self.drawn = True
 
@@ -95,7 +99,6 @@ def run(args: argparse.Namespace) -> int:
             add_to_report(report, quick=args.quick, progress=bar)
     finally:
         bar.close()
-    from ..text_report import printable
 
     # Device and driver names come from the machine: printed as text, never as escapes.
     print(printable(format_table(report.benchmarks)))

@@ -32,7 +32,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..doctor import check
-    from ..text_report import render, use_color
+    from ..text_report import render, unescaped, use_color
     from .paths import output_problem
 
     problem = output_problem(args.json, "report") if args.json and args.json != "-" else None
@@ -42,11 +42,12 @@ def run(args: argparse.Namespace) -> int:
     report = check()
     # With the JSON on stdout, the readable report goes to stderr so stdout stays parseable.
     text_stream = sys.stderr if args.json == "-" else sys.stdout
-    text_stream.write(render(report, color=use_color(text_stream, args.no_color)))
+    # Its colours are its own; render escapes what the report says.
+    unescaped(text_stream).write(render(report, color=use_color(text_stream, args.no_color)))
     text_stream.flush()
     if args.json == "-":
         report.validate()
-        sys.stdout.write(report.to_json() + "\n")
+        unescaped(sys.stdout).write(report.to_json() + "\n")
     elif args.json:
         try:
             path = report.save(args.json)

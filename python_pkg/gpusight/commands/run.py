@@ -259,7 +259,7 @@ def run(args: argparse.Namespace) -> int:
             _outputs(w.report, args)
 
     try:
-        with _hard_exit_reported(finish_early):
+        with _hard_exit_reported(finish_early), _script_streams():
             code = _execute(script, args.args, w)
         if w.in_forked_child:
             # A fork of the script left the watched code (sys.exit in the child): it exits with
@@ -336,6 +336,20 @@ def _hard_exit_reported(finish: Callable[[int], None]) -> Iterator[None]:
 def _runnable_folder(path: str) -> bool:
     """A folder Python runs as a script (``python folder``): one holding ``__main__.py``."""
     return os.path.isdir(path) and os.path.isfile(os.path.join(path, "__main__.py"))
+
+
+@contextlib.contextmanager
+def _script_streams() -> Iterator[None]:
+    """The script prints as it would without gpusight: its colours and progress bars are its
+    own (gpusight's messages around it are escaped, ``cli.main``)."""
+    from ..text_report import unescaped
+
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = unescaped(sys.stdout), unescaped(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 def _execute(script: str, script_args: list[str], context: Any) -> int:
