@@ -135,6 +135,37 @@ def test_json_written(ip: Any, tmp_path: Any) -> None:
     assert load_report(out)["run"]["steps"] == 2 == rep.run["steps"]
 
 
+def test_json_never_writes_over_the_users_code_and_is_checked_before_the_cell_runs(
+    ip: Any, tmp_path: Any
+) -> None:
+    """The command line's output check, in the notebook: ``--json utils.py`` once overwrote the
+    user's module, and a missing folder raised a traceback after the whole cell had run."""
+    ip.run_cell("ran = 0").raise_error()
+    code = tmp_path / "utils.py"
+    code.write_text("def helper():\n    return 1\n")
+    before = code.read_bytes()
+    for target, says in ((code, "a .py file is code"), (tmp_path / "no" / "r.json", "no such")):
+        with pytest.raises(UsageError, match=says):
+            ip.run_cell_magic("gpusight", f"--steps 2 --json {target}", "ran += 1\n")
+    assert code.read_bytes() == before
+    assert ip.user_ns["ran"] == 0  # refused before the cell ran
+
+
+def test_a_report_write_that_fails_is_said_not_raised(
+    ip: Any, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ip.run_cell(SETUP).raise_error()
+    folder = tmp_path / "out"
+    folder.mkdir()
+    # The folder goes away while the cell runs: the cell's report is still its result.
+    cell = f"import shutil\nshutil.rmtree({str(folder)!r})\n" + STEP.format(n=12)
+    rep = ip.run_cell_magic(
+        "gpusight", f"--steps 2 --warmup 0 --profile-steps 0 --json {folder / 'r.json'}", cell
+    )
+    assert rep.run["steps"] == 2
+    assert "could not write" in capsys.readouterr().err
+
+
 def test_cell_lines_when_the_magic_line_was_added_for_the_user(ip: Any) -> None:
     # The sidebar's "watch next cell" prefixes `%%gpusight --first-line 1`: the user's cell has
     # no magic line, so the sync stands on its 6th line, not the 7th.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import sys
 from typing import Any, NoReturn
 
 from ..report import Report
@@ -77,6 +78,14 @@ def parse_line(line: str) -> argparse.Namespace:
         raise UsageError("%%gpusight: --steps must be at least 1")
     if args.warmup < 0 or args.profile_steps < 0:
         raise UsageError("%%gpusight: --warmup and --profile-steps must not be negative")
+    if args.json:
+        from ..commands.paths import output_problem
+
+        # Checked before the cell runs, as the command line checks it: never the user's code
+        # (utils.py), a file gpusight did not write, or a folder that is not there.
+        problem = output_problem(args.json, "report")
+        if problem:
+            raise UsageError(f"%%gpusight --json: {problem}; the cell did not run")
     return args
 
 
@@ -138,8 +147,14 @@ def run_cell(line: str, cell: str, shell: Any) -> Report:
 
 
 def _save(report: Report, path: str | None) -> None:
-    if path:
+    """The report into ``path`` too; a write that fails (a full disk, a folder removed while
+    the cell ran) is said, not raised over the cell's own result."""
+    if not path:
+        return
+    try:
         report.save(path)
+    except OSError as exc:
+        print(f"%%gpusight --json: could not write {path}: {exc.strerror or exc}", file=sys.stderr)
 
 
 def _display(report: Report) -> None:
