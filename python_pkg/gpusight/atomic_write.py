@@ -18,7 +18,9 @@ def write_bytes(path: str | Path, data: bytes) -> Path:
     p = Path(path)
     folder = p.parent if str(p.parent) else Path(".")
     mode = _mode_for(p)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{p.name}.", suffix=".tmp")
+    # The temporary name keeps a short start of the target's: a legal 255-byte name plus the
+    # random part and ".tmp" would be too long for the file system.
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{p.name[:64]}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

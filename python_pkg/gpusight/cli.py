@@ -63,8 +63,11 @@ ERROR_CHARS = 300
 def is_input_error(exc: Exception) -> bool:
     """A bad file or a bad report (exit 2) rather than a gpusight bug (exit 1)."""
     from .report_schema import ReportValidationError
+    from .rerun.write_guard import SandboxSpecError
 
-    return isinstance(exc, (ReportValidationError, OSError, UnicodeError, RecursionError))
+    return isinstance(
+        exc, (ReportValidationError, SandboxSpecError, OSError, UnicodeError, RecursionError)
+    )
 
 
 def error_line(exc: Exception) -> str:

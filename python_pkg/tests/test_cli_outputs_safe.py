@@ -246,3 +246,45 @@ def test_the_scripts_own_output_is_its_own(
     assert main(["run", "--lean", str(script)]) == 0
     out = capsys.readouterr().out
     assert "\x1b[32mgreen\x1b[0m" in out
+
+
+def test_a_long_legal_name_is_written(tmp_path: Path) -> None:
+    """A 250-byte file name is legal; the temporary file beside it must be too."""
+    path = tmp_path / ("r" * 245 + ".json")
+    typical_report().save(path)
+    assert json.loads(path.read_text())["title"] == typical_report().to_dict()["title"]
+    assert [f.name for f in tmp_path.iterdir()] == [path.name]
+
+
+def test_wrote_names_only_what_was_written(
+    script: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A report left from an earlier run is not "wrote:" when this run's write failed."""
+    old = _report_file(tmp_path / "r.json", "earlier")
+    before = _digest(old)
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    assert main(["run", "--lean", "--json", str(old), str(script)]) == 0
+    err = capsys.readouterr().err
+    assert f"could not write {old}: No space left on device" in err
+    assert "wrote:" not in err and ".tmp" not in err
+    assert _digest(old) == before
+
+
+@pytest.mark.parametrize("spec", ["notjson", "[1]", '{"protect": []}'])
+def test_a_stray_sandbox_variable_is_a_clear_error(
+    spec: str, script: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GPUSIGHT_SANDBOX is gpusight's own, for its re-runs: set by anything else, the run says
+    so and what to do, not "internal error"."""
+    monkeypatch.setenv("GPUSIGHT_SANDBOX", spec)
+    assert main(["run", "--lean", str(script)]) == 2
+    err = capsys.readouterr().err
+    assert "GPUSIGHT_SANDBOX is set" in err and "unset it" in err
+    assert "internal error" not in err

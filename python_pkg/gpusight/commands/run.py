@@ -301,10 +301,19 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
+def _write_all(report: Report, args: argparse.Namespace) -> None:
+    """The report, its page and its patch where asked; ``args.written``: the files that were
+    (the summary's "wrote:" names no file a write failed on, even one left from before)."""
+    done = [
+        _write(report, args.json),
+        _write_html(report, args.html),
+        _write_patch(report, args.patch, args.quiet),
+    ]
+    args.written = [p for p in done if p]
+
+
 def _outputs(report: Report, args: argparse.Namespace) -> None:
-    _write(report, args.json)
-    _write_html(report, args.html)
-    _write_patch(report, args.patch, args.quiet)
+    _write_all(report, args)
     if not args.quiet and sys.stderr is not None and not sys.stderr.closed:
         # A script that closed stderr gets no summary, as Python prints nothing there either.
         print_summary(report, sys.stderr, args)
@@ -513,9 +522,7 @@ def _what_if(args: argparse.Namespace, label: str) -> int:
     else:
         apply(report, out)
     report.notes.append(sandbox_note(box, base.facts))
-    _write(report, args.json)
-    _write_html(report, args.html)
-    _write_patch(report, args.patch, args.quiet)
+    _write_all(report, args)
     if not args.quiet:
         print_summary(report, sys.stderr, args)
         print_what_if(report, sys.stderr)
@@ -620,10 +627,11 @@ def _verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_patch(report: Report, path: str | None, quiet: bool) -> None:
-    """The first finding (in the report's order) whose fix is a patch of the user's lines."""
+def _write_patch(report: Report, path: str | None, quiet: bool) -> str | None:
+    """The first finding (in the report's order) whose fix is a patch of the user's lines;
+    the path where it was written."""
     if not path:
-        return
+        return None
     from ..report import sort_findings
 
     found = next((f for f in sort_findings(report.findings) if f.fix.patch), None)
@@ -633,7 +641,7 @@ def _write_patch(report: Report, path: str | None, quiet: bool) -> None:
             "would change was not seen, or lives in a library): nothing written",
             file=sys.stderr,
         )
-        return
+        return None
     from ..fixes.patch_files import header
 
     # Above the diff (patch and git apply skip it): what it fixes, and the hashes of the files
@@ -645,11 +653,12 @@ def _write_patch(report: Report, path: str | None, quiet: bool) -> None:
         write_text(path, header(found.fix.patch_files or [], what) + found.fix.patch)
     except OSError as exc:
         print(f"gpusight run: could not write {path}: {exc.strerror}", file=sys.stderr)
-        return
+        return None
     if not quiet:
         print(
             f"gpusight: the fix for {found.id} written to {path} (patch -p1 < it)", file=sys.stderr
         )
+    return path
 
 
 def _no_torch_report(label: str) -> Report:
@@ -670,19 +679,28 @@ def _no_torch_report(label: str) -> Report:
     )
 
 
-def _write(report: Report, path: str | None) -> None:
+def _write(report: Report, path: str | None) -> str | None:
     if not path:
-        return
+        return None
     try:
         report.save(path)
     except Exception as exc:
-        print(f"gpusight run: could not write {path}: {exc}", file=sys.stderr)
+        print(f"gpusight run: could not write {path}: {_why(exc)}", file=sys.stderr)
+        return None
+    return path
 
 
-def _write_html(report: Report, path: str | None) -> None:
+def _write_html(report: Report, path: str | None) -> str | None:
     if not path:
-        return
+        return None
     try:
         report.save_html(path)
     except Exception as exc:  # the run's exit code is the script's, whatever the export does
-        print(f"gpusight run: could not write {path}: {exc}", file=sys.stderr)
+        print(f"gpusight run: could not write {path}: {_why(exc)}", file=sys.stderr)
+        return None
+    return path
+
+
+def _why(exc: Exception) -> str:
+    """An OSError's reason without the temporary file's name it happened on."""
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)

@@ -54,8 +54,10 @@ def _print_next(report: Report, first: Finding | None, args: argparse.Namespace,
 
 
 def _print_written(args: argparse.Namespace, out: Any) -> None:
-    paths = [p for p in (args.json, getattr(args, "html", None), getattr(args, "patch", None)) if p]
-    written = [p for p in paths if os.path.exists(p)]
+    written = getattr(args, "written", None)
+    if written is None:
+        paths = (args.json, getattr(args, "html", None), getattr(args, "patch", None))
+        written = [p for p in paths if p and os.path.exists(p)]
     if written:
         print(f"  wrote: {', '.join(written)}", file=out)
 

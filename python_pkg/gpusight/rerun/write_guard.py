@@ -134,15 +134,26 @@ def _below(path: str, folder: str) -> bool:
 _ACTIVE: Guard | None = None
 
 
+class SandboxSpecError(ValueError):
+    """The re-run's environment variable holds something gpusight did not write."""
+
+
 def install_from_env() -> Guard | None:
     """The guard the driver asked for in the environment (None: this is not a re-run)."""
     global _ACTIVE
     spec = os.environ.get(ENV)
     if not spec or _ACTIVE is not None:
         return _ACTIVE
-    data = json.loads(spec)
-    protect = [str(p) for p in data.get("protect") or []]
-    _ACTIVE = guard = Guard(str(data["copy"]), protect, data.get("outside") == "refuse")
+    try:
+        data = json.loads(spec)
+        protect = [str(p) for p in data.get("protect") or []]
+        copy = str(data["copy"])
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise SandboxSpecError(
+            f"{ENV} is set, but not as gpusight sets it for the re-runs of --what-if and "
+            f"--verify ({type(exc).__name__}); unset it and run again"
+        ) from None
+    _ACTIVE = guard = Guard(copy, protect, data.get("outside") == "refuse")
     sys.addaudithook(guard.hook)
     from ..after_import import after_import
 
