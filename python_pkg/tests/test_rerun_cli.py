@@ -138,8 +138,10 @@ def test_the_readme_terminal_loop_runs_to_the_end(
     assert re.search(nxt, printed), printed
 
     assert main(["run", "--verify", "fix.diff", "--report", "before.json", "--steps", "8",
-                 "train.py"]) == 0  # fmt: skip
+                 "--html", "after.html", "train.py"]) == 0  # fmt: skip
     verified = capsys.readouterr().out
+    # The patched run's page, as --html gives it on any run (it used to write nothing).
+    assert "gpusight" in (tmp_path / "after.html").read_text()
     assert "measured" in verified.lower() and "predicted" in verified.lower(), verified
     assert (tmp_path / "train.py").read_text() == LOADER_BOUND  # verify changed nothing
     patch = shutil.which("patch")

@@ -617,14 +617,33 @@ def _verify(args: argparse.Namespace) -> int:
     from ..text_report import printable
 
     sys.stdout.write(printable(render_verified(out, args.verify, args.report)))
-    if args.json and out.after.report is not None:
+    _write_verified(out.after.report, args)
+    return 0
+
+
+def _write_verified(after: dict[str, Any] | None, args: argparse.Namespace) -> None:
+    """``--json`` / ``--html`` with ``--verify``: the patched run's report, or why none."""
+    asked = [p for p in (args.json, args.html) if p]
+    if not asked:
+        return
+    if after is None:
+        print(
+            f"gpusight run --verify: the patched run made no report: nothing written to "
+            f"{', '.join(asked)}",
+            file=sys.stderr,
+        )
+        return
+    if args.json:
         from ..atomic_write import write_text
 
         try:
-            write_text(args.json, json.dumps(out.after.report, indent=1))
+            write_text(args.json, json.dumps(after, indent=1))
         except OSError as exc:
-            print(f"gpusight run: could not write {args.json}: {exc}", file=sys.stderr)
-    return 0
+            print(f"gpusight run: could not write {args.json}: {_why(exc)}", file=sys.stderr)
+    if args.html:
+        from ..report_parse import report_from_dict
+
+        _write_html(report_from_dict(after), args.html)
 
 
 def _write_patch(report: Report, path: str | None, quiet: bool) -> str | None:
