@@ -288,3 +288,16 @@ def test_a_stray_sandbox_variable_is_a_clear_error(
     err = capsys.readouterr().err
     assert "GPUSIGHT_SANDBOX is set" in err and "unset it" in err
     assert "internal error" not in err
+
+
+def test_a_report_named_like_json_is_read_as_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file may be called ``{run1}.json``: the commands read it, never parse its name."""
+    monkeypatch.chdir(tmp_path)
+    _report_file(tmp_path / "{run1}.json", "braced")
+    _report_file(tmp_path / "b.json", "plain")
+    assert main(["html", "{run1}.json", "-o", "page.html"]) == 0
+    assert main(["diff", "{run1}.json", "b.json"]) == 0
+    assert "braced" in (tmp_path / "page.html").read_text()
+    capsys.readouterr()

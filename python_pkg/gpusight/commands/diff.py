@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     reports = []
     for path in (args.before, args.after):
         try:
-            reports.append(load_report(path))
+            reports.append(load_report(Path(path)))  # a file name, never JSON text
         except ReportValidationError as exc:
             print(f"gpusight: {path}: {exc}", file=sys.stderr)
             return 2

@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from ..report import load_report
 
     try:
-        data = load_report(args.report)
+        data = load_report(Path(args.report))  # a file name, never JSON text
         problem = output_problem(output, "html", [args.report])
         if problem:
             print(f"gpusight: {problem}", file=sys.stderr)

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     reports = []
     for path in _files(args.paths):
         try:
-            data = load_report(path)
+            data = load_report(Path(path))
         except ReportValidationError as exc:
             print(f"gpusight merge: {path}: {exc}", file=sys.stderr)
             return 2

@@ -32,6 +32,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from .run_summary import print_summary, print_what_if
@@ -583,7 +584,7 @@ def _verify(args: argparse.Namespace) -> int:
         from ..report_schema import ReportValidationError
 
         try:
-            report = load_report(args.report)
+            report = load_report(Path(args.report))  # a file name, never JSON text
         except (OSError, ReportValidationError) as exc:
             print(f"gpusight run --verify: {args.report}: {exc}", file=sys.stderr)
             return 2
