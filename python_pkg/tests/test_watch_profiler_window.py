@@ -102,3 +102,27 @@ def test_inductor_cuda_graphs_keep_cupti_up(
     config.triton = types.SimpleNamespace(cudagraphs=True)  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "torch._inductor.config", config)
     assert _window_env(cuda=True) == (None, None, True)
+
+
+def test_a_trace_that_cannot_be_written_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real CPU profiler window whose export fails half-way (a full temporary folder): the
+    report says why, and neither the trace nor what its writer left beside it stays behind."""
+    import torch
+
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    window = ProfilerWindow(cuda=False)
+    assert window.start()
+    torch.randn(64, 64) @ torch.randn(64, 64)
+    prof = window._prof
+    assert prof is not None
+
+    def full_disk(path: str) -> None:
+        Path(path + ".tmp").write_text('{"traceEvents": [')
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(prof, "export_chrome_trace", full_disk)
+    assert window.trace() is None
+    assert window.error is not None and "No space left" in window.error
+    assert list(tmp_path.iterdir()) == []

@@ -132,10 +132,13 @@ class ProfilerWindow:
             self.error = f"could not read the profiler trace: {type(exc).__name__}: {exc}"
             return None
         finally:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+            # The trace and what its writer left beside it when the write failed (a full
+            # temporary folder left "gpusight-trace-*.json.tmp").
+            for leftover in (path, path + ".tmp"):
+                try:
+                    os.unlink(leftover)
+                except OSError:
+                    pass
         ts = find_marker(data, ALIGN_MARKER)
         if ts is None:
             self.error = "the profiler trace lacks gpusight's alignment marker"
