@@ -238,6 +238,18 @@ def test_merge_names_missing_ranks_and_keeps_the_latest_file() -> None:
         rd.merge_reports([])
 
 
+def test_ranks_of_different_jobs_are_not_merged() -> None:
+    """Two files that disagree on the world size come from two runs: no merged report names
+    ranks missing that neither job had."""
+    reports = [rank_report(0, 20.0, world=2), rank_report(1, 20.0, world=4)]
+    with pytest.raises(
+        ValueError, match=r"disagree on the job's world size \(rank 0: 2, rank 1: 4\)"
+    ):
+        rd.merge_reports(reports)
+    # Said by the user, it stands.
+    assert rd.merge_reports(reports, world_size=4).title.endswith("2 of 4 ranks")
+
+
 def test_comm_bound_merge_names_communication() -> None:
     reports = [rank_report(r, 40.0, comm_ms=20.0 + r, nccl_ms=25.0) for r in range(2)]
     merged = rd.merge_reports(reports)

@@ -344,8 +344,16 @@ def merge_reports(
     if not reports:
         raise ValueError("no rank reports to merge")
     by_rank = _latest_by_rank(reports)
-    said = [as_int(rank_info(r).get("world_size")) for r in by_rank.values()]
-    world = world_size or max([w for w in said if w] or [len(by_rank)])
+    said = {rank: as_int(rank_info(r).get("world_size")) for rank, r in by_rank.items()}
+    sizes = sorted({w for w in said.values() if w})
+    if len(sizes) > 1 and world_size is None:
+        # Reports of different jobs: a merge would name ranks missing that no job had.
+        each = ", ".join(f"rank {r}: {w}" for r, w in sorted(said.items()) if w)
+        raise ValueError(
+            f"the reports disagree on the job's world size ({each}): they come from different "
+            "runs; merge the files of one run (or say --world-size)"
+        )
+    world = world_size or (sizes[-1] if sizes else len(by_rank))
     if not 1 <= world <= MAX_WORLD_SIZE:
         raise ValueError(f"a world size of {world} ranks is outside 1..{MAX_WORLD_SIZE}")
     ranks = [rank_evidence(rep, rank) for rank, rep in sorted(by_rank.items())]
