@@ -97,6 +97,34 @@ def test_os_exit_still_writes_the_report_and_closed_stderr_is_no_error(tmp_path:
     assert (tmp_path / "quiet.json").is_file()
 
 
+@pytest.mark.parametrize(
+    "ending",
+    [
+        "import os\nos.close(1)\nos.close(2)\n",  # its output descriptors closed
+        "import sys\nsys.setrecursionlimit(60)\n",  # a recursion limit gpusight cannot work in
+        "import sys\nsys.modules['tempfile'] = None\nsys.modules['json'] = None\n",
+    ],
+)
+def test_what_a_script_does_to_python_at_its_end_loses_no_report(
+    tmp_path: Path, ending: str
+) -> None:
+    """A script that, at its end, closes its output descriptors, lowers the recursion limit or
+    blocks standard modules exits as under Python (0), and its report is written."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "ends.py"
+    script.write_text("print('done')\n" + ending)
+    gpusight = str(Path(sys.executable).parent / "gpusight")
+    under_python = subprocess.run([sys.executable, str(script)], cwd=tmp_path, timeout=60)
+    got = subprocess.run(
+        [gpusight, "run", "--lean", "--json", "r.json", "ends.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert got.returncode == under_python.returncode == 0, got.stderr[-500:]
+    assert load_report(tmp_path / "r.json")["kind"] == "watch"
+
+
 def test_a_dataloader_traceback_holds_no_frame_of_gpusight(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -316,8 +316,11 @@ def _write_all(report: Report, args: argparse.Namespace) -> None:
 def _outputs(report: Report, args: argparse.Namespace) -> None:
     _write_all(report, args)
     if not args.quiet and sys.stderr is not None and not sys.stderr.closed:
-        # A script that closed stderr gets no summary, as Python prints nothing there either.
-        print_summary(report, sys.stderr, args)
+        # A script that closed stderr gets no summary, as Python prints nothing there either
+        # (closed by its descriptor, os.close(2), the stream only finds out when written to).
+        with contextlib.suppress(OSError):
+            print_summary(report, sys.stderr, args)
+            sys.stderr.flush()
 
 
 @contextlib.contextmanager
@@ -362,6 +365,23 @@ def _script_streams() -> Iterator[None]:
         sys.stdout, sys.stderr = saved
 
 
+@contextlib.contextmanager
+def _script_leaves_python() -> Iterator[None]:
+    """What the script did to the interpreter at its end is undone for gpusight's own work after
+    it: a recursion limit set low (``sys.setrecursionlimit(60)``) and standard modules blocked
+    (``sys.modules["tempfile"] = None``) once lost the report."""
+    limit = sys.getrecursionlimit()
+    modules = dict(sys.modules)
+    try:
+        yield
+    finally:
+        if sys.getrecursionlimit() < limit:
+            sys.setrecursionlimit(limit)
+        for name, module in modules.items():
+            if sys.modules.get(name) is None:
+                sys.modules[name] = module
+
+
 def _execute(script: str, script_args: list[str], context: Any) -> int:
     """Run ``script`` as ``python script args`` would, inside ``context``; its exit code."""
     saved_argv, saved_path0 = list(sys.argv), (sys.path[0] if sys.path else None)
@@ -375,7 +395,7 @@ def _execute(script: str, script_args: list[str], context: Any) -> int:
         sys.path.insert(0, script_dir)
     code = 0
     try:
-        with context:
+        with context, _script_leaves_python():
             _run_as_main(script)
     except SystemExit as exc:
         code = _exit_code(exc)
