@@ -226,3 +226,30 @@ def test_compiler_caches_are_routine_even_where_writes_outside_are_refused(
         guard.hook("open", (os.path.expanduser(cache), "wb", 0))
     with pytest.raises(PermissionError, match="writes outside its folder"):
         guard.hook("open", (os.path.expanduser("~/.gpusight-not-a-cache/x"), "w", 0))
+
+
+def test_a_what_if_works_with_tmpdir_inside_the_users_folder(tmp_path: Path) -> None:
+    """TMPDIR=./tmp is scratch, even inside the folder the re-runs must not change: gpusight's
+    own files and the script's temporary ones go there (every what-if failed on them)."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "project"
+    (folder / "tmp").mkdir(parents=True)
+    (folder / "train.py").write_text(
+        "import tempfile, torch\n"
+        "m = torch.nn.Linear(8, 2)\nopt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "tempfile.NamedTemporaryFile(delete=False).write(b'scratch')\n"
+        "for _ in range(40):\n"
+        "    opt.zero_grad()\n    m(torch.randn(4, 8)).sum().backward()\n    opt.step()\n"
+    )
+    gpusight = str(Path(sys.executable).parent / "gpusight")
+    env = {**os.environ, "TMPDIR": str(folder / "tmp")}
+    done = subprocess.run(
+        [gpusight, "run", "--what-if", "--budget", "40", "--steps", "8", "train.py"],
+        cwd=folder, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "baseline run failed" not in done.stderr, done.stderr[-2000:]
+    assert "does not change your files" not in done.stderr
+    assert sorted(p.name for p in folder.iterdir()) == ["tmp", "train.py"]

@@ -50,6 +50,11 @@ class Guard:
         self.protect = [os.path.realpath(p) for p in protect]
         self.refuse_outside = refuse_outside
         self.routine = routine_dirs()
+        # Scratch the environment names inside the user's folder (TMPDIR=./tmp): gpusight's own
+        # work and the script's temporary files go there, and they are no one's files.
+        self.scratch_inside = [
+            r for r in self.routine if any(_below(r, p) and r != p for p in self.protect)
+        ]
         self.outside: list[str] = []
         self.busy = False
 
@@ -84,7 +89,7 @@ class Guard:
 
     def _check(self, full: str, what: str) -> None:
         real = os.path.realpath(full)
-        if _below(real, self.copy):
+        if _below(real, self.copy) or any(_below(real, r) for r in self.scratch_inside):
             return
         for p in self.protect:
             if _below(real, p):
