@@ -32,6 +32,17 @@ def test_a_failures_reason_is_its_error_line(tmp_path: Path) -> None:
     assert "^^^" not in why and "~~~" not in why
 
 
+def test_a_failures_reason_holds_no_line_the_script_printed(tmp_path: Path) -> None:
+    """A reason is printed and kept in the report (and so in a page shared with others): what
+    the script printed before it failed, a token among it, is not part of it."""
+    log = tmp_path / "log.txt"
+    log.write_text("loss 0.31\nAPI_TOKEN=hf_secret123\n" + TRACEBACK.format(error="KeyError: 'x'"))
+    why = _reason(1, log)
+    assert "KeyError: 'x'" in why and "hf_secret123" not in why and "loss" not in why
+    log.write_text("API_TOKEN=hf_secret123\n")  # printed, then exit(3): no line says why
+    assert _reason(3, log) == "crashed: the script exited with 3"
+
+
 def test_a_script_out_of_host_memory_is_named_so(tmp_path: Path) -> None:
     log = tmp_path / "log.txt"
     error = (

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -178,14 +179,19 @@ class Outcome:
     (the batch winner and one arm on top of it)."""
 
 
+# The lines of a log that say why a run failed: an exception's line, or gpusight's own. What the
+# script printed is its own (a token, a path) and goes into no reason: a reason is shown, and
+# kept in the report that a page shared with others is made from.
+_SAYS_WHY = re.compile(r"(gpusight\b|[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b)")
+
+
 def _tail(path: Path, n: int = 2) -> str:
-    """The log's last lines that say something: not the ``^^^^`` / ``~~~~`` marks under a
-    traceback's source line."""
+    """The log's last lines that say why it failed (see ``_SAYS_WHY``)."""
     try:
         text = path.read_text("utf-8", "replace")
     except OSError:
         return ""
-    lines = [ln for ln in text.splitlines() if ln.strip() and ln.strip().strip("^~ ")]
+    lines = [ln.strip() for ln in text.splitlines() if _SAYS_WHY.match(ln.strip())]
     return " | ".join(lines[-n:])[-300:]
 
 
