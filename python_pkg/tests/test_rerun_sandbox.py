@@ -164,12 +164,12 @@ def test_a_copy_within_its_limits_links_the_rest_and_never_copies_itself(
     box = sandbox.make(str(root))
     try:
         copy = Path(box.path)
-        assert copy.parent == root / "c"
+        assert copy.parent.parent == root / "c" and copy.name == "home"
         assert not (copy / "a").is_symlink() and not (copy / "a" / "f.txt").is_symlink()
         assert (copy / "b").is_symlink()  # the entries were spent: the folder is linked whole
         assert not (copy / "c").is_symlink()  # it holds the copy: walked, the copy left out
         assert (copy / "c" / "f.txt").is_symlink()  # past the file limit: linked
-        assert not (copy / "c" / copy.name).exists()
+        assert not (copy / "c" / copy.parent.name).exists()
     finally:
         box.remove()
 
@@ -253,3 +253,21 @@ def test_a_what_if_works_with_tmpdir_inside_the_users_folder(tmp_path: Path) -> 
     assert "baseline run failed" not in done.stderr, done.stderr[-2000:]
     assert "does not change your files" not in done.stderr
     assert sorted(p.name for p in folder.iterdir()) == ["tmp", "train.py"]
+
+
+def test_what_a_run_writes_beside_its_folder_goes_with_the_copy(project: Path) -> None:
+    """``os.chdir("../logs")`` in a re-run: the copy lies in a folder of its own, under the
+    user's folder's name, so the logs land in it and go when it goes (they were left in TMPDIR)."""
+    box = sandbox.make(str(project))
+    holder = Path(box.path).parent
+    try:
+        assert Path(box.path).name == project.name
+        done = _guarded_run(
+            box, "import os\nos.makedirs('../logs')\nos.chdir('../logs')\nopen('l.txt', 'w')\n"
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert (holder / "logs" / "l.txt").is_file()
+        assert not (project.parent / "logs").exists()
+    finally:
+        box.remove()
+    assert not holder.exists()

@@ -41,12 +41,15 @@ class Sandbox:
     root: str
     """The user's folder the copy stands for."""
     path: str
+    holder: str = ""
+    """The temporary folder the copy lies in, under the folder's own name: a script that writes
+    beside its folder (``os.chdir("../logs")``) writes into it, and it goes with the copy."""
     linked: list[str] = field(default_factory=list)
     """Entries (relative) linked to the user's own instead of copied."""
     copied_bytes: int = 0
 
     def remove(self) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
+        shutil.rmtree(self.holder or self.path, ignore_errors=True)
 
     def inside(self, rel: str) -> str:
         return os.path.join(self.path, rel)
@@ -72,9 +75,12 @@ class Sandbox:
 def make(root: str, files: Mapping[str, str] | None = None, prefix: str = "gpusight-") -> Sandbox:
     """A copy of ``root`` in a new temporary folder; ``files`` (relative path -> text) are
     written into it instead of their originals. The caller removes it (``Sandbox.remove``)."""
-    box = Sandbox(os.path.abspath(root), tempfile.mkdtemp(prefix=prefix))
-    budget = _Budget(skip=os.path.realpath(box.path))
+    root = os.path.abspath(root)
+    holder = tempfile.mkdtemp(prefix=prefix)
+    box = Sandbox(root, os.path.join(holder, os.path.basename(root) or "folder"), holder)
+    budget = _Budget(skip=os.path.realpath(holder))
     try:
+        os.mkdir(box.path)
         _fill(box, box.root, box.path, "", dict(files or {}), budget)
         for rel, text in (files or {}).items():
             target = box.inside(rel)
