@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from gpusight.rerun import sandbox
@@ -271,3 +272,32 @@ def test_what_a_run_writes_beside_its_folder_goes_with_the_copy(project: Path) -
     finally:
         box.remove()
     assert not holder.exists()
+
+
+def test_sigterm_while_the_folder_is_copied_leaves_no_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A real SIGTERM to gpusight while it copies the folder for --what-if: it stops with the
+    shell's code for it, and no gpusight-whatif-copy-* is left behind."""
+    import signal
+    import tempfile
+
+    from gpusight.cli import main
+
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "train.py").write_text("print('trained')\n")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.chdir(folder)
+    fill = sandbox._fill
+
+    def terminated_while_filling(*args: Any, **kwargs: Any) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        fill(*args, **kwargs)
+
+    monkeypatch.setattr(sandbox, "_fill", terminated_while_filling)
+    assert main(["run", "--what-if", "--budget", "10", "train.py"]) == 128 + signal.SIGTERM
+    assert "interrupted while copying" in capsys.readouterr().err
+    assert list(scratch.iterdir()) == []

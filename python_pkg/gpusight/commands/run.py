@@ -495,14 +495,21 @@ def _what_if(args: argparse.Namespace, label: str) -> int:
         if not args.quiet:
             print(f"gpusight: {text}", file=sys.stderr, flush=True)
 
-    from ..rerun import sandbox
+    from ..rerun import sandbox, stop_signals
 
-    try:
-        box = sandbox.make(os.getcwd(), prefix="gpusight-whatif-copy-")
-    except OSError as exc:
-        print(f"gpusight run --what-if: cannot copy this folder to re-run in: {exc}",
-              file=sys.stderr)  # fmt: skip
-        return 2
+    # SIGTERM or Ctrl-C while the folder is copied: the copy is removed (make() cleans up on
+    # the interrupt), none is left in TMPDIR.
+    with stop_signals.as_interrupt() as stopped:
+        try:
+            box = sandbox.make(os.getcwd(), prefix="gpusight-whatif-copy-")
+        except OSError as exc:
+            print(f"gpusight run --what-if: cannot copy this folder to re-run in: {exc}",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+        except KeyboardInterrupt:
+            print("gpusight run --what-if: interrupted while copying the folder: nothing left",
+                  file=sys.stderr)  # fmt: skip
+            return stop_signals.exit_code(stopped)
     runner = ScriptRunner(
         args.script,
         args.args,
@@ -516,8 +523,6 @@ def _what_if(args: argparse.Namespace, label: str) -> int:
     driver = Driver(runner, budget_s=args.budget, warmup=args.warmup, progress=say, only=only)
     say(f"what-if: re-running {args.script} once per change, budget {args.budget:.0f} s, "
         f"in a scratch copy of this folder ({box.path})")  # fmt: skip
-    from ..rerun import stop_signals
-
     with stop_signals.as_interrupt() as got:
         try:
             out = driver.what_if()
