@@ -73,6 +73,21 @@ def test_cell_that_raises_is_restored(ip: Any) -> None:
     assert rep is not None and any("raised ValueError" in n for n in rep.notes)
 
 
+def test_a_cells_error_shows_the_cell_not_gpusight(
+    ip: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The traceback of a watched cell's own error is the cell's: gpusight's frames (the magic,
+    the watch around the cell's code) are hidden, as IPython hides its own."""
+    ip.run_cell(SETUP).raise_error()
+    capsys.readouterr()
+    cell = STEP.format(n=6) + "raise ValueError('bad value')\n"
+    result = ip.run_cell(f"%%gpusight --steps 2 --profile-steps 0\n{cell}")
+    assert isinstance(result.error_in_exec, ValueError)
+    shown = capsys.readouterr().out
+    assert "bad value" in shown and "raise ValueError" in shown
+    assert "gpusight/jupyter" not in shown and "cell_magic.py" not in shown
+
+
 def test_a_cell_raising_in_forward_at_its_first_step_reports_the_cells_line(ip: Any) -> None:
     ip.run_cell(
         SETUP + "class Net(nn.Module):\n"

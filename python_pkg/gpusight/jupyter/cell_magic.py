@@ -92,6 +92,7 @@ def parse_line(line: str) -> argparse.Namespace:
 def run_cell(line: str, cell: str, shell: Any) -> Report:
     """Watch ``cell`` run in ``shell``'s namespace; return the report."""
     global _LAST
+    __tracebackhide__ = True  # the cell's error shows the cell, not gpusight
     from ..watch.notebook_cells import running_count
     from ..watch.session import Watch
 

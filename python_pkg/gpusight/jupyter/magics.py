@@ -12,6 +12,9 @@ class GpusightMagics(Magics):  # type: ignore[misc]
     @line_cell_magic  # type: ignore[untyped-decorator]
     def gpusight(self, line: str, cell: str | None = None) -> Any:
         """``%gpusight [check|bench|...]`` or ``%%gpusight [--steps N]`` over a training cell."""
+        # The cell's own error shows the cell's lines, not gpusight's (IPython hides frames
+        # that set this).
+        __tracebackhide__ = True
         if cell is None:
             from .line_magic import run_line
 
