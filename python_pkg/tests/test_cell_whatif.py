@@ -198,3 +198,32 @@ def test_a_cells_gc_collect_is_measured_skipped_and_its_cell_patched(
     out = capsys.readouterr().out
     gain = float(out.split("measured: ")[1].split("x")[0])
     assert abs(gain / rows[0].speedup - 1.0) <= 0.2, (gain, rows[0].speedup)
+
+
+@pytest.mark.slow
+def test_a_log_an_earlier_cell_opened_is_not_written_by_the_re_runs(
+    ip: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An earlier cell opened a log file through logging (its handler keeps the file open, out
+    of the write guard's sight): the cell's re-runs add nothing to it, and the handler is back
+    on its logger afterwards."""
+    import logging
+
+    monkeypatch.chdir(tmp_path)
+    log = tmp_path / "train.log"
+    log.write_text("the user's log\n")
+    ip.user_ns["ds"] = SlowDataset(n=64, sleep_s=0.0)
+    ip.run_cell(SETUP).raise_error()
+    ip.run_cell(
+        "import logging\nlog = logging.getLogger('train')\nlog.setLevel(logging.INFO)\n"
+        "handler = logging.FileHandler('train.log')\nlog.addHandler(handler)\n"
+    ).raise_error()
+    try:
+        cell = TRAIN.replace("    step += 1\n", "    step += 1\n    log.info('step %d', step)\n")
+        rep = ip.run_cell_magic("gpusight", "--what-if --budget 20 --steps 4 --warmup 1", cell)
+        assert isinstance(rep, Report)
+        assert log.read_text() == "the user's log\n"
+        assert ip.user_ns["handler"] in logging.getLogger("train").handlers
+    finally:
+        logging.getLogger("train").removeHandler(ip.user_ns["handler"])
+        ip.user_ns["handler"].close()

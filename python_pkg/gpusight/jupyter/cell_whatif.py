@@ -140,11 +140,12 @@ class CellRunner:
             yield
             return
         from ..rerun.write_guard import guarded
+        from .log_handlers import file_handlers_detached
 
         here = os.getcwd()
         os.chdir(box.path)
         try:
-            with guarded(box.path, [box.root]):
+            with guarded(box.path, [box.root]), file_handlers_detached():
                 yield
         finally:
             os.chdir(here)
