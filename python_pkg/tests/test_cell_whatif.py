@@ -227,3 +227,32 @@ def test_a_log_an_earlier_cell_opened_is_not_written_by_the_re_runs(
     finally:
         logging.getLogger("train").removeHandler(ip.user_ns["handler"])
         ip.user_ns["handler"].close()
+
+
+@pytest.mark.slow
+def test_a_re_run_that_hangs_is_stopped_at_the_budget(ip: Any) -> None:
+    """The kernel runs a cell's re-runs itself: one that hangs (a sleep of 5 minutes in its 4th
+    step) is stopped at its time limit, and the what-if ends near its budget, not when the hang
+    does; the report says why the run failed."""
+    import time
+
+    ip.run_cell(
+        "import sys, time, torch\nm = torch.nn.Linear(32, 4)\n"
+        "opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+    ).raise_error()
+    cell = (
+        "sys._gpusight_test_runs = getattr(sys, '_gpusight_test_runs', 0) + 1\n"
+        "for i in range(200):\n"
+        "    if sys._gpusight_test_runs > 1 and i == 3:\n"
+        "        time.sleep(300)\n"
+        "    opt.zero_grad()\n    m(torch.randn(8, 32)).sum().backward()\n    opt.step()\n"
+    )
+    t0 = time.monotonic()
+    try:
+        rep = ip.run_cell_magic("gpusight", "--what-if --budget 10 --steps 5 --warmup 1", cell)
+    finally:
+        import sys
+
+        vars(sys).pop("_gpusight_test_runs", None)
+    assert time.monotonic() - t0 < 30
+    assert any("ran past its time limit" in n for n in rep.notes), rep.notes

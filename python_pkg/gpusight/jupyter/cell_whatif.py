@@ -22,6 +22,7 @@ from ..report import Report
 from ..rerun.driver import MAX_WINDOW_S, MIN_WINDOW_S, STEPS, RunResult, judge
 from ..rerun.inject import LOADER_KEYS
 from .cell_state import CellState
+from .time_limit import interrupted_after
 
 
 class _NotRemade(Exception):
@@ -91,8 +92,13 @@ class CellRunner:
                             ) from None
                         clones.append(clone)
             code = self._edited(changes)
-            with self._in_copy(), w:
-                exec(code, self.shell.user_global_ns, ns)
+            with self._in_copy(), w, interrupted_after(timeout_s) as overran:
+                try:
+                    exec(code, self.shell.user_global_ns, ns)
+                except KeyboardInterrupt:
+                    if not overran[0]:
+                        raise
+                    error = f"stopped: it ran past its time limit of {timeout_s:.0f} s"
         except KeyboardInterrupt:
             raise
         except _NotRemade as exc:
