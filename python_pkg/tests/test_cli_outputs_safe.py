@@ -24,6 +24,11 @@ from html_support import typical_report
 OSC52 = "\x1b]52;c;cm0gLXJmIH4=\x07"  # would set the clipboard to `rm -rf ~`
 
 
+def _disk_full(fd: int) -> None:
+    """``os.fsync`` on a disk that filled while the file was written."""
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
 def _digest(p: Path) -> str:
     return hashlib.sha256(p.read_bytes()).hexdigest()
 
@@ -168,10 +173,7 @@ def test_a_write_that_fails_half_way_leaves_the_old_file(
     good = _report_file(tmp_path / "r.json", "kept")
     before = _digest(good)
 
-    def full(fd: int) -> None:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    monkeypatch.setattr(os, "fsync", full)
+    monkeypatch.setattr(os, "fsync", _disk_full)
     with pytest.raises(OSError, match="No space left"):
         typical_report().save(good)
     assert _digest(good) == before
@@ -266,10 +268,7 @@ def test_wrote_names_only_what_was_written(
     old = _report_file(tmp_path / "r.json", "earlier")
     before = _digest(old)
 
-    def full(fd: int) -> None:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    monkeypatch.setattr(os, "fsync", full)
+    monkeypatch.setattr(os, "fsync", _disk_full)
     assert main(["run", "--lean", "--json", str(old), str(script)]) == 0
     err = capsys.readouterr().err
     assert f"could not write {old}: No space left on device" in err

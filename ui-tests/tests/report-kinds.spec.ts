@@ -39,13 +39,30 @@ display(gpusight.check())`;
 
 const KINDS = RECORDED.length + 1;
 
-async function measured(report: Locator): Promise<string[]> {
+/**
+ * One drawn report looked at: drawn without error, then every problem the layout checks find,
+ * under ``where`` in ``problems``, and its whole screenshot saved as ``shot``.
+ */
+async function lookAt(
+  report: Locator,
+  where: string,
+  shot: string,
+  problems: Record<string, string[]>
+): Promise<void> {
+  await expect(report.locator('article')).toBeVisible({ timeout: 30_000 });
+  await expect(report.locator('gs-error')).toHaveCount(0);
+  await report.evaluate(el => el.scrollIntoView({ block: 'start' }));
+  const title = `${where}: ${await titleOf(report)}`;
   await openDetails(report);
-  return [
+  const found = [
     ...(await overflowing(report)),
     ...(await sidewaysScrollers(report)),
     ...(await brokenWords(report))
   ];
+  if (found.length) {
+    problems[title] = found;
+  }
+  await wholeShot(report, shot);
 }
 
 async function titleOf(report: Locator): Promise<string> {
@@ -67,16 +84,8 @@ test('each kind of report fits a notebook at 1,400 px and the sidebar at 250 px,
 
   const problems: Record<string, string[]> = {};
   for (let i = 0; i < KINDS; i++) {
-    const report = drawn.nth(i);
-    await expect(report.locator('article')).toBeVisible({ timeout: 30_000 });
-    await expect(report.locator('gs-error')).toHaveCount(0);
-    await report.evaluate(el => el.scrollIntoView({ block: 'start' }));
-    const title = `${i}: ${await titleOf(report)}`;
-    const found = await measured(report);
-    if (found.length) {
-      problems[`1400 px, ${title}`] = found;
-    }
-    await wholeShot(report, testInfo.outputPath(`notebook-1400-${i}.png`));
+    const shot = testInfo.outputPath(`notebook-1400-${i}.png`);
+    await lookAt(drawn.nth(i), `1400 px, ${i}`, shot, problems);
   }
 
   await page.evaluate(() =>
@@ -98,15 +107,8 @@ test('each kind of report fits a notebook at 1,400 px and the sidebar at 250 px,
   for (let i = 0; i < KINDS; i++) {
     await entries.nth(i).click();
     await expect(entries.nth(i)).toHaveAttribute('aria-current', 'true');
-    await expect(report.locator('article')).toBeVisible({ timeout: 30_000 });
-    await expect(report.locator('gs-error')).toHaveCount(0);
-    await report.evaluate(el => el.scrollIntoView({ block: 'start' }));
-    const title = `${i}: ${await titleOf(report)}`;
-    const found = await measured(report);
-    if (found.length) {
-      problems[`250 px, ${title}`] = found;
-    }
-    await wholeShot(report, testInfo.outputPath(`sidebar-250-${i}.png`));
+    const shot = testInfo.outputPath(`sidebar-250-${i}.png`);
+    await lookAt(report, `250 px, ${i}`, shot, problems);
   }
   expect(problems).toEqual({});
 });

@@ -600,8 +600,7 @@ def _verify(args: argparse.Namespace) -> int:
     try:
         diff_text = read_text(args.verify)
     except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        print(f"gpusight run --verify: cannot read {args.verify}: {why}", file=sys.stderr)
+        print(f"gpusight run --verify: cannot read {args.verify}: {_why(exc)}", file=sys.stderr)
         return 2
     report = None
     if args.report:
@@ -697,7 +696,7 @@ def _write_patch(report: Report, path: str | None, quiet: bool) -> str | None:
     try:
         write_text(path, header(found.fix.patch_files or [], what) + found.fix.patch)
     except OSError as exc:
-        print(f"gpusight run: could not write {path}: {exc.strerror}", file=sys.stderr)
+        print(f"gpusight run: could not write {path}: {_why(exc)}", file=sys.stderr)
         return None
     if not quiet:
         print(
@@ -746,6 +745,6 @@ def _write_html(report: Report, path: str | None) -> str | None:
     return path
 
 
-def _why(exc: Exception) -> str:
+def _why(exc: BaseException) -> str:
     """An OSError's reason without the temporary file's name it happened on."""
     return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)

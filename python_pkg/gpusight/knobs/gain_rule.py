@@ -32,7 +32,8 @@ BOUND_MARGIN = 1.10
 
 def noise_pct(samples: Sequence[float]) -> float | None:
     """THE noise band of repeated measurements of one thing (see above); None for fewer than
-    two or a median that is not positive."""
+    two or a median that is not positive. The hardware benchmarks report the same band
+    (``bench/timer.Stats``); it is computed here so that a re-run never imports them."""
     if len(samples) < 2:
         return None
     qs = statistics.quantiles(samples, n=10, method="inclusive")
