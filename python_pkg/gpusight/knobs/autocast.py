@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..after_import import after_import
 from . import framework_precision
-from .base import After, Arm, Group, Knob, Situation, Target
+from .base import After, Arm, Group, Knob, Local, Situation, Target
 
 if TYPE_CHECKING:
     from ..report import Fix
@@ -94,6 +94,28 @@ class Autocast(Knob):
             return output
 
         return call, leave
+
+    local_finding = FINDING
+    local_label = "bf16 autocast (fp16 + GradScaler without bf16)"
+
+    def local_arm(self, ctx: Local) -> Arm | str:
+        if not ctx.cuda:
+            return "no CUDA device: bf16 autocast on the CPU is not a speedup gpusight measures"
+        if ctx.half_model:
+            return "the model's weights are already half precision"
+        dt = "bfloat16" if ctx.torch.cuda.is_bf16_supported() else "float16"
+        if dt == "float16" and ctx.step_fn is not None and ctx.optimizer is not None:
+            return "fp16 needs a GradScaler inside your step_fn (this GPU has no bf16)"
+        # The whole step runs under autocast (the driver's own step adds the GradScaler).
+        label = f"torch.autocast('cuda', dtype=torch.{dt})"
+        return Arm(self.name, label + (" with a GradScaler" if dt == "float16" else ""),
+                   {"autocast": dt}, FINDING)  # fmt: skip
+
+    def local_params(self, arm: Arm) -> dict[str, Any]:
+        return {"dtype": arm.changes["autocast"]}
+
+    def local_outcome(self, row: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        return {"dtype": row["dtype"]}, []
 
     def fix(self, arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
         from ..fixes import fix

@@ -67,6 +67,45 @@ class Target(Protocol):
     def batch_len(self) -> Callable[[Any], int | None]: ...
 
 
+class Local(Protocol):
+    """What the in-process driver (``whatif/``: copies of the user's objects in the kernel) tells
+    a knob about them; ``whatif/context.Context`` is one."""
+
+    @property
+    def cuda(self) -> bool: ...
+
+    @property
+    def device(self) -> Any:
+        """Where the user's model is."""
+
+    @property
+    def torch(self) -> Any: ...
+
+    @property
+    def model(self) -> Any:
+        """The user's model (never changed: the driver measures on copies)."""
+
+    @property
+    def step_fn(self) -> Any: ...
+
+    @property
+    def optimizer(self) -> Any: ...
+
+    @property
+    def half_model(self) -> bool:
+        """Every weight of the model is float16 or bfloat16."""
+
+    @property
+    def flags(self) -> dict[str, Any]:
+        """torch's global settings now (``whatif/restore.read_flags``)."""
+
+    def has_module(self, *types: Any) -> bool: ...
+
+    def affordable(self, seconds: float, reserve: float = 0.0) -> bool: ...
+
+    def seconds_left(self) -> float: ...
+
+
 @dataclass
 class Arm:
     group: str
@@ -239,3 +278,25 @@ class Knob:
         from ..report import Fix
 
         return Fix(text=arm.label)
+
+    # The in-process driver: one arm measured on copies of the user's objects.
+
+    local_finding: str = ""
+    """The finding the in-process arm is evidence of."""
+    local_label: str = ""
+    """The in-process what-if row's change where it does not measure this knob."""
+    local_min_s: float = 0.0
+    """Seconds the in-process arm takes at least, however short the step (compiling): such a
+    knob is measured last."""
+
+    def local_arm(self, ctx: Local) -> Arm | str:
+        """The change the in-process driver measures (its label the row's change), or why not."""
+        return "measured only by re-running the script (gpusight run --what-if)"
+
+    def local_params(self, arm: Arm) -> dict[str, Any]:
+        """What the in-process row says of ``arm`` besides its times."""
+        return {}
+
+    def local_outcome(self, row: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """From a measured row's params: what fills the fix's snippet, and notes for the user."""
+        return {}, []

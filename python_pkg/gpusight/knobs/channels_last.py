@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .base import After, Arm, Group, Knob, Situation, Target
+from .base import After, Arm, Group, Knob, Local, Situation, Target
 
 if TYPE_CHECKING:
     from ..report import Fix
@@ -45,6 +45,15 @@ class ChannelsLast(Knob):
         return hooks.map_tensors(
             call, lambda t: t.contiguous(memory_format=cl) if t.dim() == 4 else t
         ), None
+
+    local_finding = FINDING
+    local_label = "channels_last memory format"
+
+    def local_arm(self, ctx: Local) -> Arm | str:
+        if not ctx.has_module(ctx.torch.nn.Conv2d):
+            return "the model has no 2-d convolutions"
+        return Arm(self.name, "model and 4-d inputs in torch.channels_last memory format",
+                   {"channels_last": True}, FINDING)  # fmt: skip
 
     def fix(self, arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
         from ..fixes import fix

@@ -12,9 +12,11 @@ and its line.
 
 from __future__ import annotations
 
+import os
+import shutil
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .base import Arm, Group, Knob, Situation, Target, share
+from .base import Arm, Group, Knob, Local, Situation, Target, share
 from .graph_safety import blockers
 
 if TYPE_CHECKING:
@@ -28,6 +30,9 @@ launch finding's own bar)."""
 FORECAST_S = 60.0
 """A compiled run's time beyond the control's, for the budget: compiling forward and backward
 of a model the size the launch-bound steps have took 20-60 s on the H200."""
+LOCAL_MIN_S = 45.0
+"""The in-process arm's least cost: compiling a training step rarely takes less (below it the
+row is skipped, honestly)."""
 
 
 def _label(mode: str) -> str:
@@ -101,6 +106,41 @@ class Compile(Knob):
             out["break_even_steps"] = float(round(secs * 1000.0 / (ref_step_ms - step_ms)))
         return out
 
+    local_finding = FINDING
+    local_label = "torch.compile"
+    local_min_s = LOCAL_MIN_S
+
+    def local_arm(self, ctx: Local) -> Arm | str:
+        torch = ctx.torch
+        if not hasattr(torch, "compile"):
+            return "this torch has no torch.compile"
+        try:
+            import torch._dynamo as dynamo
+
+            if not dynamo.is_dynamo_supported():  # type: ignore[attr-defined]
+                return "torch.compile does not support this Python version"
+        except Exception as exc:
+            return f"torch.compile is unavailable: {type(exc).__name__}: {exc}"
+        if type(ctx.model).__name__ == "OptimizedModule":
+            return "the model is already compiled"
+        if not ctx.cuda and not _has_cxx():
+            return "no C++ compiler for torch.compile on the CPU (install g++)"
+        if not ctx.affordable(LOCAL_MIN_S):
+            return (
+                f"budget exhausted: torch.compile usually needs {LOCAL_MIN_S:.0f} s or more to "
+                f"compile a training step, {max(0.0, ctx.seconds_left()):.0f} s were left "
+                "(raise budget_s)"
+            )
+        return Arm(self.name, "model = torch.compile(model)", {"compile": "default"}, FINDING)
+
+    def local_outcome(self, row: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        secs = row.get("compile_s")
+        note = (
+            f"torch.compile took {secs} s to compile (once per process); "
+            "the speedup is for steps after that."
+        )
+        return {"compile_s": secs}, [note]
+
     def fix(self, arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
         from ..fixes import fix
 
@@ -112,3 +152,7 @@ class Compile(Knob):
             "launch.compile_mode",
             mode=mode,
         )
+
+
+def _has_cxx() -> bool:
+    return any(shutil.which(c) for c in (os.environ.get("CXX", "g++"), "g++", "c++", "clang++"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .base import Arm, Group, Knob, Situation, Target
+from .base import Arm, Group, Knob, Local, Situation, Target
 
 if TYPE_CHECKING:
     from ..report import Fix
@@ -33,6 +33,24 @@ class CudnnBenchmark(Knob):
     def prepare(self, hooks: Target, module: Any) -> None:
         hooks.torch.backends.cudnn.benchmark = True
         hooks.inj.hit("cudnn_benchmark")
+
+    local_finding = FINDING
+    local_label = "torch.backends.cudnn.benchmark = True"
+
+    def local_arm(self, ctx: Local) -> Arm | str:
+        torch = ctx.torch
+        if not ctx.cuda:
+            return "no CUDA device"
+        if not torch.backends.cudnn.is_available():
+            return "cudnn is not available in this torch build"
+        if ctx.flags.get("cudnn.benchmark"):
+            return "cudnn.benchmark is already on"
+        nn = torch.nn
+        tuned = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d,
+                 nn.ConvTranspose3d, nn.RNNBase)  # fmt: skip
+        if not ctx.has_module(*tuned):
+            return "the model has no convolutions or RNNs (what cudnn.benchmark tunes)"
+        return Arm(self.name, self.local_label, {"cudnn_benchmark": True}, FINDING)
 
     def fix(self, arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
         from ..fixes import fix

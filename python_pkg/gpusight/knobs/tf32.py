@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .base import Arm, Group, Knob, Situation, Target
+from .base import Arm, Group, Knob, Local, Situation, Target
 
 if TYPE_CHECKING:
     from ..report import Fix
@@ -18,6 +18,14 @@ def tf32_on(flags: dict[str, Any]) -> bool:
         "high",
         "medium",
     )
+
+
+def tf32_state(flags: dict[str, Any]) -> tuple[bool, bool]:
+    """(matmul TF32 on, cudnn TF32 on) from torch's settings as ``whatif/restore`` reads them."""
+    matmul = flags.get("float32_matmul_precision") != "highest" or (
+        flags.get("fp32_precision.cuda.matmul") == "tf32"
+    )
+    return matmul, bool(flags.get("cudnn.allow_tf32"))
 
 
 class Tf32(Knob):
@@ -49,6 +57,22 @@ class Tf32(Knob):
         torch.backends.cudnn.allow_tf32 = True
         torch.set_float32_matmul_precision("high")
         hooks.inj.hit("tf32")
+
+    local_finding = FINDING
+    local_label = "TF32 matmuls and convolutions"
+
+    def local_arm(self, ctx: Local) -> Arm | str:
+        if not ctx.cuda:
+            return "no CUDA device"
+        if ctx.torch.cuda.get_device_capability(ctx.device)[0] < 8:
+            return "this GPU has no TF32 (needs compute capability 8.0 or newer)"
+        if ctx.half_model:
+            return "the model's weights are half precision: TF32 only affects float32"
+        if all(tf32_state(ctx.flags)):
+            return "TF32 is already on for matmuls and cudnn"
+        return Arm(self.name,
+                   "torch.set_float32_matmul_precision('high') and cudnn.allow_tf32 = True",
+                   {"tf32": True}, FINDING)  # fmt: skip
 
     def fix(self, arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
         from ..fixes import fix

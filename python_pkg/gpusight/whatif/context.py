@@ -7,15 +7,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from statistics import median
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
+from torch import nn, optim
 
 from ..knobs.base import Arm as Plan
 from ..knobs.tensors import batch_len
 from .arms import Arm, Workload, loader_overrides, source_of
 from .errors import LoaderError, OutOfMemoryDuringDiagnosis, StepError
 from .loaders import is_dataloader, worker_failure
+from .restore import read_flags
 from .runner import ArmFailure, Comparison, Overrun, compare, run_block
 
 if TYPE_CHECKING:
@@ -143,8 +145,38 @@ class Context:
         after = (lo - ca) + ca / compute_speedup
         return lo / after if after > 0 else compute_speedup
 
-    def has_module(self, *types: type[torch.nn.Module]) -> bool:
+    def has_module(self, *types: type[nn.Module]) -> bool:
         return any(isinstance(m, types) for m in self.work.model.modules())
+
+    # what a knob reads (``knobs.base.Local``) --------------------------------------------------
+
+    @property
+    def torch(self) -> Any:
+        return torch
+
+    @property
+    def model(self) -> nn.Module:
+        return self.work.model
+
+    @property
+    def step_fn(self) -> Any:
+        return self.work.step_fn
+
+    @property
+    def optimizer(self) -> optim.Optimizer | None:
+        return self.work.optimizer
+
+    @property
+    def half_model(self) -> bool:
+        params = list(self.work.model.parameters())
+        return bool(params) and all(p.dtype in (torch.float16, torch.bfloat16) for p in params)
+
+    @property
+    def flags(self) -> dict[str, Any]:
+        return read_flags()
+
+    def seconds_left(self) -> float:
+        return self.budget.left()
 
     def block_s(self, source: str) -> float:
         """Seconds one baseline block takes (warm-up included), from what was measured."""

@@ -54,7 +54,6 @@ from .errors import DiagnoseError, OutOfMemoryDuringDiagnosis
 from .experiments import (
     ALL,
     TOGETHER_KEYS,
-    Compile,
     Experiment,
     NumWorkers,
     Outcome,
@@ -74,7 +73,7 @@ CACHE_BATCHES = 8
 BASELINE_SHARE = 0.25  # of the budget, for the four blocks of the unchanged step
 CACHE_SHARE = 0.1  # of the budget, for taking the batches to replay (two at least)
 MIN_STEPS = 2
-EXPERIMENT_KEYS = tuple(cls.key for cls in ALL)
+EXPERIMENT_KEYS = tuple(e.key for e in ALL)
 
 
 def _snapshot_limit() -> int | None:
@@ -282,7 +281,7 @@ def _combination_cost(ctx: Context) -> float:
 
 def _choose_reps(ctx: Context, exps: list[Experiment]) -> None:
     """Three repetitions when they all fit in the budget, two otherwise."""
-    need = sum(e.cost_s(ctx) for e in exps if not isinstance(e, Compile) and e.applies(ctx) is None)
+    need = sum(e.cost_s(ctx) for e in exps if not e.startup_s and e.applies(ctx) is None)
     if need + _combination_cost(ctx) > ctx.budget.left():
         ctx.reps = 2
 

@@ -76,10 +76,13 @@ def cpu_cores() -> int:
 
 
 class Experiment:
-    key: ClassVar[str]
-    finding_id: ClassVar[str]
-    label: ClassVar[str]
-    group: ClassVar[str]  # "loader" or "compute"
+    key: str
+    finding_id: str
+    label: str
+    group: str  # "loader" or "compute"
+    startup_s: float = 0.0
+    """Seconds it takes at least, however short the step (compiling): measured last, and left
+    out when choosing how many repetitions fit."""
 
     def applies(self, ctx: Context) -> str | None:
         raise NotImplementedError
