@@ -230,6 +230,32 @@ def test_a_log_an_earlier_cell_opened_is_not_written_by_the_re_runs(
 
 
 @pytest.mark.slow
+def test_a_file_an_earlier_cell_opened_is_not_written_by_the_re_runs(
+    ip: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An earlier cell opened a metrics file and a helper that writes to it (the file object
+    stays open in the kernel, out of the write guard's sight): the re-runs' writes go to a copy,
+    and afterwards the file object writes to the user's file again."""
+    monkeypatch.chdir(tmp_path)
+    metrics = tmp_path / "metrics.csv"
+    metrics.write_text("step\n")
+    ip.user_ns["ds"] = SlowDataset(n=64, sleep_s=0.0)
+    ip.run_cell(SETUP).raise_error()
+    ip.run_cell(
+        "metrics = open('metrics.csv', 'a')\ndef log_step(step):\n    metrics.write(f'{step}\\n')\n"
+    ).raise_error()
+    try:
+        cell = TRAIN.replace("    step += 1\n", "    step += 1\n    log_step(step)\n")
+        rep = ip.run_cell_magic("gpusight", "--what-if --budget 20 --steps 4 --warmup 1", cell)
+        assert isinstance(rep, Report)
+        assert metrics.read_text() == "step\n"
+        ip.run_cell("metrics.write('after\\n'); metrics.flush()").raise_error()
+        assert metrics.read_text() == "step\nafter\n"
+    finally:
+        ip.user_ns["metrics"].close()
+
+
+@pytest.mark.slow
 def test_a_re_run_that_hangs_is_stopped_at_the_budget(ip: Any) -> None:
     """The kernel runs a cell's re-runs itself: one that hangs (a sleep of 5 minutes in its 4th
     step) is stopped at its time limit, and the what-if ends near its budget, not when the hang

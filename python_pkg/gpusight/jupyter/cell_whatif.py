@@ -147,11 +147,17 @@ class CellRunner:
             return
         from ..rerun.write_guard import guarded
         from .log_handlers import file_handlers_detached
+        from .open_files import files_redirected
 
         here = os.getcwd()
         os.chdir(box.path)
+        scratch = os.path.join(box.holder or box.path, "open-files")
         try:
-            with guarded(box.path, [box.root]), file_handlers_detached():
+            with (
+                files_redirected(box.root, scratch),
+                file_handlers_detached(),
+                guarded(box.path, [box.root]),
+            ):
                 yield
         finally:
             os.chdir(here)
