@@ -12,7 +12,8 @@ import pytest
 from gpusight.cli import main
 from gpusight.report import load_report
 from gpusight.report_schema import ReportValidationError
-from gpusight.rerun.driver import CPU_OOM, _reason
+from gpusight.rerun.run_failure import CPU_OOM
+from gpusight.rerun.run_failure import reason as _reason
 from html_support import typical_report
 
 TRACEBACK = """Traceback (most recent call last):

@@ -111,3 +111,34 @@ def test_the_budget_is_a_hard_limit_on_the_baseline_too(tmp_path: Path) -> None:
     assert wall < 25, wall  # 10 s of budget, then the run is stopped (SIGINT, then SIGTERM)
     assert _processes_running(name) == []
     assert _ours(scratch) == []
+
+
+STUBBORN = """import signal, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C ignored
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+time.sleep(120)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_run_that_ignores_ctrl_c_and_sigterm_is_killed_within_the_budget(
+    tmp_path: Path,
+) -> None:
+    name = f"stubborn_{os.getpid()}.py"
+    (tmp_path / name).write_text(STUBBORN)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    t0 = time.monotonic()
+    done = subprocess.run(
+        [_gpusight(), "run", "--what-if", "--budget", "10", name],
+        cwd=tmp_path, env={**os.environ, "TMPDIR": str(scratch)},
+        capture_output=True, text=True, timeout=100,
+    )  # fmt: skip
+    wall = time.monotonic() - t0
+    assert done.returncode == 1
+    assert "budget ran out (--budget 10 s)" in done.stderr
+    # 10 s of budget, a quarter of it for Ctrl-C, half that for SIGTERM, then SIGKILL (it took
+    # 20 s with a fixed 10 s + 3 s).
+    assert wall < 15, wall
+    assert _processes_running(name) == []
+    assert _ours(scratch) == []

@@ -39,6 +39,7 @@ from .run_summary import print_summary, print_what_if
 
 if TYPE_CHECKING:
     from ..report import Report
+    from ..rerun.overlay import Overlay
 
 
 def register(subparsers: Any) -> None:
@@ -547,7 +548,7 @@ def _what_if(args: argparse.Namespace, label: str) -> int:
         report.notes.append(f"what-if: not run, the baseline run failed: {base.error}")
     else:
         apply(report, out)
-    report.notes.append(sandbox_note(box, base.facts))
+    report.notes.append(sandbox_note(box, base.facts, runner.overlay))
     _write_all(report, args)
     if not args.quiet:
         print_summary(report, sys.stderr, args)
@@ -558,13 +559,25 @@ def _what_if(args: argparse.Namespace, label: str) -> int:
     return 0 if base.ok or base.error == SHORT_RUN else 1
 
 
-def sandbox_note(box: Any, facts: dict[str, Any] | None) -> str:
-    """Where the re-runs wrote: a scratch copy of the folder, removed; what they wrote
-    outside it (caches and /tmp aside)."""
+def sandbox_note(
+    box: Any, facts: dict[str, Any] | None, overlay: Overlay | str | None = None
+) -> str:
+    """Where the re-runs wrote: a scratch copy of the folder, removed; whether every process
+    saw the folder through an overlay; what they wrote outside it (caches and /tmp aside)."""
     text = (
         f"the re-runs ran in a scratch copy of {box.root} (removed afterwards): what the script "
         "wrote there left your files as they were"
     )
+    if isinstance(overlay, str):
+        text += (
+            "; processes the script started and native writers (sqlite, say) were not kept "
+            f"off your folder ({overlay}): only Python's own writes were guarded"
+        )
+    elif overlay is not None:
+        text += (
+            "; every process of a re-run saw your folder through an overlay: what they wrote "
+            "to it by any path went to a scratch layer"
+        )
     if box.linked:
         shown = ", ".join(box.linked[:3]) + (" ..." if len(box.linked) > 3 else "")
         text += f"; linked rather than copied (too large, or tooling): {shown}"

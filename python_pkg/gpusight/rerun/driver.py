@@ -19,9 +19,9 @@ same in every run, outside the script's own code.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import re
 import signal
 import statistics
 import subprocess
@@ -45,7 +45,9 @@ from ..knobs import (
 from ..knobs.base import MIN_WINDOW_S
 from ..knobs.gain_rule import MIN_GAIN, beyond_bound, noise_pct, threshold
 from . import stacking
+from .overlay import Overlay, isolated, over
 from .plan import Arm, Group, combine, plan, sweep_goes_on
+from .run_failure import OOM, reason
 
 if TYPE_CHECKING:
     from .sandbox import Sandbox
@@ -179,43 +181,6 @@ class Outcome:
     (the batch winner and one arm on top of it)."""
 
 
-# The lines of a log that say why a run failed: an exception's line, or gpusight's own. What the
-# script printed is its own (a token, a path) and goes into no reason: a reason is shown, and
-# kept in the report that a page shared with others is made from.
-_SAYS_WHY = re.compile(r"(gpusight\b|[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b)")
-
-
-def _tail(path: Path, n: int = 2) -> str:
-    """The log's last lines that say why it failed (see ``_SAYS_WHY``)."""
-    try:
-        text = path.read_text("utf-8", "replace")
-    except OSError:
-        return ""
-    lines = [ln.strip() for ln in text.splitlines() if _SAYS_WHY.match(ln.strip())]
-    return " | ".join(lines[-n:])[-300:]
-
-
-# What a script that ran out of host memory leaves in its log (torch's CPU allocator, Python).
-_CPU_OOM = ("DefaultCPUAllocator: can't allocate memory", "MemoryError", "Cannot allocate memory")
-
-
-OOM = "out of memory"
-CPU_OOM = "out of host memory (RAM)"
-
-
-def _reason(rc: int, log: Path) -> str:
-    tail = _tail(log)
-    if "out of memory" in tail.lower() or "OutOfMemoryError" in tail:
-        return OOM
-    if any(m in tail for m in _CPU_OOM):
-        return CPU_OOM
-    if rc == -signal.SIGKILL:
-        return "stopped by signal 9 (SIGKILL: the kernel's out-of-memory killer, as a rule)"
-    if rc < 0:
-        return f"stopped by signal {-rc}"
-    return f"crashed: the script exited with {rc}" + (f": {tail}" if tail else "")
-
-
 Runner = Callable[[str, dict[str, Any], bool, float], RunResult]
 """(label, changes, profile, timeout_s) -> the run's result; never raises but KeyboardInterrupt."""
 
@@ -255,6 +220,11 @@ class ScriptRunner:
         self.python = python
         self.tmp = Path(tempfile.mkdtemp(prefix="gpusight-whatif-"))
         self.count = 0
+        self.overlay: Overlay | str = "no scratch copy"
+        """Every process of a run sees the user's folder through an overlay (``overlay.py``),
+        or why not (the scratch copy and its write guard only)."""
+        if sandbox is not None:
+            self.overlay = over(sandbox.root, str(self.tmp))
 
     def __call__(
         self, label: str, changes: dict[str, Any], profile: bool, timeout_s: float
@@ -321,7 +291,9 @@ class ScriptRunner:
     ) -> RunResult:
         rp, fp, log = paths
         t = time.monotonic()
-        with open(log, "wb") as out:
+        with open(log, "wb") as out, isolated(self.overlay, cmd) as cmd:
+            with contextlib.suppress(OSError):  # room for the reason, should TMPDIR fill up
+                os.posix_fallocate(out.fileno(), 0, LOG_ROOM)
             proc = subprocess.Popen(
                 cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True, env=env, cwd=cwd,
@@ -329,7 +301,7 @@ class ScriptRunner:
             try:
                 rc = proc.wait(timeout=max(1.0, timeout_s))
             except subprocess.TimeoutExpired:
-                _kill(proc)
+                _kill(proc, grace_s=min(KILL_GRACE_S, max(1.0, timeout_s * KILL_GRACE_SHARE)))
                 wall = time.monotonic() - t
                 return RunResult(label, changes, False, wall, error=f"stopped after {wall:.0f} s")
             except BaseException:
@@ -344,10 +316,8 @@ class ScriptRunner:
         facts = _read(fp)
         res = RunResult(label, changes, False, wall, report, facts)
         outcome = (facts or {}).get("outcome", "")
-        if report is None:
-            res.error = _reason(rc, log)
-        elif rc != 0 and outcome != "stopped":
-            res.error = _reason(rc, log)
+        if report is None or (rc != 0 and outcome != "stopped"):
+            res.error = reason(rc, log, (env or os.environ).get("TMPDIR"))
         return judge(res)
 
 
@@ -379,6 +349,12 @@ def _in_sandbox(
 
 
 SHORT_RUN = "the code ended before enough measured steps"
+LOG_ROOM = 64 << 10
+KILL_GRACE_S = 10.0
+KILL_GRACE_SHARE = 0.25
+"""A run stopped at its time limit gets this share of the limit (at most ``KILL_GRACE_S``) to
+end on Ctrl-C before SIGTERM, and half that again before SIGKILL: the budget stays a hard
+limit on a script that ignores both."""
 
 
 def judge(res: RunResult) -> RunResult:
@@ -751,10 +727,11 @@ def _read(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _kill(proc: subprocess.Popen[bytes]) -> None:
+def _kill(proc: subprocess.Popen[bytes], grace_s: float = KILL_GRACE_S) -> None:
     """End a re-run and everything it started: SIGINT first, as Ctrl-C would (DataLoader
-    workers then remove their ``pymp-*`` folders), then SIGTERM, then SIGKILL."""
-    for sig, wait_s in ((signal.SIGINT, 10.0), (signal.SIGTERM, 3.0)):
+    workers then remove their ``pymp-*`` folders), ``grace_s`` later SIGTERM, half that later
+    SIGKILL (a script that ignores both)."""
+    for sig, wait_s in ((signal.SIGINT, grace_s), (signal.SIGTERM, max(0.5, grace_s / 2))):
         _kill_group(proc.pid, sig)
         try:
             proc.wait(timeout=wait_s)

@@ -1,0 +1,142 @@
+"""A re-run's process tree sees the user's folder through an overlay: whatever it writes there,
+by any path and by any means (a child process, sqlite, a native library, a link of the scratch
+copy to one of the user's large files), lands in a scratch layer that goes with the run.
+
+The launcher (``LAUNCH``, run as ``python -c LAUNCH lower upper work -- cmd...``) enters a mount
+namespace of its own (and a user namespace where it is not root), mounts an overlayfs with the
+user's folder below and the scratch layer above on the folder's own path, and then becomes the
+command: every process the script starts inherits the namespace, and the mount is gone with
+the last of them. Where the kernel does not allow it (no user namespaces, an upper layer on a
+file system overlayfs refuses, not Linux), ``available`` says why and the re-runs keep to the
+scratch copy and its write guard (``sandbox.py``, ``write_guard.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+OFF_ENV = "GPUSIGHT_NO_OVERLAY"
+"""Set (to anything) to keep re-runs off the overlay: the scratch copy and its guard only."""
+PROBE_TIMEOUT_S = 20.0
+FAILED = 97
+"""The launcher's exit status where it could not set the overlay up (the command never ran)."""
+
+LAUNCH = r"""
+import ctypes, os, sys
+lower, upper, work, cmd = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[5:]
+libc = ctypes.CDLL(None, use_errno=True)
+CLONE_NEWNS, CLONE_NEWUSER, MS_REC, MS_PRIVATE = 0x20000, 0x10000000, 0x4000, 0x40000
+def fail(what):
+    err = ctypes.get_errno()
+    sys.stderr.write(f"gpusight overlay: {what}: {os.strerror(err) if err else 'failed'}\n")
+    sys.exit(97)
+uid, gid = os.geteuid(), os.getegid()
+here = os.getcwd()
+if libc.unshare(CLONE_NEWNS if uid == 0 else CLONE_NEWNS | CLONE_NEWUSER) != 0:
+    fail("no mount namespace")
+if uid != 0:
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                       ("gid_map", f"{gid} {gid} 1")):
+        try:
+            with open(f"/proc/self/{name}", "w") as f:
+                f.write(text)
+        except OSError as exc:
+            sys.stderr.write(f"gpusight overlay: {name}: {exc}\n")
+            sys.exit(97)
+if libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+    fail("the mounts could not be made private")
+opts = f"lowerdir={lower},upperdir={upper},workdir={work}".encode()
+if libc.mount(b"overlay", lower.encode(), b"overlay", 0, opts) != 0:
+    fail("overlayfs refused")
+os.chdir(here)  # a folder below the mount is now seen through it
+if cmd:
+    os.execvp(cmd[0], cmd)
+"""
+
+
+@dataclass
+class Overlay:
+    """Overlays over ``lower`` (the user's folder), their layers in ``holder``: a fresh layer a
+    run (``layer``), so that no run sees what an earlier one wrote."""
+
+    lower: str
+    holder: str
+
+    def wrap(self, cmd: list[str], upper: str, work: str) -> list[str]:
+        """``cmd`` run inside an overlay with the layer ``upper`` (``work``: overlayfs's own)."""
+        return [sys.executable, "-c", LAUNCH, self.lower, upper, work, "--", *cmd]
+
+    @contextlib.contextmanager
+    def layer(self) -> Iterator[tuple[str, str]]:
+        """A new (upper, work) pair, removed after the run whatever happened."""
+        root = tempfile.mkdtemp(prefix="overlay-", dir=self.holder)
+        try:
+            upper, work = os.path.join(root, "upper"), os.path.join(root, "work")
+            os.mkdir(upper)
+            os.mkdir(work)
+            yield upper, work
+        finally:
+            remove(root)
+
+
+@contextlib.contextmanager
+def isolated(overlay: Overlay | str, cmd: list[str]) -> Iterator[list[str]]:
+    """``cmd`` inside a fresh layer of ``overlay``; as it is where there is none (its reason)."""
+    if isinstance(overlay, str):
+        yield cmd
+        return
+    with overlay.layer() as (upper, work):
+        yield overlay.wrap(cmd, upper, work)
+
+
+def unsuitable(lower: str, holder: str) -> str | None:
+    """Why an overlay over ``lower`` with its layers in ``holder`` is not tried (None: it is)."""
+    if os.environ.get(OFF_ENV):
+        return f"{OFF_ENV} is set"
+    if not sys.platform.startswith("linux"):
+        return "overlays are a Linux feature"
+    real, box = os.path.realpath(lower), os.path.realpath(holder)
+    if real == os.path.sep:
+        return "the folder is the file system's root"
+    if (box + os.sep).startswith(real + os.sep):
+        return "the scratch folder lies inside the folder it would cover"
+    return None
+
+
+def over(lower: str, holder: str) -> Overlay | str:
+    """Overlays over ``lower`` after a trial mount with a layer in ``holder``, or why none."""
+    why = unsuitable(lower, holder)
+    if why is not None:
+        return why
+    made = Overlay(os.path.abspath(lower), holder)
+    try:
+        with made.layer() as (upper, work):
+            done = subprocess.run(
+                made.wrap([], upper, work),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=PROBE_TIMEOUT_S,
+                check=False,
+            )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"the overlay's trial failed: {type(exc).__name__}: {exc}"
+    if done.returncode != 0:
+        said = done.stderr.decode(errors="replace").strip().splitlines()
+        return said[-1].removeprefix("gpusight overlay: ") if said else "the overlay failed"
+    return made
+
+
+def remove(path: str) -> None:
+    """``path`` and all below it; overlayfs leaves its work folder unreadable (mode 000)."""
+    for dirpath, dirnames, _files in os.walk(path):  # top-down: opened before it descends
+        for d in dirnames:
+            with contextlib.suppress(OSError):
+                os.chmod(os.path.join(dirpath, d), 0o700)
+    shutil.rmtree(path, ignore_errors=True)
