@@ -11,5 +11,5 @@ BREAKDOWN_LABELS = {
     "launch_overhead": "Kernel launch overhead",
     "other_cpu": "Other CPU work",
     "communication": "Communication",
-    "between_steps": "Between steps (evaluation, checkpoints)",
+    "between_steps": "Between steps (evaluation, checkpoints, epoch starts)",
 }

@@ -251,6 +251,14 @@ CATALOGUE: dict[str, CatalogueEntry] = {
         "time inside `optimizer.step()` against the step; `gpusight run --what-if` measures "
         "`fused=True`.",
     ),
+    "load.epoch_start": CatalogueEntry(
+        "A DataLoader that does not keep its worker processes (`persistent_workers=False`) "
+        "starts them anew at every epoch: each runs its `worker_init_fn` and receives the "
+        "dataset again before the first batch. Short epochs make that a large share of the run.",
+        _WATCH + ": the time from `iter(loader)` until its first batch, as a phase between the "
+        "steps, with its period (the epoch's batches), the loop's line and the loader's "
+        "`worker_init_fn`.",
+    ),
     "load.float64": CatalogueEntry(
         "The model (its parameters, or the inputs of a model without any) runs in float64, most "
         "often by accident: made `.double()` to match numpy's float64 arrays. float64 never "

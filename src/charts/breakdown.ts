@@ -16,7 +16,7 @@ export const BREAKDOWN_LABELS: Record<BreakdownKey, string> = {
   launch_overhead: 'Kernel launch overhead',
   other_cpu: 'Other CPU work',
   communication: 'Communication',
-  between_steps: 'Between steps (evaluation, checkpoints)',
+  between_steps: 'Between steps (evaluation, checkpoints, epoch starts)',
   unattributed: 'Unattributed'
 };
 

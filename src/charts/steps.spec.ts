@@ -77,6 +77,22 @@ describe('step-time strip', () => {
     expect(readPhases({ phases: [{ kind: 'evaluation', steps: [] }] })).toEqual(
       []
     );
+    expect(readPhases({ phases: [{ kind: 'toString', steps: [1] }] })).toEqual(
+      []
+    );
+    const epochs = readPhases({
+      phases: [
+        {
+          kind: 'epoch_start',
+          steps: [6, 16],
+          times_ms: [420, 422],
+          period_steps: 10
+        }
+      ]
+    });
+    expect(phaseCaption(epochs[0])).toBe(
+      "The DataLoader's workers starting every 10 steps: 421 ms each (steps 7, 17)."
+    );
     const phases = readPhases({
       phases: [
         {

@@ -2,7 +2,7 @@
  * The step-time strip: one bar per step, its time on y, so a stall every k steps shows at a
  * glance as a comb of tall bars. The watch's periodic-stall finding (`run.stall`, optional)
  * marks the stalled steps and names the period in a caption; what ran between the steps
- * (`run.phases`: evaluation, checkpoints) marks the steps that held it.
+ * (`run.phases`: evaluation, checkpoints, epoch starts) marks the steps that held it.
  */
 import { axisBottom, axisLeft } from 'd3-axis';
 import { scaleLinear } from 'd3-scale';
@@ -55,8 +55,17 @@ export function readStall(run: unknown): StepStall | null {
 }
 
 /** What ran between the steps: its kind, the steps (0-based) that held it, its period. */
+export type PhaseKind = 'evaluation' | 'checkpoint' | 'epoch_start';
+
+/** Each kind in words, as a bar's tooltip and the legend name it. */
+export const PHASE_NAMES: Record<PhaseKind, string> = {
+  evaluation: 'evaluation',
+  checkpoint: 'checkpoint save',
+  epoch_start: 'epoch start'
+};
+
 export interface StepPhase {
-  kind: 'evaluation' | 'checkpoint';
+  kind: PhaseKind;
   steps: number[];
   periodSteps: number | null;
   msEach: number;
@@ -78,7 +87,10 @@ export function readPhases(run: unknown): StepPhase[] {
     }
     const o = p as Record<string, unknown>;
     const kind =
-      o.kind === 'evaluation' || o.kind === 'checkpoint' ? o.kind : null;
+      typeof o.kind === 'string' &&
+      Object.prototype.hasOwnProperty.call(PHASE_NAMES, o.kind)
+        ? (o.kind as PhaseKind)
+        : null;
     const steps = Array.isArray(o.steps)
       ? o.steps.filter((s): s is number => Number.isInteger(s) && s >= 0)
       : [];
@@ -101,7 +113,11 @@ export function readPhases(run: unknown): StepPhase[] {
 
 /** "An evaluation every 8 steps: 20.2 ms each (steps 3, 11)." */
 export function phaseCaption(p: StepPhase): string {
-  const what = p.kind === 'evaluation' ? 'An evaluation' : 'A checkpoint save';
+  const what = {
+    evaluation: 'An evaluation',
+    checkpoint: 'A checkpoint save',
+    epoch_start: "The DataLoader's workers starting"
+  }[p.kind];
   const every = p.periodSteps ? ` every ${p.periodSteps} steps` : '';
   const shown = p.steps.slice(0, 4).map(s => String(s + 1));
   const more = p.steps.length > 4 ? ', ...' : '';
@@ -215,12 +231,7 @@ export function stepsLegend(
   }
   const kinds = new Set(phases.map(p => p.kind));
   if (kinds.size) {
-    const label =
-      kinds.size > 1
-        ? 'between steps'
-        : kinds.has('evaluation')
-          ? 'evaluation'
-          : 'checkpoint save';
+    const label = kinds.size > 1 ? 'between steps' : PHASE_NAMES[[...kinds][0]];
     items.push({
       mark: 'bar',
       label,
@@ -281,7 +292,7 @@ function stepTag(
   const kind = new Map<number, string>();
   for (const p of phases) {
     for (const i of p.steps) {
-      kind.set(i, p.kind === 'evaluation' ? 'evaluation' : 'checkpoint save');
+      kind.set(i, PHASE_NAMES[p.kind]);
     }
   }
   return i => kind.get(i) ?? (stalled.has(i) ? 'stalled' : null);

@@ -74,7 +74,7 @@ export const BOTTLENECK_LABEL: Record<Bottleneck, string> = {
   precision: 'Precision',
   memory_capacity: 'GPU memory capacity',
   communication: 'Communication',
-  between_steps: 'Between steps (evaluation, checkpoints)',
+  between_steps: 'Between steps (evaluation, checkpoints, epoch starts)',
   compute: 'Compute (the GPU is busy)',
   none: 'No bottleneck found'
 };

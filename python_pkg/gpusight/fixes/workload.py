@@ -333,6 +333,23 @@ WORKLOAD_SNIPPETS = [
         {"site": "train.py:88", "period": 50, "twice": 100, "share": 30},
     ),
     Snippet(
+        "phase.keep_workers",
+        "python",
+        "from torch.utils.data import DataLoader\n"
+        "\n"
+        "# {site}: every {period} steps the DataLoader starts its {workers} worker processes\n"
+        "# anew ({ms} ms, {share}% of the run). Kept alive, they start once; a worker_init_fn\n"
+        "# then runs once per worker, not once per epoch.\n"
+        "loader = DataLoader(\n"
+        "    dataset,\n"
+        "    batch_size=64,\n"
+        "    shuffle=True,\n"
+        "    num_workers={workers!r},\n"
+        "    persistent_workers=True,\n"
+        ")\n",
+        {"site": "train.py:40", "period": 24, "workers": 8, "ms": 900, "share": 40},
+    ),
+    Snippet(
         "phase.checkpoint_less_often",
         "python",
         "import threading\n"

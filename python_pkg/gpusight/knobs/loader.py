@@ -9,13 +9,14 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .base import Arm, Group, Knob, Situation, Target
+from .base import Arm, Group, Knob, Situation, Target, share
 
 if TYPE_CHECKING:
     from ..report import Fix
 
 LOADER_KEYS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "batch_size")
 FINDING = "load.input_bound"
+EPOCH_FINDING = "load.epoch_start"
 # The loader's changes are planned where loading takes at least this share of the step (%).
 MIN_DATA_SHARE = 5.0
 UNAPPLIED = "no DataLoader took the setting: a batch sampler, or no DataLoader at all"
@@ -85,7 +86,10 @@ class _LoaderKnob(Knob):
 
     applied_as = "loader"
     unapplied = UNAPPLIED
-    titles: ClassVar[dict[str, str]] = {"load.input_bound": "The input pipeline sets the pace"}
+    titles: ClassVar[dict[str, str]] = {
+        "load.input_bound": "The input pipeline sets the pace",
+        EPOCH_FINDING: "The DataLoader's workers start anew at every epoch",
+    }
 
     def fix(self, arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
         return _loader_fix(arm, items, facts)
@@ -147,20 +151,27 @@ class LoaderSettings(_LoaderKnob):
     keys = ("pin_memory", "persistent_workers", "prefetch_factor")
 
     def groups(self, s: Situation) -> list[Group]:
-        if s.loader is None or s.data_share < MIN_DATA_SHARE:
+        # Epoch starts are a phase between the steps (the watch's load.epoch_start), out of
+        # the steps' data wait: keeping the workers is tried for them whatever that wait is.
+        restarts = EPOCH_FINDING in s.ids
+        if s.loader is None or (s.data_share < MIN_DATA_SHARE and not restarts):
             return []
-        g = Group("loader", s.data_share * 0.5)
         ld = s.loader
-        if s.cuda and not ld.get("pin_memory"):
+        between = share(s.facts, "between_steps") if restarts else 0.0
+        g = Group("loader", max(s.data_share, between) * 0.5)
+        feeds = s.data_share >= MIN_DATA_SHARE
+        if feeds and s.cuda and not ld.get("pin_memory"):
             g.arms.append(Arm("loader", "DataLoader pin_memory=True", {"pin_memory": True},
                               FINDING))  # fmt: skip
         if int(ld.get("num_workers") or 0) > 0:
             if not ld.get("persistent_workers") and int(s.facts.get("epochs_seen") or 0) > 1:
                 g.arms.append(Arm("loader", "DataLoader persistent_workers=True",
-                                  {"persistent_workers": True}, FINDING))  # fmt: skip
+                                  {"persistent_workers": True},
+                                  EPOCH_FINDING if restarts else FINDING))  # fmt: skip
             pf = int(ld.get("prefetch_factor") or 2)
-            g.arms.append(Arm("loader", f"DataLoader prefetch_factor={pf * 2}",
-                              {"prefetch_factor": pf * 2}, FINDING))  # fmt: skip
+            if feeds:
+                g.arms.append(Arm("loader", f"DataLoader prefetch_factor={pf * 2}",
+                                  {"prefetch_factor": pf * 2}, FINDING))  # fmt: skip
         return [g] if g.arms else []
 
     def validate(self, changes: dict[str, Any]) -> str | None:

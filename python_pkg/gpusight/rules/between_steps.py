@@ -1,5 +1,6 @@
-"""What runs between the training steps (evaluation, checkpoint saving) -> its share of the run
-and one finding per kind, with its period, the line that starts it, and the phase's own fix.
+"""What runs between the training steps (evaluation, checkpoint saving, a DataLoader's epoch
+start) -> its share of the run and one finding per kind, with its period, the line that starts
+it, and the phase's own fix.
 Pure; never imports torch.
 
 The watch times each phase apart from the training steps (``watch/phases.py``): a step's figures
@@ -21,7 +22,15 @@ from ..report import Evidence, Finding, Fix, Impact, Severity, SourceLine
 
 EVALUATION = "evaluation"
 CHECKPOINT = "checkpoint"
-KINDS = {"code.eval_phase": EVALUATION, "code.checkpoint_phase": CHECKPOINT}
+EPOCH_START = "epoch_start"
+KINDS = {
+    "code.eval_phase": EVALUATION,
+    "code.checkpoint_phase": CHECKPOINT,
+    "load.epoch_start": EPOCH_START,
+}
+WHAT = {EVALUATION: "An evaluation", CHECKPOINT: "Saving a checkpoint",
+        EPOCH_START: "The DataLoader's workers starting anew"}  # fmt: skip
+"""Each kind as a title begins."""
 FINDING_IDS = {kind: fid for fid, kind in KINDS.items()}
 WARN_PCT = 5.0
 CRITICAL_PCT = 25.0
@@ -72,6 +81,13 @@ class PhaseSeen:
     """The line that called the function holding ``source`` (the loop's ``evaluate(...)``)."""
     syncs_recorded: bool = True
     """Whether syncs could be seen at all (CUDA's sync-debug mode: not on a CPU run)."""
+    workers: int = 0
+    """An epoch start's worker processes."""
+    init_fn: str | None = None
+    """An epoch start's ``worker_init_fn``, by name."""
+    feeds_steps: bool = False
+    """An epoch start's loader is the one that fed the training steps (its call is the one the
+    report's loader fixes patch)."""
 
     @property
     def period(self) -> int | None:
@@ -131,21 +147,39 @@ def _impact(share: float, period: int | None, kind: str) -> Impact:
     hi = 100.0 / (100.0 - share)
     every = f"every {2 * period} steps instead of {period}" if period else "half as often"
     what = "evaluating" if kind == EVALUATION else "saving"
+    text = (
+        f"It takes {share:.0f}% of the run: {what} {every} gives {lo:.2f}x; the phase "
+        f"costing nothing at all would give {hi:.2f}x. Estimated {lo:.2f}x to {hi:.2f}x."
+    )
+    if kind == EPOCH_START:
+        # Kept workers start once; each epoch still waits for its first batches to be made.
+        text = (
+            f"It takes {share:.0f}% of the run: with the workers kept, only each epoch's first "
+            f"batches are left of it ({lo:.2f}x if that is half) and none of the start-up "
+            f"({hi:.2f}x if the first batches cost nothing). Estimated {lo:.2f}x to {hi:.2f}x."
+        )
     return Impact(
         basis="estimated",
-        text=f"It takes {share:.0f}% of the run: {what} {every} gives {lo:.2f}x; the phase "
-        f"costing nothing at all would give {hi:.2f}x. Estimated {lo:.2f}x to {hi:.2f}x.",
+        text=text,
         speedup=round(lo, 2),
         recoverable_pct=round(share / 2, 1),
         speedup_range=(round(lo, 2), round(hi, 2)),
     )
 
 
+def _start(phase: PhaseSeen) -> SourceLine | None:
+    """The line to name: the loop's call of the function that evaluates or saves; an epoch
+    start's own ``for`` over the loader."""
+    if phase.kind == EPOCH_START:
+        return phase.source or phase.caller
+    return phase.caller or phase.source
+
+
 def _title(phase: PhaseSeen, share: float) -> str:
-    what = "An evaluation" if phase.kind == EVALUATION else "Saving a checkpoint"
+    what = WHAT[phase.kind]
     p = phase.period
     often = f" every {p} steps" if p else ""
-    start = phase.caller or phase.source
+    start = _start(phase)
     at = f" ({_where(start)})" if start is not None else ""
     return f"{what}{often} takes {share:.0f}% of the run, {format_ms(phase.ms_each)} each{at}"
 
@@ -162,6 +196,10 @@ def _evidence(phase: PhaseSeen, share: float) -> list[Evidence]:
         out.append(Evidence("starts at", _where(phase.source), None, phase.source))
     if phase.caller is not None:
         out.append(Evidence("called from", _where(phase.caller), None, phase.caller))
+    if phase.kind == EPOCH_START:
+        out.append(Evidence("worker processes", phase.workers))
+        if phase.init_fn:
+            out.append(Evidence("worker_init_fn", phase.init_fn))
     if phase.kind == EVALUATION:
         if phase.syncs_recorded:
             out.append(Evidence("syncs each", round(phase.syncs / n, 1)))
@@ -200,6 +238,8 @@ def _fix(phase: PhaseSeen, share: float, every: int) -> Fix:
             twice=2 * every,
             share=round(share),
         )
+    if phase.kind == EPOCH_START:
+        return _keep_workers(phase, share, every, site)
     return fix(
         "Save less often, and write the checkpoint from a background thread.",
         "phase.checkpoint_less_often",
@@ -207,6 +247,26 @@ def _fix(phase: PhaseSeen, share: float, every: int) -> Fix:
         ms=round(phase.ms_each),
         period=every,
         twice=2 * every,
+        share=round(share),
+    )
+
+
+def _keep_workers(phase: PhaseSeen, share: float, every: int, site: str) -> Fix:
+    init = (
+        f" Its worker_init_fn ({phase.init_fn}) then runs once per worker, not at every "
+        "epoch; if it builds something (a vocabulary, a tokenizer), build that once in the main "
+        "process and hand it to the dataset."
+        if phase.init_fn
+        else ""
+    )
+    return fix(
+        "Keep the DataLoader's worker processes alive between epochs "
+        f"(persistent_workers=True): they start once, not every {every} steps." + init,
+        "phase.keep_workers",
+        site=site,
+        period=every,
+        workers=phase.workers,
+        ms=round(phase.ms_each),
         share=round(share),
     )
 
@@ -239,10 +299,12 @@ def findings(phases: list[PhaseSeen], whole_ms: float, measured_steps: int) -> l
 def summary(phases: list[PhaseSeen], share: float, busy: str) -> str:
     """The verdict's sentence when the phases take the most time."""
     top = max(phases, key=lambda p: sum(p.ms))
-    what = "evaluation" if top.kind == EVALUATION else "checkpoint saving"
+    what = {EVALUATION: "evaluation", CHECKPOINT: "checkpoint saving"}.get(
+        top.kind, "the DataLoader's workers starting anew"
+    )
     p = top.period
     often = f" every {p} steps" if p else ""
-    start = top.caller or top.source
+    start = _start(top)
     at = f" ({_where(start)})" if start is not None else ""
     return (
         f"Between steps: {what}{often}{at} takes {share:.0f}% of the run, "

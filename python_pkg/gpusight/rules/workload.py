@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..durations import format_ms
+from ..fixes.workload_patches import loader_values_fix
 from ..report import Finding, Fix, Scalar, Verdict
 from ..report_schema import breakdown_keys
 from . import between_steps
@@ -310,7 +311,13 @@ def _add_phases(ev: WorkloadEvidence, result: WorkloadResult) -> None:
     whole = result.step_time_ms + between
     result.step_time_ms = whole
     result.breakdown_ms["between_steps"] = between
-    result.findings.extend(between_steps.findings(ev.phases, whole, n))
+    found = between_steps.findings(ev.phases, whole, n)
+    if any(p.kind == between_steps.EPOCH_START and p.feeds_steps for p in ev.phases):
+        # The loader whose workers restart is the one that fed the steps: its call is patched.
+        for f in found:
+            if f.id == between_steps.FINDING_IDS[between_steps.EPOCH_START]:
+                f.fix = loader_values_fix(f.fix, ev.loader_source, {"persistent_workers": True})
+    result.findings.extend(found)
     inside = max(
         (v for k, v in result.breakdown_ms.items() if k not in ("compute", "between_steps")),
         default=0.0,

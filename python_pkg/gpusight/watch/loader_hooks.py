@@ -4,6 +4,7 @@ the iterator, starting its workers), the loader's settings, and the user's line 
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from threading import get_ident
 from time import perf_counter_ns
@@ -48,6 +49,7 @@ class LoaderHooks(WatchState):
                     w._new_loader(seen)
                 if seen.calls == 0 or getattr(it, "_num_yielded", 2) == 1:
                     cur.epoch = True  # a first batch: a new epoch (persistent iterators too)
+                    w.phases.first_batch(it, t1)
                     if len(seen.epoch_start_ns) < MAX_EPOCH_STARTS:
                         made = w._iter_made_ns.pop(id(it), 0)
                         seen.epoch_start_ns.append(made + t1 - t0)
@@ -68,6 +70,7 @@ class LoaderHooks(WatchState):
             t0 = perf_counter_ns()
             it = orig(dl)
             t1 = perf_counter_ns()
+            w.phases.epoch_begins(it, t0, sys._getframe(1))
             rec.current.data_ns += t1 - t0
             if rec.recording_window:
                 rec.window.data_wait.append((t0, t1))

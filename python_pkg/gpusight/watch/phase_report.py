@@ -87,6 +87,7 @@ def phase_evidence(w: WatchedRun, rec: StepRecorder, clean: list[StepRecord]) ->
     if not events:
         return []
     in_clean = {id(r): i for i, r in enumerate(clean)}
+    main = max(w.collected.loaders.values(), key=lambda s: s.calls, default=None)
     by_kind: dict[str, PhaseSeen] = {}
     sites: dict[str, dict[str, int]] = {}
     for ev in events:
@@ -99,6 +100,9 @@ def phase_evidence(w: WatchedRun, rec: StepRecorder, clean: list[StepRecord]) ->
                 source=_line(ev.site),
                 caller=_line(ev.caller),
                 syncs_recorded=w.cuda_available,
+                workers=ev.workers,
+                init_fn=ev.init_fn,
+                feeds_steps=main is not None and ev.dataset_id == main.dataset_id,
             )
             sites[ev.kind] = {}
         at = _step_of(rec.records, ev.start_ns)
@@ -161,9 +165,8 @@ def unmeasured_note(phases: list[PhaseSeen], measured: int) -> str | None:
     """What to say when phases ran, but none within the reported steps."""
     if not phases or any(p.ms for p in phases):
         return None
-    kinds = " and ".join(
-        sorted({"an evaluation" if p.kind == "evaluation" else "a checkpoint" for p in phases})
-    )
+    names = {"evaluation": "an evaluation", "checkpoint": "a checkpoint"}
+    kinds = " and ".join(sorted({names.get(p.kind, "an epoch start") for p in phases}))
     at = sorted(s for p in phases for s in p.all_steps)
     where = f" (step {', '.join(str(s) for s in at[:5])})" if at else ""
     return (

@@ -1,12 +1,16 @@
-"""What runs between training steps: evaluation and checkpoint saving, timed apart from the steps.
+"""What runs between training steps: evaluation, checkpoint saving and a DataLoader's epoch start,
+timed apart from the steps.
 
 An evaluation begins where the loop puts a model with parameters into eval mode (``model.eval()``:
 the outermost ``Module.train(False)`` call) and ends where the model goes back (``train(True)``)
 or where training resumes without it (the next optimizer step or backward). A checkpoint is one
 call of ``torch.save`` or of a library's own save (``save_pretrained``, a trainer's checkpoint),
-the outermost one where they nest. What the watch's other hooks measured meanwhile (the loader's
-wait, copies, time in the model, syncs) moves out of the step into the phase, so that a step's
-figures stay the training step's, and the step keeps how long its phases took (``phase_ns``).
+the outermost one where they nest. An epoch start is a DataLoader with worker processes it does
+not keep (``persistent_workers=False``) making its iterator (``iter(loader)``: the workers start,
+``worker_init_fn`` runs in each, the dataset is sent to them) until its first batch arrives.
+What the watch's other hooks measured meanwhile (the loader's wait, copies, time in the model,
+syncs) moves out of the step into the phase, so that a step's figures stay the training step's,
+and the step keeps how long its phases took (``phase_ns``).
 
 Only while a training loop drives the steps (an optimizer or a backward ends them): in inference
 every call is in eval mode, and nothing runs between steps. A model put in eval mode at every
@@ -34,6 +38,7 @@ if TYPE_CHECKING:
 
 EVALUATION = "evaluation"
 CHECKPOINT = "checkpoint"
+EPOCH_START = "epoch_start"
 TRAINING_KINDS = frozenset({"optimizer", "backward"})
 PER_STEP_EVALS = 3
 MAX_EVENTS = 10_000
@@ -69,6 +74,12 @@ class PhaseEvent:
     syncs: int = 0
     sync_sites: dict[str, int] = field(default_factory=dict)
     """Syncs recorded in the phase, by the watch's site key (``file:line``)."""
+    workers: int = 0
+    """An epoch start's worker processes."""
+    init_fn: str | None = None
+    """An epoch start's ``worker_init_fn``, by name, where the loader has one."""
+    dataset_id: int = 0
+    """``id`` of an epoch start's dataset: which loader it was."""
 
     @property
     def duration_ns(self) -> int:
@@ -109,7 +120,8 @@ class PhaseTracker:
             ev.framework_ns, cur.framework_ns = cur.framework_ns - framework, framework
             ev.syncs += cur.syncs - syncs
             cur.syncs = syncs
-            cur.epoch = epoch  # an evaluation's own loader is no epoch of the training's
+            if ev.kind != EPOCH_START:
+                cur.epoch = epoch  # an evaluation's own loader is no epoch of the training's
             cur.phase_ns += ev.duration_ns
         rec.phase_seen = True
         rec.phase_measured = rec.phase_measured or cur.phase == "measure"
@@ -168,6 +180,7 @@ class PhaseHooks:
         self.per_step = False
         """The model went into eval mode at every step: no evaluation phase (see above)."""
         self._close = 0
+        self._epoch_iter = 0
 
     def install(self, torch: Any) -> None:
         p = self.w._patches
@@ -242,6 +255,33 @@ class PhaseHooks:
                 assert tracker.active is not None
                 tracker.active.caller = outer
                 tracker.active.at_step = self.steps
+
+    def epoch_begins(self, it: Any, t: int, frame: Any) -> None:
+        """``iter(loader)`` began at ``t`` making ``it``: an epoch start, where its loader starts
+        worker processes anew."""
+        rec, tracker = self.w._rec, self.tracker
+        if rec is None or tracker.active is not None or not self._ours():
+            return
+        if not getattr(it, "_num_workers", 0) or getattr(it, "_persistent_workers", False):
+            return
+        site, outer = _sites(self.w, frame)
+        if tracker.begin(EPOCH_START, rec, t, site):
+            assert tracker.active is not None
+            ev = tracker.active
+            ev.caller, ev.at_step = outer, self.steps
+            ev.workers = int(getattr(it, "_num_workers", 0) or 0)
+            fn = getattr(it, "_worker_init_fn", None)
+            ev.init_fn = getattr(fn, "__qualname__", None) or (repr(fn) if fn else None)
+            ev.dataset_id = id(getattr(it, "_dataset", None))
+            self._epoch_iter = id(it)
+
+    def first_batch(self, it: Any, t: int) -> None:
+        """``it`` gave its first batch at ``t``: the epoch start it began ends there."""
+        active, rec = self.tracker.active, self.w._rec
+        if active is None or active.kind != EPOCH_START or rec is None:
+            return
+        if id(it) == self._epoch_iter:
+            self.tracker.end(rec, t)
 
     def _wrap_save(self, orig: Callable[..., Any]) -> Callable[..., Any]:
         hooks = self

@@ -72,7 +72,8 @@ def _window_stats(w: WatchedRun, notes: list[str]) -> WindowStats | None:
     analysed = phase_free_run(profiled)
     if len(analysed) < len(profiled):
         notes.append(
-            f"an evaluation or a checkpoint fell inside the profiler window: its kernel figures "
+            f"a phase between the steps (an evaluation, a checkpoint, an epoch start) fell inside "
+            f"the profiler window: its kernel figures "
             f"come from the {len(analysed)} profiled step(s) without one"
         )
     got = window.trace()
@@ -663,7 +664,9 @@ def _outcome_note(
                 f"stopped after {measured} measured steps ({asked} asked for: the window's "
                 "time was up)"
             )
-        why = "an evaluation or a checkpoint" if rec.phase_seen else "a long enough window"
+        names = {"evaluation": "an evaluation", "checkpoint": "a checkpoint"}
+        kinds = sorted({names.get(e.kind, "an epoch start") for e in w.phases.tracker.events})
+        why = " or ".join(kinds) if rec.phase_seen and kinds else "a long enough window"
         return f"stopped after {measured} measured steps ({asked} asked for, more to cover {why})"
     if rec.capped:
         return (

@@ -1,0 +1,115 @@
+"""A DataLoader that starts its worker processes anew at every epoch (``persistent_workers``
+False, a slow ``worker_init_fn``, short epochs) is a phase between the steps of its own
+(``load.epoch_start``, issue #54): named with its period and the loop's line, its time out of the
+steps' data wait, and ``persistent_workers=True`` as the fix, patched into the user's call. Real
+CPU torch, real worker processes."""
+
+from __future__ import annotations
+
+import inspect
+import time
+from typing import Any
+
+import pytest
+import torch
+from gpusight.first_fix import first_finding
+from gpusight.knobs import by_name
+from gpusight.knobs.base import Situation
+from gpusight.report import Report
+from gpusight.watch.session import Watch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+BATCHES = 10
+
+
+class Words(Dataset[tuple[torch.Tensor, torch.Tensor]]):
+    def __len__(self) -> int:
+        return BATCHES * 8
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.randn(32), torch.tensor(i % 4)
+
+
+def build_vocab(_worker_id: int) -> None:
+    time.sleep(0.3)  # a vocabulary built in every worker, at every epoch
+
+
+def _train(epochs: int = 6, workers: int = 4, keep: bool = False) -> Report:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    init = build_vocab if workers else None
+    with Watch(steps=12, warmup=2, profile_steps=0, stop_after_steps=False) as w:
+        data = DataLoader(Words(), batch_size=8, num_workers=workers, worker_init_fn=init,
+                          persistent_workers=keep)  # fmt: skip
+        for _ in range(epochs):
+            for x, y in data:  # FOR_LINE
+                loss = nn.functional.cross_entropy(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+    assert w.report is not None
+    return w.report
+
+
+def _line_of(marker: str) -> int:
+    lines, start = inspect.getsourcelines(_train)
+    return start + next(i for i, text in enumerate(lines) if marker in text)
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")
+def test_workers_started_at_every_epoch_are_a_phase_named_with_its_period_and_fix() -> None:
+    report = _train()
+    run = report.run or {}
+    (phase,) = [p for p in run["phases"] if p["kind"] == "epoch_start"]
+    assert phase["period_steps"] == BATCHES
+    assert phase["source"]["line"] == _line_of("FOR_LINE")
+    assert min(phase["times_ms"]) > 250  # each worker sleeps 0.3 s in its worker_init_fn
+    # Out of the steps' own figures: the steps wait little for data once it is a phase.
+    split = run["breakdown_ms"]
+    assert split["between_steps"] > 5 * split.get("data_wait", 0.0)
+    assert report.verdict.bottleneck == "between_steps"
+    assert "workers starting anew every 10 steps" in report.verdict.summary
+    f = report.finding("load.epoch_start")
+    assert f is not None and f.severity in ("warn", "critical")
+    said = {e.label: e.value for e in f.evidence}
+    assert said["worker processes"] == 4 and said["worker_init_fn"] == "build_vocab"
+    assert said["every"] == BATCHES
+    assert "persistent_workers=True" in f.fix.text and "build_vocab" in f.fix.text
+    assert f.fix.patch is not None and "persistent_workers=True" in f.fix.patch
+    assert f.fix.snippet_id == "phase.keep_workers" and f.fix.code
+    compile(f.fix.code, "<snippet>", "exec")
+    # What every surface says to do first (the rest of each epoch's start-up, the other
+    # workers' first batches, is still data wait in the steps).
+    first = first_finding(report)
+    assert first is not None and first.id == "load.epoch_start"
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")
+@pytest.mark.parametrize("loader", [{"keep": True}, {"workers": 0}])
+def test_workers_kept_or_none_start_no_epoch_phase(loader: dict[str, Any]) -> None:
+    report = _train(epochs=3, **loader)
+    kinds = [p["kind"] for p in (report.run or {}).get("phases", [])]
+    assert "epoch_start" not in kinds
+    assert report.finding("load.epoch_start") is None
+
+
+def test_the_loader_knob_measures_kept_workers_for_the_epoch_start_finding() -> None:
+    facts = {
+        "cuda": True,
+        "loader": {"num_workers": 4, "persistent_workers": False, "prefetch_factor": 2},
+        "epochs_seen": 3,
+        "finding_ids": ["load.epoch_start"],
+        "breakdown_ms": {"compute": 10.0, "data_wait": 0.2, "between_steps": 30.0},
+    }
+    knob = by_name("loader")
+    assert knob is not None
+    (group,) = knob.groups(Situation.of(facts))
+    arms = {a.label: a for a in group.arms}
+    kept = arms["DataLoader persistent_workers=True"]
+    assert kept.finding_id == "load.epoch_start"
+    # The steps hardly wait for data: pinning and prefetching are not what this run needs.
+    assert list(arms) == ["DataLoader persistent_workers=True"]
+    facts["finding_ids"] = []
+    assert knob.groups(Situation.of(facts)) == []
