@@ -173,8 +173,9 @@ CATALOGUE: dict[str, CatalogueEntry] = {
     "code.eval_phase": CatalogueEntry(
         "An evaluation between the training steps takes a large share of the run: the GPU "
         "utilisation that drops every N steps, often from a value read back every batch.",
-        _WATCH + ": the time from `model.eval()` until the model goes back to training, with its "
-        "period, the line that starts it and the syncs inside it.",
+        _WATCH + ": the time from `model.eval()` until the model goes back to training, or of a "
+        "`torch.no_grad()` / `inference_mode()` block that takes batches from a DataLoader, with "
+        "its period, the line that starts it and the syncs inside it.",
     ),
     "code.checkpoint_phase": CatalogueEntry(
         "Saving checkpoints between the training steps takes a large share of the run.",

@@ -34,6 +34,7 @@ class LoaderHooks(WatchState):
             rec = w._rec
             if _is_compiling() or get_ident() != w._tid or rec is None:
                 return orig(it)
+            w.no_grad.batch_taken()
             t0 = perf_counter_ns()
             try:
                 return orig(it)
@@ -70,7 +71,8 @@ class LoaderHooks(WatchState):
             t0 = perf_counter_ns()
             it = orig(dl)
             t1 = perf_counter_ns()
-            w.phases.epoch_begins(it, t0, sys._getframe(1))
+            if not w.no_grad.open:  # else an evaluation's loader (``no_grad_evals.py``)
+                w.phases.epoch_begins(it, t0, sys._getframe(1))
             rec.current.data_ns += t1 - t0
             if rec.recording_window:
                 rec.window.data_wait.append((t0, t1))

@@ -3,11 +3,13 @@ timed apart from the steps.
 
 An evaluation begins where the loop puts a model with parameters into eval mode (``model.eval()``:
 the outermost ``Module.train(False)`` call) and ends where the model goes back (``train(True)``)
-or where training resumes without it (the next optimizer step or backward). A checkpoint is one
-call of ``torch.save`` or of a library's own save (``save_pretrained``, a trainer's checkpoint),
-the outermost one where they nest. An epoch start is a DataLoader with worker processes it does
-not keep (``persistent_workers=False``) making its iterator (``iter(loader)``: the workers start,
-``worker_init_fn`` runs in each, the dataset is sent to them) until its first batch arrives.
+or where training resumes without it (the next optimizer step or backward); one that never
+calls ``model.eval()`` is a ``no_grad`` block that takes batches (``no_grad_evals.py``). A
+checkpoint is one call of ``torch.save`` or of a library's own save (``save_pretrained``, a
+trainer's checkpoint), the outermost one where they nest. An epoch start is a DataLoader with
+worker processes it does not keep (``persistent_workers=False``) making its iterator
+(``iter(loader)``: the workers start, ``worker_init_fn`` runs in each, the dataset is sent to
+them) until its first batch arrives.
 What the watch's other hooks measured meanwhile (the loader's wait, copies, time in the model,
 syncs) moves out of the step into the phase, so that a step's figures stay the training step's,
 and the step keeps how long its phases took (``phase_ns``).
@@ -21,6 +23,7 @@ report gives the ones it saw back to their steps (``phase_report.settle``).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 from collections.abc import Callable
@@ -86,6 +89,15 @@ class PhaseEvent:
         return max(0, self.end_ns - self.start_ns)
 
 
+Held = tuple[int, int, int, int, bool]
+"""A step's loader wait, copy time, model time, syncs and epoch flag at one moment."""
+
+
+def held_now(rec: StepRecorder) -> Held:
+    cur = rec.current
+    return (cur.data_ns, cur.copy_ns, cur.framework_ns, cur.syncs, cur.epoch)
+
+
 class PhaseTracker:
     """The phases seen, and the one under way with what the step held when it began."""
 
@@ -94,14 +106,16 @@ class PhaseTracker:
         self.active: PhaseEvent | None = None
         self.dropped = 0
         self._record: StepRecord | None = None
-        self._held: tuple[int, int, int, int, bool] = (0, 0, 0, 0, False)
+        self._held: Held = (0, 0, 0, 0, False)
 
-    def begin(self, kind: str, rec: StepRecorder, t: int, site: CallSite | None) -> bool:
+    def begin(
+        self, kind: str, rec: StepRecorder, t: int, site: CallSite | None, held: Held | None = None
+    ) -> bool:
+        """A phase begins at ``t``; ``held``: the step's counters then, where ``t`` is past."""
         if self.active is not None or rec.kind not in TRAINING_KINDS:
             return False
-        cur = rec.current
-        self._record = cur
-        self._held = (cur.data_ns, cur.copy_ns, cur.framework_ns, cur.syncs, cur.epoch)
+        self._record = rec.current
+        self._held = held or held_now(rec)
         self.active = PhaseEvent(kind, t, site)
         return True
 
@@ -243,18 +257,33 @@ class PhaseHooks:
             and rec.kind in TRAINING_KINDS
             and _has_parameters(module)
         ):
-            last = next((e for e in reversed(tracker.events) if e.kind == EVALUATION), None)
-            if last is not None:
-                # At most 2 step begins apart: a loop with two optimizers begins two a step.
-                self._close = self._close + 1 if self.steps - last.at_step <= 2 else 0
-                if self._close >= PER_STEP_EVALS:
-                    self.per_step = True
-                    return
-            site, outer = _sites(self.w, frame)
-            if tracker.begin(EVALUATION, rec, t, site):
-                assert tracker.active is not None
-                tracker.active.caller = outer
-                tracker.active.at_step = self.steps
+            self.begin_evaluation(frame, t)
+
+    def begin_evaluation(
+        self, frame: Any, t: int, held: Held | None = None, line: int | None = None
+    ) -> bool:
+        """An evaluation begins at ``t``, entered from ``frame`` (``held``: the step's counters
+        when it began, and ``line`` the frame's line then, where that was before now); False
+        where none does."""
+        tracker, rec = self.tracker, self.w._rec
+        if rec is None:
+            return False
+        last = next((e for e in reversed(tracker.events) if e.kind == EVALUATION), None)
+        if last is not None:
+            # At most 2 step begins apart: a loop with two optimizers begins two a step.
+            self._close = self._close + 1 if self.steps - last.at_step <= 2 else 0
+            if self._close >= PER_STEP_EVALS:
+                self.per_step = True
+                return False
+        site, outer = _sites(self.w, frame)
+        if line and site is not None and site.filename == frame.f_code.co_filename:
+            site = dataclasses.replace(site, line=line, col=None)  # the frame has moved on
+        if not tracker.begin(EVALUATION, rec, t, site, held):
+            return False
+        assert tracker.active is not None
+        tracker.active.caller = outer
+        tracker.active.at_step = self.steps
+        return True
 
     def epoch_begins(self, it: Any, t: int, frame: Any) -> None:
         """``iter(loader)`` began at ``t`` making ``it``: an epoch start, where its loader starts

@@ -339,6 +339,7 @@ class Watch(
         p.add("warnings filter", _filter_warning("always", SYNC_MESSAGE))
         p.set_attr(warnings, "showwarning", self._wrap_showwarning(warnings.showwarning))
         self.phases.install(torch)
+        self.no_grad.install(torch)
 
     @property
     def recorder(self) -> StepRecorder | None:

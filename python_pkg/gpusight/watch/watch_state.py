@@ -22,6 +22,7 @@ from .collected import Collected, CopySiteSeen, SyncAgg
 from .detail import DetailPlan
 from .flop_step import FlopStep
 from .host_lines import LineClock
+from .no_grad_evals import NoGradBlocks
 from .optimizer_clock import OptimizerClock
 from .patches import Patches
 from .phases import PhaseHooks
@@ -201,12 +202,11 @@ class WatchState:
         """How many more steps the run may take, where an optimizer step ends them."""
         self._graphs_at_start = 0
         self.phases = PhaseHooks(self, lambda: _is_compiling())
-        """Evaluation and checkpoint saving between the training steps (``phases.py``)."""
+        self.no_grad = NoGradBlocks(self.phases)  # evaluations without model.eval()
         self.flops = FlopStep(enabled=not lean)
         """The FLOPs of the step after the measured ones (``flop_step.py``)."""
         self.lines = LineClock(self.sources, enabled=not lean)
-        """The host's time by line of the user's code, over steps after the measured ones
-        (``host_lines.py``)."""
+        """The host's time by line of the user's code, after the measured steps (``host_lines``)."""
 
     @property
     def calibration(self) -> Calibration:
