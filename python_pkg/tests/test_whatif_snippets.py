@@ -9,10 +9,14 @@ from typing import Any
 import pytest
 import torch
 from gpusight.whatif.restore import Snapshot
-from gpusight.whatif.snippets import CATALOGUE, combined, loader_args, render
+from gpusight.fixes import SNIPPETS
+from gpusight.whatif.snippets import combined, loader_args, render
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 from whatif_support import SmallConvNet, flags_state
+
+# The measured what-if's snippets, in the one catalogue every fix's snippet is in.
+CATALOGUE = {sid: snip for sid, snip in SNIPPETS.items() if sid.startswith("whatif.")}
 
 
 @pytest.fixture
@@ -42,7 +46,7 @@ def test_every_template_compiles_filled_with_its_example() -> None:
         code = snip.fill(device_type="cpu")
         compile(code, sid, "exec")
         assert code.startswith("#"), f"{sid} should say what was measured first"
-        assert sid.startswith("whatif.") and snip.finding_id.split(".")[0] in (
+        assert snip.finding_id is not None and snip.finding_id.split(".")[0] in (
             "load",
             "cfg",
             "code",

@@ -6,6 +6,7 @@ import shlex
 import string
 
 from ..report import Fix
+from . import measured_snippets as _measured  # noqa: F401  (adds its snippets, as workload)
 from . import workload as _workload  # noqa: F401  (adds its snippets: every caller sees them)
 from .catalogue import SNIPPETS, Param, Snippet
 

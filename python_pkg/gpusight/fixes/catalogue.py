@@ -1,6 +1,7 @@
 """The fix snippets: one template per snippet id, filled with the numbers a finding found.
 
-Python templates use ``{name!r}`` where a literal goes, so any value stays valid Python; shell
+Python templates use ``{name!r}`` where a literal goes, so any value stays valid Python (``{name}``
+where gpusight writes the code itself: a measured what-if's DataLoader arguments); shell
 templates get their values shell-quoted by ``render``. Tests render each with its example
 values and check the result parses (``ast.parse`` / ``bash -n``); the TF32 one is also run.
 """
@@ -21,6 +22,19 @@ class Snippet:
     template: str
     example: dict[str, Param] = field(default_factory=dict)
     """Values that fill every placeholder; tests render with them."""
+    finding_id: str | None = None
+    """The finding whose fix it is, where one finding owns it (the measured what-if's)."""
+    text: str = ""
+    """One sentence: what the code does (a measured what-if's fix text)."""
+    needs: tuple[str, ...] = ("torch",)
+    """The names the code reads that a training script has (tests give them)."""
+    cpu_runnable: bool = True
+    """Running it on a CPU means something (tests run it)."""
+
+    def fill(self, **values: Param) -> str:
+        """The template filled, its example's values where ``values`` has none (Python only:
+        shell values are quoted by ``fixes.render``)."""
+        return self.template.format(**{**self.example, **values})
 
 
 _S = [

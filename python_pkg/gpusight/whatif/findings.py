@@ -6,6 +6,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ..fixes import SNIPPETS
 from ..knobs.base import Arm as Plan
 from ..knobs.gain_rule import MIN_GAIN
 from ..knobs.loader import LOADER_KEYS
@@ -13,7 +14,7 @@ from ..report import Evidence, Finding, Fix, Impact, Severity, Verdict, WhatIf
 from .arms import batch_factor, loader_overrides, merged, planned, source_of, without
 from .context import Context
 from .experiments import TOGETHER_KEYS, Outcome
-from .snippets import CATALOGUE, combined, loader_args, render
+from .snippets import combined, loader_args, render
 
 SCOPE_TEXT = {
     "end_to_end": "your whole step, with your loader",
@@ -100,7 +101,7 @@ def snippet_for(ctx: Context, o: Outcome, winners: list[Outcome]) -> tuple[str, 
         return sid, render(sid, speedup=speed, device_type=ctx.device.type)
     sid = SNIPPET_OF[o.key]
     params: dict[str, Any] = {"speedup": speed, **o.params}
-    if "$loader_args" in CATALOGUE[sid].template:
+    if "{loader_args}" in SNIPPETS[sid].template:
         # A loader fix carries every loader change that won, so the call is the one to use.
         changes = loader_changes(ctx, [w for w in winners if w.finding_id == o.finding_id])
         if o.key == "batch_size":
@@ -208,7 +209,7 @@ def finding_for(
         title=title,
         evidence=evidence,
         impact=impact,
-        fix=Fix(text=CATALOGUE[sid].text, snippet_id=sid, code=code, language="python"),
+        fix=Fix(text=SNIPPETS[sid].text, snippet_id=sid, code=code, language="python"),
         detail=" ".join(n for o in group for n in o.notes) or None,
     )
 

@@ -1,201 +1,16 @@
-"""Fix snippets for measured what-ifs: one template per fix, filled with the measured winners.
-
-Templates are ``string.Template`` text (``$name``), so that Python's own braces stay literal.
-Every filled template is valid Python (the tests ``compile()`` each one and execute those that
-run on a CPU) and names only what a training script has: ``torch``, ``model``, ``optimizer``,
-``loss_fn``, ``dataset``, ``loader``, ``device`` (and ``num_epochs`` for the GPU-resident dataset).
+"""What fills the measured what-if's snippets (``fixes/measured_snippets.py``, rendered by the one
+engine, ``fixes``): the user's DataLoader arguments with the winners', what the rendered call
+leaves out, and one training loop with every winner (``combined``).
 """
 
 from __future__ import annotations
 
-import string
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from torch.utils.data import RandomSampler
 
-
-@dataclass(frozen=True)
-class Snippet:
-    id: str
-    finding_id: str
-    text: str  # one sentence: what the code does
-    template: str
-    example: dict[str, Any] = field(default_factory=dict)  # fills the template in tests
-    needs: tuple[str, ...] = ("torch",)
-    cpu_runnable: bool = True  # executing it on a CPU is meaningful (tests run it)
-
-    def fill(self, **params: Any) -> str:
-        return string.Template(self.template).substitute({**self.example, **params})
-
-
-_STEP = """\
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    optimizer.step()
-"""
-
-_LOADER_EXAMPLE = {"loader_args": "dataset, batch_size=8, shuffle=True", "speedup": "1.00x"}
-_LOADER_ONLY = (
-    "# Measured: $speedup faster per step ($what).\n"
-    "loader = torch.utils.data.DataLoader($loader_args)\n"
-)
-
-CATALOGUE: dict[str, Snippet] = {
-    s.id: s
-    for s in (
-        Snippet(
-            "whatif.num_workers",
-            "load.input_bound",
-            "Load batches in worker processes, so the next batch is ready when the step ends.",
-            _LOADER_ONLY,
-            {**_LOADER_EXAMPLE, "what": "num_workers sweep 2: 1.00x"},
-            ("torch", "dataset"),
-        ),
-        Snippet(
-            "whatif.persistent_workers",
-            "load.input_bound",
-            "Keep the worker processes alive between epochs instead of starting them again.",
-            _LOADER_ONLY,
-            {**_LOADER_EXAMPLE, "what": "workers kept across epochs"},
-            ("torch", "dataset"),
-        ),
-        Snippet(
-            "whatif.prefetch_factor",
-            "load.input_bound",
-            "Let each worker prepare more batches ahead, to ride out slow ones.",
-            _LOADER_ONLY,
-            {**_LOADER_EXAMPLE, "what": "4 batches ahead per worker"},
-            ("torch", "dataset"),
-        ),
-        Snippet(
-            "whatif.pin_memory",
-            "code.pageable_copy",
-            "Pin batches in page-locked memory and copy them without blocking the host.",
-            "# Measured: $speedup faster per step. A non_blocking copy from pageable memory still\n"
-            "# blocks the host for the whole copy; from pinned memory it overlaps with compute.\n"
-            "loader = torch.utils.data.DataLoader($loader_args)\n"
-            "for inputs, targets in loader:\n"
-            "    inputs = inputs.to(device, non_blocking=True)\n"
-            "    targets = targets.to(device, non_blocking=True)\n"
-            "    loss = loss_fn(model(inputs), targets)\n" + _STEP,
-            {**_LOADER_EXAMPLE},
-            ("torch", "dataset", "device", "model", "loss_fn", "optimizer"),
-        ),
-        Snippet(
-            "whatif.batch_size",
-            "load.small_batch",
-            "Larger batches: more samples per step, fewer launches per sample.",
-            "# Measured: $speedup more samples per second at batch_size=$batch_size\n"
-            "# ($factor x yours).\n"
-            "# A larger batch changes the optimisation: scale the learning rate with it (linear\n"
-            "# scaling rule, with some warm-up steps) and check the loss curve still matches.\n"
-            "loader = torch.utils.data.DataLoader($loader_args)\n"
-            "for group in optimizer.param_groups:  # run once\n"
-            "    group['lr'] = group['lr'] * $factor\n",
-            {
-                **_LOADER_EXAMPLE,
-                "loader_args": "dataset, batch_size=16, shuffle=True",
-                "batch_size": 16,
-                "factor": 2,
-            },
-            ("torch", "dataset", "optimizer"),
-        ),
-        Snippet(
-            "whatif.autocast_bf16",
-            "load.amp_unused",
-            "Run the forward pass and the loss in bfloat16 autocast (tensor cores).",
-            "# Measured: $speedup faster per step with bf16 autocast (weights stay float32).\n"
-            "for inputs, targets in loader:\n"
-            "    inputs, targets = inputs.to(device), targets.to(device)\n"
-            '    with torch.autocast(device_type="$device_type", dtype=torch.bfloat16):\n'
-            "        loss = loss_fn(model(inputs), targets)\n" + _STEP,
-            {"speedup": "1.00x", "device_type": "cuda"},
-            ("torch", "loader", "device", "model", "loss_fn", "optimizer"),
-        ),
-        Snippet(
-            "whatif.autocast_fp16",
-            "load.amp_unused",
-            "Run the forward pass in float16 autocast, with a GradScaler against underflow.",
-            "# Measured: $speedup faster per step with fp16 autocast (this GPU has no bf16).\n"
-            'scaler = torch.amp.GradScaler("$device_type")\n'
-            "for inputs, targets in loader:\n"
-            "    inputs, targets = inputs.to(device), targets.to(device)\n"
-            '    with torch.autocast(device_type="$device_type", dtype=torch.float16):\n'
-            "        loss = loss_fn(model(inputs), targets)\n"
-            "    optimizer.zero_grad(set_to_none=True)\n"
-            "    scaler.scale(loss).backward()\n"
-            "    scaler.step(optimizer)\n"
-            "    scaler.update()\n",
-            {"speedup": "1.00x", "device_type": "cuda"},
-            ("torch", "loader", "device", "model", "loss_fn", "optimizer"),
-        ),
-        Snippet(
-            "whatif.channels_last",
-            "load.channels_last",
-            "Keep the model and image batches in channels_last (NHWC) memory format.",
-            "# Measured: $speedup faster per step in channels_last.\n"
-            "model = model.to(memory_format=torch.channels_last)\n"
-            "for inputs, targets in loader:\n"
-            "    inputs = inputs.to(device, memory_format=torch.channels_last)\n"
-            "    targets = targets.to(device)\n"
-            "    loss = loss_fn(model(inputs), targets)\n" + _STEP,
-            {"speedup": "1.00x"},
-            ("torch", "loader", "device", "model", "loss_fn", "optimizer"),
-        ),
-        Snippet(
-            "whatif.tf32",
-            "cfg.tf32_disabled",
-            "Let float32 matmuls and convolutions use TF32 tensor cores.",
-            "# Measured: $speedup faster per step. TF32 keeps float32's range with a 10-bit\n"
-            "# mantissa; most training is unaffected, check yours if it is precision-sensitive.\n"
-            'torch.set_float32_matmul_precision("high")\n'
-            "torch.backends.cudnn.allow_tf32 = True\n",
-            {"speedup": "1.00x"},
-        ),
-        Snippet(
-            "whatif.cudnn_benchmark",
-            "cfg.cudnn_benchmark_off",
-            "Let cudnn time its convolution algorithms once and keep the fastest.",
-            "# Measured: $speedup faster per step. Best when input shapes do not change.\n"
-            "torch.backends.cudnn.benchmark = True\n",
-            {"speedup": "1.00x"},
-        ),
-        Snippet(
-            "whatif.dataset_on_gpu",
-            "load.memory_headroom",
-            "Keep the whole dataset on the GPU and index batches there.",
-            "# Measured: $speedup faster per step. The dataset ($dataset_gb GB) fits in free GPU\n"
-            "# memory ($free_gb GB). Random per-item augmentations must then run on the GPU too.\n"
-            "items = [dataset[i] for i in range(len(dataset))]\n"
-            "xs = torch.stack([torch.as_tensor(x) for x, _ in items]).to(device)\n"
-            "ys = torch.stack([torch.as_tensor(y) for _, y in items]).to(device)\n"
-            "del items\n"
-            "for epoch in range(num_epochs):\n"
-            "    order = torch.randperm(len(xs), device=device)\n"
-            "    for start in range(0, len(xs), $batch_size):\n"
-            "        idx = order[start : start + $batch_size]\n"
-            "        inputs, targets = xs[idx], ys[idx]\n"
-            "        loss = loss_fn(model(inputs), targets)\n"
-            "        optimizer.zero_grad(set_to_none=True)\n"
-            "        loss.backward()\n"
-            "        optimizer.step()\n",
-            {"speedup": "1.00x", "dataset_gb": 0.1, "free_gb": 1.0, "batch_size": 8},
-            ("torch", "dataset", "device", "model", "loss_fn", "optimizer", "num_epochs"),
-        ),
-        Snippet(
-            "whatif.compile",
-            "load.launch_bound",
-            "Compile the model: fused kernels, fewer launches per step.",
-            "# Measured: $speedup faster per step, after $compile_s s of compiling (once).\n"
-            "model = torch.compile(model)\n",
-            {"speedup": "1.00x", "compile_s": 0.0},
-            ("torch", "model"),
-            cpu_runnable=False,  # runnable, but compiling takes minutes on a small CPU
-        ),
-    )
-}
+from ..fixes import SNIPPETS
 
 
 def loader_args(loader: Any, changes: Mapping[str, Any] | None = None) -> str:
@@ -243,8 +58,7 @@ def other_loader_arguments(loader: Any) -> list[str]:
 
 def render(snippet_id: str, loader: Any = None, **params: Any) -> str:
     """Fill a catalogue template; loader snippets get the user's DataLoader arguments."""
-    snip = CATALOGUE[snippet_id]
-    code = snip.fill(**params)
+    code = SNIPPETS[snippet_id].fill(**params)
     keep = other_loader_arguments(loader) if loader is not None else []
     if keep and "DataLoader(" in code:
         code = f"# Keep your other DataLoader arguments as they are: {', '.join(keep)}.\n" + code
