@@ -84,6 +84,23 @@ def _choices(node: ast.expr) -> set[str]:
     return {sid} if sid else set()
 
 
+FINDING_NAMES = ("FINDING", "finding", "finding_id")
+
+
+def _chosen_findings(node: ast.AST, ids: set[str]) -> set[str]:
+    """The finding ids a knob or an experiment picks for its rows: ``FINDING = "..."``,
+    ``finding = "a" if ... else "b"``, ``finding_id = "..."``, or what a function named for a
+    finding returns. The measured what-ifs raise them with the change's row."""
+    if isinstance(node, ast.Assign):
+        names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        if any(n.endswith(FINDING_NAMES) for n in names):
+            return _choices(node.value) & ids
+    if isinstance(node, ast.FunctionDef) and "finding" in node.name:
+        returns = (r.value for r in ast.walk(node) if isinstance(r, ast.Return) and r.value)
+        return {fid for r in returns for fid in _choices(r)} & ids
+    return set()
+
+
 def scan(ids: set[str], pkg: Path = PKG) -> dict[str, Raised]:
     """For each finding id the code raises: where, how severe, with what evidence and fix."""
     found: dict[str, Raised] = {}
@@ -99,6 +116,8 @@ def scan(ids: set[str], pkg: Path = PKG) -> dict[str, Raised]:
                     for k in keys:
                         assert k is not None
                         found.setdefault(k, Raised()).modules.add(module)
+            for fid in _chosen_findings(node, ids):
+                found.setdefault(fid, Raised()).modules.add(module)
             if not (isinstance(node, ast.Call) and _call_name(node) == "Finding"):
                 continue
             id_node = _kw(node, "id", 0)

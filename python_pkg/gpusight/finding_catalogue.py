@@ -17,6 +17,13 @@ class CatalogueEntry:
     """What is wrong, in one or two sentences, and why it leaves the GPU idle or slow."""
     measured_by: str
     """Where the evidence comes from: a probe, a benchmark, a watched run, a what-if."""
+    title: str = ""
+    """The finding's title where a measured change raises it and no rule of the watch did
+    (``diagnose``, ``gpusight run --what-if``): what is wrong, in a few words."""
+    host_title: str = ""
+    """The title where the model runs on the CPU, where ``title`` speaks of a GPU."""
+    bottleneck: str = ""
+    """The verdict's bottleneck where this finding leads a measured what-if."""
 
 
 #: The layers, by id prefix, in the order the catalogue lists them.
@@ -111,11 +118,15 @@ CATALOGUE: dict[str, CatalogueEntry] = {
         "On compute capability 8.0 and newer, float32 matmuls or convolutions could run on "
         "Tensor Cores in TF32, but the flag is off.",
         _FLAGS + " `gpusight.diagnose` measures turning it on as a what-if.",
+        title="TF32 is off for float32 matmuls",
+        bottleneck="precision",
     ),
     "cfg.cudnn_benchmark_off": CatalogueEntry(
         "`cudnn.benchmark` is off: convolutions use cuDNN's heuristic choice rather than the "
         "fastest algorithm it could time once.",
         _FLAGS + " `gpusight.diagnose` measures turning it on as a what-if.",
+        title="cudnn.benchmark is off",
+        bottleneck="compute",
     ),
     "cfg.deterministic": CatalogueEntry(
         "Deterministic algorithms are forced on, swapping fast kernels for slower reproducible "
@@ -131,6 +142,7 @@ CATALOGUE: dict[str, CatalogueEntry] = {
         "The model's parameters stay on the CPU although a GPU is available: all of them (a "
         "model partly on the GPU is `code.device_mismatch`).",
         _WATCH + ": where parameters and inputs live, and the host time of the step.",
+        title="The model runs on the CPU although a GPU is available",
     ),
     "code.device_mismatch": CatalogueEntry(
         "Parameters and inputs live on different devices, so tensors move between them every "
@@ -164,6 +176,8 @@ CATALOGUE: dict[str, CatalogueEntry] = {
         "Unmeasured, the gain is estimated as the step becoming the longer of the host's other "
         "work and the GPU's kernels plus the copy at 85 % of the PCIe link's speed (NVML), with "
         "a range from the copy as long as today to the copy free.",
+        title="Copies to the GPU come from pageable memory",
+        bottleneck="memory_transfer",
     ),
     "code.dataparallel": CatalogueEntry(
         "`torch.nn.DataParallel` wraps the model: one Python thread drives every GPU, and it "
@@ -193,6 +207,8 @@ CATALOGUE: dict[str, CatalogueEntry] = {
         "GPU.",
         _WATCH + ": the data-wait share of the step. `gpusight.diagnose` measures more "
         "workers, pinning, prefetch and persistent workers.",
+        title="The input pipeline holds the step back",
+        bottleneck="input_pipeline",
     ),
     "load.cpu_preprocessing": CatalogueEntry(
         "Host work in the loop body (transforms, Python bookkeeping) outside the model keeps "
@@ -204,11 +220,15 @@ CATALOGUE: dict[str, CatalogueEntry] = {
         "every parameter) skipped or run every 10 steps, and hand over that edit; one whose "
         "value the loop reads, or that updates the model, the optimizer, the data or the "
         "random numbers, is not tried and its row says why.",
+        title="A statement of the loop costs the step host time",
     ),
     "load.small_batch": CatalogueEntry(
         "The batch is too small to keep the GPU busy: per-step host and launch costs dominate.",
         _WATCH + ": batch size, GPU busy share and launch costs. `gpusight.diagnose` measures "
         "a larger batch.",
+        title="The batch is too small to keep the GPU busy",
+        host_title="The batch is too small: fixed costs per step dominate",
+        bottleneck="launch_overhead",
     ),
     "load.launch_bound": CatalogueEntry(
         "Kernel launches, not the GPU, set the pace: many short kernels, the GPU idle between "
@@ -218,24 +238,33 @@ CATALOGUE: dict[str, CatalogueEntry] = {
         "its CUDA graphs only where no sync inside the model or changing input shape rules them "
         "out) with its compile time; `gpusight.diagnose` and `diagnose_inference` measure "
         "`torch.compile` / CUDA graphs in the kernel.",
+        title="Eager mode launches many small kernels",
+        host_title="Eager mode runs many small operators",
+        bottleneck="launch_overhead",
     ),
     "load.amp_unused": CatalogueEntry(
         "Matmuls run in float32 without Tensor Cores, where bf16 autocast would run them "
         "several times faster.",
         _WATCH + ": the profiler trace's float32 matmul kernels. `gpusight.diagnose` and "
         "`diagnose_inference` measure bf16 autocast.",
+        title="The model computes in float32, without mixed precision",
+        bottleneck="precision",
     ),
     "load.channels_last": CatalogueEntry(
         "Half-precision convolutions run in NCHW layout, paying for NCHW<->NHWC transposes "
         "around Tensor Core kernels.",
         _WATCH + ": the profiler trace's layout-transform kernels. `gpusight.diagnose` "
         "measures `channels_last`.",
+        title="Convolutions run in the NCHW memory format",
+        bottleneck="compute",
     ),
     "load.memory_headroom": CatalogueEntry(
         "Most of the GPU memory is unused: room for a larger batch (or, from `diagnose`, for "
         "keeping the whole dataset on the GPU).",
         _WATCH + ": peak memory against capacity. `gpusight.diagnose` measures the dataset "
         "on the GPU.",
+        title="The dataset fits on the GPU but is loaded from the host every step",
+        bottleneck="input_pipeline",
     ),
     "load.oom_risk": CatalogueEntry(
         "The run's peak memory is close to the GPU's capacity: a longer sequence or a bigger "
@@ -251,6 +280,7 @@ CATALOGUE: dict[str, CatalogueEntry] = {
         _WATCH + ": the optimizer's class and settings, its parameter tensors, and the host's "
         "time inside `optimizer.step()` against the step; `gpusight run --what-if` measures "
         "`fused=True`.",
+        title="The optimizer updates each parameter with its own kernels",
     ),
     "load.epoch_start": CatalogueEntry(
         "A DataLoader that does not keep its worker processes (`persistent_workers=False`) "
@@ -259,6 +289,7 @@ CATALOGUE: dict[str, CatalogueEntry] = {
         _WATCH + ": the time from `iter(loader)` until its first batch, as a phase between the "
         "steps, with its period (the epoch's batches), the loop's line and the loader's "
         "`worker_init_fn`.",
+        title="The DataLoader's workers start anew at every epoch",
     ),
     "load.float64": CatalogueEntry(
         "The model (its parameters, or the inputs of a model without any) runs in float64, most "
@@ -293,6 +324,7 @@ CATALOGUE: dict[str, CatalogueEntry] = {
         "Inference runs one (or a few) requests per forward, paying a whole forward's launches "
         "and host work for each.",
         _WATCH + ", and `gpusight.diagnose_inference`, which measures throughput per batch size.",
+        title="Requests are served one small batch at a time",
     ),
     "infer.grad_enabled": CatalogueEntry(
         "Inference records autograd history for a backward that never comes.",
@@ -308,3 +340,16 @@ CATALOGUE: dict[str, CatalogueEntry] = {
         "`gpusight bench`: timed pinned copies against the link's ceiling.",
     ),
 }
+
+
+def title(finding_id: str, cuda: bool = True) -> str | None:
+    """A measured finding's title (``CatalogueEntry.title``), its host one off a GPU."""
+    entry = CATALOGUE.get(finding_id)
+    if entry is None or not entry.title:
+        return None
+    return entry.title if cuda else (entry.host_title or entry.title)
+
+
+def bottleneck(finding_id: str) -> str | None:
+    entry = CATALOGUE.get(finding_id)
+    return entry.bottleneck or None if entry is not None else None

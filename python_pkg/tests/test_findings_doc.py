@@ -45,7 +45,8 @@ def test_every_id_the_code_raises_is_in_the_schema_and_every_id_is_raised() -> N
     assert set(raised) == set(finding_ids())
     # The scan sees what the rules say, so that an empty scan cannot pass.
     host_sync = raised["code.host_sync"]
-    assert host_sync.modules == {"gpusight.rules.workload_findings"}
+    # The rule raises it; the statement knob picks it for a measured line that waits on the GPU.
+    assert host_sync.modules == {"gpusight.rules.workload_findings", "gpusight.knobs.statement"}
     assert "sync.defer_item" in host_sync.snippets
     assert raised["env.launch_blocking"].severities == {"critical", "warn"}
 
@@ -83,3 +84,19 @@ def test_each_entry_says_what_and_how(fid: str) -> None:
     entry = CATALOGUE[fid]
     assert entry.meaning.endswith(".") and len(entry.meaning) > 40
     assert entry.measured_by.endswith(".") and len(entry.measured_by) > 20
+
+
+def test_the_scan_sees_the_finding_a_knob_or_an_experiment_picks(tmp_path: Path) -> None:
+    (tmp_path / "knob.py").write_text(
+        'FINDING = "load.input_bound"\n'
+        "def _finding(s):\n"
+        '    return "load.small_batch" if s else "load.launch_bound"\n'
+        "class E:\n"
+        '    finding_id = "cfg.tf32_disabled"\n'
+        '    label = "load.amp_unused"  # a label, not a finding\n'
+    )
+    ids = {"load.input_bound", "load.small_batch", "load.launch_bound", "cfg.tf32_disabled",
+           "load.amp_unused"}  # fmt: skip
+    raised = gen.scan(ids, tmp_path)
+    assert set(raised) == ids - {"load.amp_unused"}
+    assert raised["load.input_bound"].modules == {"gpusight.knob"}

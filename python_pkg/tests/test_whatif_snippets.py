@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 import torch
-from gpusight.whatif.restore import Snapshot
 from gpusight.fixes import SNIPPETS
+from gpusight.whatif.restore import Snapshot
 from gpusight.whatif.snippets import combined, loader_args, render
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset

@@ -47,10 +47,6 @@ def owners(changes: dict[str, Any]) -> list[Knob]:
     return [k for k in REGISTRY if any(key in changes for key in k.keys)]
 
 
-def title(finding_id: str) -> str | None:
-    return next((k.titles[finding_id] for k in REGISTRY if finding_id in k.titles), None)
-
-
 def script_args(args: list[str], changes: dict[str, Any]) -> list[str]:
     """The script's command line for a re-run with ``changes``."""
     for knob in owners(changes):
@@ -114,6 +110,5 @@ __all__ = [
     "run_items",
     "script_args",
     "source_edits",
-    "title",
     "took_effect",
 ]

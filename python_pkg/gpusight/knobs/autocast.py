@@ -4,7 +4,7 @@ trains through one (``framework_precision``), else autocast around the model's f
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from ..after_import import after_import
 from . import framework_precision
@@ -22,7 +22,6 @@ class Autocast(Knob):
     name = "autocast"
     keys = ("autocast", "autocast_via")
     applied_as = "autocast"
-    titles: ClassVar[dict[str, str]] = {"load.amp_unused": "bf16 autocast makes the step faster"}
     order = 90  # entered last, so it covers the call as the model makes it
     stacks_on_batch = True
 

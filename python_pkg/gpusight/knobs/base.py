@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
     from ..report import Fix
@@ -192,8 +192,6 @@ class Knob:
     """The re-run's injection count that says the change took effect."""
     unapplied: str = ""
     """Why a change of this knob might not take effect, for a row that says it did not."""
-    titles: ClassVar[dict[str, str]] = {}
-    """A finding's title, by id, for a measured gain the watch raised no finding for."""
     order: int = 50
     """Around the model's call: a lower order's ``before`` runs first, its ``after`` last."""
     moves_parameters: bool = False

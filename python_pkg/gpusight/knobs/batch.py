@@ -12,7 +12,7 @@ says "compute only".
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from .base import After, Arm, Group, Knob, Situation, Target
 from .batch_args import with_value
@@ -127,11 +127,6 @@ class Batch(Knob):
     name = "batch"
     keys = ("batch_size", "replicate", "script_arg")
     unapplied = "the model's inputs have no batch dimension to grow"
-    titles: ClassVar[dict[str, str]] = {
-        "load.small_batch": "A larger batch processes more items per second",
-        "infer.unbatched": "Larger batches per forward serve more requests per second",
-        "load.launch_bound": "A larger batch amortises the launches",
-    }
     order = 30
     grows_batch = True
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from .base import After, Arm, Group, Knob, Local, Situation, Target
 
@@ -16,9 +16,6 @@ class ChannelsLast(Knob):
     name = "channels_last"
     keys = ("channels_last",)
     applied_as = "channels_last"
-    titles: ClassVar[dict[str, str]] = {
-        "load.channels_last": "channels_last makes the convolutions faster"
-    }
     order = 20
     moves_parameters = True
     stacks_on_batch = True

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from .base import Arm, Group, Knob, Local, Situation, Target, share
 from .graph_safety import blockers
@@ -56,7 +56,6 @@ class Compile(Knob):
     keys = ("compile",)
     applied_as = "compile"
     unapplied = "the model's forward was not compiled"
-    titles: ClassVar[dict[str, str]] = {FINDING: "Kernel launches, not the GPU, set the pace"}
     order = 90  # after the other knobs have moved or relaid the model
     extra_warmup = 6
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from .base import Arm, Group, Knob, Local, Situation, Target
 
@@ -16,9 +16,6 @@ class CudnnBenchmark(Knob):
     name = "cudnn_benchmark"
     keys = ("cudnn_benchmark",)
     applied_as = "cudnn_benchmark"
-    titles: ClassVar[dict[str, str]] = {
-        "cfg.cudnn_benchmark_off": "cudnn.benchmark picks faster convolution algorithms"
-    }
 
     def needs_model(self, changes: dict[str, Any]) -> bool:
         return self.owns(changes)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from .base import Arm, Group, Knob, Situation, Target
 
@@ -68,9 +68,6 @@ class FusedOptimizer(Knob):
     keys = ("fused_optimizer",)
     applied_as = "fused_optimizer"
     unapplied = "the script built no optimizer that takes fused=True here"
-    titles: ClassVar[dict[str, str]] = {
-        FINDING: "A fused optimizer runs the update as a few kernels"
-    }
 
     def groups(self, s: Situation) -> list[Group]:
         o = s.facts.get("optimizer")

@@ -7,7 +7,7 @@ takes the change; the batch knob's ``batch_size`` goes the same way (``LOADER_KE
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from .base import Arm, Group, Knob, Situation, Target, share
 
@@ -86,10 +86,6 @@ class _LoaderKnob(Knob):
 
     applied_as = "loader"
     unapplied = UNAPPLIED
-    titles: ClassVar[dict[str, str]] = {
-        "load.input_bound": "The input pipeline sets the pace",
-        EPOCH_FINDING: "The DataLoader's workers start anew at every epoch",
-    }
 
     def fix(self, arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
         return _loader_fix(arm, items, facts)

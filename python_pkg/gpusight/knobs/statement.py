@@ -9,7 +9,7 @@ with the reason, as a row that says it (``fixes/statement_thinning.py`` decides)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from ..fixes import statement_thinning as thin
 from .base import MIN_WINDOW_S, Arm, Group, Knob, Situation
@@ -96,9 +96,6 @@ def _arm(row: dict[str, Any], site: dict[str, Any], ids: set[str], step_ms: floa
 class Statement(Knob):
     name = KEY
     keys = (KEY,)
-    titles: ClassVar[dict[str, str]] = {
-        "load.cpu_preprocessing": "A statement of the loop costs the step host time"
-    }
 
     def groups(self, s: Situation) -> list[Group]:
         site = s.facts.get("forward_site") or {}

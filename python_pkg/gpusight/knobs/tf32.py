@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from .base import Arm, Group, Knob, Local, Situation, Target
 
@@ -32,9 +32,6 @@ class Tf32(Knob):
     name = "tf32"
     keys = ("tf32",)
     applied_as = "tf32"
-    titles: ClassVar[dict[str, str]] = {
-        "cfg.tf32_disabled": "TF32 makes the float32 matmuls faster"
-    }
     stacks_on_batch = True
 
     def needs_model(self, changes: dict[str, Any]) -> bool:

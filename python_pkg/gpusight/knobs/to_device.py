@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from .base import After, Arm, Group, Knob, Situation, Target
 
@@ -26,9 +26,6 @@ class ToDevice(Knob):
     keys = ("to_device",)
     applied_as = "to_device"
     unapplied = "the model was already there"
-    titles: ClassVar[dict[str, str]] = {
-        "code.cpu_model": "The model runs on the CPU although a GPU is available"
-    }
     order = 10  # inputs move first; outputs go back last
     moves_parameters = True
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from ..knobs import by_name, title
+from ..finding_catalogue import title
+from ..knobs import by_name
 from ..knobs.gain_rule import threshold
 from ..one_gain import REPEAT_OF, one_gain_per_change, repeat_of
 from ..report import Evidence, Finding, Fix, Impact, Report, WhatIf
@@ -161,7 +162,7 @@ def apply(report: Report, out: Outcome) -> Report:
             f = Finding(
                 id=fid,
                 severity="info",  # the severity rule settles it from the measured gain
-                title=title(fid) or arm.label,
+                title=title(fid, bool(facts.get("cuda"))) or arm.label,
                 evidence=[],
                 fix=fix_text,
             )

@@ -6,6 +6,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from .. import finding_catalogue as catalogue
 from ..fixes import SNIPPETS
 from ..knobs.base import Arm as Plan
 from ..knobs.gain_rule import MIN_GAIN
@@ -32,41 +33,6 @@ SNIPPET_OF = {
     "cudnn_benchmark": "whatif.cudnn_benchmark",
     "dataset_on_gpu": "whatif.dataset_on_gpu",
     "compile": "whatif.compile",
-}
-
-TITLE_OF = {
-    "load.input_bound": "The input pipeline holds the step back",
-    "code.pageable_copy": "Copies to the GPU come from pageable memory",
-    "load.small_batch": "The batch is too small to keep the GPU busy",
-    "load.amp_unused": "The model computes in float32, without mixed precision",
-    "load.channels_last": "Convolutions run in the NCHW memory format",
-    "cfg.tf32_disabled": "TF32 is off for float32 matmuls",
-    "cfg.cudnn_benchmark_off": "cudnn.benchmark is off",
-    "load.launch_bound": "Eager mode launches many small kernels",
-    "load.memory_headroom": "The dataset fits on the GPU but is loaded from the host every step",
-}
-
-# Titles that speak of a GPU, and what they say when the model runs on the CPU.
-HOST_TITLE_OF = {
-    "load.small_batch": "The batch is too small: fixed costs per step dominate",
-    "load.launch_bound": "Eager mode runs many small operators",
-}
-
-
-def title_of(fid: str, cuda: bool) -> str:
-    return TITLE_OF[fid] if cuda else HOST_TITLE_OF.get(fid, TITLE_OF[fid])
-
-
-BOTTLENECK_OF = {
-    "load.input_bound": "input_pipeline",
-    "load.memory_headroom": "input_pipeline",
-    "code.pageable_copy": "memory_transfer",
-    "load.small_batch": "launch_overhead",
-    "load.launch_bound": "launch_overhead",
-    "load.amp_unused": "precision",
-    "cfg.tf32_disabled": "precision",
-    "load.channels_last": "compute",
-    "cfg.cudnn_benchmark_off": "compute",
 }
 
 
@@ -163,7 +129,7 @@ def finding_for(
             evidence.append(Evidence(k.replace("_", " "), v))
     sid, code = snippet_for(ctx, best, winners)
     noise = f", noise ±{w.noise_pct:.1f}%" if w.noise_pct is not None else ""
-    title = f"{title_of(fid, ctx.cuda)}: {best.what_if.change}"
+    title = f"{catalogue.title(fid, ctx.cuda) or fid}: {best.what_if.change}"
     steps = f"{w.before_ms:.2f} ms unchanged -> {w.after_ms:.2f} ms per step, {s:.2f}x{noise}"
     if bound is not None:
         lo, ca = statistics.median(ctx.loader_base_ms), statistics.median(ctx.cached_base_ms)
@@ -315,6 +281,6 @@ def verdict(
         )
     top = max(findings, key=lambda f: (f.impact.basis == "measured", f.impact.speedup or 0.0))
     return Verdict(
-        bottleneck=BOTTLENECK_OF.get(top.id, "none"),
+        bottleneck=catalogue.bottleneck(top.id) or "none",
         summary=f"{top.title}.",
     )
