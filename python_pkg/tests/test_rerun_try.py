@@ -95,3 +95,18 @@ def test_a_change_asked_for_by_name_that_is_not_tried_says_why(
     rep = json.loads((tmp_path / "r.json").read_text())
     note = next(n for n in rep["notes"] if n.startswith("what-if:"))
     assert "not tried: workers: no DataLoader fed the model" in note
+
+
+def test_the_help_of_try_names_every_knob_of_the_registry_and_only_those(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import re
+
+    from gpusight.knobs import REGISTRY
+
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    listed = re.search(r"--try KNOBS with --what-if: try only these changes, .*?\(([^)]*)\)", text)
+    assert listed is not None, text
+    assert listed.group(1).split(", ") == [k.name for k in REGISTRY]
