@@ -241,3 +241,43 @@ def test_verify_reads_no_device_or_fifo_as_its_patch_or_report(
     fix = write_fix(project, {"num_workers": 2})
     assert run_verify(fix, "--report", special) == 2
     assert "not a regular file" in capsys.readouterr().err
+
+
+WRITERS = """    import sqlite3, subprocess, sys
+    user = {root!r}
+    subprocess.run([sys.executable, "-c", "open(%r, 'a').write('child')" % (user + "/notes.txt")],
+                   check=True)
+    db = sqlite3.connect(user + "/runs.db")
+    db.execute("CREATE TABLE IF NOT EXISTS runs (name TEXT)")
+    db.execute("INSERT INTO runs VALUES ('a run')")
+    db.commit()
+    db.close()
+"""
+
+
+def test_verify_leaves_the_folder_as_it_was_through_child_processes_and_sqlite(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both runs of --verify write to the user's folder by absolute path from a child process
+    and from sqlite (past the write guard, which sees Python's own opens): every process of a
+    run sees the folder through an overlay, so it is byte-identical afterwards (#52)."""
+    from gpusight.rerun import overlay
+
+    script = SCRIPT.replace("def main():\n", "def main():\n" + WRITERS.format(root=str(project)))
+    (project / "train.py").write_text(script)
+    (project / "notes.txt").write_text("the user's notes\n")
+    why = overlay.unsuitable(str(project), tempfile.gettempdir())
+    if why is not None:
+        pytest.skip(f"no overlay here: {why}")
+    line = script.splitlines().index("    loader = DataLoader(") + 1
+    diff = loader_patch(script, line, "train.py", {"num_workers": 2})
+    assert diff is not None
+    fix = project.parent / "fix.diff"
+    fix.write_text(header([PatchFile("train.py", text_sha256(script))], "test") + diff)
+    before = snapshot(project)
+    code = run_verify(fix)
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert snapshot(project) == before
+    assert not (project / "runs.db").exists()
+    assert not left_behind()
