@@ -3,6 +3,7 @@ back, cells that cannot be re-run refused (real CPU torch)."""
 
 from __future__ import annotations
 
+import tempfile
 from typing import Any
 
 import pytest
@@ -253,6 +254,52 @@ def test_a_file_an_earlier_cell_opened_is_not_written_by_the_re_runs(
         assert metrics.read_text() == "step\nafter\n"
     finally:
         ip.user_ns["metrics"].close()
+
+
+@pytest.mark.slow
+def test_a_cells_child_processes_and_sqlite_leave_the_folder_as_it_was(
+    ip: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cell's steps write to the user's folder by absolute path from a child process and
+    through sqlite (past the write guard, which sees Python's own opens): the re-runs' children
+    see the folder through an overlay and sqlite opens the copy's database, so the folder is as
+    it was; after the what-if both write to the user's folder again (#52)."""
+    import sqlite3
+
+    from gpusight.rerun import overlay
+
+    if overlay.unsuitable(str(tmp_path), tempfile.gettempdir()) is not None:
+        pytest.skip("no overlay here")
+    monkeypatch.chdir(tmp_path)
+    notes, db = tmp_path / "notes.txt", tmp_path / "runs.db"
+    notes.write_text("the user's notes\n")
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE runs (step INTEGER)")
+    con.commit()
+    con.close()
+    ip.user_ns["ds"] = SlowDataset(n=64, sleep_s=0.0)
+    ip.run_cell(SETUP).raise_error()
+    ip.run_cell(
+        "import sqlite3, subprocess, sys\n"
+        f"USER = {str(tmp_path)!r}\n"
+        "def record(step):\n"
+        "    code = f\"open({USER!r} + '/notes.txt', 'a').write('{step}')\"\n"
+        "    subprocess.run([sys.executable, '-c', code], check=True)\n"
+        "    con = sqlite3.connect(USER + '/runs.db')\n"
+        "    con.execute('INSERT INTO runs VALUES (?)', (step,))\n"
+        "    con.commit()\n"
+        "    con.close()\n"
+    ).raise_error()
+    before = (notes.read_bytes(), db.read_bytes())
+    cell = TRAIN.replace(
+        "    step += 1\n", "    step += 1\n    if step == 1:\n        record(step)\n"
+    )
+    rep = ip.run_cell_magic("gpusight", "--what-if --budget 20 --steps 4 --warmup 1", cell)
+    assert isinstance(rep, Report)
+    assert (notes.read_bytes(), db.read_bytes()) == before
+    ip.run_cell("record(99)").raise_error()  # afterwards, the user's own folder again
+    assert notes.read_text().endswith("99")
+    assert sqlite3.connect(db).execute("SELECT step FROM runs").fetchall() == [(99,)]
 
 
 @pytest.mark.slow

@@ -146,6 +146,7 @@ class CellRunner:
             yield
             return
         from ..rerun.write_guard import guarded
+        from .cell_writers import children_overlaid, sqlite_in_copy
         from .log_handlers import file_handlers_detached
         from .open_files import files_redirected
 
@@ -156,6 +157,8 @@ class CellRunner:
             with (
                 files_redirected(box.root, scratch),
                 file_handlers_detached(),
+                children_overlaid(box.root, box.holder or scratch),
+                sqlite_in_copy(box),
                 guarded(box.path, [box.root]),
             ):
                 yield
