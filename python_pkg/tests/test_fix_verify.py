@@ -281,3 +281,20 @@ def test_verify_leaves_the_folder_as_it_was_through_child_processes_and_sqlite(
     assert snapshot(project) == before
     assert not (project / "runs.db").exists()
     assert not left_behind()
+
+
+def test_verify_without_an_overlay_refuses_a_copy_that_links_the_users_files(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gpusight.rerun import overlay
+
+    monkeypatch.setenv(overlay.OFF_ENV, "1")
+    monkeypatch.setattr(sandbox, "COPY_MAX_FILE", 1024)
+    (project / "data" / "big.raw").write_bytes(bytes(4096))  # linked, not copied
+    fix = write_fix(project, {"num_workers": 2})
+    before = snapshot(project)
+    assert run_verify(fix) == 1
+    err = capsys.readouterr().err
+    assert "data/big.raw" in err and "--allow-linked-files" in err
+    assert "nothing was changed in your files" in err
+    assert snapshot(project) == before and not left_behind()

@@ -133,3 +133,30 @@ def test_a_layer_is_removed_even_where_overlayfs_left_its_work_folder_unreadable
         locked.chmod(0)
         Path(upper, "a.txt").write_text("a")
     assert [p.name for p in tmp_path.iterdir()] == []
+
+
+def test_without_an_overlay_a_copy_that_links_the_users_files_is_refused_unless_allowed(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Where no overlay can be made, a native writer could change a file the copy only links
+    (too large to copy): the what-if refuses before running, names the files and the flag."""
+    from gpusight.cli import main
+
+    monkeypatch.setenv(overlay.OFF_ENV, "1")
+    monkeypatch.setattr(sandbox, "COPY_MAX_FILE", 1024)  # data.raw (4 KB) is linked
+    monkeypatch.chdir(project)
+    (project / "train.py").write_text(
+        "import torch\nm = torch.nn.Linear(8, 2)\nopt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(100):\n    opt.zero_grad()\n    m(torch.randn(4, 8)).sum().backward()\n"
+        "    opt.step()\n"
+    )
+    before = _digests(project)
+    assert main(["run", "--what-if", "--budget", "8", "train.py"]) == 2
+    err = capsys.readouterr().err
+    assert "no overlay can be made here (GPUSIGHT_NO_OVERLAY is set)" in err
+    assert "data.raw" in err and "--allow-linked-files" in err
+    assert _digests(project) == before
+    assert main(["run", "--what-if", "--budget", "8", "--steps", "4", "--allow-linked-files",
+                 "--json", "../r.json", "train.py"]) == 0  # fmt: skip
+    notes = " ".join(__import__("json").loads((project.parent / "r.json").read_text())["notes"])
+    assert "were not kept off your folder (GPUSIGHT_NO_OVERLAY is set)" in notes

@@ -107,6 +107,13 @@ def register(subparsers: Any) -> None:
         help="with --what-if: let the script write outside its folder in every re-run (its "
         "writes inside go to a scratch copy; outside they would repeat, so they are refused)",
     )
+    p.add_argument(
+        "--allow-linked-files",
+        action="store_true",
+        help="with --what-if or --verify, where no overlay can keep every process of a re-run "
+        "off your folder: re-run though the scratch copy links files too large to copy (a "
+        "native writer, sqlite or a child process could then change them)",
+    )
     # Used by --what-if for its re-runs: what to change, where to write what the run saw.
     p.add_argument("--inject", default=None, help=argparse.SUPPRESS)
     p.add_argument("--facts", default=None, help=argparse.SUPPRESS)
@@ -499,6 +506,7 @@ def _what_if(args: argparse.Namespace, label: str) -> int:
             print(f"gpusight: {text}", file=sys.stderr, flush=True)
 
     from ..rerun import sandbox, stop_signals
+    from ..rerun.overlay import unguarded
 
     # SIGTERM or Ctrl-C while the folder is copied: the copy is removed (make() cleans up on
     # the interrupt), none is left in TMPDIR.
@@ -523,6 +531,11 @@ def _what_if(args: argparse.Namespace, label: str) -> int:
         sandbox=box,
         refuse_outside=not args.allow_writes_outside,
     )
+    if not args.allow_linked_files and (why := unguarded(box, runner.overlay)) is not None:
+        print(f"gpusight run --what-if: {why}", file=sys.stderr)
+        box.remove()
+        shutil.rmtree(runner.tmp, ignore_errors=True)
+        return 2
     driver = Driver(runner, budget_s=args.budget, warmup=args.warmup, progress=say, only=only)
     say(f"what-if: re-running {args.script} once per change, budget {args.budget:.0f} s, "
         f"in a scratch copy of this folder ({box.path})")  # fmt: skip
@@ -646,6 +659,7 @@ def _verify(args: argparse.Namespace) -> int:
                 timeout_s=max(60.0, args.budget),
                 env=_rerun_env(),
                 progress=say,
+                allow_linked=args.allow_linked_files,
             )
     except VerifyError as exc:
         print(f"gpusight run --verify: {exc}", file=sys.stderr)

@@ -21,6 +21,10 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .sandbox import Sandbox
 
 OFF_ENV = "GPUSIGHT_NO_OVERLAY"
 """Set (to anything) to keep re-runs off the overlay: the scratch copy and its guard only."""
@@ -140,3 +144,23 @@ def remove(path: str) -> None:
             with contextlib.suppress(OSError):
                 os.chmod(os.path.join(dirpath, d), 0o700)
     shutil.rmtree(path, ignore_errors=True)
+
+
+ALLOW_FLAG = "--allow-linked-files"
+
+
+def unguarded(box: Sandbox, overlay: Overlay | str) -> str | None:
+    """Why re-runs in ``box`` could change the user's files and must not start unless asked
+    (``ALLOW_FLAG``): no overlay, and files the copy reaches through links, which a native
+    writer (sqlite, a C extension, a child process) writes past the write guard."""
+    linked = box.data_links()
+    if not isinstance(overlay, str) or not linked:
+        return None
+    shown = ", ".join(linked[:3]) + (f" and {len(linked) - 3} more" if len(linked) > 3 else "")
+    return (
+        f"no overlay can be made here ({overlay}), and the scratch copy reaches {shown} "
+        "through links (too large or too many to copy): Python's own writes to them are "
+        "guarded, but a child process, sqlite or another native writer would change your files. "
+        f"Pass {ALLOW_FLAG} to re-run anyway, or run where a mount namespace is allowed (Linux, "
+        "as root or with user namespaces)"
+    )

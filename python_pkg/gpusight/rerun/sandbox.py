@@ -51,6 +51,10 @@ class Sandbox:
     def remove(self) -> None:
         shutil.rmtree(self.holder or self.path, ignore_errors=True)
 
+    def data_links(self) -> list[str]:
+        """What the copy links because it is too large or too many to copy (tooling aside)."""
+        return [r for r in self.linked if r.split("/", 1)[0] not in LINKED_DIRS]
+
     def inside(self, rel: str) -> str:
         return os.path.join(self.path, rel)
 

@@ -26,6 +26,7 @@ from ..fixes.diff_apply import PatchError, apply, parse
 from ..fixes.patch_files import inside, made_from, read_text, stale
 from . import sandbox
 from .driver import RunResult, ScriptRunner
+from .overlay import unguarded
 
 
 class VerifyError(Exception):
@@ -129,8 +130,10 @@ def verify(
     timeout_s: float,
     env: dict[str, str],
     progress: Callable[[str], None],
+    allow_linked: bool = False,
 ) -> Verified:
-    """Apply, run both, compare; VerifyError for a patch or a run that cannot be compared."""
+    """Apply, run both, compare; VerifyError for a patch or a run that cannot be compared
+    (or that could change the user's files: ``overlay.unguarded``, unless ``allow_linked``)."""
     root = os.getcwd()
     script_rel = os.path.relpath(os.path.abspath(script), root)
     if script_rel.startswith("..") or os.path.isabs(script_rel):
@@ -150,6 +153,8 @@ def verify(
             runner = ScriptRunner(script, script_args, steps=steps, warmup=warmup, env=run_env,
                                   sandbox=box)  # fmt: skip
             runners.append(runner)
+            if not allow_linked and (why := unguarded(box, runner.overlay)) is not None:
+                raise VerifyError(why)
             progress(f"verify: running the {label} script ...")
             res = runner(label, {}, False, timeout_s)
             if not res.ok:
