@@ -160,3 +160,31 @@ def test_without_an_overlay_a_copy_that_links_the_users_files_is_refused_unless_
                  "--json", "../r.json", "train.py"]) == 0  # fmt: skip
     notes = " ".join(__import__("json").loads((project.parent / "r.json").read_text())["notes"])
     assert "were not kept off your folder (GPUSIGHT_NO_OVERLAY is set)" in notes
+
+
+def test_a_folder_with_a_file_system_mounted_inside_gets_no_overlay(tmp_path: Path) -> None:
+    """An overlay shows one file system: a data folder mounted inside the user's would look empty
+    to the re-runs, so none is made there (the copy and its guard keep the folder)."""
+    table = tmp_path / "mountinfo"
+    user = tmp_path / "my project"
+    table.write_text(
+        "22 27 0:21 / /proc rw - proc proc rw\n"
+        f"90 27 0:50 / {str(user).replace(' ', chr(92) + '040')}/data rw - nfs srv:/d rw\n"
+        f"91 27 0:51 / {tmp_path}/other rw - tmpfs tmpfs rw\n"
+    )
+    assert overlay.mounts_below(str(user), str(table)) == [f"{user}/data"]
+    assert overlay.mounts_below(str(tmp_path / "other"), str(table)) == []
+    (user / "data").mkdir(parents=True)
+    holder = tmp_path / "hold"
+    holder.mkdir()
+    import subprocess
+
+    made = subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(user / "data")], check=False,
+                          capture_output=True)  # fmt: skip
+    if made.returncode != 0:
+        pytest.skip("mounting needs root")
+    try:
+        why = overlay.over(str(user), str(holder))
+        assert why == f"a file system is mounted inside the folder ({user}/data)"
+    finally:
+        subprocess.run(["umount", "-l", str(user / "data")], check=False)

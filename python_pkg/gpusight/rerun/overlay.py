@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -111,7 +112,30 @@ def unsuitable(lower: str, holder: str) -> str | None:
         return "the folder is the file system's root"
     if (box + os.sep).startswith(real + os.sep):
         return "the scratch folder lies inside the folder it would cover"
+    inner = mounts_below(real)
+    if inner:
+        # An overlay shows one file system: what is mounted below would look empty in it.
+        return f"a file system is mounted inside the folder ({inner[0]})"
     return None
+
+
+def mounts_below(root: str, table: str = "/proc/self/mountinfo") -> list[str]:
+    """The mount points strictly inside ``root`` (``mountinfo``'s fifth field, octal escapes
+    such as ``\\040`` for a space undone)."""
+    try:
+        with open(table, encoding="utf-8", errors="replace") as f:
+            rows = f.read().splitlines()
+    except OSError:
+        return []
+    prefix = root.rstrip(os.sep) + os.sep
+    found = []
+    for row in rows:
+        parts = row.split(" ")
+        if len(parts) > 4:
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), parts[4])
+            if point.startswith(prefix):
+                found.append(point)
+    return sorted(found)
 
 
 def over(lower: str, holder: str) -> Overlay | str:
