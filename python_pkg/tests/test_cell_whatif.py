@@ -260,10 +260,10 @@ def test_a_file_an_earlier_cell_opened_is_not_written_by_the_re_runs(
 def test_a_cells_child_processes_and_sqlite_leave_the_folder_as_it_was(
     ip: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The cell's steps write to the user's folder by absolute path from a child process and
-    through sqlite (past the write guard, which sees Python's own opens): the re-runs' children
-    see the folder through an overlay and sqlite opens the copy's database, so the folder is as
-    it was; after the what-if both write to the user's folder again (#52)."""
+    """The cell's steps write to the user's folder by absolute path from a child process, through
+    os.system and through sqlite (past the write guard, which sees Python's own opens): the
+    re-runs' children see the folder through an overlay and sqlite opens the copy's database, so
+    the folder is as it was; after the what-if all write to the user's folder again (#52)."""
     import sqlite3
 
     from gpusight.rerun import overlay
@@ -280,11 +280,12 @@ def test_a_cells_child_processes_and_sqlite_leave_the_folder_as_it_was(
     ip.user_ns["ds"] = SlowDataset(n=64, sleep_s=0.0)
     ip.run_cell(SETUP).raise_error()
     ip.run_cell(
-        "import sqlite3, subprocess, sys\n"
+        "import os, sqlite3, subprocess, sys\n"
         f"USER = {str(tmp_path)!r}\n"
         "def record(step):\n"
         "    code = f\"open({USER!r} + '/notes.txt', 'a').write('{step}')\"\n"
         "    subprocess.run([sys.executable, '-c', code], check=True)\n"
+        "    assert os.system(f'echo {step} >> {USER}/notes.txt') == 0\n"
         "    con = sqlite3.connect(USER + '/runs.db')\n"
         "    con.execute('INSERT INTO runs VALUES (?)', (step,))\n"
         "    con.commit()\n"
@@ -298,7 +299,7 @@ def test_a_cells_child_processes_and_sqlite_leave_the_folder_as_it_was(
     assert isinstance(rep, Report)
     assert (notes.read_bytes(), db.read_bytes()) == before
     ip.run_cell("record(99)").raise_error()  # afterwards, the user's own folder again
-    assert notes.read_text().endswith("99")
+    assert notes.read_text() == "the user's notes\n9999\n"  # the child's, then the shell's
     assert sqlite3.connect(db).execute("SELECT step FROM runs").fetchall() == [(99,)]
 
 

@@ -1,12 +1,13 @@
 """What a cell's re-runs write to the user's folder past Python's ``open`` (which the write guard
 sees): processes the cell starts, and sqlite.
 
-While the re-runs run, every process started through ``subprocess`` from the kernel's thread
-runs inside an overlay of the folder (``rerun/overlay.py``: a layer of its own, gone after the
-re-runs), so what it writes there by any path lands in the layer; and ``sqlite3.connect`` to a
-database inside the folder opens the scratch copy's file instead (made the copy's own first,
-where the copy only links to it). Not covered: ``os.system`` and ``os.spawn*`` (no
-``subprocess``), a ``connect`` imported by name before the re-runs, other native writers.
+While the re-runs run, every process started through ``subprocess`` (or ``os.system``, sent
+through it) from the kernel's thread runs inside an overlay of the folder (``rerun/overlay.py``:
+a layer of its own, gone after the re-runs), so what it writes there by any path lands in the
+layer; and ``sqlite3.connect`` to a database inside the folder opens the scratch copy's file
+instead (made the copy's own first, where the copy only links to it). Not covered:
+``os.spawn*`` and ``os.fork`` + ``exec``, a ``connect`` imported by name before the re-runs,
+other native writers in the kernel.
 """
 
 from __future__ import annotations
@@ -60,11 +61,23 @@ def children_overlaid(root: str, holder: str) -> Iterator[str | None]:
         p["shell"], p["executable"] = False, None
         return orig(*bound.args, **bound.kwargs)
 
+    orig_system = os.system
+
+    def system(command: Any) -> int:
+        """``os.system`` through ``subprocess`` (so through the overlay), its status encoded
+        as ``os.system`` returns it: the exit code in the high byte, a signal in the low."""
+        if get_ident() != tid:
+            return orig_system(command)
+        code = subprocess.call(["/bin/sh", "-c", os.fsdecode(command)])
+        return code << 8 if code >= 0 else -code
+
     subprocess.Popen._execute_child = _execute_child  # type: ignore[attr-defined]
+    os.system = system
     try:
         yield None
     finally:
         subprocess.Popen._execute_child = orig  # type: ignore[attr-defined]
+        os.system = orig_system
         for name in os.listdir(holder):
             if name.startswith("child-"):
                 overlay.remove(os.path.join(holder, name))
