@@ -114,3 +114,33 @@ def test_the_loader_knob_measures_kept_workers_for_the_epoch_start_finding() -> 
     assert list(arms) == ["DataLoader persistent_workers=True"]
     facts["finding_ids"] = []
     assert knob.groups(Situation.of(facts)) == []
+
+
+def test_a_reruns_noise_counts_the_epoch_start_once_a_block() -> None:
+    """The re-run's within-run noise (2 x the standard error of block means) takes blocks of
+    whole epochs where the epoch start is a phase: blocks of 6 steps that held an epoch start or
+    not read the mean step ±52 % uncertain (here), and a 40x kept-workers gain as noise."""
+    from gpusight.rerun.driver import RunResult
+
+    xs = [420.0 if i % BATCHES == 0 else 5.0 for i in range(50)]
+    run = {"step_times_ms": xs, "phases": [{"kind": "epoch_start", "period_steps": BATCHES}]}
+    with_phase = RunResult("control", {}, True, 1.0, {"run": run})
+    assert with_phase.sem_pct() < 1.0
+    without = RunResult("control", {}, True, 1.0, {"run": {"step_times_ms": xs}})
+    assert without.sem_pct() > 10.0
+
+
+def test_a_rerun_whose_window_held_epoch_starts_does_not_add_them_again() -> None:
+    """Short epochs: the measured window holds epoch starts (phases), and its mean step pays
+    them; spreading the loader's start over the epoch on top of it counted them twice (a kept
+    workers' re-run read 52.8x on this machine where its step went from about 48 ms to 1.7)."""
+    from gpusight.rerun.driver import RunResult
+
+    facts = {"loader": {"epoch_start_ms": 420.0, "batches_per_epoch": BATCHES}}
+    run = {"step_time_ms": 47.0, "steps": 40, "breakdown_ms": {"data_wait": 3.0}}
+    once = RunResult("control", {}, True, 1.0, {"run": run}, facts)
+    assert once.epoch_share_ms == pytest.approx((420.0 - 3.0) / BATCHES)  # start before the window
+    held = RunResult("control", {}, True, 1.0,
+                     {"run": {**run, "phases": [{"kind": "epoch_start", "period_steps": 10}]}},
+                     facts)  # fmt: skip
+    assert held.epoch_share_ms == 0.0 and held.step_ms == pytest.approx(47.0)

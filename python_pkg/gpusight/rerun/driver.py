@@ -116,6 +116,8 @@ class RunResult:
         start, per_epoch = ld.get("epoch_start_ms"), ld.get("batches_per_epoch")
         if not start or not per_epoch or ld.get("persistent_workers"):
             return 0.0
+        if any(p.get("kind") == "epoch_start" for p in self.run.get("phases") or []):
+            return 0.0  # short epochs: the measured window paid its epoch starts already
         # A step's usual wait for its batch is in the mean step already.
         usual = float((self.run.get("breakdown_ms") or {}).get("data_wait") or 0.0)
         return max(0.0, float(start) - usual) / int(per_epoch)
@@ -140,11 +142,12 @@ class RunResult:
 
     def sem_pct(self) -> float:
         """The mean step's standard error, in % of it, by batch means: the steps in up to 8
-        blocks, each a whole number of stall periods (a bursty loader's steps are not
-        independent: one block of 4 holds its stall, one step does or does not). 0 with fewer
-        than 3 blocks."""
+        blocks, each a whole number of stall periods or of a phase's (a bursty loader's steps
+        are not independent: one block of 4 holds its stall, one step does or does not; an
+        epoch start every 10 steps is in every block of 10). 0 with fewer than 3 blocks."""
         xs = self.run.get("step_times_ms") or []
-        period = int((self.run.get("stall") or {}).get("period_steps") or 1)
+        phases = [int(p.get("period_steps") or 1) for p in self.run.get("phases") or []]
+        period = max([int((self.run.get("stall") or {}).get("period_steps") or 1), *phases])
         blen = max(period, (len(xs) // 8) // period * period)
         blocks = [xs[i : i + blen] for i in range(0, len(xs) - blen + 1, blen)]
         if len(blocks) < 3:
