@@ -53,11 +53,12 @@ def test_open_files_write_to_copies_inside_and_to_the_users_files_again_after(
 
 def test_only_descriptors_open_for_writing_inside_the_folder_are_taken(tmp_path: Path) -> None:
     inside, outside = tmp_path / "project", tmp_path / "elsewhere"
-    inside.mkdir()
+    (inside / ".ipython").mkdir(parents=True)  # a notebook started at the home directory
     outside.mkdir()
     with (
         open(inside / "w.txt", "w") as w,
         open(inside / "w.txt") as _r,
         open(outside / "o.txt", "w") as _o,
+        open(inside / ".ipython" / "history.sqlite", "w") as _history,
     ):
         assert writable_in(str(inside)) == [(w.fileno(), str(inside / "w.txt"))]

@@ -35,7 +35,7 @@ def _flush_files() -> None:
 
 def writable_in(root: str) -> list[tuple[int, str]]:
     """(descriptor, file) for each descriptor of this process open for writing on a regular
-    file inside ``root``."""
+    file inside ``root``, outside its dot-folders."""
     base = os.path.realpath(root) + os.sep
     found = []
     try:
@@ -49,6 +49,10 @@ def writable_in(root: str) -> list[tuple[int, str]]:
         except OSError:
             continue
         if flags & os.O_ACCMODE == os.O_RDONLY or not path.startswith(base):
+            continue
+        # Tooling's own, in a folder started at the home directory: IPython's history
+        # database, Jupyter's runtime files; a user's data does not live in dot-folders.
+        if any(part.startswith(".") for part in path[len(base) :].split(os.sep)[:-1]):
             continue
         if os.path.isfile(path):
             found.append((fd, path))
