@@ -14,30 +14,38 @@ import signal
 import threading
 from collections.abc import Iterator
 
+AGAIN_S = 1.0
+"""Past the limit, the interrupt comes again this often until the code has stopped: a re-run
+that catches KeyboardInterrupt and goes on is interrupted once more."""
+
 
 @contextlib.contextmanager
-def interrupted_after(seconds: float) -> Iterator[list[bool]]:
-    """Inside: after ``seconds`` the main thread gets a KeyboardInterrupt; ``fired[0]`` says
-    whether one came from here."""
+def interrupted_after(seconds: float, again_s: float = AGAIN_S) -> Iterator[list[bool]]:
+    """Inside: after ``seconds`` the main thread gets a KeyboardInterrupt, and again every
+    ``again_s`` until the block ends; ``fired[0]`` says whether one came from here."""
     fired = [False]
     lock = threading.Lock()
-    active = [True]
+    done = threading.Event()
     main = threading.main_thread().ident
 
     def fire() -> None:
-        with lock:
-            if active[0] and main is not None:
+        if done.wait(max(0.0, seconds)):
+            return
+        while True:
+            with lock:
+                if done.is_set() or main is None:
+                    return
                 fired[0] = True
                 # A real SIGINT to the main thread: it also ends a blocking wait (a sleep, a
                 # lock), which _thread.interrupt_main() would not.
                 signal.pthread_kill(main, signal.SIGINT)
+            if done.wait(again_s):
+                return
 
-    timer = threading.Timer(max(0.0, seconds), fire)
-    timer.daemon = True
+    timer = threading.Thread(target=fire, name="gpusight-time-limit", daemon=True)
     timer.start()
     try:
         yield fired
     finally:
         with lock:
-            active[0] = False
-        timer.cancel()
+            done.set()

@@ -1,0 +1,31 @@
+"""A cell's re-run past its time limit gets the interrupt Ctrl-C would send, and again until it
+stops: code that catches KeyboardInterrupt once and goes on is still stopped (issue #52)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from gpusight.jupyter.time_limit import interrupted_after
+
+
+def test_a_rerun_that_swallows_the_first_interrupt_is_interrupted_again() -> None:
+    caught = 0
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt), interrupted_after(0.2, again_s=0.2) as fired:
+        while time.monotonic() - t0 < 10:
+            try:
+                time.sleep(5)
+            except KeyboardInterrupt:
+                caught += 1  # a loop that saves a checkpoint on Ctrl-C and goes on
+                if caught > 1:
+                    raise
+    assert fired[0] and caught == 2
+    assert time.monotonic() - t0 < 2
+
+
+def test_a_block_that_ends_in_time_is_never_interrupted() -> None:
+    with interrupted_after(0.3, again_s=0.1) as fired:
+        time.sleep(0.05)
+    time.sleep(0.5)  # past the limit: nothing comes after the block
+    assert not fired[0]
