@@ -7,8 +7,10 @@ namespace of its own (and a user namespace where it is not root), mounts an over
 user's folder below and the scratch layer above on the folder's own path, and then becomes the
 command: every process the script starts inherits the namespace, and the mount is gone with
 the last of them. Where the kernel does not allow it (no user namespaces, an upper layer on a
-file system overlayfs refuses, not Linux), ``available`` says why and the re-runs keep to the
-scratch copy and its write guard (``sandbox.py``, ``write_guard.py``).
+file system overlayfs refuses, not Linux, a file system mounted inside the folder), ``over``
+says why and the re-runs keep to the scratch copy and its write guard (``sandbox.py``,
+``write_guard.py``), refused before they start where the copy links the user's files
+(``unguarded``).
 """
 
 from __future__ import annotations
@@ -30,8 +32,6 @@ if TYPE_CHECKING:
 OFF_ENV = "GPUSIGHT_NO_OVERLAY"
 """Set (to anything) to keep re-runs off the overlay: the scratch copy and its guard only."""
 PROBE_TIMEOUT_S = 20.0
-FAILED = 97
-"""The launcher's exit status where it could not set the overlay up (the command never ran)."""
 
 LAUNCH = r"""
 import ctypes, os, sys
@@ -41,7 +41,7 @@ CLONE_NEWNS, CLONE_NEWUSER, MS_REC, MS_PRIVATE = 0x20000, 0x10000000, 0x4000, 0x
 def fail(what):
     err = ctypes.get_errno()
     sys.stderr.write(f"gpusight overlay: {what}: {os.strerror(err) if err else 'failed'}\n")
-    sys.exit(97)
+    sys.exit(97)  # the command never ran
 uid, gid = os.geteuid(), os.getegid()
 here = os.getcwd()
 if libc.unshare(CLONE_NEWNS if uid == 0 else CLONE_NEWNS | CLONE_NEWUSER) != 0:
