@@ -189,14 +189,21 @@ def report_json(data: dict[str, Any]) -> str:
     return text
 
 
-def sort_findings(findings: list[Finding]) -> list[Finding]:
-    """Measured gains first (a measurement outranks any estimate), then the largest recoverable
-    share, then severity, then catalogue id for a stable order."""
+LEADS = frozenset({"code.cpu_model"})
+"""Findings that come before every other: the whole model on the CPU beside a usable GPU, where
+every other figure of the step was measured on the CPU (``src/view/findings.ts`` keeps the
+same)."""
 
-    def key(f: Finding) -> tuple[int, float, int, str]:
+
+def sort_findings(findings: list[Finding]) -> list[Finding]:
+    """``LEADS`` first, then measured gains (a measurement outranks any estimate), then the
+    largest recoverable share, then severity, then catalogue id for a stable order."""
+
+    def key(f: Finding) -> tuple[int, int, float, int, str]:
         share = f.impact.recoverable_pct or 0.0
         speed = f.impact.speedup or 1.0
         return (
+            0 if f.id in LEADS else 1,
             0 if f.impact.basis == "measured" and speed > 1 else 1,
             -max(share, (1 - 1 / speed) * 100 if speed > 1 else 0.0),
             SEVERITY_ORDER[f.severity],

@@ -133,3 +133,25 @@ def test_save_and_pretty(tmp_path: Path) -> None:
     assert load_report(path)["kind"] == "check"
     text = pretty(report)  # type: ignore[no-untyped-call]
     assert "Checklist" not in text and "No findings." in text
+
+
+def test_the_model_left_on_the_cpu_leads_every_other_finding() -> None:
+    """With the whole model on the CPU beside a usable GPU, every other figure of the step was
+    measured on the CPU: its finding comes first whatever the others' estimates (a host-work
+    estimate of 46 % once led a 43 % placement one, against the verdict)."""
+    from gpusight.report import Finding, Fix, Impact, sort_findings
+
+    def finding(fid: str, share: float, basis: str = "estimated") -> Finding:
+        impact = Impact(basis=basis, text="t", recoverable_pct=share, speedup=1 / (1 - share / 100))  # type: ignore[arg-type]
+        return Finding(id=fid, severity="critical", title="t", evidence=[], impact=impact,
+                       fix=Fix(text="f"))  # fmt: skip
+
+    host = finding("load.cpu_preprocessing", 46.3)
+    measured = finding("load.small_batch", 60.0, basis="measured")
+    placement = finding("code.cpu_model", 42.9)
+    assert [f.id for f in sort_findings([host, measured, placement])] == [
+        "code.cpu_model", "load.small_batch", "load.cpu_preprocessing",
+    ]  # fmt: skip
+    assert [f.id for f in sort_findings([host, measured])] == [
+        "load.small_batch", "load.cpu_preprocessing",
+    ]  # fmt: skip

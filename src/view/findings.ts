@@ -31,13 +31,18 @@ export function impactShare(f: Finding): number {
   return Math.max(share, speed > 1 ? (1 - 1 / speed) * 100 : 0);
 }
 
+/** Findings before every other (report.LEADS): the whole model on the CPU beside a GPU. */
+const LEADS = new Set(['code.cpu_model']);
+
 /**
- * Largest impact first, then severity, then id: the order the Python side writes
- * (report.sort_findings). Re-sorted here so a hand-edited report reads the same way.
+ * Leads first, then the largest impact, then severity, then id: the order the Python side
+ * writes (report.sort_findings). Re-sorted here so a hand-edited report reads the same way.
  */
 export function sortFindings(findings: Finding[]): Finding[] {
+  const lead = (f: Finding) => (LEADS.has(f.id) ? 0 : 1);
   return [...findings].sort(
     (a, b) =>
+      lead(a) - lead(b) ||
       impactShare(b) - impactShare(a) ||
       SEVERITY_RANK[a.severity] - SEVERITY_RANK[b.severity] ||
       (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)

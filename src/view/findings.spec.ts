@@ -1,0 +1,36 @@
+import { describe, expect, it } from 'vitest';
+import type { Finding } from '../report';
+import { sortFindings } from './findings';
+
+function finding(id: string, share: number, basis = 'estimated'): Finding {
+  return {
+    id,
+    severity: 'critical',
+    title: id,
+    evidence: [],
+    impact: {
+      basis,
+      text: '',
+      recoverable_pct: share,
+      speedup: 1 / (1 - share / 100)
+    },
+    fix: { text: 'fix' }
+  } as Finding;
+}
+
+describe('sortFindings', () => {
+  it('puts the model left on the CPU first, as the kernel side does, then the largest impact', () => {
+    const host = finding('load.cpu_preprocessing', 46.3);
+    const placement = finding('code.cpu_model', 42.9);
+    const small = finding('load.small_batch', 20);
+    expect(sortFindings([host, small, placement]).map(f => f.id)).toEqual([
+      'code.cpu_model',
+      'load.cpu_preprocessing',
+      'load.small_batch'
+    ]);
+    expect(sortFindings([small, host]).map(f => f.id)).toEqual([
+      'load.cpu_preprocessing',
+      'load.small_batch'
+    ]);
+  });
+});
