@@ -51,6 +51,9 @@ class CellRunner:
         self.warmup = warmup
         self.label = label
         self.names = source_names
+        self._overlay: Any = None
+        """The overlay the re-runs' child processes see the folder through, or why none: its
+        trial mount made at the first re-run, once (``rerun/overlay.py``)."""
 
     def __call__(
         self, label: str, changes: dict[str, Any], profile: bool, timeout_s: float
@@ -145,19 +148,22 @@ class CellRunner:
         if box is None:
             yield
             return
+        from ..rerun.overlay import over
         from ..rerun.write_guard import guarded
         from .cell_writers import children_overlaid, sqlite_in_copy
         from .log_handlers import file_handlers_detached
         from .open_files import files_redirected
 
+        scratch = os.path.join(box.holder or box.path, "open-files")
+        if self._overlay is None:
+            self._overlay = over(box.root, box.holder or scratch)
         here = os.getcwd()
         os.chdir(box.path)
-        scratch = os.path.join(box.holder or box.path, "open-files")
         try:
             with (
                 files_redirected(box.root, scratch),
                 file_handlers_detached(),
-                children_overlaid(box.root, box.holder or scratch),
+                children_overlaid(self._overlay, box.holder or scratch),
                 sqlite_in_copy(box),
                 guarded(box.path, [box.root]),
             ):

@@ -28,10 +28,10 @@ from ..rerun.sandbox import Sandbox
 
 
 @contextlib.contextmanager
-def children_overlaid(root: str, holder: str) -> Iterator[str | None]:
-    """Inside: processes started through ``subprocess`` see ``root`` through an overlay; yields
-    why they do not (None: they do)."""
-    made = overlay.over(root, holder)
+def children_overlaid(made: overlay.Overlay | str, holder: str) -> Iterator[str | None]:
+    """Inside: processes started through ``subprocess`` see the folder through ``made`` (made
+    once for a what-if: ``overlay.over``), their layers in ``holder``; yields why they do not
+    (``made`` where it says why: None where they do)."""
     if isinstance(made, str):
         yield made
         return

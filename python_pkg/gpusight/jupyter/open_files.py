@@ -63,12 +63,16 @@ def writable_in(root: str) -> list[tuple[int, str]]:
 def files_redirected(root: str, scratch: str) -> Iterator[list[str]]:
     """Inside: every descriptor open for writing on a file in ``root`` writes to a copy of it in
     ``scratch`` (made there); yields the user's files so covered."""
+    found = writable_in(root)
+    if not found:  # as a rule: then no walk over every object for files to flush
+        yield []
+        return
     _flush_files()
     swapped: list[tuple[int, int]] = []  # (descriptor, a duplicate of the user's file's)
     covered: set[str] = set()
     try:
         os.makedirs(scratch, exist_ok=True)
-        for fd, path in writable_in(root):
+        for fd, path in found:
             stand_in = os.path.join(scratch, f"open-{fd}-{os.path.basename(path)}")
             if os.path.getsize(path) <= COPY_MAX:
                 shutil.copyfile(path, stand_in)
