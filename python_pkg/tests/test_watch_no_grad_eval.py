@@ -13,25 +13,8 @@ import torch
 from gpusight.report import Report
 from gpusight.watch.session import Watch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
-
-
-class Classifier(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        layer = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)
-        self.enc = nn.TransformerEncoder(layer, 2)
-        self.head = nn.Linear(32, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.enc(x).mean(1))
-
-
-def _loaders() -> tuple[DataLoader[Any], DataLoader[Any]]:
-    g = torch.Generator().manual_seed(0)
-    train = TensorDataset(torch.randn(2048, 8, 32, generator=g), torch.randint(0, 10, (2048,)))
-    val = TensorDataset(torch.randn(384, 8, 32, generator=g), torch.randint(0, 10, (384,)))
-    return DataLoader(train, batch_size=8), DataLoader(val, batch_size=8)
+from torch.utils.data import DataLoader
+from watch_support import Classifier, train_val_loaders
 
 
 def evaluate(model: nn.Module, val: DataLoader[Any]) -> int:
@@ -51,7 +34,7 @@ def _train(every: int, steps: int, evaluation: Any = evaluate, **watch: Any) -> 
     torch.manual_seed(0)
     model = Classifier()
     opt = torch.optim.AdamW(model.parameters(), 1e-3)
-    train, val = _loaders()
+    train, val = train_val_loaders()
     with Watch(steps=steps, **watch) as w:
         for step, (x, y) in enumerate(train):
             loss = nn.functional.cross_entropy(model(x), y)
@@ -101,7 +84,7 @@ def test_no_grad_inside_the_step_and_a_batch_taken_under_it_every_step_are_no_ph
     torch.manual_seed(0)
     model, teacher = Classifier(), Classifier()
     opt = torch.optim.SGD(model.parameters(), 0.01)
-    train, _ = _loaders()
+    train, _ = train_val_loaders()
     it = iter(train)
     with Watch(steps=12) as w:
         for _ in range(60):

@@ -17,25 +17,8 @@ from gpusight.rules.between_steps import PhaseSeen, per_step_ms, period_of
 from gpusight.rules.workload import LoaderInfo, WorkloadEvidence, analyse
 from gpusight.watch.session import Watch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
-
-
-class Classifier(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        layer = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)
-        self.enc = nn.TransformerEncoder(layer, 2)
-        self.head = nn.Linear(32, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.enc(x).mean(1))
-
-
-def _loaders() -> tuple[DataLoader[Any], DataLoader[Any]]:
-    g = torch.Generator().manual_seed(0)
-    train = TensorDataset(torch.randn(2048, 8, 32, generator=g), torch.randint(0, 10, (2048,)))
-    val = TensorDataset(torch.randn(384, 8, 32, generator=g), torch.randint(0, 10, (384,)))
-    return DataLoader(train, batch_size=8), DataLoader(val, batch_size=8)
+from torch.utils.data import DataLoader
+from watch_support import Classifier, train_val_loaders
 
 
 def evaluate(model: nn.Module, val: DataLoader[Any]) -> int:
@@ -57,7 +40,7 @@ def train_with_eval(every: int, steps: int, once_at: int = -1, **watch: Any) -> 
     torch.manual_seed(0)
     model = Classifier()
     opt = torch.optim.AdamW(model.parameters(), 1e-3)
-    train, val = _loaders()
+    train, val = train_val_loaders()
     with Watch(steps=steps, **watch) as w:
         for step, (x, y) in enumerate(train):
             loss = nn.functional.cross_entropy(model(x), y)
@@ -129,7 +112,7 @@ def test_training_that_only_calls_train_and_inference_have_no_phase() -> None:
     torch.manual_seed(0)
     model = Classifier()
     opt = torch.optim.SGD(model.parameters(), 0.01)
-    train, val = _loaders()
+    train, val = train_val_loaders()
     with Watch(steps=8) as w:
         for x, y in train:
             model.train()  # every step, as many loops do
@@ -153,7 +136,7 @@ def test_a_teacher_put_in_eval_mode_every_step_is_part_of_the_step() -> None:
     torch.manual_seed(0)
     teacher, student = Classifier(), Classifier()
     opt = torch.optim.AdamW(student.parameters(), 1e-3)
-    train, _ = _loaders()
+    train, _ = train_val_loaders()
     with Watch(steps=10) as w:
         for x, y in train:
             teacher.eval()
@@ -310,7 +293,7 @@ def test_the_evaluation_snippet_computes_what_a_per_batch_read_does() -> None:
     exec(compile(code, "<snippet>", "exec"), space)
     torch.manual_seed(0)
     model = Classifier()
-    _, val = _loaders()
+    _, val = train_val_loaders()
     loss_fn = nn.functional.cross_entropy
     loss, acc = space["evaluate"](model, val, loss_fn, "cpu")
     assert model.training  # left in training mode, as it found it

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from gpusight.watch.recorder import StepRecord
 from torch import nn
-from torch.utils.data import Dataset
+from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 SLEEP_S = 0.02
 
@@ -102,3 +102,24 @@ def train(loader: Any, model: nn.Module, steps: int | None = None) -> Iterator[i
         yield i
         if steps is not None and i + 1 >= steps:
             return
+
+
+class Classifier(nn.Module):
+    """A small transformer encoder classifier: a real model with an evaluation worth timing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, 2)
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.enc(x).mean(1))
+
+
+def train_val_loaders() -> tuple[DataLoader[Any], DataLoader[Any]]:
+    """Training and validation loaders of random sequences, batch 8, seeded."""
+    g = torch.Generator().manual_seed(0)
+    train = TensorDataset(torch.randn(2048, 8, 32, generator=g), torch.randint(0, 10, (2048,)))
+    val = TensorDataset(torch.randn(384, 8, 32, generator=g), torch.randint(0, 10, (384,)))
+    return DataLoader(train, batch_size=8), DataLoader(val, batch_size=8)
