@@ -10,15 +10,20 @@ from __future__ import annotations
 
 from .catalogue import SNIPPETS, Snippet
 
+_STEP = "    optimizer.zero_grad(set_to_none=True)\n    loss.backward()\n    optimizer.step()\n"
+_LOADER_EXAMPLE = {"loader_args": "dataset, batch_size=8, shuffle=True", "speedup": "1.00x"}
+_LOADER_ONLY = (
+    "# Measured: {speedup} faster per step ({what}).\n"
+    "loader = torch.utils.data.DataLoader({loader_args})\n"
+)
+
 MEASURED_SNIPPETS = [
     Snippet(
         "whatif.num_workers",
         "python",
-        "# Measured: {speedup} faster per step ({what}).\n"
-        "loader = torch.utils.data.DataLoader({loader_args})\n",
+        _LOADER_ONLY,
         {
-            "loader_args": "dataset, batch_size=8, shuffle=True",
-            "speedup": "1.00x",
+            **_LOADER_EXAMPLE,
             "what": "num_workers sweep 2: 1.00x",
         },
         finding_id="load.input_bound",
@@ -28,11 +33,9 @@ MEASURED_SNIPPETS = [
     Snippet(
         "whatif.persistent_workers",
         "python",
-        "# Measured: {speedup} faster per step ({what}).\n"
-        "loader = torch.utils.data.DataLoader({loader_args})\n",
+        _LOADER_ONLY,
         {
-            "loader_args": "dataset, batch_size=8, shuffle=True",
-            "speedup": "1.00x",
+            **_LOADER_EXAMPLE,
             "what": "workers kept across epochs",
         },
         finding_id="load.input_bound",
@@ -42,11 +45,9 @@ MEASURED_SNIPPETS = [
     Snippet(
         "whatif.prefetch_factor",
         "python",
-        "# Measured: {speedup} faster per step ({what}).\n"
-        "loader = torch.utils.data.DataLoader({loader_args})\n",
+        _LOADER_ONLY,
         {
-            "loader_args": "dataset, batch_size=8, shuffle=True",
-            "speedup": "1.00x",
+            **_LOADER_EXAMPLE,
             "what": "4 batches ahead per worker",
         },
         finding_id="load.input_bound",
@@ -62,11 +63,8 @@ MEASURED_SNIPPETS = [
         "for inputs, targets in loader:\n"
         "    inputs = inputs.to(device, non_blocking=True)\n"
         "    targets = targets.to(device, non_blocking=True)\n"
-        "    loss = loss_fn(model(inputs), targets)\n"
-        "    optimizer.zero_grad(set_to_none=True)\n"
-        "    loss.backward()\n"
-        "    optimizer.step()\n",
-        {"loader_args": "dataset, batch_size=8, shuffle=True", "speedup": "1.00x"},
+        "    loss = loss_fn(model(inputs), targets)\n" + _STEP,
+        dict(_LOADER_EXAMPLE),
         finding_id="code.pageable_copy",
         text="Pin batches in page-locked memory and copy them without blocking the host.",
         needs=("torch", "dataset", "device", "model", "loss_fn", "optimizer"),
@@ -82,8 +80,8 @@ MEASURED_SNIPPETS = [
         "for group in optimizer.param_groups:  # run once\n"
         "    group['lr'] = group['lr'] * {factor!r}\n",
         {
+            **_LOADER_EXAMPLE,
             "loader_args": "dataset, batch_size=16, shuffle=True",
-            "speedup": "1.00x",
             "batch_size": 16,
             "factor": 2,
         },
@@ -98,10 +96,7 @@ MEASURED_SNIPPETS = [
         "for inputs, targets in loader:\n"
         "    inputs, targets = inputs.to(device), targets.to(device)\n"
         "    with torch.autocast(device_type={device_type!r}, dtype=torch.bfloat16):\n"
-        "        loss = loss_fn(model(inputs), targets)\n"
-        "    optimizer.zero_grad(set_to_none=True)\n"
-        "    loss.backward()\n"
-        "    optimizer.step()\n",
+        "        loss = loss_fn(model(inputs), targets)\n" + _STEP,
         {"speedup": "1.00x", "device_type": "cuda"},
         finding_id="load.amp_unused",
         text="Run the forward pass and the loss in bfloat16 autocast (tensor cores).",
@@ -133,10 +128,7 @@ MEASURED_SNIPPETS = [
         "for inputs, targets in loader:\n"
         "    inputs = inputs.to(device, memory_format=torch.channels_last)\n"
         "    targets = targets.to(device)\n"
-        "    loss = loss_fn(model(inputs), targets)\n"
-        "    optimizer.zero_grad(set_to_none=True)\n"
-        "    loss.backward()\n"
-        "    optimizer.step()\n",
+        "    loss = loss_fn(model(inputs), targets)\n" + _STEP,
         {"speedup": "1.00x"},
         finding_id="load.channels_last",
         text="Keep the model and image batches in channels_last (NHWC) memory format.",
