@@ -103,7 +103,7 @@ def test_on_a_gpu_the_knobs_choose_their_arm_from_the_machine_and_the_users_sett
     autocast, tf32, cudnn = _knob("autocast"), _knob("tf32"), _knob("cudnn_benchmark")
     bf16 = autocast.local_arm(GpuFacts())
     assert isinstance(bf16, Arm) and bf16.changes == {"autocast": "bfloat16"}
-    assert autocast.local_params(bf16) == {"dtype": "bfloat16"}
+    assert autocast.local_params(bf16, GpuFacts()) == {"dtype": "bfloat16"}
     fp16 = autocast.local_arm(GpuFacts(bf16=False))
     assert isinstance(fp16, Arm) and fp16.label.endswith("with a GradScaler")
     own_step = GpuFacts(bf16=False)

@@ -165,40 +165,43 @@ def test_the_dataloader_winners_are_measured_together_in_one_loader() -> None:
     assert multiprocessing.active_children() == []
 
 
-@pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true but no accelerator")
-def test_pin_memory_is_measured_on_top_of_the_num_workers_winner() -> None:
-    # On a CPU pinning does nothing and diagnose skips it; what is tested here is what it is
-    # measured against: the sweep's winner (2 workers), not the user's loader without workers.
+def test_a_loader_setting_is_measured_on_top_of_the_num_workers_winner() -> None:
+    # What a DataLoader setting (prefetch_factor here; pin_memory on a GPU) is measured against:
+    # the sweep's winner (2 workers), not the user's loader without workers.
+    from gpusight.knobs import by_name
     from gpusight.report import WhatIf
-    from gpusight.whatif.arms import Workload, planned
+    from gpusight.whatif.arms import Workload, loader_overrides, planned
     from gpusight.whatif.context import Budget, Context
-    from gpusight.whatif.experiments import Outcome, PinMemory
+    from gpusight.whatif.experiments import OnLoader, Outcome
 
     model, opt = _mlp()
     loader = DataLoader(SleepyDataset(n=256, delay_s=0.002), batch_size=8)
     work = Workload(model, loader, nn.CrossEntropyLoss(), opt, None, torch.device("cpu"))
     ctx = Context(work, Budget(20, None), steps=4, reps=2, cpu_count=2)
+    knob = by_name("loader")
+    assert knob is not None
+    prefetch = OnLoader(knob, next(r for r in knob.local_rows() if r.key == "prefetch_factor"))
+    why = prefetch.applies(ctx)
+    assert why == "no worker processes (num_workers=0): prefetch_factor is per worker"
     try:
         ctx.loader_base = ctx.build(planned("your step with your loader", source="loader"))
         yours_ms = ctx.baseline_block("loader")  # 16 ms of item reads per batch, one process
         won = planned("num_workers=2", source="loader", num_workers=2)
         sweep = WhatIf("DataLoader(num_workers=2) instead of 0", 16.0, 8.0, 2.0, "load.input_bound")
         ctx.results["num_workers"] = Outcome("num_workers", sweep, won, "load.input_bound")
-        out = PinMemory().apply(ctx)
+        out = prefetch.apply(ctx)
         assert ctx.arms == [ctx.loader_base]  # the 2-worker base arm was dropped
     finally:
         ctx.close()
     w = out.what_if
-    assert w.change == (
-        "DataLoader(pin_memory=True) and .to(device, non_blocking=True) with num_workers=2"
-    )
+    assert w.change == "DataLoader(prefetch_factor=4) with num_workers=2"
     assert w.params is not None and w.params["num_workers"] == 2 and w.params["repeats"] == 2
     assert w.params["against"] == "num_workers=2 (the sweep's winner)"
+    assert out.params["prefetch_factor"] == 4
     # Its baseline read batches with two workers: about half the user's loader's step time.
     assert w.before_ms is not None and w.before_ms < 0.8 * yours_ms
     if out.winner is not None:
-        assert out.winner.loader == {"num_workers": 2, "pin_memory": True}
-    assert multiprocessing.active_children() == []
+        assert loader_overrides(out.winner) == {"num_workers": 2, "prefetch_factor": 4}
 
 
 def test_a_fast_many_worker_loader_gets_more_whole_rounds_per_block() -> None:

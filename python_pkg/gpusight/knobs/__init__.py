@@ -16,6 +16,7 @@ from .batch import Batch
 from .channels_last import ChannelsLast
 from .compile import Compile
 from .cudnn_benchmark import CudnnBenchmark
+from .dataset_on_device import DatasetOnDevice
 from .fused_optimizer import FusedOptimizer
 from .loader import LOADER_KEYS, LoaderSettings, Workers
 from .statement import Statement
@@ -26,6 +27,7 @@ REGISTRY: tuple[Knob, ...] = (
     ToDevice(),
     Workers(),
     LoaderSettings(),
+    DatasetOnDevice(),
     Batch(),
     Autocast(),
     ChannelsLast(),

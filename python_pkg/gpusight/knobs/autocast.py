@@ -110,7 +110,7 @@ class Autocast(Knob):
         return Arm(self.name, label + (" with a GradScaler" if dt == "float16" else ""),
                    {"autocast": dt}, FINDING)  # fmt: skip
 
-    def local_params(self, arm: Arm) -> dict[str, Any]:
+    def local_params(self, arm: Arm, ctx: Local) -> dict[str, Any]:
         return {"dtype": arm.changes["autocast"]}
 
     def local_outcome(self, row: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

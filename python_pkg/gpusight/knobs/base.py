@@ -105,6 +105,49 @@ class Local(Protocol):
 
     def seconds_left(self) -> float: ...
 
+    @property
+    def loader(self) -> Any:
+        """The user's loader: a DataLoader, or another iterable of batches (never changed)."""
+
+    @property
+    def dataloader(self) -> bool:
+        """The loader is a torch.utils.data.DataLoader (its settings can be changed)."""
+
+    @property
+    def cpu_count(self) -> int: ...
+
+    @property
+    def batches(self) -> list[Any]:
+        """Batches taken from the user's loader, as it gave them."""
+
+    def loader_workers(self) -> int:
+        """The workers a DataLoader setting is measured with: the num_workers sweep's winner,
+        else the user's own."""
+
+
+Procedure = Literal["cached", "loader", "sweep", "epoch_start"]
+
+
+@dataclass(frozen=True)
+class LocalRow:
+    """A row the in-process driver measures for a knob, and how (``whatif/procedures.py``):
+
+    ``cached``: the arm against the unchanged step, both on batches cached from the loader;
+    ``loader``: the arm with a clone of the user's DataLoader (on the num_workers winner where
+    it sets the winner's workers) against the loader without it; ``sweep``: the knob's points
+    in turn to the knee; ``epoch_start``: a new epoch's start-up, spread over its batches.
+    """
+
+    key: str
+    """The report row's key (API: ``WhatIf`` rows and ``diagnose(experiments=...)``)."""
+    label: str
+    finding_id: str
+    procedure: Procedure = "cached"
+    min_s: float = 0.0
+    """Seconds it takes at least, however short the step (compiling): measured last."""
+    input_bound: bool = False
+    """Measured only where the measured step with loading is slower than on cached batches."""
+
 
 @dataclass
 class Arm:
@@ -192,6 +235,9 @@ class Knob:
     """The re-run's injection count that says the change took effect."""
     unapplied: str = ""
     """Why a change of this knob might not take effect, for a row that says it did not."""
+    rerun: bool = True
+    """Measured by re-running the script (``gpusight run --what-if``; ``--try`` lists it);
+    False: only in the kernel, where ``not_planned`` says why."""
     order: int = 50
     """Around the model's call: a lower order's ``before`` runs first, its ``after`` last."""
     moves_parameters: bool = False
@@ -287,11 +333,32 @@ class Knob:
     """Seconds the in-process arm takes at least, however short the step (compiling): such a
     knob is measured last."""
 
+    def local_rows(self) -> tuple[LocalRow, ...]:
+        """The rows the in-process driver measures for this knob (one on cached batches where
+        it has a ``local_finding``)."""
+        if not self.local_finding:
+            return ()
+        row = LocalRow(self.name, self.local_label, self.local_finding, "cached", self.local_min_s)
+        return (row,)
+
     def local_arm(self, ctx: Local) -> Arm | str:
         """The change the in-process driver measures (its label the row's change), or why not."""
         return "measured only by re-running the script (gpusight run --what-if)"
 
-    def local_params(self, arm: Arm) -> dict[str, Any]:
+    def local_arm_of(self, row: LocalRow, ctx: Local) -> Arm | str:
+        """``row``'s change (a sweep: its first point), or why it is not measured here."""
+        return self.local_arm(ctx)
+
+    def local_points(self, ctx: Local) -> list[Arm]:
+        """A ``sweep`` row's points, in the order they are tried."""
+        return []
+
+    def local_next(self, ctx: Local, ran: list[tuple[Arm, float]]) -> Arm | None:
+        """One more point for a sweep that ran all of ``local_points`` (each with its gain),
+        as ``extend`` gives a re-run's (None: it ends there)."""
+        return None
+
+    def local_params(self, arm: Arm, ctx: Local) -> dict[str, Any]:
         """What the in-process row says of ``arm`` besides its times."""
         return {}
 

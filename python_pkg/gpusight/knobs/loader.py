@@ -1,7 +1,9 @@
 """The DataLoader's settings: workers (a sweep), pin_memory, persistent_workers, prefetch_factor.
 
 In a re-run, every DataLoader the script builds (subclasses too: they call this ``__init__``)
-takes the change; the batch knob's ``batch_size`` goes the same way (``LOADER_KEYS``).
+takes the change; the batch knob's ``batch_size`` goes the same way (``LOADER_KEYS``). In the
+kernel (``gpusight.diagnose``) the same settings are measured on a clone of the user's DataLoader:
+the workers swept over the same points, the other settings on the sweep's winner.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING, Any
 
-from .base import Arm, Group, Knob, Situation, Target, share
+from .base import Arm, Group, Knob, Local, LocalRow, Situation, Target, share
 
 if TYPE_CHECKING:
     from ..report import Fix
@@ -20,6 +22,10 @@ EPOCH_FINDING = "load.epoch_start"
 # The loader's changes are planned where loading takes at least this share of the step (%).
 MIN_DATA_SHARE = 5.0
 UNAPPLIED = "no DataLoader took the setting: a batch sampler, or no DataLoader at all"
+NOT_A_DATALOADER = (
+    "the loader is not a torch.utils.data.DataLoader: gpusight cannot change its settings"
+)
+PIN_FINDING = "code.pageable_copy"
 
 
 def worker_counts(current: int, cores: int) -> list[int]:
@@ -57,6 +63,15 @@ def beyond_cores(ran: list[tuple[int, float]], cores: int) -> Arm | None:
 
 def _workers_arm(n: int) -> Arm:
     return Arm("workers", f"DataLoader num_workers={n}", {"num_workers": n}, FINDING)
+
+
+def prefetch_point(current: int | None) -> int:
+    """The prefetch_factor tried: twice today's (torch's default is 2)."""
+    return 2 * int(current or 2)
+
+
+def _workers_now(ctx: Local) -> int:
+    return int(getattr(ctx.loader, "num_workers", 0) or 0)
 
 
 def _nonneg_int(changes: dict[str, Any], *keys: str) -> str | None:
@@ -141,6 +156,32 @@ class Workers(_LoaderKnob):
     def owns(self, changes: dict[str, Any]) -> bool:
         return any(changes.get(k) is not None for k in LOADER_KEYS)
 
+    SWEEP = LocalRow("num_workers", "DataLoader num_workers sweep", FINDING, "sweep",
+                     input_bound=True)  # fmt: skip
+
+    def local_rows(self) -> tuple[LocalRow, ...]:
+        return (self.SWEEP,)
+
+    def local_arm_of(self, row: LocalRow, ctx: Local) -> Arm | str:
+        if not ctx.dataloader:
+            return NOT_A_DATALOADER
+        if isinstance(ctx.loader.dataset, ctx.torch.utils.data.IterableDataset):
+            return (
+                "the dataset is an IterableDataset: more workers repeat its batches unless it "
+                "shards itself with torch.utils.data.get_worker_info()"
+            )
+        points = self.local_points(ctx)
+        if not points:
+            now, cores = _workers_now(ctx), ctx.cpu_count
+            return f"the loader already uses {now} workers for {cores} CPU cores"
+        return points[0]
+
+    def local_points(self, ctx: Local) -> list[Arm]:
+        return [_workers_arm(n) for n in worker_counts(_workers_now(ctx), ctx.cpu_count)]
+
+    def local_next(self, ctx: Local, ran: list[tuple[Arm, float]]) -> Arm | None:
+        return beyond_cores([(int(a.changes["num_workers"]), g) for a, g in ran], ctx.cpu_count)
+
 
 class LoaderSettings(_LoaderKnob):
     name = "loader"
@@ -164,10 +205,10 @@ class LoaderSettings(_LoaderKnob):
                 g.arms.append(Arm("loader", "DataLoader persistent_workers=True",
                                   {"persistent_workers": True},
                                   EPOCH_FINDING if restarts else FINDING))  # fmt: skip
-            pf = int(ld.get("prefetch_factor") or 2)
+            pf = prefetch_point(ld.get("prefetch_factor"))
             if feeds:
-                g.arms.append(Arm("loader", f"DataLoader prefetch_factor={pf * 2}",
-                                  {"prefetch_factor": pf * 2}, FINDING))  # fmt: skip
+                g.arms.append(Arm("loader", f"DataLoader prefetch_factor={pf}",
+                                  {"prefetch_factor": pf}, FINDING))  # fmt: skip
         return [g] if g.arms else []
 
     def validate(self, changes: dict[str, Any]) -> str | None:
@@ -175,6 +216,70 @@ class LoaderSettings(_LoaderKnob):
         if bad is None and changes.get("prefetch_factor") == 0:
             return "prefetch_factor must be at least 1"
         return bad
+
+    # In the kernel: each setting on a clone of the user's DataLoader, on the sweep's winner.
+
+    PIN = LocalRow("pin_memory", "pin_memory=True + non_blocking copies", PIN_FINDING, "loader")
+    PERSISTENT = LocalRow("persistent_workers", "persistent_workers=True", FINDING, "epoch_start")
+    PREFETCH = LocalRow("prefetch_factor", "prefetch_factor doubled", FINDING, "loader",
+                        input_bound=True)  # fmt: skip
+
+    def local_rows(self) -> tuple[LocalRow, ...]:
+        return (self.PIN, self.PERSISTENT, self.PREFETCH)
+
+    def local_arm_of(self, row: LocalRow, ctx: Local) -> Arm | str:
+        if row.key == self.PIN.key:
+            return _pin_arm(ctx)
+        if not ctx.dataloader:
+            return NOT_A_DATALOADER
+        w = ctx.loader_workers()
+        if row.key == self.PERSISTENT.key:
+            return _persistent_arm(ctx, w)
+        if w == 0:
+            return "no worker processes (num_workers=0): prefetch_factor is per worker"
+        pf = prefetch_point(ctx.loader.prefetch_factor)
+        return Arm("loader", f"DataLoader(prefetch_factor={pf}) with num_workers={w}",
+                   {"num_workers": w, "prefetch_factor": pf}, FINDING)  # fmt: skip
+
+    def local_params(self, arm: Arm, ctx: Local) -> dict[str, Any]:
+        return {k: arm.changes[k] for k in ("prefetch_factor",) if k in arm.changes}
+
+
+def _pin_arm(ctx: Local) -> Arm | str:
+    """Pinned batches copied with ``non_blocking=True``: on the sweep's winning workers, where
+    pinning pays off (the loader's pin thread does it, off the main thread, whose step the
+    workers now limit); in the main process of a loader without workers it only adds a copy."""
+    from .tensors import tensors_of
+
+    if not ctx.cuda:
+        return "no CUDA device: pinned memory only speeds up copies to a GPU"
+    if ctx.dataloader and ctx.loader.pin_memory:
+        return "the DataLoader already pins memory (pin_memory=True)"
+    if ctx.batches and all(t.device.type != "cpu" for b in ctx.batches for t in tensors_of(b)):
+        return "the batches are already on the GPU: there is no host copy to pin"
+    if not ctx.dataloader:  # pinned copies of the cached batches
+        return Arm("loader", "pinned batches copied with non_blocking=True",
+                   {"source": "cached", "non_blocking": True}, PIN_FINDING)  # fmt: skip
+    w = ctx.loader_workers()
+    change = "DataLoader(pin_memory=True) and .to(device, non_blocking=True)"
+    if w == _workers_now(ctx):
+        return Arm("loader", change, {"pin_memory": True, "non_blocking": True}, PIN_FINDING)
+    return Arm("loader", f"{change} with num_workers={w}",
+               {"pin_memory": True, "num_workers": w, "non_blocking": True},
+               PIN_FINDING)  # fmt: skip
+
+
+def _persistent_arm(ctx: Local, w: int) -> Arm | str:
+    if ctx.loader.persistent_workers:
+        return "the DataLoader already keeps its workers (persistent_workers=True)"
+    if w == 0:
+        return "no worker processes (num_workers=0): persistent_workers only keeps workers alive"
+    try:
+        len(ctx.loader)
+    except TypeError:
+        return "the loader has no length: an epoch's start-up cannot be spread over its batches"
+    return Arm("loader", f"DataLoader(num_workers={w}, persistent_workers=True): workers kept",
+               {"num_workers": w, "persistent_workers": True}, FINDING)  # fmt: skip
 
 
 def patch_loader(torch: Any, loader: dict[str, Any], inj: Any) -> None:

@@ -16,9 +16,9 @@ from .arms import planned
 from .context import Context, Skip, VariantOOM
 from .experiment import Experiment, Outcome, outcome_of
 from .loaders import can_resize_batches
+from .procedures import START_PER_WORKER_S, START_S, whole_rounds
 from .restore import tensor_bytes
 from .runner import Comparison
-from .worker_sweep import NumWorkers, whole_rounds
 
 
 def _fixed_state_bytes(ctx: Context) -> int:
@@ -96,7 +96,7 @@ class BatchSize(Experiment):
         b = whole_rounds(min(ctx.steps, 4), w)
         v = whole_rounds(self.E2E_STEPS, w)
         warm = ctx.warmup(planned("", source="loader"))
-        start = NumWorkers.START_S + NumWorkers.START_PER_WORKER_S * w if w else 0.0
+        start = START_S + START_PER_WORKER_S * w if w else 0.0
         pair_s = ((b + warm) * lo + (v + warm) * factor * lo) / 1000 + 2 * start + self.BUILD_S
         return (b, v), pair_s
 

@@ -178,6 +178,20 @@ class Context:
     def seconds_left(self) -> float:
         return self.budget.left()
 
+    @property
+    def loader(self) -> Any:
+        return self.work.loader
+
+    @property
+    def batches(self) -> list[Any]:
+        return self.work.cached
+
+    def loader_workers(self) -> int:
+        won = self.results.get("num_workers")
+        if won is not None and won.winner is not None:
+            return int(won.winner.changes["num_workers"])
+        return int(getattr(self.work.loader, "num_workers", 0) or 0)
+
     def block_s(self, source: str) -> float:
         """Seconds one baseline block takes (warm-up included), from what was measured."""
         ms = (

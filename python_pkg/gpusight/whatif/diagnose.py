@@ -55,7 +55,6 @@ from .experiments import (
     ALL,
     TOGETHER_KEYS,
     Experiment,
-    NumWorkers,
     Outcome,
     cpu_cores,
     outcome_of,
@@ -65,6 +64,7 @@ from .experiments import (
 from .findings import combination, combined_code, findings_of, verdict
 from .loaders import can_resize_batches, is_dataloader, is_reiterable
 from .machine import machine_facts
+from .procedures import START_PER_WORKER_S, START_S
 from .restore import Snapshot
 from .runner import ArmFailure
 
@@ -347,7 +347,7 @@ def _combination_plan(ctx: Context, v: Plan, against: str) -> tuple[tuple[int, i
     n = ctx.steps_for(v)
     if f > 1:
         n = whole_rounds(max(MIN_STEPS, -(-n // f)), w)
-    start = NumWorkers.START_S + NumWorkers.START_PER_WORKER_S * w if w else 0.0
+    start = START_S + START_PER_WORKER_S * w if w else 0.0
     pair_s = (b + ctx.warmup(base_arm.plan)) * base_step / 1000
     pair_s += (n + ctx.warmup(v)) * per_batch * f / 1000 + start + 0.1
     return (b, n), pair_s

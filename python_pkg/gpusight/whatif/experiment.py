@@ -130,14 +130,6 @@ class Experiment:
             ctx.drop(arm)
 
 
-def loader_gate(ctx: Context) -> str | None:
-    if not ctx.dataloader:
-        return (
-            "the loader is not a torch.utils.data.DataLoader: gpusight cannot change its settings"
-        )
-    return None
-
-
 def input_bound_gate(ctx: Context) -> str | None:
     """Measured: is a step with loading slower than the same step on cached batches?"""
     if not ctx.loader_base_ms or not ctx.cached_base_ms:

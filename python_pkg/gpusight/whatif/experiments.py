@@ -1,12 +1,12 @@
 """The experiments, in the order :func:`plan` runs them.
 
-Compute experiments (a knob's arm timed by ``procedures.OnCached``, and ``batch_experiments``)
-run on a fixed set of cached batches (the loader is not what they measure); loader experiments
-(``worker_sweep``, ``loader_experiments``) run a clone of the user's DataLoader (the loader is
-what they measure).
-pin_memory, persistent_workers and prefetch_factor build on the num_workers sweep's winner, and
-``LoaderTogether`` (key ``loader_combined``) measures the DataLoader settings that won together,
-in one loader, against the user's. The interface they share is in ``experiment``.
+Every knob's in-process rows (``Knob.local_rows``), each timed by the procedure it names
+(``procedures``): compute knobs on a fixed set of cached batches (the loader is not what they
+measure), the DataLoader's settings on a clone of the user's DataLoader (the loader is what they
+measure). pin_memory, persistent_workers and prefetch_factor build on the num_workers sweep's
+winner, and ``LoaderTogether`` (key ``loader_combined``) measures the DataLoader settings that
+won together, in one loader, against the user's; then the batch size sweep
+(``batch_experiments``). The interface they share is in ``experiment``.
 """
 
 from __future__ import annotations
@@ -15,40 +15,32 @@ from ..knobs import REGISTRY
 from .batch_experiments import BatchSize
 from .context import Context
 from .experiment import Experiment, Outcome, cpu_cores, input_bound_gate, outcome_of
-from .loader_experiments import (
+from .procedures import (
     LOADER_SETTINGS,
     TOGETHER_KEYS,
-    DatasetOnDevice,
+    EpochStart,
+    LoaderSweep,
     LoaderTogether,
-    PersistentWorkers,
-    PinMemory,
-    PrefetchFactor,
+    OnCached,
+    OnLoader,
     loader_together,
+    local_experiment,
     together_change,
-)
-from .procedures import OnCached
-from .worker_sweep import (
-    NumWorkers,
-    loader_workers,
     walk_sweep,
     whole_rounds,
     winner_block_s,
-    worker_points,
 )
 
-# In the order they run within their group: the usual large, cheap wins first; the DataLoader
-# winners together after every loader experiment; the knobs measured on cached batches in the
-# registry's order (channels_last before TF32: under autocast TF32 reaches little, and on the
-# H200 its run took the budget that channels_last needed); the batch size sweep (several points,
-# each larger); what takes a fixed start-up (compiling) last.
+# In the registry's order within their group: the DataLoader's workers first (the usual large,
+# cheap win), its other settings on the winner, the winners together after every loader row;
+# the knobs measured on cached batches (channels_last before TF32: under autocast TF32 reaches
+# little, and on the H200 its run took the budget that channels_last needed); the batch size
+# sweep (several points, each larger); what takes a fixed start-up (compiling) last.
+_ROWS = [local_experiment(knob, row) for knob in REGISTRY for row in knob.local_rows()]
 ALL: tuple[Experiment, ...] = (
-    NumWorkers(),
-    PinMemory(),
-    DatasetOnDevice(),
-    PersistentWorkers(),
-    PrefetchFactor(),
+    *(e for e in _ROWS if e.group == "loader"),
     LoaderTogether(),
-    *(OnCached(knob) for knob in REGISTRY if knob.local_finding),
+    *(e for e in _ROWS if e.group != "loader"),
     BatchSize(),
 )
 
@@ -74,24 +66,20 @@ __all__ = [
     "LOADER_SETTINGS",
     "TOGETHER_KEYS",
     "BatchSize",
-    "DatasetOnDevice",
+    "EpochStart",
     "Experiment",
+    "LoaderSweep",
     "LoaderTogether",
-    "NumWorkers",
     "OnCached",
+    "OnLoader",
     "Outcome",
-    "PersistentWorkers",
-    "PinMemory",
-    "PrefetchFactor",
     "cpu_cores",
     "input_bound_gate",
     "loader_together",
-    "loader_workers",
     "outcome_of",
     "plan",
     "together_change",
     "walk_sweep",
     "whole_rounds",
     "winner_block_s",
-    "worker_points",
 ]

@@ -15,8 +15,6 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from ..knobs.tensors import tensors_of
-
 # --- DataLoader clones --------------------------------------------------------------------------
 
 _LOADER_PARAMS = tuple(p for p in inspect.signature(DataLoader.__init__).parameters if p != "self")
@@ -115,44 +113,3 @@ def worker_failure(exc: BaseException) -> bool:
     return isinstance(exc, (RuntimeError, OSError, AttributeError, TypeError)) and any(
         m in text for m in markers
     )
-
-
-def _same(a: Any, b: Any) -> bool:
-    ta, tb = tensors_of(a), tensors_of(b)
-    if len(ta) != len(tb):
-        return False
-    if not ta:
-        return bool(a == b)
-    pairs = zip(ta, tb, strict=True)
-    return all(x.shape == y.shape and x.dtype == y.dtype and torch.equal(x, y) for x, y in pairs)
-
-
-def items_deterministic(dataset: Any, probes: int = 2) -> bool | None:
-    """Does fetching the same index twice give the same item? None when it cannot be told.
-
-    Random augmentation (a random crop, flip or noise per fetch) gives different items: caching
-    such a dataset would freeze it. The fetches draw from the global RNGs the augmentation uses
-    (Python's, NumPy's, torch's); their states are put back afterwards.
-    """
-    import random
-
-    import numpy as np
-
-    try:
-        n = len(dataset)
-    except TypeError:
-        return None
-    if n < 1 or isinstance(dataset, IterableDataset):
-        return None
-    states = (random.getstate(), np.random.get_state(), torch.get_rng_state())
-    try:
-        for i in sorted({0, n // 2, n - 1})[:probes]:
-            if not _same(dataset[i], dataset[i]):
-                return False
-        return True
-    except Exception:
-        return None
-    finally:
-        random.setstate(states[0])
-        np.random.set_state(states[1])
-        torch.set_rng_state(states[2])

@@ -1,42 +1,516 @@
 """How the in-process driver measures a knob's change: the knob (``knobs/``) says what the change
-is and whether it applies; a procedure here times it on copies of the user's objects.
+is, its points and whether it applies (``Knob.local_rows``, ``local_arm_of``); a procedure here
+times it on copies of the user's objects.
 
-``OnCached``: the knob's one arm against the unchanged step, both on the same batches cached from
+``OnCached``: the knob's arm against the unchanged step, both on the same batches cached from
 the user's loader (the loader is not what it measures), in interleaved repetitions.
+``OnLoader``: the arm with a clone of the user's DataLoader, against the loader on the same
+workers (the num_workers sweep's winner where the arm runs on it).
+``EpochStart``: a new epoch's start-up with and without the change, spread over its batches.
+``LoaderSweep``: the knob's worker counts in turn on the user's loader, to the knee.
+``LoaderTogether``: the DataLoader settings that won, in one loader, against the user's.
 """
 
 from __future__ import annotations
 
-from ..knobs.base import Knob
+import statistics
+import time
+from typing import Any
+
+from ..knobs.base import Arm as Plan
+from ..knobs.base import Knob, LocalRow
+from ..knobs.gain_rule import MIN_GAIN, knee_of, noise_pct, sweep_goes_on
+from ..knobs.loader import NOT_A_DATALOADER
+from ..report import Fix, Scalar, WhatIf
+from .arms import merged, planned, relabelled, source_of
 from .context import Context, Skip
-from .experiment import Experiment, Outcome
+from .experiment import Experiment, Outcome, input_bound_gate, outcome_of
+from .loaders import clone_loader, shutdown
+from .runner import Comparison
+from .snippets import combined
+
+# A loader's worker start-up per block: a base, and per worker.
+START_S = 0.1
+START_PER_WORKER_S = 0.03
 
 
-class OnCached(Experiment):
+def whole_rounds(steps: int, workers: int) -> int:
+    """``steps`` rounded up to whole rounds of the loader's workers (at least two rounds)."""
+    if workers <= 1:
+        return max(1, steps)
+    return max(2, -(-steps // workers)) * workers
+
+
+def winner_block_s(ctx: Context, variant: Plan) -> float:
+    """Seconds one block of a loader ``variant`` takes, worker start-up included: at the sweep
+    winner's measured step time when it runs the winner's workers, else at the user's loader's."""
+    w = ctx.workers(variant)
+    ms = ctx.loader_step_ms(w)
+    if ms is None:
+        return ctx.block_s("loader")
+    steps = ctx.steps_for(variant) + ctx.warmup(variant)
+    return steps * ms / 1000 + START_S + START_PER_WORKER_S * w
+
+
+class _KnobRow(Experiment):
+    """A knob's in-process row: its names from the knob, its arm from ``local_arm_of``."""
+
+    def __init__(self, knob: Knob, row: LocalRow) -> None:
+        self.knob = knob
+        self.row = row
+        self.key = row.key
+        self.label = row.label
+        self.finding_id = row.finding_id
+        self.startup_s = row.min_s
+
+    def arm(self, ctx: Context) -> Plan | str:
+        return self.knob.local_arm_of(self.row, ctx)
+
+    def applies(self, ctx: Context) -> str | None:
+        got = self.arm(ctx)
+        if isinstance(got, str):
+            return got
+        return input_bound_gate(ctx) if self.row.input_bound else None
+
+    def planned_arm(self, ctx: Context) -> Plan:
+        got = self.arm(ctx)
+        if isinstance(got, str):
+            raise Skip(got)
+        return got
+
+    def finish(self, ctx: Context, out: Outcome, arm: Plan) -> Outcome:
+        """The knob's own params and notes on a measured row."""
+        out.params.update(self.knob.local_params(arm, ctx))
+        params, notes = self.knob.local_outcome(out.what_if.params or {})
+        out.params.update(params)
+        out.notes.extend(notes)
+        return out
+
+
+class OnCached(_KnobRow):
     """A compute knob's arm, A/B on cached batches."""
 
     group = "compute"
-
-    def __init__(self, knob: Knob) -> None:
-        self.knob = knob
-        self.key = knob.name
-        self.label = knob.local_label
-        self.finding_id = knob.local_finding
-        self.startup_s = knob.local_min_s
-
-    def applies(self, ctx: Context) -> str | None:
-        got = self.knob.local_arm(ctx)
-        return got if isinstance(got, str) else None
 
     def cost_s(self, ctx: Context) -> float:
         return self.startup_s or super().cost_s(ctx)
 
     def apply(self, ctx: Context) -> Outcome:
-        arm = self.knob.local_arm(ctx)
-        if isinstance(arm, str):
-            raise Skip(arm)
-        out = self.measure_one(ctx, arm, arm.label, params=self.knob.local_params(arm))
-        params, notes = self.knob.local_outcome(out.what_if.params or {})
-        out.params.update(params)
-        out.notes.extend(notes)
+        arm = self.planned_arm(ctx)
+        out = self.measure_one(ctx, arm, arm.label, params=self.knob.local_params(arm, ctx))
+        return self.finish(ctx, out, arm)
+
+
+class OnLoader(_KnobRow):
+    """A DataLoader setting's arm with a clone of the user's loader.
+
+    An arm that sets the num_workers sweep's winning workers runs against the loader with those
+    workers (its own change on top of theirs): pinning pays off there, in the loader's pin thread,
+    off the main thread whose step the workers now limit. An arm with a ``source`` of its own (the
+    dataset kept on the device, pinned copies of cached batches) runs against that source's base.
+    """
+
+    group = "loader"
+
+    def _stacked(self, ctx: Context, arm: Plan) -> int | None:
+        """The winning workers the arm runs on, where they are not the user's."""
+        w = arm.changes.get("num_workers")
+        now = int(getattr(ctx.loader, "num_workers", 0) or 0)
+        return None if w is None or int(w) == now else int(w)
+
+    def cost_s(self, ctx: Context) -> float:
+        got = self.arm(ctx)
+        if isinstance(got, str) or "source" in got.changes:
+            return ctx.reps * (ctx.block_s("loader") + ctx.block_s("cached") + 0.3)
+        on = planned("", source="loader", num_workers=ctx.loader_workers())
+        return ctx.reps * (ctx.block_s("loader") + winner_block_s(ctx, on) + 0.3)
+
+    def apply(self, ctx: Context) -> Outcome:
+        arm = self.planned_arm(ctx)
+        if "source" in arm.changes:  # its own source, against the user's loader or the cache
+            against = "loader" if source_of(arm) == "device" else "cached"
+            own = self.knob.local_params(arm, ctx)
+            return self.finish(ctx, self.measure_one(ctx, arm, arm.label, against, own), arm)
+        variant = relabelled(arm, arm.label, source="loader")
+        w = self._stacked(ctx, arm)
+        base = (
+            ctx.build(planned(f"num_workers={w}", source="loader", num_workers=w))
+            if w is not None
+            else None
+        )
+        params: dict[str, Scalar] = {
+            **self.knob.local_params(arm, ctx),
+            "num_workers": ctx.loader_workers(),
+            "against": "your loader" if w is None else f"num_workers={w} (the sweep's winner)",
+        }
+        try:
+            out = self.measure_one(ctx, variant, arm.label, "loader", params=params, base=base)
+        finally:
+            ctx.drop(base)
+        out.params.update(num_workers=ctx.loader_workers())
+        return self.finish(ctx, out, arm)
+
+
+class EpochStart(_KnobRow):
+    """The arm's epoch start-up against the user's, measured, spread over an epoch's batches:
+    a new epoch's first batch from a fresh iterator of each loader, in turn."""
+
+    group = "loader"
+
+    def cost_s(self, ctx: Context) -> float:
+        return ctx.reps * 2 * (0.5 + 0.05 * ctx.loader_workers())
+
+    def _first_batches(self, ctx: Context, arm: Plan) -> tuple[list[float], list[float]]:
+        """Seconds to a new epoch's first batch: the plain loader's, the arm's."""
+        w = ctx.loader_workers()
+        plain = clone_loader(ctx.loader, num_workers=w)
+        keep = clone_loader(ctx.loader, **{**arm.changes, "num_workers": w})
+        cold: list[float] = []
+        warm: list[float] = []
+        try:
+            it = iter(keep)
+            next(it)  # start the workers once, as the first epoch would
+            for _ in range(ctx.reps):
+                if cold and not ctx.affordable(self.cost_s(ctx) / ctx.reps):
+                    break
+                t0 = time.perf_counter()
+                it_plain = iter(plain)
+                next(it_plain)
+                cold.append(time.perf_counter() - t0)
+                shutdown(it_plain)
+                t0 = time.perf_counter()
+                it = iter(keep)  # a new epoch: the same workers, reset
+                next(it)
+                warm.append(time.perf_counter() - t0)
+                ctx.budget.tell(ctx.stage)
+        except Exception as exc:
+            raise Skip(f"{arm.label} failed: {type(exc).__name__}: {exc}") from exc
+        finally:
+            shutdown(getattr(keep, "_iterator", None))
+        return cold, warm
+
+    def apply(self, ctx: Context) -> Outcome:
+        arm = self.planned_arm(ctx)
+        w = ctx.loader_workers()
+        epoch = len(ctx.loader)
+        cold, warm = self._first_batches(ctx, arm)
+        base = ctx.results.get("num_workers")
+        step_ms = (
+            base.what_if.after_ms
+            if base is not None and base.winner is not None and base.what_if.after_ms
+            else min(ctx.loader_base_ms)
+        )
+        cold_ms = 1000 * sorted(cold)[len(cold) // 2]
+        warm_ms = 1000 * sorted(warm)[len(warm) // 2]
+        before = step_ms + cold_ms / epoch
+        after = step_ms + warm_ms / epoch
+        speedup = before / after if after > 0 else 0.0
+        spread = noise_pct(cold)
+        # A win only if every cold start was slower than every warm one, and it adds up.
+        wins = min(cold) > max(warm) and speedup >= MIN_GAIN
+        what = WhatIf(
+            scope="end_to_end",  # the loader's own epoch start-up, on the step with the loader
+            change=arm.label,
+            finding_id=self.finding_id,
+            params={
+                "num_workers": w,
+                "epoch_start_ms": round(cold_ms, 1),
+                "epoch_start_persistent_ms": round(warm_ms, 1),
+                "batches_per_epoch": epoch,
+                "repeats": len(cold),
+                "won": wins,
+                "basis": "epoch start-up measured, spread over an epoch's batches",
+            },
+            before_ms=round(before, 3),
+            after_ms=round(after, 3),
+            speedup=round(speedup, 3),
+            noise_pct=None if spread is None else round(spread, 1),
+        )
+        winner = relabelled(arm, self.key, source="loader") if wins else None
+        out = Outcome(self.key, what, winner, self.finding_id, {"num_workers": w})
+        return self.finish(ctx, out, arm)
+
+
+def goes_on(speedups: list[float]) -> bool:
+    """The knee rule of every what-if (``gain_rule.sweep_goes_on``), with the user's own
+    workers (1x) as the sweep's first point."""
+    return sweep_goes_on([1.0, *speedups])
+
+
+def walk_sweep(points: list[int], speedup_at: Any) -> tuple[list[tuple[int, float]], int]:
+    """The sweep's decisions on given measurements: (points visited with their speedups, the
+    answer). ``speedup_at(w)`` stands for a measurement; ``LoaderSweep.apply`` makes the same
+    decisions on real ones (and stops early when the budget is out)."""
+    results: list[tuple[int, float]] = []
+    for w in points:
+        results.append((w, float(speedup_at(w))))
+        if not goes_on([sp for _, sp in results]):
+            break
+    return results, knee_of(results)
+
+
+def _workers(n: int) -> Plan:
+    return planned(f"num_workers={n}", source="loader", num_workers=n)
+
+
+class LoaderSweep(_KnobRow):
+    """The knob's worker counts (``Knob.local_points``) in turn, short trials, to the knee.
+
+    Each point is two interleaved pairs of short blocks (a few steps of the user's loader, whole
+    rounds of the variant's workers); the sweep stops at its knee (``gain_rule``), at the last
+    point, or when the budget is out.
+    When loading dominates the step the sweep may take most of what is left (``DOMINANT_SHARE``)
+    and its baseline blocks are kept short (about ``BASE_BLOCK_S``): the user's slow loader is
+    re-timed at every point, and it must not use up the budget before the sweep reaches the knee
+    (1 worker decoding images: 2.2x at 2 workers, 21-28x at 12 on 16 cores).
+    """
+
+    group = "loader"
+    share = 0.5
+    DOMINANT_SHARE = 0.8  # of what is left, when loading is at least half of the step
+    SWEEP_REPS = 2  # interleaved pairs per point: the loader's step time is steady
+    TRIAL_STEPS = 8  # timed steps of a trial block (rounded up to whole rounds of workers)
+    BASE_BLOCK_S = 0.6  # a baseline trial block takes at most about this (2 steps at least)
+
+    def points(self, ctx: Context) -> list[int]:
+        return [int(a.changes["num_workers"]) for a in self.knob.local_points(ctx)]
+
+    def share_of(self, ctx: Context) -> float:
+        if ctx.loader_base_ms and ctx.cached_base_ms:
+            lo = statistics.median(ctx.loader_base_ms)
+            ca = statistics.median(ctx.cached_base_ms)
+            if lo >= 2 * ca:
+                return self.DOMINANT_SHARE
+        return self.share
+
+    def _base_ms(self, ctx: Context) -> float:
+        ms = ctx.loader_base_ms or ctx.cached_base_ms
+        return statistics.median(ms) if ms else 50.0
+
+    def _trial(self, ctx: Context, w: int, best: float) -> tuple[tuple[int, int], float]:
+        """(baseline steps, variant steps) of a trial at ``w`` workers, and one pair's seconds."""
+        now = int(ctx.work.loader.num_workers or 0)
+        base_ms = self._base_ms(ctx)
+        short = max(2, int(self.BASE_BLOCK_S * 1000 / max(base_ms, 1e-6)))
+        base_steps = whole_rounds(min(ctx.steps, self.TRIAL_STEPS, short), now)
+        var_steps = whole_rounds(self.TRIAL_STEPS, w)
+        base_s = (base_steps + max(2, now + 1)) * base_ms / 1000 + (
+            START_S + START_PER_WORKER_S * now if now else 0.0
+        )
+        # The next point is at least as fast as the best so far, most likely.
+        var_ms = base_ms / max(1.0, best)
+        var_s = (var_steps + w + 1) * var_ms / 1000 + START_S + START_PER_WORKER_S * w
+        return (base_steps, var_steps), base_s + var_s
+
+    def cost_s(self, ctx: Context) -> float:
+        first = (self.points(ctx) or [2])[0]
+        return self.SWEEP_REPS * self._trial(ctx, first, 1.0)[1]
+
+    def _point(self, ctx: Context, w: int, best: float) -> Comparison | None:
+        """One point measured against the user's loader (None: the budget is out)."""
+        steps, pair_s = self._trial(ctx, w, best)
+        ctx.stage = f"what-if: num_workers={w}"
+        ctx.budget.tell(ctx.stage)
+        variant = planned(f"num_workers={w}", source="loader", num_workers=w)
+        cmp, arm = ctx.measure(
+            variant, against="loader", reps=self.SWEEP_REPS, steps=steps, pair_s=pair_s
+        )
+        ctx.drop(arm)
+        return cmp if cmp.pairs else None
+
+    def apply(self, ctx: Context) -> Outcome:
+        now = int(ctx.work.loader.num_workers or 0)
+        results: list[tuple[int, Comparison]] = []
+        best = 1.0
+        stopped = ""
+        points = self.points(ctx)
+        for w in points:
+            pair_s = self._trial(ctx, w, best)[1]
+            cmp = (
+                self._point(ctx, w, best)
+                if not results or ctx.affordable(self.SWEEP_REPS * pair_s)
+                else None
+            )
+            if cmp is None:
+                stopped = f"sweep stopped before {w} workers: budget exhausted"
+                break
+            results.append((w, cmp))
+            if not goes_on([c.speedup for _, c in results]):
+                stopped = (
+                    f"sweep stopped at {w} workers: throughput no longer rising "
+                    f"({cmp.speedup:.2f}x, best so far {best:.2f}x)"
+                )
+                break  # past the knee
+            best = max(best, cmp.speedup)
+            if w == points[-1]:  # the loop goes on to a point appended here
+                points += self._more(ctx, results)
+        if not results:
+            raise Skip("budget exhausted before the first point of the sweep")
+        w = knee_of([(x, c.speedup) for x, c in results])
+        cmp = next(c for x, c in results if x == w)
+        self._confirm(ctx, w, cmp)
+        series: list[dict[str, Any]] = [
+            {"x": now, "y": round(cmp.before_ms, 3), "label": "yours"}
+        ] + [{"x": x, "y": round(c.after_ms, 3), "label": f"{x} workers"} for x, c in results]
+        out = outcome_of(
+            self.key,
+            f"DataLoader(num_workers={w}) instead of {now}",
+            self.finding_id,
+            cmp,
+            planned(f"num_workers={w}", source="loader", num_workers=w),
+            {
+                "num_workers": w,
+                "from_num_workers": now,
+                "cpu_cores": ctx.cpu_count,
+                "largest_tried": results[-1][0],
+                # every point of the sweep, for whoever wants another setting than the knee
+                **{f"speedup_{x}_workers": round(c.speedup, 3) for x, c in results},
+            },
+            series,
+        )
+        out.params.update(
+            num_workers=w, sweep=", ".join(f"{x}: {c.speedup:.2f}x" for x, c in results)
+        )
+        if stopped:
+            out.notes.append(stopped)
         return out
+
+    def _more(self, ctx: Context, results: list[tuple[int, Comparison]]) -> list[int]:
+        """The knob's next point past its last (workers that wait rather than compute)."""
+        ran = [(_workers(x), c.speedup) for x, c in results]
+        nxt = self.knob.local_next(ctx, ran)
+        return [] if nxt is None else [int(nxt.changes["num_workers"])]
+
+    def _confirm(self, ctx: Context, w: int, cmp: Comparison) -> None:
+        """More pairs at the answer when two left it inside the noise (a busy machine): the
+        baseline's spread from two blocks is a coarse noise band, four are steadier."""
+        if cmp.wins() or cmp.speedup < MIN_GAIN:
+            return
+        steps, pair_s = self._trial(ctx, w, cmp.speedup)
+        if not ctx.affordable(self.SWEEP_REPS * pair_s):
+            return
+        ctx.stage = f"what-if: num_workers={w}, more repetitions"
+        ctx.budget.tell(ctx.stage)
+        variant = planned(f"num_workers={w}", source="loader", num_workers=w)
+        try:
+            more, arm = ctx.measure(
+                variant, against="loader", reps=self.SWEEP_REPS, steps=steps, pair_s=pair_s
+            )
+        except Skip:
+            return
+        ctx.drop(arm)
+        cmp.base_ms += more.base_ms[: more.pairs]
+        cmp.variant_ms += more.variant_ms[: more.pairs]
+
+
+def local_experiment(knob: Knob, row: LocalRow) -> Experiment:
+    """The procedure that measures ``row`` of ``knob`` in the kernel."""
+    kinds: dict[str, type[_KnobRow]] = {
+        "cached": OnCached,
+        "loader": OnLoader,
+        "epoch_start": EpochStart,
+        "sweep": LoaderSweep,
+    }
+    return kinds[row.procedure](knob, row)
+
+
+# The DataLoader settings whose winners LoaderTogether measures together, in the order they are
+# named (pin_memory brings its non_blocking copies along).
+LOADER_SETTINGS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
+
+
+def loader_together(loader: Any, winners: list[Outcome]) -> tuple[Plan, dict[str, Any]] | None:
+    """The variant with every winning DataLoader setting, and the settings it changes.
+
+    ``winners`` are the loader experiments' outcomes; only their DataLoader settings count (the
+    dataset kept on the GPU is no DataLoader setting). The changes are the settings that differ
+    from ``loader``'s own; None when no winner changes any.
+    """
+    v = planned("the DataLoader winners together", source="loader")
+    for o in winners:
+        if o.key in LOADER_SETTINGS and o.winner is not None and source_of(o.winner) == "loader":
+            v = merged(v, o.winner, v.label)
+    changes = {
+        k: v.changes[k]
+        for k in LOADER_SETTINGS
+        if k in v.changes and v.changes[k] != getattr(loader, k, None)
+    }
+    return (v, changes) if changes else None
+
+
+def together_change(changes: dict[str, Any], non_blocking: bool) -> str:
+    args = ", ".join(f"{k}={v}" for k, v in changes.items())
+    copies = " and .to(device, non_blocking=True)" if non_blocking else ""
+    return f"DataLoader({args}){copies}, together"
+
+
+class LoaderTogether(Experiment):
+    """Every DataLoader setting that won, in one loader, against the user's loader.
+
+    Runs after the other loader experiments, each of which measured one setting (pin_memory and
+    prefetch_factor on top of the num_workers winner): whether the settings add up is measured
+    here, in one arm, not multiplied. It needs two settings or more that won; with one, that
+    setting's own row is already the measurement. (persistent_workers pays at epoch starts,
+    which these blocks cross only when an epoch is a few blocks long: its own row measures that.)
+    """
+
+    key = "loader_combined"
+    finding_id = "load.input_bound"
+    label = "DataLoader winners together"
+    group = "loader"
+
+    def together(self, ctx: Context) -> tuple[Plan, dict[str, Any]] | None:
+        won = [ctx.results[k] for k in LOADER_SETTINGS if k in ctx.results]
+        return loader_together(ctx.work.loader, won)
+
+    def applies(self, ctx: Context) -> str | None:
+        if not ctx.dataloader:
+            return NOT_A_DATALOADER
+        found = self.together(ctx)
+        if found is None:
+            return "no DataLoader setting won: there is nothing to put together"
+        _, changes = found
+        if len(changes) < 2:
+            (name, value), *_ = changes.items()
+            return f"only one DataLoader setting won ({name}={value}): its own row measures it"
+        return None
+
+    def cost_s(self, ctx: Context) -> float:
+        found = self.together(ctx)
+        together = found[0] if found else planned("", source="loader")
+        return ctx.reps * (ctx.block_s("loader") + winner_block_s(ctx, together) + 0.3)
+
+    def apply(self, ctx: Context) -> Outcome:
+        found = self.together(ctx)
+        if found is None:
+            raise Skip("no DataLoader setting won: there is nothing to put together")
+        v, changes = found
+        change = together_change(changes, bool(v.changes.get("non_blocking")))
+        params: dict[str, Scalar] = {
+            **changes,
+            "non_blocking": bool(v.changes.get("non_blocking")),
+            "loader_settings": ", ".join(changes),
+            "against": "your loader",
+        }
+        out = self.measure_one(ctx, relabelled(v, change), change, "loader", params=params)
+        out.params.update(changes)
+        loader = ctx.work.loader
+        out.what_if.fix = Fix(
+            text="The DataLoader settings that won, together: the loader that was measured.",
+            snippet_id="whatif.loader_combined",
+            code=combined(
+                loader,
+                loader_changes=changes,
+                non_blocking=bool(v.changes.get("non_blocking")),
+                device_type=ctx.device.type,
+                speedup=f"{out.speedup:.2f}x per step",
+                title="The DataLoader winners together",
+            ),
+            language="python",
+        )
+        return out
+
+
+# Experiments that measure other experiments' winners together: report rows, not one more
+# winner (their parts make the findings and go into the final run of every winner).
+TOGETHER_KEYS = frozenset({LoaderTogether.key})
