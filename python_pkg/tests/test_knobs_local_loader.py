@@ -180,3 +180,27 @@ def test_the_dataset_goes_to_the_gpu_only_where_it_fits_and_its_items_are_fixed(
     # A re-run cannot move the script's dataset: asked for by name, it says so.
     assert "only in the kernel" in knob.not_planned(Situation.of({}))
     assert knob.groups(Situation.of({"cuda": True})) == []
+
+
+def test_the_batch_sweep_in_the_kernel_takes_its_points_and_note_from_the_batch_knob() -> None:
+    from gpusight.knobs.batch import MAX_FACTOR, next_factor
+    from gpusight.whatif.experiments import BatchSweep
+
+    batch = _knob("batch")
+    (row,) = batch.local_rows()
+    sweep = next(e for e in ALL if e.key == "batch_size")
+    assert isinstance(sweep, BatchSweep) and sweep.knob is batch and ALL[-1] is sweep
+    assert batch.local_arm_of(row, _ctx([])) == (
+        "cannot tell the batch dimension of the loader's batches"
+    )
+    ctx = _ctx(DataLoader(_data(), batch_size=8))
+    ctx.work.cached = [next(iter(ctx.loader))]
+    first = batch.local_arm_of(row, ctx)
+    assert isinstance(first, Arm) and first.changes == {"batch_factor": 2}
+    assert first.label == "batch_size=16"
+    # Doubling, x4 while a doubling gains a lot, never past the largest factor.
+    assert next_factor(2, 1.2) == 4 and next_factor(2, 1.8) == 8
+    assert next_factor(MAX_FACTOR // 2, 1.8) == MAX_FACTOR
+    assert next_factor(MAX_FACTOR, 3.0) == MAX_FACTOR
+    _, notes = batch.local_outcome({"factor": 8})
+    assert "lr x 8" in notes[0]

@@ -125,7 +125,7 @@ class Local(Protocol):
         else the user's own."""
 
 
-Procedure = Literal["cached", "loader", "sweep", "epoch_start"]
+Procedure = Literal["cached", "loader", "sweep", "epoch_start", "batch_sweep"]
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,8 @@ class LocalRow:
     ``cached``: the arm against the unchanged step, both on batches cached from the loader;
     ``loader``: the arm with a clone of the user's DataLoader (on the num_workers winner where
     it sets the winner's workers) against the loader without it; ``sweep``: the knob's points
-    in turn to the knee; ``epoch_start``: a new epoch's start-up, spread over its batches.
+    in turn to the knee; ``epoch_start``: a new epoch's start-up, spread over its batches;
+    ``batch_sweep``: the batch grown to the knee on cached batches, then checked with the loader.
     """
 
     key: str

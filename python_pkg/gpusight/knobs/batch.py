@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
-from .base import After, Arm, Group, Knob, Situation, Target
+from .base import After, Arm, Group, Knob, Local, LocalRow, Situation, Target
 from .batch_args import with_value
 
 if TYPE_CHECKING:
@@ -26,6 +26,12 @@ BATCH_POINTS = 3
 MAX_ITEMS = 8192
 # Memory the batch sweep leaves free (a bigger batch needs about proportionally more).
 MEMORY_SHARE = 0.8
+# In the kernel, on copies, points are cheap: doubling (x4 while a doubling gains at least
+# BIG_GAIN), up to MAX_FACTOR times the batch (a launch-bound step keeps gaining far beyond 16x;
+# running out of memory or of gain stops it sooner).
+FIRST_FACTOR = 2
+BIG_GAIN = 1.5
+MAX_FACTOR = 128
 SMALL_IDS = frozenset({"load.small_batch", "load.launch_bound", "infer.unbatched"})
 TINY_BATCH = 16
 """Items per step at or under which a larger batch is always worth measuring: each step's
@@ -52,6 +58,13 @@ def batch_factors(facts: dict[str, Any]) -> list[int]:
         out.append(k)
         k *= BATCH_FACTOR
     return out
+
+
+def next_factor(factor: int, per_doubling: float) -> int:
+    """The in-process sweep's next batch multiplier after ``factor``, which gained
+    ``per_doubling`` per doubling of the batch (``factor`` itself when it is the last)."""
+    ratio = 4 if per_doubling >= BIG_GAIN else 2
+    return min(factor * ratio, MAX_FACTOR)
 
 
 def _finding(s: Situation) -> str:
@@ -215,6 +228,28 @@ class Batch(Knob):
         arg = changes.get("script_arg")
         return with_value(args, arg, int(arg["value"])) if arg else args
 
+    # -- in the kernel: the batch grown on cached batches ------------------------------------
+    SWEEP = LocalRow("batch_size", "batch size doubling", "load.small_batch", "batch_sweep")
+
+    def local_rows(self) -> tuple[LocalRow, ...]:
+        return (self.SWEEP,)
+
+    def local_arm_of(self, row: LocalRow, ctx: Local) -> Arm | str:
+        from .tensors import batch_len
+
+        bs = batch_len(ctx.batches[0]) if ctx.batches else None
+        if bs is None:
+            return "cannot tell the batch dimension of the loader's batches"
+        return local_factor_arm(bs, FIRST_FACTOR)
+
+    def local_outcome(self, row: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        f = int(row.get("factor") or FIRST_FACTOR)
+        return {}, [
+            f"A batch {f}x larger changes the optimisation, not only the speed: scale the "
+            f"learning rate with it (linear scaling rule, lr x {f}, with warm-up) and check that "
+            "the loss curve still matches."
+        ]
+
     # -- in the re-run: inputs repeated ------------------------------------------------------
     def needs_model(self, changes: dict[str, Any]) -> bool:
         return bool(changes.get("replicate"))
@@ -273,6 +308,13 @@ class Batch(Knob):
             # No DataLoader made the batch (the what-if repeated the model's input).
             return knob_batch_fix(f, forward_source(facts), new)
         return patched_loader(f, arm, facts)
+
+
+def local_factor_arm(bs: int, factor: int) -> Arm:
+    """The in-process arm of a batch ``factor`` times the user's ``bs`` (cached batches
+    concatenated, the loader's batch_size where it runs with the loader)."""
+    return Arm("batch", f"batch_size={bs * factor}", {"batch_factor": factor}, "load.small_batch",
+               slowdown=float(factor), items_factor=float(factor))  # fmt: skip
 
 
 def _call_blocker(hooks: Any, call: Any, b: int) -> str | None:

@@ -5,31 +5,45 @@ Every knob's in-process rows (``Knob.local_rows``), each timed by the procedure 
 measure), the DataLoader's settings on a clone of the user's DataLoader (the loader is what they
 measure). pin_memory, persistent_workers and prefetch_factor build on the num_workers sweep's
 winner, and ``LoaderTogether`` (key ``loader_combined``) measures the DataLoader settings that
-won together, in one loader, against the user's; then the batch size sweep
-(``batch_experiments``). The interface they share is in ``experiment``.
+won together, in one loader, against the user's; then the batch size sweep (``batch_sweep``).
+The interface they share is in ``experiment``.
 """
 
 from __future__ import annotations
 
 from ..knobs import REGISTRY
-from .batch_experiments import BatchSize
+from ..knobs.base import Knob, LocalRow
+from .batch_sweep import BatchSweep
 from .context import Context
 from .experiment import Experiment, Outcome, cpu_cores, input_bound_gate, outcome_of
 from .procedures import (
     LOADER_SETTINGS,
     TOGETHER_KEYS,
     EpochStart,
+    KnobRow,
     LoaderSweep,
     LoaderTogether,
     OnCached,
     OnLoader,
     loader_together,
-    local_experiment,
     together_change,
     walk_sweep,
     whole_rounds,
     winner_block_s,
 )
+
+
+def local_experiment(knob: Knob, row: LocalRow) -> Experiment:
+    """The procedure that measures ``row`` of ``knob`` in the kernel."""
+    kinds: dict[str, type[KnobRow]] = {
+        "cached": OnCached,
+        "loader": OnLoader,
+        "epoch_start": EpochStart,
+        "sweep": LoaderSweep,
+        "batch_sweep": BatchSweep,
+    }
+    return kinds[row.procedure](knob, row)
+
 
 # In the registry's order within their group: the DataLoader's workers first (the usual large,
 # cheap win), its other settings on the winner, the winners together after every loader row;
@@ -40,8 +54,8 @@ _ROWS = [local_experiment(knob, row) for knob in REGISTRY for row in knob.local_
 ALL: tuple[Experiment, ...] = (
     *(e for e in _ROWS if e.group == "loader"),
     LoaderTogether(),
-    *(e for e in _ROWS if e.group != "loader"),
-    BatchSize(),
+    *(e for e in _ROWS if e.group != "loader" and not isinstance(e, BatchSweep)),
+    *(e for e in _ROWS if isinstance(e, BatchSweep)),
 )
 
 
@@ -65,9 +79,10 @@ __all__ = [
     "ALL",
     "LOADER_SETTINGS",
     "TOGETHER_KEYS",
-    "BatchSize",
+    "BatchSweep",
     "EpochStart",
     "Experiment",
+    "KnobRow",
     "LoaderSweep",
     "LoaderTogether",
     "OnCached",

@@ -52,7 +52,7 @@ def winner_block_s(ctx: Context, variant: Plan) -> float:
     return steps * ms / 1000 + START_S + START_PER_WORKER_S * w
 
 
-class _KnobRow(Experiment):
+class KnobRow(Experiment):
     """A knob's in-process row: its names from the knob, its arm from ``local_arm_of``."""
 
     def __init__(self, knob: Knob, row: LocalRow) -> None:
@@ -87,7 +87,7 @@ class _KnobRow(Experiment):
         return out
 
 
-class OnCached(_KnobRow):
+class OnCached(KnobRow):
     """A compute knob's arm, A/B on cached batches."""
 
     group = "compute"
@@ -101,7 +101,7 @@ class OnCached(_KnobRow):
         return self.finish(ctx, out, arm)
 
 
-class OnLoader(_KnobRow):
+class OnLoader(KnobRow):
     """A DataLoader setting's arm with a clone of the user's loader.
 
     An arm that sets the num_workers sweep's winning workers runs against the loader with those
@@ -151,7 +151,7 @@ class OnLoader(_KnobRow):
         return self.finish(ctx, out, arm)
 
 
-class EpochStart(_KnobRow):
+class EpochStart(KnobRow):
     """The arm's epoch start-up against the user's, measured, spread over an epoch's batches:
     a new epoch's first batch from a fresh iterator of each loader, in turn."""
 
@@ -253,7 +253,7 @@ def _workers(n: int) -> Plan:
     return planned(f"num_workers={n}", source="loader", num_workers=n)
 
 
-class LoaderSweep(_KnobRow):
+class LoaderSweep(KnobRow):
     """The knob's worker counts (``Knob.local_points``) in turn, short trials, to the knee.
 
     Each point is two interleaved pairs of short blocks (a few steps of the user's loader, whole
@@ -401,17 +401,6 @@ class LoaderSweep(_KnobRow):
         ctx.drop(arm)
         cmp.base_ms += more.base_ms[: more.pairs]
         cmp.variant_ms += more.variant_ms[: more.pairs]
-
-
-def local_experiment(knob: Knob, row: LocalRow) -> Experiment:
-    """The procedure that measures ``row`` of ``knob`` in the kernel."""
-    kinds: dict[str, type[_KnobRow]] = {
-        "cached": OnCached,
-        "loader": OnLoader,
-        "epoch_start": EpochStart,
-        "sweep": LoaderSweep,
-    }
-    return kinds[row.procedure](knob, row)
 
 
 # The DataLoader settings whose winners LoaderTogether measures together, in the order they are

@@ -1,5 +1,7 @@
-"""The batch size sweep (``BatchSize``): doubling the batch to the knee on cached batches, then,
-when the loader sets the pace, the answer checked end to end with the user's loader.
+"""The batch size sweep (``BatchSweep``), how the in-process driver measures the batch knob's
+points (``knobs/batch.py``: the first point, the next after each, the finding and the note):
+the batch grown to the knee on cached batches, then, when the loader sets the pace, the answer
+checked end to end with the user's loader.
 """
 
 from __future__ import annotations
@@ -9,14 +11,15 @@ from typing import Any
 
 import torch
 
+from ..knobs.batch import MEMORY_SHARE, local_factor_arm, next_factor
 from ..knobs.gain_rule import KNEE_GAIN, knee_of
 from ..knobs.tensors import batch_len
 from ..report import Scalar
 from .arms import planned
 from .context import Context, Skip, VariantOOM
-from .experiment import Experiment, Outcome, outcome_of
+from .experiment import Outcome, outcome_of
 from .loaders import can_resize_batches
-from .procedures import START_PER_WORKER_S, START_S, whole_rounds
+from .procedures import START_PER_WORKER_S, START_S, KnobRow, whole_rounds
 from .restore import tensor_bytes
 from .runner import Comparison
 
@@ -33,31 +36,20 @@ def _fixed_state_bytes(ctx: Context) -> int:
     return n
 
 
-class BatchSize(Experiment):
-    """Batch size to the knee: doubling (x4 while each doubling gains a lot), short trials.
+class BatchSweep(KnobRow):
+    """The batch to the knee: the knob's points in turn (``next_factor``), short trials.
 
     A point is two interleaved pairs of short blocks: the baseline's few steps, and as many steps
     of the larger batch as take about as long (at least ``MIN_STEPS``). The sweep stops when a
-    doubling adds less than ``GAIN`` throughput per sample, at ``MAX_FACTOR``, when the next
-    batch would not fit in free device memory, on OOM, or when the budget is out.
+    doubling adds less than ``KNEE_GAIN`` throughput per sample, at the knob's largest factor,
+    when the next batch would not fit in free device memory, on OOM, or when the budget is out.
     """
 
-    key = "batch_size"
-    finding_id = "load.small_batch"
-    label = "batch size doubling"
     group = "compute"
-    MAX_FACTOR = 128  # a launch-bound step keeps gaining far beyond 16x; OOM or no gain stop it
-    BIG_GAIN = 1.5  # per doubling: at least this, and the next point is 4x larger, not 2x
     SWEEP_REPS = 2
     TRIAL_STEPS = 10  # timed steps of the baseline's trial block
     MIN_STEPS = 3  # timed steps of a larger batch's trial block, at least
-    MEMORY_SHARE = 0.8  # of free device memory the next point may be expected to take
     BUILD_S = 0.1  # copying the model for a point
-
-    def applies(self, ctx: Context) -> str | None:
-        if not ctx.work.cached or batch_len(ctx.work.cached[0]) is None:
-            return "cannot tell the batch dimension of the loader's batches"
-        return None
 
     def _base_ms(self, ctx: Context) -> float:
         return statistics.median(ctx.cached_base_ms) if ctx.cached_base_ms else 50.0
@@ -140,12 +132,13 @@ class BatchSize(Experiment):
         return why or "not measured with your loader: budget exhausted"
 
     def apply(self, ctx: Context) -> Outcome:
+        first = self.planned_arm(ctx)
         bs = batch_len(ctx.work.cached[0]) or 1
         reserve = self._reserve(ctx)
         results: list[tuple[int, Comparison]] = []
         stop = ""
         oom_batch = 0  # the batch size that ran out of memory, if one did
-        f, ratio = 2, 2
+        f = ratio = int(first.changes["batch_factor"])
         best = 1.0
         # A larger batch's step time, extrapolated linearly from the last point (an upper
         # bound while the GPU is not yet busy): what the next trial's length and cost rest on.
@@ -157,7 +150,7 @@ class BatchSize(Experiment):
                 break
             ctx.stage = f"what-if: batch size {bs * f}"
             ctx.budget.tell(ctx.stage)
-            variant = planned(f"batch_size={bs * f}", batch_factor=f)
+            variant = local_factor_arm(bs, f)
             reserved0 = torch.cuda.memory_reserved(ctx.device) if ctx.cuda else 0
             try:
                 cmp, arm = ctx.measure(
@@ -187,18 +180,17 @@ class BatchSize(Experiment):
                 )
                 break
             best = cmp.speedup
-            if f >= self.MAX_FACTOR:
-                stop = f"stopped at batch {bs * f}: {self.MAX_FACTOR}x the batch, the largest tried"
+            nxt = next_factor(f, per_doubling)
+            if nxt <= f:
+                stop = f"stopped at batch {bs * f}: {f}x the batch, the largest tried"
                 break
-            ratio = 4 if per_doubling >= self.BIG_GAIN else 2
-            nxt = min(f * ratio, self.MAX_FACTOR)
             ratio = nxt // f
             step_ms = cmp.after_ms * f * ratio
             if ctx.cuda and grown > 0:
                 fixed = _fixed_state_bytes(ctx)
                 need = fixed + max(0, grown - fixed) * ratio
                 free, _ = torch.cuda.mem_get_info(ctx.device)
-                if need > self.MEMORY_SHARE * free:
+                if need > MEMORY_SHARE * free:
                     stop = (
                         f"stopped before batch {bs * nxt}: it would need about "
                         f"{need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"
@@ -217,7 +209,7 @@ class BatchSize(Experiment):
             f"batch_size={bs * f} instead of {bs} (ms per {bs} samples)",
             self.finding_id,
             cmp,
-            planned(f"batch_size={bs * f}", batch_factor=f),
+            local_factor_arm(bs, f),
             {
                 "batch_size": bs * f,
                 "from_batch_size": bs,
@@ -231,11 +223,7 @@ class BatchSize(Experiment):
         if self._e2e_possible(ctx):
             out = self._with_loader(ctx, out, bs, f, [x for x, c in results if x <= f])
             f = out.params["factor"]
-        out.notes.append(
-            f"A batch {f}x larger changes the optimisation, not only the speed: scale the "
-            f"learning rate with it (linear scaling rule, lr x {f}, with warm-up) and check that "
-            "the loss curve still matches."
-        )
+        self.finish(ctx, out, first)  # the knob's note on the batch's factor
         if stop:
             out.notes.append(f"batch size sweep {stop}")
         return out
@@ -274,7 +262,7 @@ class BatchSize(Experiment):
             f"batch_size={bs * x} instead of {bs} with your loader (ms per {bs} samples)",
             self.finding_id,
             cmp,
-            planned(f"batch_size={bs * x}", batch_factor=x),
+            local_factor_arm(bs, x),
             params,
             w.series,
             scope="end_to_end",
