@@ -99,17 +99,31 @@ def test_loader_snippets_carry_the_users_settings_and_the_winners() -> None:
             "non_blocking": True,
             "autocast": "bfloat16",
             "channels_last": True,
-            "tf32": True,
-            "cudnn_benchmark": True,
+            "knobs": {"channels_last": True, "tf32": True, "cudnn_benchmark": True},
             "lr_factor": 2,
         },
         {"loader_changes": {"pin_memory": True}, "autocast": "float16"},
-        {"dataset_on_gpu": True, "channels_last": True, "autocast": "bfloat16"},
+        {
+            "dataset_on_gpu": True,
+            "channels_last": True,
+            "knobs": {"channels_last": True},
+            "autocast": "bfloat16",
+        },
     ],
     ids=["everything", "fp16-scaler", "dataset-on-device"],
 )
 def test_the_combined_snippet_runs(options: dict[str, Any], namespace: dict[str, Any]) -> None:
-    code = combined(namespace["loader"], device_type="cpu", speedup="1.50x end to end", **options)
+    from gpusight.knobs import owners
+
+    # The lines before the loop are the winners' knobs' own (``Knob.setup_code``).
+    changes = options.pop("knobs", {})
+    setup = [line for k in owners(changes) for line in k.setup_code]
+    assert len(setup) == len(changes) + ("tf32" in changes)  # TF32 takes two lines
+    code = combined(
+        namespace["loader"], device_type="cpu", speedup="1.50x end to end", setup=setup, **options
+    )
+    for line in setup:
+        assert line in code
     before = namespace["model"].head.weight.detach().clone()
     exec(compile(code, "<combined>", "exec"), namespace)
     assert not torch.equal(namespace["model"].head.weight, before)

@@ -333,6 +333,15 @@ class Knob:
     local_min_s: float = 0.0
     """Seconds the in-process arm takes at least, however short the step (compiling): such a
     knob is measured last."""
+    local_warmup: int = 0
+    """Warm-up steps an in-process block with this change needs beyond one (autotuning)."""
+    setup_code: tuple[str, ...] = ()
+    """The lines that turn the change on before a training loop, in the user's names (``model``,
+    ``torch``): the measured winners' loop written out together."""
+
+    def flags_on(self, torch: Any) -> None:
+        """Set torch's global flags this change is (none: it changes no flag). Both drivers call
+        it: a re-run from ``prepare``, the kernel while an arm's steps run (then restored)."""
 
     def local_rows(self) -> tuple[LocalRow, ...]:
         """The rows the in-process driver measures for this knob (one on cached batches where

@@ -43,6 +43,7 @@ class ChannelsLast(Knob):
             call, lambda t: t.contiguous(memory_format=cl) if t.dim() == 4 else t
         ), None
 
+    setup_code = ("model = model.to(memory_format=torch.channels_last)",)
     local_finding = FINDING
     local_label = "channels_last memory format"
 

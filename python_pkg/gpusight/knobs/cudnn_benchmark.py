@@ -27,9 +27,15 @@ class CudnnBenchmark(Knob):
         arm = Arm("cudnn_benchmark", "cudnn.benchmark=True", {"cudnn_benchmark": True}, FINDING)
         return [Group("cudnn_benchmark", s.compute_share * 0.4, [arm])]
 
+    def flags_on(self, torch: Any) -> None:
+        torch.backends.cudnn.benchmark = True
+
     def prepare(self, hooks: Target, module: Any) -> None:
-        hooks.torch.backends.cudnn.benchmark = True
+        self.flags_on(hooks.torch)
         hooks.inj.hit("cudnn_benchmark")
+
+    local_warmup = 1  # cuDNN times its algorithms at a shape's first step
+    setup_code = ("torch.backends.cudnn.benchmark = True",)
 
     local_finding = FINDING
     local_label = "torch.backends.cudnn.benchmark = True"

@@ -48,12 +48,19 @@ class Tf32(Knob):
         arm = Arm("tf32", "TF32 for float32 matmuls and convolutions", {"tf32": True}, FINDING)
         return [Group("tf32", s.compute_share * weight, [arm])]
 
-    def prepare(self, hooks: Target, module: Any) -> None:
-        torch = hooks.torch
+    def flags_on(self, torch: Any) -> None:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
         torch.set_float32_matmul_precision("high")
+
+    def prepare(self, hooks: Target, module: Any) -> None:
+        self.flags_on(hooks.torch)
         hooks.inj.hit("tf32")
+
+    setup_code = (
+        'torch.set_float32_matmul_precision("high")',
+        "torch.backends.cudnn.allow_tf32 = True",
+    )
 
     local_finding = FINDING
     local_label = "TF32 matmuls and convolutions"

@@ -18,7 +18,9 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from ..knobs import owners
 from ..knobs.base import Arm as Plan
+from ..knobs.base import Knob
 from ..knobs.loader import LOADER_KEYS
 from ..knobs.tensors import Batch, concat, pin, to_device
 from .loaders import clone_loader, is_dataloader, shutdown
@@ -31,13 +33,12 @@ Source = Literal["cached", "loader", "device"]
 # --- the change an arm makes -------------------------------------------------------------------
 #
 # A change is a knob's arm (``knobs/base.Arm``): a label and ``changes``, keyed as the knobs key
-# them (``num_workers``, ``pin_memory``, ``autocast``, ``channels_last``, ``tf32``,
-# ``cudnn_benchmark``, ``compile``), plus how this driver feeds the step: ``source`` (where the
-# batches come from: ``cached``, a fixed set taken from the loader once, so that compute changes
-# do not measure the loader; ``loader``, a clone of the user's DataLoader with the change's
-# DataLoader arguments; ``device``, the cached batches kept on the GPU), ``batch_factor`` (batches
-# that many times larger) and ``non_blocking`` (copies that do not block the host). A key left out
-# means "as the user has it".
+# them (torch's global flags set by the knobs' own ``flags_on``), plus how this driver feeds the
+# step: ``source`` (where the batches come from: ``cached``, a fixed set taken from the loader
+# once, so that compute changes do not measure the loader; ``loader``, a clone of the user's
+# DataLoader with the change's DataLoader arguments; ``device``, the cached batches kept on the
+# GPU), ``batch_factor`` (batches that many times larger) and ``non_blocking`` (copies that do not
+# block the host). A key left out means "as the user has it".
 
 
 def planned(label: str, /, **changes: Any) -> Plan:
@@ -70,9 +71,6 @@ def without(plan: Plan, *keys: str) -> Plan:
     )
 
 
-_FLAGS = ("non_blocking", "channels_last", "tf32", "cudnn_benchmark", "compile")
-
-
 def merged(a: Plan, b: Plan, label: str) -> Plan:
     """``a`` with ``b``'s changes added (``b`` wins where both set something); batches from the
     device before the loader before the cached set, and the larger batch."""
@@ -80,9 +78,9 @@ def merged(a: Plan, b: Plan, label: str) -> Plan:
     changes = {**a.changes, **b.changes}
     changes["source"] = max(source_of(a), source_of(b), key=order.index)
     changes["batch_factor"] = max(batch_factor(a), batch_factor(b))
-    for flag in _FLAGS:
-        if a.changes.get(flag) or b.changes.get(flag):
-            changes[flag] = True
+    for key in changes:  # a switch either turns on stays on
+        if a.changes.get(key) is True or b.changes.get(key) is True:
+            changes[key] = True
     autocast = b.changes.get("autocast") or a.changes.get("autocast")
     changes.pop("autocast", None)
     if autocast:
@@ -99,7 +97,7 @@ def normal(changes: dict[str, Any]) -> dict[str, Any]:
         if not (
             (k == "source" and v == "cached")
             or (k == "batch_factor" and v == 1)
-            or (k in _FLAGS and not v)
+            or (v is False and k not in LOADER_KEYS)
             or (k == "autocast" and v is None)
         )
     }
@@ -359,18 +357,16 @@ class Arm:
 
     @contextlib.contextmanager
     def settings(self) -> Iterator[None]:
-        """The global flags this change needs, set only while its steps run."""
-        c = self.plan.changes
-        if not (c.get("tf32") or c.get("cudnn_benchmark")):
+        """The global flags this change needs (its knobs' ``flags_on``), set only while its
+        steps run."""
+        knobs = [k for k in owners(self.plan.changes) if type(k).flags_on is not Knob.flags_on]
+        if not knobs:
             yield
             return
         saved = read_flags()
         try:
-            if c.get("tf32"):
-                torch.set_float32_matmul_precision("high")
-                torch.backends.cudnn.allow_tf32 = True
-            if c.get("cudnn_benchmark"):
-                torch.backends.cudnn.benchmark = True
+            for knob in knobs:
+                knob.flags_on(torch)
             yield
         finally:
             write_flags(saved)

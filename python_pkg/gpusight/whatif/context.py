@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn, optim
 
+from ..knobs import owners
 from ..knobs.base import Arm as Plan
 from ..knobs.tensors import batch_len
 from .arms import Arm, Workload, loader_overrides, source_of
@@ -260,7 +261,7 @@ class Context:
         if source_of(variant) == "loader":
             # The first round of batches arrives together once the workers are up; skip it.
             return max(2, self.workers(variant) + 1)
-        return 2 if variant.changes.get("compile") or variant.changes.get("cudnn_benchmark") else 1
+        return 1 + max((k.local_warmup for k in owners(variant.changes)), default=0)
 
     def steps_for(self, variant: Plan) -> int:
         """Timed steps of a block: whole rounds of the workers when a loader with workers runs.

@@ -8,6 +8,7 @@ from typing import Any
 
 from .. import finding_catalogue as catalogue
 from ..fixes import SNIPPETS
+from ..knobs import owners
 from ..knobs.base import Arm as Plan
 from ..knobs.gain_rule import MIN_GAIN
 from ..knobs.loader import LOADER_KEYS
@@ -20,19 +21,6 @@ from .snippets import combined, loader_args, render
 SCOPE_TEXT = {
     "end_to_end": "your whole step, with your loader",
     "compute_only": "compute only, on batches cached from your loader",
-}
-
-SNIPPET_OF = {
-    "num_workers": "whatif.num_workers",
-    "pin_memory": "whatif.pin_memory",
-    "persistent_workers": "whatif.persistent_workers",
-    "prefetch_factor": "whatif.prefetch_factor",
-    "batch_size": "whatif.batch_size",
-    "channels_last": "whatif.channels_last",
-    "tf32": "whatif.tf32",
-    "cudnn_benchmark": "whatif.cudnn_benchmark",
-    "dataset_on_gpu": "whatif.dataset_on_gpu",
-    "compile": "whatif.compile",
 }
 
 
@@ -65,7 +53,7 @@ def snippet_for(ctx: Context, o: Outcome, winners: list[Outcome]) -> tuple[str, 
             else "whatif.autocast_fp16"
         )
         return sid, render(sid, speedup=speed, device_type=ctx.device.type)
-    sid = SNIPPET_OF[o.key]
+    sid = f"whatif.{o.key}"  # each row's measured snippet (fixes/measured_snippets.py)
     params: dict[str, Any] = {"speedup": speed, **o.params}
     if "{loader_args}" in SNIPPETS[sid].template:
         # A loader fix carries every loader change that won, so the call is the one to use.
@@ -228,9 +216,7 @@ def combined_code(ctx: Context, v: Plan, speedup: str) -> str:
         non_blocking=bool(v.changes.get("non_blocking")),
         autocast=v.changes.get("autocast"),
         channels_last=bool(v.changes.get("channels_last")),
-        tf32=bool(v.changes.get("tf32")),
-        cudnn_benchmark=bool(v.changes.get("cudnn_benchmark")),
-        compile=bool(v.changes.get("compile")),
+        setup=[line for k in owners(v.changes) for line in k.setup_code],
         dataset_on_gpu=source_of(v) == "device",
         lr_factor=batch_factor(v),
         device_type=ctx.device.type,

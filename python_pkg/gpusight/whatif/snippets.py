@@ -5,7 +5,7 @@ leaves out, and one training loop with every winner (``combined``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from torch.utils.data import RandomSampler
@@ -72,9 +72,7 @@ def combined(
     non_blocking: bool = False,
     autocast: str | None = None,
     channels_last: bool = False,
-    tf32: bool = False,
-    cudnn_benchmark: bool = False,
-    compile: bool = False,
+    setup: Sequence[str] = (),
     dataset_on_gpu: bool = False,
     lr_factor: int = 1,
     device_type: str = "cuda",
@@ -83,6 +81,8 @@ def combined(
 ) -> str:
     """One training loop with every winning change, in the order they must be applied.
 
+    ``setup``: the lines that turn the winners on before the loop (their knobs' ``setup_code``,
+    in the registry's order); ``channels_last`` also converts the inputs.
     ``title`` heads it: the DataLoader winners alone (``whatif.loader_combined``) are this same
     loop with only ``loader_changes`` and ``non_blocking`` set.
     """
@@ -91,17 +91,7 @@ def combined(
         "import torch",
         "",
     ]
-    if tf32:
-        lines += [
-            'torch.set_float32_matmul_precision("high")',
-            "torch.backends.cudnn.allow_tf32 = True",
-        ]
-    if cudnn_benchmark:
-        lines.append("torch.backends.cudnn.benchmark = True")
-    if channels_last:
-        lines.append("model = model.to(memory_format=torch.channels_last)")
-    if compile:
-        lines.append("model = torch.compile(model)")
+    lines += setup
     if lr_factor > 1:
         lines += [
             f"for group in optimizer.param_groups:  # batch x{lr_factor}: scale lr, run once",
