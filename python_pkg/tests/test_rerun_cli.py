@@ -67,6 +67,11 @@ def test_what_if_measures_the_worker_change_end_to_end(tmp_path: Path) -> None:
     assert workers["scope"] == "end_to_end"
     # Two workers build two batches at once: the loader-bound step gets faster.
     assert workers["speedup"] > 1.2
+    # The DataLoader's other settings then run on the winning workers, judged against them.
+    on_top = rows.get("DataLoader prefetch_factor=4 on top of DataLoader num_workers=2")
+    assert on_top is not None, list(rows)
+    if on_top.get("skipped") is None:
+        assert on_top["params"]["stacked_on"] == "DataLoader num_workers=2"
     note = next(n for n in rep["notes"] if n.startswith("what-if:"))
     assert "budget" in note and "noise" in note
     f = next(f for f in rep["findings"] if f["id"] == "load.input_bound")

@@ -86,8 +86,18 @@ def extra_warmup(changes: dict[str, Any]) -> int:
 
 
 def plan_groups(facts: dict[str, Any]) -> list[Group]:
+    """Every knob's groups for this run. A knob that ``stacks_on`` another and plans nothing on
+    the baseline (pinning without a GPU, prefetching without workers) still gets an empty group
+    after that knob's, where that one runs: the driver plans it again on its winner."""
     s = Situation.of(facts)
-    return [g for knob in REGISTRY for g in knob.groups(s)]
+    out: list[Group] = []
+    for knob in REGISTRY:
+        got = knob.groups(s)
+        base = next((g for g in out if g.name == knob.stacks_on), None)
+        if not got and base is not None and any(not a.skipped for a in base.arms):
+            got = [Group(knob.name, base.priority * 0.5)]
+        out += got
+    return out
 
 
 def not_planned(facts: dict[str, Any], names: frozenset[str]) -> dict[str, str]:

@@ -248,6 +248,11 @@ class Knob:
     grows_batch: bool = False
     """Its arms make more items per step: a winner of it is what ``stacks_on_batch`` arms are
     tried again on top of."""
+    stacks_on: str = ""
+    """The knob whose winner this one's arms run on top of, planned again from the winner's
+    settings (``groups_on``) and judged against its run: the DataLoader's other settings on the
+    winning workers (pinning pays off in the pin thread of a loader with workers; in the main
+    process of one without, it only adds a copy)."""
     stacks_on_batch: bool = False
     """An arm of it that loses on the baseline's batch is tried once more on the winning batch:
     its cost is per launch (casts, layout conversions), which a larger batch amortises (on the
@@ -255,6 +260,10 @@ class Knob:
 
     def groups(self, s: Situation) -> list[Group]:
         return []
+
+    def groups_on(self, s: Situation, winner: Arm) -> list[Group]:
+        """The groups to run on top of ``winner`` (an arm of ``stacks_on``)."""
+        return self.groups(s)
 
     def not_planned(self, s: Situation) -> str:
         """Why ``groups`` planned nothing for this run: said where the user asked for this

@@ -87,8 +87,9 @@ def _loader_fix(arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
     from .user_lines import patched_loader
 
     loader = facts.get("loader") or {}
+    args = ", ".join(f"{k}={v}" for k, v in arm.changes.items() if k in LOADER_KEYS)
     f = fix(
-        f"Build the DataLoader with {arm.label.removeprefix('DataLoader ')} (measured).",
+        f"Build the DataLoader with {args or arm.label} (measured).",
         "loader.workers",
         batch_size=int(loader.get("batch_size") or items or 64),
         workers=int(arm.changes.get("num_workers") or loader.get("num_workers") or 4),
@@ -186,6 +187,12 @@ class Workers(_LoaderKnob):
 class LoaderSettings(_LoaderKnob):
     name = "loader"
     keys = ("pin_memory", "persistent_workers", "prefetch_factor")
+    stacks_on = "workers"
+
+    def groups_on(self, s: Situation, winner: Arm) -> list[Group]:
+        won = {k: v for k, v in winner.changes.items() if k in LOADER_KEYS}
+        loader = {**(s.loader or {}), **won}
+        return self.groups(Situation.of({**s.facts, "loader": loader}))
 
     def groups(self, s: Situation) -> list[Group]:
         # Epoch starts are a phase between the steps (the watch's load.epoch_start), out of

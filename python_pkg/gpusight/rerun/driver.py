@@ -501,7 +501,8 @@ class Driver:
         )
         losers: list[Arm] = []  # to try again on top of the winning batch
         for g in groups:
-            best = self._group(out, g, ref, items0, winners)
+            g, under = self._on_winner(out, g, winners, base.facts)
+            best = self._group(out, g, ref, items0, winners, under)
             if best is not None and best[0] >= threshold(out.noise_pct):
                 winners.append(best[1])
             elif best is not None and stacking.stacks(g.name):
@@ -517,11 +518,30 @@ class Driver:
             self._together(out, winners, ref, items0)
         self._second_control(out, ref, items0)
 
+    def _on_winner(
+        self, out: Outcome, g: Group, winners: list[Arm], facts: dict[str, Any]
+    ) -> tuple[Group, RunResult | None]:
+        """``g`` on top of the winner it stacks on, with that winner's run (``stacking``)."""
+        again, base = stacking.on_winner(g, winners, facts)
+        under = _run_of(out, base)
+        if under is None:
+            return g, None
+        self.planned += sum(1 for a in again.arms if not a.skipped)
+        self.planned -= sum(1 for a in g.arms if not a.skipped)
+        return again, under
+
     def _group(
-        self, out: Outcome, g: Group, ref: RunResult, items0: int, winners: list[Arm]
+        self,
+        out: Outcome,
+        g: Group,
+        ref: RunResult,
+        items0: int,
+        winners: list[Arm],
+        under: RunResult | None = None,
     ) -> tuple[float, Arm] | None:
-        """Run a group's arms (a sweep while it gains); its best (gain, arm)."""
-        ips0 = ref.items_per_s(items0) or 0.0
+        """Run a group's arms (a sweep while it gains); its best (gain, arm). ``under``: the
+        run of the winner the arms are on top of, which they are judged against."""
+        ips0 = (under or ref).items_per_s(items0) or 0.0
         gains: list[float | None] = []
         ran: list[RunResult] = []
         best: tuple[float, Arm] | None = None
@@ -558,6 +578,8 @@ class Driver:
                 out.arms.append((arm, None))
                 continue
             res = self._measure(out, arm, ref, items0, need)
+            if under is not None:
+                out.stacked_on[len(out.arms)] = under
             out.arms.append((arm, res))
             ran.append(res)
             ips = res.items_per_s(items0) if res.ok else None

@@ -1,15 +1,19 @@
-"""A change that loses on the baseline's batch, tried once more on top of the winning batch.
+"""A change run on top of another's winner.
 
 Precision and memory layout (``Knob.stacks_on_batch``) add work per launch (casts, layout
 conversions) that a larger batch amortises: on a launch-bound step they lose alone and gain on
 top of a larger batch. The arm run on top of the batch winner (its changes merged in) is judged
-against the batch winner's own run, by the one gain rule; a gain there makes it a winner. Pure:
-the driver runs what this plans.
+against the batch winner's own run, by the one gain rule; a gain there makes it a winner.
+A knob that ``stacks_on`` another (the DataLoader's settings on the winning workers) is planned
+again on that winner and each of its arms run on top of it (``on_winner``). Pure: the driver
+runs what this plans.
 """
 
 from __future__ import annotations
 
-from ..knobs import Arm, Group, by_name
+from typing import Any
+
+from ..knobs import Arm, Group, Situation, by_name
 from ..knobs.base import Scope
 from .plan import combine
 
@@ -35,6 +39,20 @@ def on_top(arm: Arm, base: Arm) -> Arm:
                arm.finding_id, slowdown=max(arm.slowdown, base.slowdown),
                items_factor=base.items_factor, scope=scope,
                extra_s=max(arm.extra_s, base.extra_s), stacked_on=base.label)  # fmt: skip
+
+
+def on_winner(g: Group, winners: list[Arm], facts: dict[str, Any]) -> tuple[Group, Arm | None]:
+    """``g`` planned again on top of the winner its knob ``stacks_on`` (each arm run with the
+    winner's changes, judged against the winner's run), and that winner; ``g`` and None where
+    its knob stacks on nothing or that knob has no winner."""
+    knob = by_name(g.name)
+    base = next((a for a in winners if knob is not None and a.group == knob.stacks_on), None)
+    if knob is None or base is None:
+        return g, None
+    again = next((x for x in knob.groups_on(Situation.of(facts), base) if x.name == g.name),
+                 Group(g.name, g.priority))  # fmt: skip
+    again.arms = [a if a.skipped else on_top(a, base) for a in again.arms]
+    return again, base
 
 
 def is_together(top: Arm, winners: list[Arm]) -> bool:
@@ -68,6 +86,9 @@ def plan_lines(groups: list[Group]) -> list[str]:
     waiting: list[str] = []
     for g in groups:
         lines.append(f"{g.name} ({len(g.arms)})")
+        knob = by_name(g.name)
+        if knob is not None and knob.stacks_on:
+            lines[-1] += f" on the winning {knob.stacks_on} if one wins"
         if stacks(g.name) and _runs(g):
             waiting.append(f"{g.name} again on the winning batch if it loses alone")
         if grows_batch(g.name) and _runs(g):

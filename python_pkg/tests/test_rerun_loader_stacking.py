@@ -1,0 +1,133 @@
+"""The DataLoader's other settings run on the winning workers in a re-run (``Knob.stacks_on``),
+as the kernel's what-if runs them (issue #53: on the H200 tv_transforms_loader's pin_memory was
+tried only on the script's 0 workers, where it loses, and its row missed --fix by 39 %).
+
+The driver's decisions on runs whose step a model of a loader-bound step sets (``Steps``): the
+loader's time divided among the workers, a pageable copy that pinning hides only where workers
+feed the pin thread."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from gpusight.knobs import Situation, by_name
+from gpusight.report import Report
+from gpusight.rerun import stacking
+from gpusight.rerun.driver import Driver, Outcome, RunResult
+from gpusight.rerun.results import apply
+
+LOAD_MS, COPY_MS, COMPUTE_MS = 60.0, 5.0, 5.0
+FACTS = {
+    "cuda": True,
+    "step_mode": "optimizer",
+    "items_per_step": 16,
+    "cpu_count": 8,
+    "epochs_seen": 1,
+    "finding_ids": ["load.input_bound", "code.pageable_copy"],
+    "breakdown_ms": {"data_wait": LOAD_MS, "compute": COPY_MS + COMPUTE_MS},
+    "loader": {"batch_size": 16, "batches_per_step": 1, "num_workers": 0, "pin_memory": False},
+    "model": {"param_devices": ["cuda"], "autocast": False},
+}
+
+
+class Steps:
+    """Each run's step from its DataLoader settings; every run takes 10 s of the budget."""
+
+    def __init__(self) -> None:
+        self.clock = 0.0
+        self.calls: list[dict[str, Any]] = []
+
+    def __call__(self, label: str, changes: dict[str, Any], profile: bool, t: float) -> RunResult:
+        self.calls.append(changes)
+        self.clock += 10.0
+        w = int(changes.get("num_workers") or 0)
+        load = LOAD_MS / max(1, w)
+        pinned = changes.get("pin_memory")
+        copy = 0.0 if pinned and w else COPY_MS + (1.0 if pinned else 0.0)
+        report = {"run": {"step_time_ms": load + copy + COMPUTE_MS, "steps": 20,
+                          "items_per_step": 16}}  # fmt: skip
+        return RunResult(label, changes, ok=True, wall_s=10.0, report=report, facts=FACTS)
+
+
+def _what_if(monkeypatch: pytest.MonkeyPatch) -> tuple[Outcome, list[str], Steps]:
+    import gpusight.rerun.driver as driver_mod
+
+    steps = Steps()
+    monkeypatch.setattr(driver_mod.time, "monotonic", lambda: steps.clock)
+    said: list[str] = []
+    only = frozenset({"workers", "loader"})
+    out = Driver(steps, budget_s=900.0, progress=said.append, only=only).what_if()
+    return out, said, steps
+
+
+def test_the_loader_settings_are_planned_again_on_the_winning_workers() -> None:
+    loader = by_name("loader")
+    assert loader is not None and loader.stacks_on == "workers"
+    group = loader.groups(Situation.of(FACTS))[0]
+    # On the script's 0 workers: pinning alone (prefetching needs workers).
+    assert [a.changes for a in group.arms] == [{"pin_memory": True}]
+    workers = by_name("workers")
+    assert workers is not None
+    won = workers.groups(Situation.of(FACTS))[0].arms[0]  # num_workers=2, as if it had won
+    again, base = stacking.on_winner(group, [won], FACTS)
+    assert base is won
+    assert [a.changes for a in again.arms] == [
+        {"num_workers": 2, "pin_memory": True},
+        {"num_workers": 2, "prefetch_factor": 4},
+    ]
+    assert all(a.stacked_on == won.label for a in again.arms)
+    # No winner to stack on: the group as planned.
+    assert stacking.on_winner(group, [], FACTS) == (group, None)
+
+
+def test_pinning_that_loses_on_no_workers_wins_on_the_winning_workers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    out, said, steps = _what_if(monkeypatch)
+    plan = next(s for s in said if s.startswith("plan: "))
+    assert "on the winning workers if one wins" in plan
+    workers = [a for a, r in out.arms if a.group == "workers" and r is not None]
+    assert workers and all(a.stacked_on is None for a in workers)
+    stacked = [(a, r) for a, r in out.arms if a.group == "loader"]
+    assert stacked and all(a.stacked_on for a, _ in stacked)
+    won_w = stacked[0][0].changes["num_workers"]
+    # Pinning ran only with the winning workers, never on the script's 0.
+    pins = [c for c in steps.calls if c.get("pin_memory")]
+    assert pins and all(c.get("num_workers") == won_w for c in pins)
+    pin, pin_run = next((a, r) for a, r in stacked if a.changes.get("pin_memory"))
+    assert pin_run is not None and pin_run.ok
+    # Judged against the winning workers' run: the copy pinning hides, over that run.
+    assert out.together is not None
+    assert {a.group for a in out.together[0]} == {"workers", "loader"}
+    assert out.together[1] is pin_run  # the run on top of the workers is the combined one
+
+    rep = Report(kind="watch", machine={"platform": "x", "python": "3", "cpu_count": 8,
+                                        "gpus": []})  # fmt: skip
+    apply(rep, out)
+    rep.validate()
+    row = next(w for w in rep.what_if if w.change == pin.label)
+    load = LOAD_MS / won_w
+    assert row.speedup == pytest.approx(
+        (load + COPY_MS + COMPUTE_MS) / (load + COMPUTE_MS), rel=1e-3
+    )
+    assert (row.params or {}).get("stacked_on") == f"DataLoader num_workers={won_w}"
+
+
+def test_a_loader_that_plans_nothing_on_no_workers_is_planned_on_the_winning_workers() -> None:
+    from gpusight.knobs import plan_groups
+
+    # No GPU to pin for, no workers to prefetch with: nothing on the baseline's loader.
+    facts = {**FACTS, "cuda": False}
+    loader = by_name("loader")
+    assert loader is not None and loader.groups(Situation.of(facts)) == []
+    groups = {g.name: g for g in plan_groups(facts)}
+    assert groups["loader"].arms == [] and groups["loader"].priority < groups["workers"].priority
+    won = groups["workers"].arms[0]
+    again, base = stacking.on_winner(groups["loader"], [won], facts)
+    assert base is won and [a.changes for a in again.arms] == [
+        {"num_workers": won.changes["num_workers"], "prefetch_factor": 4}
+    ]
+    # A loader that keeps up: no workers to try, nothing to stack on them.
+    quick = {**facts, "breakdown_ms": {"data_wait": 0.1, "compute": 10.0}}
+    assert not {"workers", "loader"} & {g.name for g in plan_groups(quick)}
