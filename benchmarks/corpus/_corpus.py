@@ -48,7 +48,13 @@ def pick_device(name: str | None) -> torch.device:
 class Clock:
     """``with Clock(name, args, device) as clock: ... clock.mark(items)`` after each step;
     ``clock.done()`` after the last one drains the device first (a run that ends early, under
-    ``gpusight run --steps``, is reported without it: the watch is unwinding then)."""
+    ``gpusight run --steps``, is reported without it: the watch is unwinding then).
+
+    On a GPU each mark also records an event on the device: a drained run's time is the longer
+    of the host's and the device's between the first timed mark and the last, so that what runs
+    between the last step and ``done()`` (a trainer's teardown moving the model back to the CPU,
+    a DataLoader's workers shut down after ``break``: about a second on an H200) is not in it.
+    """
 
     def __init__(self, name: str, args: argparse.Namespace, device: torch.device) -> None:
         self.name = name
@@ -56,23 +62,37 @@ class Clock:
         self.device = device
         self.ends: list[float] = []
         self.items: list[int] = []
+        self.events: list[torch.cuda.Event] = []
+        self.device_s: float | None = None
         self.drained = False
 
     def __enter__(self) -> Clock:
         self.ends = [time.perf_counter()]
         self.items = []
+        self.events = [self._event()] if self.device.type == "cuda" else []
         return self
+
+    def _event(self) -> torch.cuda.Event:
+        ev = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        ev.record()
+        return ev
 
     def mark(self, items: int) -> None:
         self.ends.append(time.perf_counter())
         self.items.append(int(items))
+        if self.events:
+            self.events.append(self._event())
 
     def done(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-            if self.ends:
-                self.ends[-1] = time.perf_counter()
+            w = self._first_timed()
+            if len(self.events) > w + 1:
+                self.device_s = self.events[w].elapsed_time(self.events[-1]) / 1000.0
         self.drained = True
+
+    def _first_timed(self) -> int:
+        return int(min(self.args.warmup, max(0, len(self.items) - 1)))
 
     def __exit__(
         self,
@@ -80,8 +100,10 @@ class Clock:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        w = min(self.args.warmup, max(0, len(self.items) - 1))
+        w = self._first_timed()
         seconds = self.ends[-1] - self.ends[w] if len(self.ends) > w + 1 else 0.0
+        if self.device_s is not None:
+            seconds = max(seconds, self.device_s)  # the queued steps' end, not done()'s time
         items = sum(self.items[w:])
         steps = len(self.items) - w
         result = {
