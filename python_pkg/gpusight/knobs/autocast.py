@@ -20,6 +20,7 @@ MIN_COMPUTE_SHARE = 30.0
 
 class Autocast(Knob):
     name = "autocast"
+    findings = (FINDING,)
     keys = ("autocast", "autocast_via")
     applied_as = "autocast"
     order = 90  # entered last, so it covers the call as the model makes it

@@ -138,6 +138,7 @@ def _loader_feeds(s: Situation) -> bool:
 
 class Batch(Knob):
     name = "batch"
+    findings = tuple(sorted(SMALL_IDS))
     keys = ("batch_size", "replicate", "script_arg")
     unapplied = "the model's inputs have no batch dimension to grow"
     order = 30

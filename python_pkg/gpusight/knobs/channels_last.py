@@ -14,6 +14,7 @@ FINDING = "load.channels_last"
 
 class ChannelsLast(Knob):
     name = "channels_last"
+    findings = (FINDING,)
     keys = ("channels_last",)
     applied_as = "channels_last"
     order = 20

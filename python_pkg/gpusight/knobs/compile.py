@@ -53,6 +53,7 @@ def compile_s(arm_facts: dict[str, Any] | None, ref_facts: dict[str, Any] | None
 
 class Compile(Knob):
     name = "compile"
+    findings = (FINDING,)
     keys = ("compile",)
     applied_as = "compile"
     unapplied = "the model's forward was not compiled"

@@ -14,6 +14,7 @@ FINDING = "cfg.cudnn_benchmark_off"
 
 class CudnnBenchmark(Knob):
     name = "cudnn_benchmark"
+    findings = (FINDING,)
     keys = ("cudnn_benchmark",)
     applied_as = "cudnn_benchmark"
 

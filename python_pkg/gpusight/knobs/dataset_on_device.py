@@ -96,6 +96,7 @@ def frozen_augmentation(dataset: Any) -> str | None:
 
 class DatasetOnDevice(Knob):
     name = "dataset_on_device"
+    findings = (FINDING,)
     rerun = False
 
     ROW = LocalRow("dataset_on_gpu", "dataset kept on the GPU", FINDING, "loader",

@@ -65,6 +65,7 @@ def _fused_init(
 
 class FusedOptimizer(Knob):
     name = "fused_optimizer"
+    findings = (FINDING,)
     keys = ("fused_optimizer",)
     applied_as = "fused_optimizer"
     unapplied = "the script built no optimizer that takes fused=True here"

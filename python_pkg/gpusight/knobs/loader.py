@@ -116,7 +116,10 @@ class _LoaderKnob(Knob):
 
 
 class Workers(_LoaderKnob):
+    """The DataLoader's worker processes: a sweep of their number to the knee."""
+
     name = "workers"
+    findings = (FINDING,)
     keys = ("num_workers",)
 
     def groups(self, s: Situation) -> list[Group]:
@@ -185,7 +188,11 @@ class Workers(_LoaderKnob):
 
 
 class LoaderSettings(_LoaderKnob):
+    """The DataLoader's other settings, on the winning workers: pinned memory with non_blocking
+    copies, a deeper prefetch per worker, and the workers kept across epochs."""
+
     name = "loader"
+    findings = (FINDING, EPOCH_FINDING, PIN_FINDING)
     keys = ("pin_memory", "persistent_workers", "prefetch_factor")
     stacks_on = "workers"
 

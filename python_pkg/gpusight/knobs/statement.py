@@ -95,6 +95,7 @@ def _arm(row: dict[str, Any], site: dict[str, Any], ids: set[str], step_ms: floa
 
 class Statement(Knob):
     name = KEY
+    findings = ("code.host_sync", "load.cpu_preprocessing")
     keys = (KEY,)
 
     def groups(self, s: Situation) -> list[Group]:

@@ -30,6 +30,7 @@ def tf32_state(flags: dict[str, Any]) -> tuple[bool, bool]:
 
 class Tf32(Knob):
     name = "tf32"
+    findings = (FINDING,)
     keys = ("tf32",)
     applied_as = "tf32"
     stacks_on_batch = True

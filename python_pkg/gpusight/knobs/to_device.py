@@ -23,6 +23,7 @@ def pinned_copy(t: Any, device: Any) -> Any:
 
 class ToDevice(Knob):
     name = "to_device"
+    findings = (FINDING,)
     keys = ("to_device",)
     applied_as = "to_device"
     unapplied = "the model was already there"
