@@ -98,7 +98,7 @@ def register(subparsers: Any) -> None:
         # The names are the registry's (knobs/__init__.py); a test holds them together, so that
         # the parser does not import the knobs on every command.
         help="with --what-if: try only these changes, comma-separated knob names (to_device, "
-        "workers, loader, batch, autocast, channels_last, tf32, cudnn_benchmark, "
+        "workers, loader, batch, grad_mode, autocast, channels_last, tf32, cudnn_benchmark, "
         "fused_optimizer, compile, statement)",
     )
     p.add_argument(

@@ -18,6 +18,7 @@ from .compile import Compile
 from .cudnn_benchmark import CudnnBenchmark
 from .dataset_on_device import DatasetOnDevice
 from .fused_optimizer import FusedOptimizer
+from .grad_mode import GradMode
 from .loader import LOADER_KEYS, LoaderSettings, Workers
 from .statement import Statement
 from .tf32 import Tf32
@@ -29,6 +30,7 @@ REGISTRY: tuple[Knob, ...] = (
     LoaderSettings(),
     DatasetOnDevice(),
     Batch(),
+    GradMode(),
     Autocast(),
     ChannelsLast(),
     Tf32(),

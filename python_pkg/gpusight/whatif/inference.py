@@ -36,6 +36,9 @@ from ..fixes import fix
 from ..fixes import scaling as _scaling_snippets  # noqa: F401  (registers the snippets)
 from ..fixes import workload as _workload_snippets  # noqa: F401  (infer.inference_mode)
 from ..knobs import gain_rule
+from ..knobs.autocast import FINDING as AMP_FINDING
+from ..knobs.grad_mode import FINDING as GRAD_FINDING
+from ..knobs.grad_mode import GradMode
 from ..report import Benchmark, Evidence, Finding, Impact, Report, Verdict, WhatIf
 from ..rules.severity import settle
 from .arms import model_device
@@ -411,9 +414,9 @@ def _diagnose(s: _Setup, sizes: list[int], budget_s: float) -> Report:
     )
     rows.append(
         _what_if(
-            "torch.inference_mode()",
+            GradMode.local_label,
             grad_pair,
-            "infer.grad_enabled" if s.user_grad else None,
+            GRAD_FINDING if s.user_grad else None,
             grad_enabled_before=s.user_grad,
         )
     )
@@ -638,7 +641,7 @@ def _report(
         rows.append(unbatched[1])
     if amp_pair is not None and _wins(amp_pair):
         findings.append(_amp_unused(s, amp_pair))
-        _tag_row(rows, "bf16 autocast", "load.amp_unused")
+        _tag_row(rows, "bf16 autocast", AMP_FINDING)
     if graph_pair is not None and _wins(graph_pair):
         findings.append(_launch_bound(s, graph_pair))
         _tag_row(rows, "CUDA graph replay", "load.launch_bound")
