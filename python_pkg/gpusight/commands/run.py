@@ -42,11 +42,24 @@ if TYPE_CHECKING:
     from ..rerun.overlay import Overlay
 
 
+class _Help(argparse.HelpFormatter):
+    """Names the registry's knobs in ``--try``'s help when the help is shown: the parser does not
+    import the knobs on every command."""
+
+    def _expand_help(self, action: argparse.Action) -> str:
+        if action.dest != "try_knobs":
+            return super()._expand_help(action)
+        from ..knobs import REGISTRY
+
+        return str(action.help).replace("{knobs}", ", ".join(k.name for k in REGISTRY if k.rerun))
+
+
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "run",
         help="run a Python script under a watch and say why its GPU idles",
         description="Run a training or inference script under gpusight's watch.",
+        formatter_class=_Help,
     )
     p.add_argument("--steps", type=int, default=None, help="measured steps, then stop the script")
     p.add_argument("--warmup", type=int, default=3, help="steps before measuring (default 3)")
@@ -95,11 +108,7 @@ def register(subparsers: Any) -> None:
         dest="try_knobs",
         default=None,
         metavar="KNOBS",
-        # The names are the registry's (knobs/__init__.py); a test holds them together, so that
-        # the parser does not import the knobs on every command.
-        help="with --what-if: try only these changes, comma-separated knob names (to_device, "
-        "workers, loader, batch, grad_mode, autocast, channels_last, tf32, cudnn_benchmark, "
-        "fused_optimizer, compile, statement)",
+        help="with --what-if: try only these changes, comma-separated knob names ({knobs})",
     )
     p.add_argument(
         "--allow-writes-outside",

@@ -132,10 +132,9 @@ def diagnose(
     when it does not fit, a block that overruns is stopped between two steps, and the call
     returns within ``budget_s`` plus a margin of max(2 s, 10 %) (one step in flight, releasing
     the copies, restoring). ``progress(stage, fraction)`` is called as it goes.
-    ``experiments`` picks a subset by key
-    (``num_workers``, ``pin_memory``, ``persistent_workers``, ``prefetch_factor``,
-    ``loader_combined``: the DataLoader winners together, ``batch_size``, ``autocast``,
-    ``channels_last``, ``tf32``, ``cudnn_benchmark``, ``dataset_on_gpu``, ``compile``).
+    ``experiments`` picks a subset by key (the knobs' rows:
+    {experiment_keys}; ``loader_combined`` is the DataLoader winners together; docs/whatif.md
+    says what each measures).
     ``namespace``: the caller's variables (default: the calling code's), in whose names the
     fixes' code is written; what it still needs is in each fix's ``unbound_names``.
 
@@ -167,6 +166,13 @@ def diagnose(
     bind_report(report, objects, namespace if namespace is not None else caller_namespace())
     budget.tell("done", 1.0)
     return report
+
+
+# The keys are the registry's: help(gpusight.diagnose) names each.
+if diagnose.__doc__:
+    diagnose.__doc__ = diagnose.__doc__.replace(
+        "{experiment_keys}", ", ".join(f"``{k}``" for k in EXPERIMENT_KEYS)
+    )
 
 
 def _cache_batches(ctx: Context, arm: Arm) -> list[Any]:
