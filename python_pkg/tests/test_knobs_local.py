@@ -149,3 +149,30 @@ def test_diagnose_measures_the_knobs_arm_and_reports_it_under_the_knobs_label() 
     assert measured.change == arm.label and measured.skipped is None and measured.speedup
     skipped = rows[_knob("tf32").local_finding]
     assert (skipped.change, skipped.skipped) == ("TF32 matmuls and convolutions", "no CUDA device")
+
+
+def test_the_kernels_channels_last_arm_is_the_knobs_own_prepare_and_call_hooks() -> None:
+    from gpusight.whatif.arms import Arm as Copies
+
+    model = ConvNet()
+    data = [(torch.randn(4, 3, 8, 8), torch.randint(0, 10, (4,)))]
+    work = Workload(model, data, nn.CrossEntropyLoss(), None, None, torch.device("cpu"))
+    work.cached = list(data)
+    knob = _knob("channels_last")
+    assert knob.local_hooks
+    plan = knob.local_arm(_ctx(model))
+    assert isinstance(plan, Arm)
+    seen: list[bool] = []
+    arm = Copies(work, plan)
+    arm.model.conv.register_forward_pre_hook(
+        lambda _m, a: seen.append(a[0].is_contiguous(memory_format=torch.channels_last))
+    )
+    try:
+        arm.step(arm.next_batch())
+        # The copy relaid by the knob's prepare, its input by the knob's before, as a re-run's.
+        assert arm.model.conv.weight.is_contiguous(memory_format=torch.channels_last)
+        assert seen == [True] and arm.hooks.hits["channels_last"] == 1
+    finally:
+        arm.close()
+    assert not model.conv.weight.is_contiguous(memory_format=torch.channels_last)
+    assert model._forward_pre_hooks == {} and model._forward_hooks == {}

@@ -18,7 +18,7 @@ from gpusight.whatif.restore import Snapshot, read_flags
 from gpusight.whatif.runner import run_block
 from thread_support import one_thread  # noqa: F401 (autouse: one torch thread)
 from torch import nn
-from whatif_support import flags_state, precision_snapshot, trained_setup, world
+from whatif_support import SmallConvNet, flags_state, precision_snapshot, trained_setup, world
 
 
 @pytest.fixture
@@ -149,29 +149,23 @@ def test_a_raising_loss_gives_a_step_error_and_leaves_the_world_as_found(seeded:
     assert world(model, opt) == before
 
 
+class ViewsItsInput(SmallConvNet):
+    """Its forward flattens its input with view(), which fails on channels_last inputs."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x.view(x.shape[0], -1).view(x.shape))
+
+
 def test_a_step_that_fails_only_with_a_change_skips_that_experiment(seeded: None) -> None:
-    model, opt, loader, loss_fn = trained_setup()
+    _, _, loader, loss_fn = trained_setup()
+    model = ViewsItsInput()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     before = world(model, opt)
-
-    def step_fn(m: nn.Module, batch: Any, o: torch.optim.Optimizer | None) -> None:
-        x, y = batch
-        x = x.view(x.shape[0], -1).view(x.shape)  # view() fails on channels_last inputs
-        loss = loss_fn(m(x), y)
-        assert o is not None
-        o.zero_grad()
-        loss.backward()
-        o.step()
-
     report = diagnose(
-        model,
-        loader,
-        optimizer=opt,
-        step_fn=step_fn,
-        steps=3,
-        budget_s=5,
-        experiments=["channels_last"],
+        model, loader, loss_fn, opt, steps=3, budget_s=5, experiments=["channels_last"]
     )
-    row = next(w for w in report.what_if if w.change.startswith("channels_last"))
+    # The change is made where a re-run makes it, at the model's call: the forward fails.
+    row = next(w for w in report.what_if if w.finding_id == "load.channels_last")
     assert row.skipped is not None and "fails with your code" in row.skipped
     assert world(model, opt) == before
 

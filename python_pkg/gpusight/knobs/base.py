@@ -345,6 +345,9 @@ class Knob:
     local_min_s: float = 0.0
     """Seconds the in-process arm takes at least, however short the step (compiling): such a
     knob is measured last."""
+    local_hooks: bool = False
+    """The kernel applies it to its copy of the model by this knob's own ``prepare`` and
+    ``before`` (``whatif/knob_hooks.py``), as a re-run applies it to the script's."""
     local_warmup: int = 0
     """Warm-up steps an in-process block with this change needs beyond one (autotuning)."""
     setup_code: tuple[str, ...] = ()

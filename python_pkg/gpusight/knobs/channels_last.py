@@ -45,6 +45,7 @@ class ChannelsLast(Knob):
         ), None
 
     setup_code = ("model = model.to(memory_format=torch.channels_last)",)
+    local_hooks = True
     local_finding = FINDING
     local_label = "channels_last memory format"
 

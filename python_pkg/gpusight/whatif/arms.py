@@ -23,6 +23,7 @@ from ..knobs.base import Arm as Plan
 from ..knobs.base import Knob
 from ..knobs.loader import LOADER_KEYS
 from ..knobs.tensors import Batch, concat, pin, to_device
+from .knob_hooks import KnobHooks
 from .loaders import clone_loader, is_dataloader, shutdown
 from .restore import read_flags, write_flags
 
@@ -214,8 +215,8 @@ class Arm:
             work.model, work.optimizer, work.loss_fn
         )
         self.copy_s = time.perf_counter() - t0
-        if c.get("channels_last"):
-            self.model = self.model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+        self.hooks = KnobHooks(c)  # the knobs that act on the model's calls, on the copy
+        self.hooks.attach(self.model)
         self.forward_model: nn.Module = self.model
         if c.get("compile"):
             self.forward_model = torch.compile(self.model)  # type: ignore[assignment]
@@ -325,12 +326,7 @@ class Arm:
     def step(self, batch: Batch) -> None:
         c = self.plan.changes
         if source_of(self.plan) != "device":
-            batch = to_device(
-                batch,
-                self.device,
-                non_blocking=bool(c.get("non_blocking")),
-                channels_last=bool(c.get("channels_last")),
-            )
+            batch = to_device(batch, self.device, non_blocking=bool(c.get("non_blocking")))
         cast = autocast_context(self.device, c.get("autocast"))
         if self.step_fn is not None:
             with cast:
@@ -374,6 +370,7 @@ class Arm:
     def close(self) -> None:
         """Drop every reference this arm holds (workers stopped, copies and batches released)."""
         self.stop(final=True)
+        self.hooks.close()
         self.loader = None
         self.batches = []
         self.model = self.forward_model = None  # type: ignore[assignment]
