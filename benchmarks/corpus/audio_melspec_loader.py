@@ -33,7 +33,7 @@ except ImportError:  # only the CPU smoke test runs without it
 
 LIBRARY = "torchaudio"
 LABEL = "torchaudio MelSpectrogram + SpecAugment per item with 0 workers, small CNN: loader-bound"
-EXPECTED = {"bottleneck": "input_pipeline", "pick": "workers"}
+EXPECTED = {"bottleneck": "input_pipeline", "pick": "loader_together"}
 FIX = "DataLoader num_workers=8, pin_memory=True (persistent_workers=True)"
 
 SAMPLE_RATE = 16_000

@@ -25,7 +25,7 @@ from torchvision.transforms import v2
 
 LIBRARY = "torchvision"
 LABEL = "torchvision ResNet-18 training, transforms v2 per item with 0 workers: loader-bound"
-EXPECTED = {"bottleneck": "input_pipeline", "pick": "workers"}
+EXPECTED = {"bottleneck": "input_pipeline", "pick": "loader_together"}
 FIX = "-j 12: DataLoader num_workers=12, pin_memory=True, persistent_workers=True"
 
 

@@ -69,6 +69,16 @@ def truth(
     }
 
 
+def over_control(row: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A row run on top of another's winner (``params.stacked_on``: pinning on the winning
+    workers) with its gain over the control: its own times the winner's; other rows as they are."""
+    on = (row.get("params") or {}).get("stacked_on")
+    base = next((r for r in rows if r.get("change") == on), None) if on else None
+    if base is None:
+        return row
+    return {**row, "speedup": round(row["speedup"] * base["speedup"], 3), "over": base["change"]}
+
+
 def pick(report: dict[str, Any], how: str) -> dict[str, Any] | None:
     rows = [r for r in report.get("what_if", []) if r.get("speedup") and not r.get("skipped")]
     group = lambda r: (r.get("params") or {}).get("group")  # noqa: E731
@@ -90,7 +100,7 @@ def pick(report: dict[str, Any], how: str) -> dict[str, Any] | None:
         tog = [r for r in rows if group(r) == "together"]
         if tog:
             return tog[0]
-        got = [r for r in rows if group(r) in ("workers", "loader")]
+        got = [over_control(r, rows) for r in rows if group(r) in ("workers", "loader")]
         return max(got, key=lambda r: r["speedup"]) if got else None
     if how == "precision_together":
         tog = [

@@ -86,7 +86,7 @@ def test_pinning_that_loses_on_no_workers_wins_on_the_winning_workers(
 ) -> None:
     out, said, steps = _what_if(monkeypatch)
     plan = next(s for s in said if s.startswith("plan: "))
-    assert "on the winning workers if one wins" in plan
+    assert "loader (1; planned again on the winning workers if one wins)" in plan
     workers = [a for a, r in out.arms if a.group == "workers" and r is not None]
     assert workers and all(a.stacked_on is None for a in workers)
     stacked = [(a, r) for a, r in out.arms if a.group == "loader"]
@@ -131,3 +131,15 @@ def test_a_loader_that_plans_nothing_on_no_workers_is_planned_on_the_winning_wor
     # A loader that keeps up: no workers to try, nothing to stack on them.
     quick = {**facts, "breakdown_ms": {"data_wait": 0.1, "compute": 10.0}}
     assert not {"workers", "loader"} & {g.name for g in plan_groups(quick)}
+
+
+def test_a_runs_noise_takes_whole_rounds_of_its_loaders_workers() -> None:
+    """On the H200, tv_transforms_loader's 8- and 14-worker runs measured 32 and 56 steps; blocks
+    of 4 and 7 steps, half a round of the workers each, read the mean step ±42 % uncertain, and
+    pinning's 1.28x on top of the winning workers as noise (no combined row)."""
+    xs = [50.0 if i % 8 == 7 else 1.0 for i in range(32)]  # 8 workers: 7 ready, then a wait
+    run = {"step_times_ms": xs}
+    rounds = RunResult("arm", {}, True, 1.0, {"run": run}, {"loader": {"num_workers": 8}})
+    assert rounds.sem_pct() < 1.0
+    halves = RunResult("arm", {}, True, 1.0, {"run": run}, {"loader": {"num_workers": 0}})
+    assert halves.sem_pct() > 20.0

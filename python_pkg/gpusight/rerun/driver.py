@@ -142,12 +142,15 @@ class RunResult:
 
     def sem_pct(self) -> float:
         """The mean step's standard error, in % of it, by batch means: the steps in up to 8
-        blocks, each a whole number of stall periods or of a phase's (a bursty loader's steps
-        are not independent: one block of 4 holds its stall, one step does or does not; an
-        epoch start every 10 steps is in every block of 10). 0 with fewer than 3 blocks."""
+        blocks, each a whole number of stall periods, of a phase's or of rounds of the loader's
+        workers (a bursty loader's steps are not independent: one block of 4 holds its stall,
+        one step does or does not; an epoch start every 10 steps is in every block of 10; 14
+        workers deliver 14 batches, then wait). 0 with fewer than 3 blocks."""
         xs = self.run.get("step_times_ms") or []
         phases = [int(p.get("period_steps") or 1) for p in self.run.get("phases") or []]
-        period = max([int((self.run.get("stall") or {}).get("period_steps") or 1), *phases])
+        workers = int(((self.facts or {}).get("loader") or {}).get("num_workers") or 1)
+        stall = int((self.run.get("stall") or {}).get("period_steps") or 1)
+        period = max(stall, workers, *phases)
         blen = max(period, (len(xs) // 8) // period * period)
         blocks = [xs[i : i + blen] for i in range(0, len(xs) - blen + 1, blen)]
         if len(blocks) < 3:

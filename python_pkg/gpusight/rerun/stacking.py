@@ -88,7 +88,10 @@ def plan_lines(groups: list[Group]) -> list[str]:
         lines.append(f"{g.name} ({len(g.arms)})")
         knob = by_name(g.name)
         if knob is not None and knob.stacks_on:
-            lines[-1] += f" on the winning {knob.stacks_on} if one wins"
+            lines[-1] = (
+                f"{g.name} ({len(g.arms)}; planned again on the winning {knob.stacks_on} "
+                "if one wins)"
+            )
         if stacks(g.name) and _runs(g):
             waiting.append(f"{g.name} again on the winning batch if it loses alone")
         if grows_batch(g.name) and _runs(g):
