@@ -143,3 +143,38 @@ def test_a_runs_noise_takes_whole_rounds_of_its_loaders_workers() -> None:
     assert rounds.sem_pct() < 1.0
     halves = RunResult("arm", {}, True, 1.0, {"run": run}, {"loader": {"num_workers": 0}})
     assert halves.sem_pct() > 20.0
+
+
+def test_a_workers_sweep_that_could_not_clear_the_noise_is_not_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A step that waits 11 % for data gains at most 1.12x from more workers (pyg on the H200:
+    four such arms ran inside a ±22 % band and took the budget the batch needed)."""
+    from gpusight.rerun import plan as rerun_plan
+
+    facts = {**FACTS, "breakdown_ms": {"data_wait": 11.0, "compute": 89.0}}
+    (workers,) = [g for g in rerun_plan.plan(facts) if g.name == "workers"]
+    assert workers.bound == pytest.approx(100 / 89)
+    assert rerun_plan.hidden_by_noise(workers, 2.0) is None
+    why = rerun_plan.hidden_by_noise(workers, 22.0)
+    assert why is not None and "at most 1.12x" in why and "must reach 1.28x" in why
+
+    import gpusight.rerun.driver as driver_mod
+
+    clock = [0.0]
+    calls: list[dict[str, Any]] = []
+
+    def runs(label: str, changes: dict[str, Any], profile: bool, t: float) -> RunResult:
+        calls.append(changes)
+        clock[0] += 10.0
+        xs = [10.0 if (i // 5) % 2 else 14.0 for i in range(40)]  # ±13 % within the run
+        report = {"run": {"step_time_ms": 12.0, "steps": 40, "items_per_step": 16,
+                          "step_times_ms": xs}}  # fmt: skip
+        return RunResult(label, changes, ok=True, wall_s=10.0, report=report, facts=facts)
+
+    monkeypatch.setattr(driver_mod.time, "monotonic", lambda: clock[0])
+    out = Driver(runs, budget_s=900.0, progress=lambda _s: None,
+                 only=frozenset({"workers"})).what_if()  # fmt: skip
+    rows = [a for a, _ in out.arms if a.group == "workers"]
+    assert rows and all(a.skipped and "inside the noise band" in a.skipped for a in rows)
+    assert not any(c.get("num_workers") for c in calls)

@@ -177,6 +177,9 @@ class Group:
     priority: float
     arms: list[Arm] = field(default_factory=list)
     sweep: bool = False
+    bound: float | None = None
+    """The most any of its arms can gain, from the share of the step they act on (Amdahl): a
+    group whose bound the noise band would hide is not run (None: no bound known)."""
 
 
 @dataclass

@@ -127,7 +127,9 @@ class Workers(_LoaderKnob):
             return []
         current = int(s.loader.get("num_workers") or 0)
         counts = worker_counts(current, s.cores)
-        g = Group("workers", s.data_share, sweep=True)
+        # More workers remove at most the step's wait for data.
+        bound = 100.0 / max(1e-9, 100.0 - s.data_share)
+        g = Group("workers", s.data_share, sweep=True, bound=bound)
         g.arms = [_workers_arm(n) for n in counts]
         if not counts:
             g.arms.append(

@@ -46,7 +46,7 @@ from ..knobs.base import MIN_WINDOW_S
 from ..knobs.gain_rule import MIN_GAIN, beyond_bound, noise_pct, threshold
 from . import stacking
 from .overlay import Overlay, isolated, over
-from .plan import Arm, Group, combine, plan, sweep_goes_on
+from .plan import Arm, Group, combine, hidden_by_noise, plan, sweep_goes_on
 from .run_failure import OOM, reason
 
 if TYPE_CHECKING:
@@ -549,7 +549,9 @@ class Driver:
         ran: list[RunResult] = []
         best: tuple[float, Arm] | None = None
         first = len(out.arms)  # this group's runs are out.arms[first:]
+        hidden = hidden_by_noise(g, out.noise_pct)
         for arm in g.arms:
+            arm.skipped = arm.skipped or hidden
             if arm.skipped:
                 out.arms.append((arm, None))
                 continue
