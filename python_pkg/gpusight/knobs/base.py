@@ -236,8 +236,8 @@ class Knob:
     keys: tuple[str, ...] = ()
     """The change keys it owns (``gpusight run --inject`` takes them)."""
     findings: tuple[str, ...] = ()
-    """The findings its arms are evidence of (docs/whatif.md lists them; a test holds each arm
-    it plans to them)."""
+    """The findings its arms are evidence of (docs/whatif.md lists them; a test holds its kernel
+    rows' findings to them)."""
     applied_as: str = ""
     """The re-run's injection count that says the change took effect."""
     unapplied: str = ""

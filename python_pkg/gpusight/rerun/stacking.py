@@ -85,13 +85,13 @@ def plan_lines(groups: list[Group]) -> list[str]:
     batch_ran = False
     waiting: list[str] = []
     for g in groups:
-        lines.append(f"{g.name} ({len(g.arms)})")
         knob = by_name(g.name)
-        if knob is not None and knob.stacks_on:
-            lines[-1] = (
-                f"{g.name} ({len(g.arms)}; planned again on the winning {knob.stacks_on} "
-                "if one wins)"
-            )
+        on = (
+            f"; planned again on the winning {knob.stacks_on} if one wins"
+            if knob and knob.stacks_on
+            else ""
+        )
+        lines.append(f"{g.name} ({len(g.arms)}{on})")
         if stacks(g.name) and _runs(g):
             waiting.append(f"{g.name} again on the winning batch if it loses alone")
         if grows_batch(g.name) and _runs(g):

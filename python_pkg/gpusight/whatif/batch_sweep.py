@@ -223,7 +223,7 @@ class BatchSweep(KnobRow):
         if self._e2e_possible(ctx):
             out = self._with_loader(ctx, out, bs, f, [x for x, c in results if x <= f])
             f = out.params["factor"]
-        self.finish(ctx, out, first)  # the knob's note on the batch's factor
+        self.finish(out, self.knob.local_params(first, ctx))  # the note on the batch's factor
         if stop:
             out.notes.append(f"batch size sweep {stop}")
         return out

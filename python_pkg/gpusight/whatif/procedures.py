@@ -78,9 +78,10 @@ class KnobRow(Experiment):
             raise Skip(got)
         return got
 
-    def finish(self, ctx: Context, out: Outcome, arm: Plan) -> Outcome:
-        """The knob's own params and notes on a measured row."""
-        out.params.update(self.knob.local_params(arm, ctx))
+    def finish(self, out: Outcome, own: dict[str, Any]) -> Outcome:
+        """The knob's own params (``own``: ``local_params``, read once) and notes on a measured
+        row."""
+        out.params.update(own)
         params, notes = self.knob.local_outcome(out.what_if.params or {})
         out.params.update(params)
         out.notes.extend(notes)
@@ -97,8 +98,8 @@ class OnCached(KnobRow):
 
     def apply(self, ctx: Context) -> Outcome:
         arm = self.planned_arm(ctx)
-        out = self.measure_one(ctx, arm, arm.label, params=self.knob.local_params(arm, ctx))
-        return self.finish(ctx, out, arm)
+        own = self.knob.local_params(arm, ctx)
+        return self.finish(self.measure_one(ctx, arm, arm.label, params=own), own)
 
 
 class OnLoader(KnobRow):
@@ -127,10 +128,10 @@ class OnLoader(KnobRow):
 
     def apply(self, ctx: Context) -> Outcome:
         arm = self.planned_arm(ctx)
+        own = self.knob.local_params(arm, ctx)
         if "source" in arm.changes:  # its own source, against the user's loader or the cache
             against = "loader" if source_of(arm) == "device" else "cached"
-            own = self.knob.local_params(arm, ctx)
-            return self.finish(ctx, self.measure_one(ctx, arm, arm.label, against, own), arm)
+            return self.finish(self.measure_one(ctx, arm, arm.label, against, own), own)
         variant = relabelled(arm, arm.label, source="loader")
         w = self._stacked(ctx, arm)
         base = (
@@ -139,7 +140,7 @@ class OnLoader(KnobRow):
             else None
         )
         params: dict[str, Scalar] = {
-            **self.knob.local_params(arm, ctx),
+            **own,
             "num_workers": ctx.loader_workers(),
             "against": "your loader" if w is None else f"num_workers={w} (the sweep's winner)",
         }
@@ -148,7 +149,7 @@ class OnLoader(KnobRow):
         finally:
             ctx.drop(base)
         out.params.update(num_workers=ctx.loader_workers())
-        return self.finish(ctx, out, arm)
+        return self.finish(out, own)
 
 
 class EpochStart(KnobRow):
@@ -228,7 +229,7 @@ class EpochStart(KnobRow):
         )
         winner = relabelled(arm, self.key, source="loader") if wins else None
         out = Outcome(self.key, what, winner, self.finding_id, {"num_workers": w})
-        return self.finish(ctx, out, arm)
+        return self.finish(out, self.knob.local_params(arm, ctx))
 
 
 def goes_on(speedups: list[float]) -> bool:
