@@ -35,19 +35,11 @@ STILL_NAMED: dict[str, set[str]] = {
     "rerun/results.py": {"script_arg"},  # the row of a batch change made through the script
     "rerun/run_failure.py": {"compile"},  # Python's compile(), not the knob
     "rerun/verify.py": {"compile"},  # Python's compile()
-    # how the kernel's copies take a change: autocast around the step, the inputs' layout, a
-    # larger batch, the loader's arguments on a clone
-    "whatif/arms.py": {
-        "autocast",
-        "batch_size",
-        "channels_last",
-        "compile",
-        "persistent_workers",
-        "to_device",
-    },
-    "whatif/batch_sweep.py": {"batch_size", "compile", "num_workers"},
+    # how the kernel's copies take a change: the inputs' layout, a larger batch, the loader's
+    # arguments on a clone
+    "whatif/arms.py": {"batch_size", "channels_last", "persistent_workers", "to_device"},
+    "whatif/batch_sweep.py": {"batch_size", "num_workers"},
     "whatif/context.py": {"batch_size", "num_workers"},
-    "whatif/experiment.py": {"compile"},
     "whatif/findings.py": {
         "autocast",
         "batch_size",

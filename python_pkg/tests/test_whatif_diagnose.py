@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import torch
+from gpusight.knobs.autocast import WAS_OFF
 from gpusight.report_schema import validate
 from gpusight.whatif import LoaderError, diagnose
 from gpusight.whatif.arms import Arm, Workload, planned
@@ -405,6 +406,24 @@ def test_autocast_arm_turns_autocast_back_on_where_the_step_fn_turned_it_off(
     run_block(arm, steps=2, warmup=0)
     arm.close()
     assert dtypes == [torch.bfloat16, torch.bfloat16]
-    assert arm.recast_forwards == (0 if amp_in_step else 2)
+    assert arm.hooks.hits.get(WAS_OFF, 0) == (0 if amp_in_step else 2)
+    notes = [n for k in arm.knobs for n in k.local_notes(arm.hooks.hits)]
+    assert bool(notes) == (not amp_in_step)
     assert not torch.is_autocast_enabled("cpu")  # every forward's autocast ended
     assert not model._forward_pre_hooks and not model._forward_hooks  # the user's model: none
+
+
+def test_the_compile_arm_compiles_its_copys_forward_as_a_rerun_does() -> None:
+    """The kernel's compile arm is the knob's own ``prepare``: the copy's ``forward`` compiled,
+    its hooks (the other knobs' changes) outside the compiled code; the user's model untouched,
+    and the copy's forward restored when the arm closes."""
+    model, opt, loader, loss_fn = trained_setup()
+    work = Workload(model, loader, loss_fn, opt, None, torch.device("cpu"), [next(iter(loader))])
+    arm = Arm(work, planned("compile", compile="default", channels_last=True))
+    copy = arm.model
+    compiled = vars(copy).get("forward")
+    assert compiled is not None and hasattr(compiled, "_torchdynamo_orig_callable")
+    assert copy._forward_pre_hooks  # channels_last's ``before``, outside the compiled forward
+    assert "forward" not in vars(model) and not model._forward_pre_hooks
+    arm.close()
+    assert "forward" not in vars(copy) and not copy._forward_pre_hooks

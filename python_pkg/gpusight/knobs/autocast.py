@@ -14,6 +14,9 @@ if TYPE_CHECKING:
     from ..report import Fix
 
 FINDING = "load.amp_unused"
+WAS_OFF = "autocast_was_off"
+"""Model calls that found autocast off: in the kernel, which runs the whole step under it, the
+user's ``step_fn`` turned it off around the forward."""
 # Planned for a float32 model whose compute takes at least this share of the step (%).
 MIN_COMPUTE_SHARE = 30.0
 
@@ -85,7 +88,10 @@ class Autocast(Knob):
     def before(self, hooks: Target, module: Any, call: Any) -> tuple[Any, After | None]:
         torch = hooks.torch
         dtype = getattr(torch, hooks.changes["autocast"])
-        ctx = torch.autocast(next(module.parameters()).device.type, dtype=dtype)
+        device_type = next(module.parameters()).device.type
+        if not torch.is_autocast_enabled(device_type):
+            hooks.inj.hit(WAS_OFF)
+        ctx = torch.autocast(device_type, dtype=dtype)
         ctx.__enter__()
         hooks.inj.hit("autocast")
 
@@ -97,6 +103,24 @@ class Autocast(Knob):
 
     local_finding = FINDING
     local_label = "bf16 autocast (fp16 + GradScaler without bf16)"
+    local_hooks = True
+
+    def step_context(self, torch: Any, changes: dict[str, Any], device_type: str) -> Any:
+        # The kernel's own step computes the loss under autocast too, as its snippet does.
+        dtype = changes.get("autocast")
+        return torch.autocast(device_type, dtype=getattr(torch, dtype)) if dtype else None
+
+    def scales_loss(self, changes: dict[str, Any]) -> bool:
+        return changes.get("autocast") == "float16"
+
+    def local_notes(self, hits: dict[str, int]) -> list[str]:
+        if not hits.get(WAS_OFF):
+            return []
+        return [
+            "Your step_fn runs the model's forward with autocast turned off "
+            "(torch.autocast(..., enabled=False) or a disabled amp flag): the autocast "
+            "what-if turned it back on for the forward. In your code, enable it there."
+        ]
 
     def local_arm(self, ctx: Local) -> Arm | str:
         if not ctx.cuda:

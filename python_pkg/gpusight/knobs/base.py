@@ -357,6 +357,23 @@ class Knob:
     """The lines that turn the change on before a training loop, in the user's names (``model``,
     ``torch``): the measured winners' loop written out together."""
 
+    def step_context(self, torch: Any, changes: dict[str, Any], device_type: str) -> Any:
+        """What the kernel's step runs under with this change, the loss included as the fix's
+        snippet computes it (None: nothing; a re-run changes only the model's calls)."""
+        return None
+
+    def scales_loss(self, changes: dict[str, Any]) -> bool:
+        """The kernel's own step scales its loss (a GradScaler) under this change."""
+        return False
+
+    def local_notes(self, hits: dict[str, int]) -> list[str]:
+        """Notes for the user from what took effect on the arm's copy (``Record.hit`` counts)."""
+        return []
+
+    def local_first_step(self, seconds: float) -> dict[str, Any]:
+        """A row's params from its arm's first step, where that step is a one-off (compiling)."""
+        return {}
+
     def flags_on(self, torch: Any) -> None:
         """Set torch's global flags this change is (none: it changes no flag). Both drivers call
         it: a re-run from ``prepare``, the kernel while an arm's steps run (then restored)."""

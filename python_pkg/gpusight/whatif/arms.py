@@ -79,13 +79,11 @@ def merged(a: Plan, b: Plan, label: str) -> Plan:
     changes = {**a.changes, **b.changes}
     changes["source"] = max(source_of(a), source_of(b), key=order.index)
     changes["batch_factor"] = max(batch_factor(a), batch_factor(b))
-    for key in changes:  # a switch either turns on stays on
+    for key in changes:  # a switch either turns on stays on, a value either sets is kept
         if a.changes.get(key) is True or b.changes.get(key) is True:
             changes[key] = True
-    autocast = b.changes.get("autocast") or a.changes.get("autocast")
-    changes.pop("autocast", None)
-    if autocast:
-        changes["autocast"] = autocast
+        elif changes[key] is None and key not in LOADER_KEYS:
+            changes[key] = a.changes.get(key)
     return Plan(group=a.group, label=label, changes=normal(changes))
 
 
@@ -99,7 +97,7 @@ def normal(changes: dict[str, Any]) -> dict[str, Any]:
             (k == "source" and v == "cached")
             or (k == "batch_factor" and v == 1)
             or (v is False and k not in LOADER_KEYS)
-            or (k == "autocast" and v is None)
+            or (v is None and k not in LOADER_KEYS)
         )
     }
 
@@ -187,14 +185,6 @@ def _loss_of(out: Any, target: Any, loss_fn: Any) -> torch.Tensor | None:
     return loss if isinstance(loss, torch.Tensor) else None
 
 
-def autocast_context(
-    device: torch.device, dtype_name: str | None
-) -> contextlib.AbstractContextManager[Any]:
-    if dtype_name is None:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=getattr(torch, dtype_name))
-
-
 class Arm:
     """One change, ready to run: copies, batches, and the settings it needs while it runs."""
 
@@ -217,47 +207,12 @@ class Arm:
         self.copy_s = time.perf_counter() - t0
         self.hooks = KnobHooks(c)  # the knobs that act on the model's calls, on the copy
         self.hooks.attach(self.model)
-        self.forward_model: nn.Module = self.model
-        if c.get("compile"):
-            self.forward_model = torch.compile(self.model)  # type: ignore[assignment]
-        if c.get("autocast") == "float16" and self.optimizer is not None:
+        self.knobs = owners(c)
+        if self.optimizer is not None and any(k.scales_loss(c) for k in self.knobs):
             self.scaler = torch.amp.GradScaler(self.device.type)
-        self.recast_forwards = 0
-        """Forwards the user's ``step_fn`` ran with autocast off that this arm turned back on."""
-        self._recast: list[Any] = []
-        if c.get("autocast") and self.step_fn is not None and not c.get("compile"):
-            self._hook_forward_autocast(str(c["autocast"]))
         self._prepare_batches(work)
         self._pos = 0
         self.batch_index = 0
-
-    def _hook_forward_autocast(self, dtype_name: str) -> None:
-        """Autocast for the model's forward even where the user's ``step_fn`` turns it off.
-
-        A step written ``with torch.autocast(..., enabled=cfg.amp)`` disables, inside, the
-        autocast this arm wraps the step in: the what-if would time float32 forwards. The copy
-        (never the user's model) gets a forward pre-hook that turns autocast back on when it
-        finds it off, and a post-hook that ends it, also when the forward raises.
-        """
-        dev = self.device.type
-
-        def pre(_module: nn.Module, _args: Any) -> None:
-            if torch.is_autocast_enabled(dev):
-                self._recast.append(None)
-                return
-            cast = torch.autocast(device_type=dev, dtype=getattr(torch, dtype_name))
-            cast.__enter__()  # type: ignore[no-untyped-call]
-            self._recast.append(cast)
-            self.recast_forwards += 1
-
-        def post(_module: nn.Module, _args: Any, _out: Any) -> None:
-            if self._recast:
-                cast = self._recast.pop()
-                if cast is not None:
-                    cast.__exit__(None, None, None)
-
-        self.model.register_forward_pre_hook(pre)
-        self.model.register_forward_hook(post, always_call=True)
 
     # batches -------------------------------------------------------------------------------------
 
@@ -327,13 +282,12 @@ class Arm:
         c = self.plan.changes
         if source_of(self.plan) != "device":
             batch = to_device(batch, self.device, non_blocking=bool(c.get("non_blocking")))
-        cast = autocast_context(self.device, c.get("autocast"))
         if self.step_fn is not None:
-            with cast:
-                self.step_fn(self.forward_model, batch, self.optimizer)
+            with self._step_context():
+                self.step_fn(self.model, batch, self.optimizer)
             return
-        with cast:
-            out, target = _call_model(self.forward_model, batch)
+        with self._step_context():
+            out, target = _call_model(self.model, batch)
             loss = _loss_of(out, target, self.loss_fn)
         if self.optimizer is None:
             return
@@ -351,11 +305,20 @@ class Arm:
             loss.backward()  # type: ignore[no-untyped-call]
             self.optimizer.step()
 
+    def _step_context(self) -> contextlib.ExitStack:
+        """What the change runs the step under (its knobs' ``step_context``: autocast)."""
+        stack = contextlib.ExitStack()
+        for knob in self.knobs:
+            cm = knob.step_context(torch, self.plan.changes, self.device.type)
+            if cm is not None:
+                stack.enter_context(cm)
+        return stack
+
     @contextlib.contextmanager
     def settings(self) -> Iterator[None]:
         """The global flags this change needs (its knobs' ``flags_on``), set only while its
         steps run."""
-        knobs = [k for k in owners(self.plan.changes) if type(k).flags_on is not Knob.flags_on]
+        knobs = [k for k in self.knobs if type(k).flags_on is not Knob.flags_on]
         if not knobs:
             yield
             return
@@ -373,7 +336,7 @@ class Arm:
         self.hooks.close()
         self.loader = None
         self.batches = []
-        self.model = self.forward_model = None  # type: ignore[assignment]
+        self.model = None  # type: ignore[assignment]
         self.optimizer = None
         self.loss_fn = None
         self.scaler = None

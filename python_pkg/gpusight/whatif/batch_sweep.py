@@ -60,9 +60,7 @@ class BatchSweep(KnobRow):
         base_ms = self._base_ms(ctx)
         b = max(1, min(ctx.steps, self.TRIAL_STEPS))
         v = int(max(self.MIN_STEPS, min(b, round(b * base_ms / max(step_ms, 1e-6)))))
-        warm = (
-            2 if ctx.cached_base is not None and ctx.cached_base.plan.changes.get("compile") else 1
-        )
+        warm = ctx.warmup(ctx.cached_base.plan) if ctx.cached_base is not None else 1
         pair_s = ((b + warm) * base_ms + (v + 1) * step_ms) / 1000 + self.BUILD_S
         return (b, v), pair_s
 

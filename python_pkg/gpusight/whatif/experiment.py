@@ -116,15 +116,12 @@ class Experiment:
             if cmp.pairs == 0:
                 raise Skip("budget exhausted before the first repetition")
             extra = dict(params or {})
-            if variant.changes.get("compile") and arm.first_step_s is not None:
-                extra["compile_s"] = round(arm.first_step_s, 1)
+            for knob in arm.knobs:
+                if arm.first_step_s is not None:
+                    extra.update(knob.local_first_step(arm.first_step_s))
             out = outcome_of(self.key, change, self.finding_id, cmp, variant, extra)
-            if arm.recast_forwards:
-                out.notes.append(
-                    "Your step_fn runs the model's forward with autocast turned off "
-                    "(torch.autocast(..., enabled=False) or a disabled amp flag): the autocast "
-                    "what-if turned it back on for the forward. In your code, enable it there."
-                )
+            for knob in arm.knobs:
+                out.notes.extend(knob.local_notes(arm.hooks.hits))
             return out
         finally:
             ctx.drop(arm)
