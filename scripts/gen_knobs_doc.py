@@ -6,7 +6,8 @@
 Each knob of ``gpusight/knobs/__init__.py``'s ``REGISTRY``: its name (``gpusight run --what-if
 --try``), what its module says it changes, the keys a re-run takes (``--inject``), the rows the
 kernel's what-if measures (``gpusight.diagnose(experiments=...)``, ``%gpusight diagnose
---only``) and the findings it is evidence of. Importing the registry imports no torch.
+--only``), its row in ``gpusight.diagnose_inference`` and the findings it is evidence of.
+Importing the registry imports no torch.
 """
 
 from __future__ import annotations
@@ -83,7 +84,12 @@ def generate() -> str:
             lines += [f"Not re-run: {knob.not_planned(Situation.of({}))}.", ""]
         for r in knob.local_rows():
             lines.append(f"- In the kernel, `{r.key}`: {r.label} ({HOW[r.procedure]}).")
-        if knob.local_rows():
+        if knob.infer_label:
+            lines.append(
+                f"- On a forward alone, `gpusight.diagnose_inference`: {knob.infer_label} "
+                "(around each call of your model, interleaved with the call as you make it)."
+            )
+        if knob.local_rows() or knob.infer_label:
             lines.append("")
         lines += [f"Findings: {_code(_findings(knob))}.", ""]
     return "\n".join(lines).rstrip() + "\n"

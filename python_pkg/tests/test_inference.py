@@ -215,3 +215,35 @@ def test_gpu_what_ifs_are_measured_and_memory_comes_back() -> None:
     for change in ("bf16 autocast", "CUDA graph replay"):
         assert rows[change].skipped is None and rows[change].speedup, rows[change].skipped
     validate(report.to_dict())
+
+
+def test_the_forwards_changes_are_made_by_the_knobs_own_before() -> None:
+    """diagnose_inference times a change as the knobs make it (``Knob.before``, as a re-run
+    does), around each call of the user's own model, which gets no hook; a graph capture turns
+    autocast's cast cache off; the switches end with the call, also when it raises."""
+    from gpusight.whatif.inference import GRAD_MODE, INFER
+    from gpusight.whatif.knob_hooks import KnobHooks
+
+    assert [k.name for k in INFER] == ["grad_mode", "autocast"]
+    model = mlp()
+    seen: list[tuple[bool, bool, bool]] = []
+    model.register_forward_pre_hook(
+        lambda m, a: seen.append(
+            (
+                torch.is_inference_mode_enabled(),
+                torch.is_autocast_enabled("cpu"),
+                torch.is_autocast_cache_enabled(),
+            )
+        )
+    )
+    hooks = KnobHooks({"inference_mode": True, "autocast": "bfloat16"})
+    hooks.capturing = True
+    out = hooks.call(model, (torch.randn(4, 32),), {})
+    assert out.dtype == torch.bfloat16 and out.is_inference()
+    assert seen == [(True, True, False)]
+    assert len(model._forward_pre_hooks) == 1  # the test's own: the change added none
+    with pytest.raises(RuntimeError):
+        hooks.call(model, (torch.randn(4, 3),), {})  # wrong width: the forward raises
+    assert not torch.is_inference_mode_enabled() and not torch.is_autocast_enabled("cpu")
+    report = diagnose_inference(mlp(), torch.randn(8, 32), budget_s=1.0, batch_sizes=[8])
+    assert report.what_if[0].change == GRAD_MODE.infer_label

@@ -47,8 +47,8 @@ STILL_NAMED: dict[str, set[str]] = {
         "dataset_on_gpu",
         "num_workers",
     },
-    # the forward timed under torch's own switches, not yet through the knobs' ``before``
-    "whatif/inference.py": {"autocast", "inference_mode"},
+    # the graph row's param (report API): whether the replayed forward ran under autocast
+    "whatif/inference.py": {"autocast"},
     "whatif/loaders.py": {"batch_size", "num_workers", "persistent_workers", "prefetch_factor"},
     "whatif/procedures.py": {
         "num_workers",

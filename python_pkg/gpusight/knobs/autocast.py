@@ -88,10 +88,11 @@ class Autocast(Knob):
     def before(self, hooks: Target, module: Any, call: Any) -> tuple[Any, After | None]:
         torch = hooks.torch
         dtype = getattr(torch, hooks.changes["autocast"])
-        device_type = next(module.parameters()).device.type
+        weight = next(module.parameters(), None)
+        device_type = weight.device.type if weight is not None else _device_type(call, hooks)
         if not torch.is_autocast_enabled(device_type):
             hooks.inj.hit(WAS_OFF)
-        ctx = torch.autocast(device_type, dtype=dtype)
+        ctx = torch.autocast(device_type, dtype=dtype, cache_enabled=not hooks.capturing)
         ctx.__enter__()
         hooks.inj.hit("autocast")
 
@@ -104,6 +105,15 @@ class Autocast(Knob):
     local_finding = FINDING
     local_label = "bf16 autocast (fp16 + GradScaler without bf16)"
     local_hooks = True
+    infer_label = "bf16 autocast"
+
+    def infer_arm(self, cuda: bool) -> Arm | str:
+        if not cuda:
+            return "GPU only: bf16 autocast pays off on Tensor Cores"
+        return Arm(self.name, self.infer_label, {"autocast": "bfloat16"}, FINDING)
+
+    def infer_params(self, arm: Arm) -> dict[str, Any]:
+        return {"dtype": arm.changes["autocast"]}
 
     def step_context(self, torch: Any, changes: dict[str, Any], device_type: str) -> Any:
         # The kernel's own step computes the loss under autocast too, as its snippet does.
@@ -173,3 +183,9 @@ def _framework_fix(fw: framework_precision.Framework, dtype: str) -> Fix:
     if fw is framework_precision.LIGHTNING:
         return fix(text, "precision.lightning", precision="16-mixed" if fp16 else "bf16-mixed")
     return fix(text, "precision.accelerate", mixed_precision="fp16" if fp16 else "bf16")
+
+
+def _device_type(call: Any, hooks: Target) -> str:
+    """Where a model without weights computes: its inputs' device."""
+    found = hooks.tensors_of(call)
+    return str(found[0].device.type) if found else "cpu"

@@ -50,6 +50,9 @@ class Target(Protocol):
     device: Any
     relaid: bool
     batch: int | None
+    capturing: bool
+    """The calls are captured into a CUDA graph and replayed: nothing may be cached across
+    them (autocast's casts of the weights)."""
 
     @property
     def torch(self) -> Any: ...
@@ -351,6 +354,18 @@ class Knob:
     local_hooks: bool = False
     """The kernel applies it to its copy of the model by this knob's own ``prepare`` and
     ``before`` (``whatif/knob_hooks.py``), as a re-run applies it to the script's."""
+    infer_label: str = ""
+    """``diagnose_inference``'s row for it, where it measures this knob on the user's forward
+    (its ``before`` alone, around each call: ``infer_arm``)."""
+
+    def infer_arm(self, cuda: bool) -> Arm | str:
+        """The change ``diagnose_inference`` times on the user's forward, or why not here."""
+        return "not measured on a forward alone"
+
+    def infer_params(self, arm: Arm) -> dict[str, Any]:
+        """What ``diagnose_inference``'s row says of ``arm`` besides its times."""
+        return {}
+
     local_warmup: int = 0
     """Warm-up steps an in-process block with this change needs beyond one (autotuning)."""
     setup_code: tuple[str, ...] = ()

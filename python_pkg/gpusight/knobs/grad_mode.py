@@ -32,6 +32,11 @@ class GradMode(Knob):
     order = 5  # entered first, left last: the whole call, the other knobs' changes inside it
 
     local_label = "torch.inference_mode()"
+    infer_label = local_label
+    local_hooks = True  # the kernel's forward-only timing (``diagnose_inference``)
+
+    def infer_arm(self, cuda: bool) -> Arm | str:
+        return Arm(self.name, self.infer_label, {KEY: True}, FINDING)
 
     def needs_model(self, changes: dict[str, Any]) -> bool:
         return self.owns(changes)

@@ -116,6 +116,7 @@ class _ModelHooks:
         ``_optimizer_follows``)."""
         self.batch: int | None = None
         """The script's own batch, seen at the model's first changed call (inputs repeated)."""
+        self.capturing = False  # a re-run's calls run eagerly
 
     def install(self) -> None:
         from torch.nn.modules import module as nn_module

@@ -35,19 +35,24 @@ from ..bench.device import finite
 from ..fixes import fix
 from ..fixes import scaling as _scaling_snippets  # noqa: F401  (registers the snippets)
 from ..fixes import workload as _workload_snippets  # noqa: F401  (infer.inference_mode)
-from ..knobs import gain_rule
-from ..knobs.autocast import FINDING as AMP_FINDING
-from ..knobs.grad_mode import FINDING as GRAD_FINDING
-from ..knobs.grad_mode import GradMode
+from ..knobs import REGISTRY, gain_rule
+from ..knobs.base import Arm as Plan
+from ..knobs.base import Knob
 from ..report import Benchmark, Evidence, Finding, Impact, Report, Verdict, WhatIf
 from ..rules.severity import settle
 from .arms import model_device
-from .context import Progress
+from .context import Progress, Skip
 from .errors import DiagnoseError
+from .knob_hooks import KnobHooks
 from .latency import Latency, Pair, interleaved, measure
 from .machine import machine_facts
 from .restore import Snapshot
 
+# The knobs timed on the forward (``Knob.infer_arm``) in the registry's order, inference_mode
+# and then bf16 autocast on top of it; the graph replay is this module's own.
+INFER = tuple(k for k in REGISTRY if k.infer_label)
+GRAD_MODE, AUTOCAST = INFER
+GRAPH = "CUDA graph replay"
 CPU_BATCHES = (1, 2, 4, 8, 16, 32)
 GPU_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 # A larger batch must multiply throughput at least this much to call the serving unbatched
@@ -142,14 +147,6 @@ def make_batch(example: Any, size: int) -> Any:
     return _map(example, grow)
 
 
-def _call(model: nn.Module, inputs: Any) -> Any:
-    if isinstance(inputs, dict):
-        return model(**inputs)
-    if isinstance(inputs, (tuple, list)):
-        return model(*inputs)
-    return model(inputs)
-
-
 # --- the calls measured (their timing: latency.py) -------------------------------------------
 
 
@@ -164,42 +161,45 @@ def _grad(enabled: bool) -> Iterator[None]:
         yield
 
 
-def _autocast(device: torch.device, on: bool, cache: bool = True) -> Any:
-    if not on:
-        return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=cache)
+Changes = dict[str, Any]
+"""Knobs' changes (``knobs/``) a forward runs with, each made by its knob's ``before``."""
 
 
-def _eager(s: _Setup, inputs: Any, *, inference: bool, autocast: bool) -> Callable[[], object]:
-    model = s.model
+def _args(inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    if isinstance(inputs, dict):
+        return (), inputs
+    if isinstance(inputs, (tuple, list)):
+        return tuple(inputs), {}
+    return (inputs,), {}
+
+
+def _eager(s: _Setup, inputs: Any, changes: Changes) -> Callable[[], object]:
+    """The forward on ``inputs`` in the user's grad mode, with ``changes`` (none: as called)."""
+    hooks, (args, kwargs), model = KnobHooks(changes), _args(inputs), s.model
 
     def run() -> object:
-        mode = torch.inference_mode() if inference else _grad(s.user_grad)
-        with mode, _autocast(s.device, autocast):
-            return _call(model, inputs)
+        with _grad(s.user_grad):
+            return hooks.call(model, args, kwargs)
 
     return run
 
 
-def _graph(s: _Setup, inputs: Any, autocast: bool) -> tuple[Callable[[], object], Any]:
-    """The forward captured as a CUDA graph over static copies of ``inputs``: (replay, what
-    the replay needs alive: the graph and those copies)."""
+def _graph(s: _Setup, inputs: Any, changes: Changes) -> tuple[Callable[[], object], Any]:
+    """The forward with ``changes`` captured as a CUDA graph over static copies of ``inputs``:
+    (replay, what the replay needs alive: the graph and those copies)."""
     static = _map(inputs, lambda t: t.clone())
-    model = s.model
+    hooks, (args, kwargs), model = KnobHooks(changes), _args(static), s.model
+    hooks.capturing = True  # nothing cached across replays (autocast's casts)
     stream = torch.cuda.Stream(s.device)  # type: ignore[no-untyped-call]
     stream.wait_stream(torch.cuda.current_stream(s.device))
-    with torch.cuda.stream(stream), torch.no_grad(), _autocast(s.device, autocast, cache=False):
+    with torch.cuda.stream(stream), torch.no_grad():
         for _ in range(3):
-            _call(model, static)
+            hooks.call(model, args, kwargs)
     torch.cuda.current_stream(s.device).wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
     # Captured on the warm-up's stream: each new stream gets its own cuBLAS workspace.
-    with (
-        torch.no_grad(),
-        _autocast(s.device, autocast, cache=False),
-        torch.cuda.graph(graph, stream=stream),
-    ):
-        _call(model, static)
+    with torch.no_grad(), torch.cuda.graph(graph, stream=stream):
+        hooks.call(model, args, kwargs)
     # The graph reads `static` at its captured addresses: whoever holds the graph holds them.
     return graph.replay, (graph, static)
 
@@ -282,7 +282,7 @@ def _sweep_sizes(batch_sizes: Sequence[int] | None, b0: int, gpu: bool) -> list[
     return sorted({int(b) for b in sizes} | {b0})
 
 
-def _sweep(s: _Setup, sizes: list[int], *, autocast: bool) -> list[Latency]:
+def _sweep(s: _Setup, sizes: list[int], best: Changes) -> list[Latency]:
     """Latency per batch size with the best eager setting; stops at OOM, the budget, or when
     throughput has stopped growing."""
     out: list[Latency] = []
@@ -296,7 +296,7 @@ def _sweep(s: _Setup, sizes: list[int], *, autocast: bool) -> list[Latency]:
         s.tell(f"batch sweep: batch {b}", 1.0 - left / s.budget_s)
         inputs = make_batch(s.inputs, b)
         try:
-            lat = measure(_eager(s, inputs, inference=True, autocast=autocast), b, s.device, each)
+            lat = measure(_eager(s, inputs, best), b, s.device, each)
         except Exception as exc:
             del inputs
             _free(s.device)
@@ -395,7 +395,7 @@ def diagnose_inference(
 
 def _diagnose(s: _Setup, sizes: list[int], budget_s: float) -> Report:
     rows: list[WhatIf] = []
-    base = _eager(s, s.inputs, inference=False, autocast=False)
+    base = _eager(s, s.inputs, {})
     try:
         base()
         _sync(s.device)
@@ -405,70 +405,74 @@ def _diagnose(s: _Setup, sizes: list[int], budget_s: float) -> Report:
         ) from exc
     # 1. inference_mode against the call as it is (also the baseline's figure).
     s.tell("your forward, and under inference_mode", 0.0)
-    grad_pair = interleaved(
-        base,
-        _eager(s, s.inputs, inference=True, autocast=False),
-        s.batch,
-        s.device,
-        budget_s * SHARE_GRAD,
-    )
-    rows.append(
-        _what_if(
-            GradMode.local_label,
-            grad_pair,
-            GRAD_FINDING if s.user_grad else None,
-            grad_enabled_before=s.user_grad,
-        )
-    )
-    baseline = grad_pair.base
-    # 2. bf16 autocast (GPU), under inference_mode (which only drops bookkeeping).
-    amp_pair: Pair | None = None
-    if s.gpu:
-        s.tell("bf16 autocast", SHARE_GRAD)
-        try:
-            amp_pair = interleaved(
-                _eager(s, s.inputs, inference=True, autocast=False),
-                _eager(s, s.inputs, inference=True, autocast=True),
-                s.batch,
-                s.device,
-                budget_s * SHARE_AUTOCAST,
-            )
-            rows.append(_what_if("bf16 autocast", amp_pair, None, dtype="bfloat16"))
-        except Exception as exc:
-            _free(s.device)
-            rows.append(_skipped("bf16 autocast", f"failed: {type(exc).__name__}: {exc}"[:300]))
-    else:
-        rows.append(_skipped("bf16 autocast", "GPU only: bf16 autocast pays off on Tensor Cores"))
+    grad = _arm(GRAD_MODE, s)
+    best: Changes = dict(grad.changes)  # under inference_mode from here: it drops bookkeeping
+    grad_pair = interleaved(base, _eager(s, s.inputs, best), s.batch, s.device,
+                            budget_s * SHARE_GRAD)  # fmt: skip
+    finding = grad.finding_id if s.user_grad else None
+    rows.append(_what_if(grad.label, grad_pair, finding, grad_enabled_before=s.user_grad))
+    # 2. bf16 autocast (GPU), on top of inference_mode.
+    amp_pair = _amp_pair(s, rows, best, budget_s * SHARE_AUTOCAST)
     amp = _wins(amp_pair)
+    if amp:
+        best.update(_arm(AUTOCAST, s).changes)
     # 3. CUDA graph replay of the best eager setting (GPU).
-    graph_pair: Pair | None = None
-    if s.gpu:
-        s.tell("CUDA graph replay", SHARE_GRAD + SHARE_AUTOCAST)
-        graph: Any = None
-        replay: Any = None
-        try:
-            replay, graph = _graph(s, s.inputs, amp)
-            graph_pair = interleaved(
-                _eager(s, s.inputs, inference=True, autocast=amp),
-                replay,
-                s.batch,
-                s.device,
-                budget_s * SHARE_GRAPH,
-            )
-            rows.append(_what_if("CUDA graph replay", graph_pair, None, autocast=amp))
-        except Exception as exc:
-            rows.append(
-                _skipped("CUDA graph replay", f"capture failed: {type(exc).__name__}: {exc}"[:300])
-            )
-        finally:
-            del graph, replay  # the graph's memory pool goes with the last reference
-            _free(s.device)
-    else:
-        rows.append(_skipped("CUDA graph replay", "GPU only: CUDA graphs need a CUDA device"))
+    graph_pair = _graph_pair(s, rows, best, budget_s * SHARE_GRAPH, amp)
     # 4. the batch sweep with the best eager setting.
     s.tell("batch sweep", SHARE_GRAD + SHARE_AUTOCAST + SHARE_GRAPH)
-    sweep = _sweep(s, sizes, autocast=amp)
-    return _report(s, rows, baseline, grad_pair, amp_pair, graph_pair, sweep, amp)
+    sweep = _sweep(s, sizes, best)
+    return _report(s, rows, grad_pair.base, grad_pair, amp_pair, graph_pair, sweep, best)
+
+
+def _arm(knob: Knob, s: _Setup) -> Plan:
+    got = knob.infer_arm(s.gpu)
+    if isinstance(got, str):
+        raise Skip(got)
+    return got
+
+
+def _amp_pair(s: _Setup, rows: list[WhatIf], best: Changes, budget_s: float) -> Pair | None:
+    """The forward under ``best`` and under ``best`` with bf16 autocast (its row added)."""
+    label = AUTOCAST.infer_label
+    try:
+        arm = _arm(AUTOCAST, s)
+    except Skip as why:
+        rows.append(_skipped(label, str(why)))
+        return None
+    s.tell(label, SHARE_GRAD)
+    try:
+        pair = interleaved(_eager(s, s.inputs, best),
+                           _eager(s, s.inputs, {**best, **arm.changes}),
+                           s.batch, s.device, budget_s)  # fmt: skip
+    except Exception as exc:
+        _free(s.device)
+        rows.append(_skipped(label, f"failed: {type(exc).__name__}: {exc}"[:300]))
+        return None
+    rows.append(_what_if(label, pair, None, **AUTOCAST.infer_params(arm)))
+    return pair
+
+
+def _graph_pair(
+    s: _Setup, rows: list[WhatIf], best: Changes, budget_s: float, amp: bool
+) -> Pair | None:
+    """The forward under ``best``, eager and replayed as a CUDA graph (its row added)."""
+    if not s.gpu:
+        rows.append(_skipped(GRAPH, "GPU only: CUDA graphs need a CUDA device"))
+        return None
+    s.tell(GRAPH, SHARE_GRAD + SHARE_AUTOCAST)
+    graph: Any = None
+    replay: Any = None
+    try:
+        replay, graph = _graph(s, s.inputs, best)
+        pair = interleaved(_eager(s, s.inputs, best), replay, s.batch, s.device, budget_s)
+        rows.append(_what_if(GRAPH, pair, None, autocast=amp))
+        return pair
+    except Exception as exc:
+        rows.append(_skipped(GRAPH, f"capture failed: {type(exc).__name__}: {exc}"[:300]))
+        return None
+    finally:
+        del graph, replay  # the graph's memory pool goes with the last reference
+        _free(s.device)
 
 
 def _grad_enabled(s: _Setup, grad_pair: Pair) -> Finding | None:
@@ -626,12 +630,12 @@ def _report(
     amp_pair: Pair | None,
     graph_pair: Pair | None,
     sweep: list[Latency],
-    amp: bool,
+    changes: Changes,
 ) -> Report:
     findings: list[Finding] = []
     mine = next((x for x in sweep if x.batch == s.batch), None)
     best = max(sweep, key=lambda x: x.throughput) if sweep else None
-    setting = "inference_mode" + (" + bf16 autocast" if amp else "")
+    setting = " + ".join(k.infer_label for k in INFER if k.owns(changes))
     grad = _grad_enabled(s, grad_pair)
     if grad is not None:
         findings.append(grad)
@@ -641,10 +645,10 @@ def _report(
         rows.append(unbatched[1])
     if amp_pair is not None and _wins(amp_pair):
         findings.append(_amp_unused(s, amp_pair))
-        _tag_row(rows, "bf16 autocast", AMP_FINDING)
+        _tag_row(rows, AUTOCAST.infer_label, _arm(AUTOCAST, s).finding_id or "")
     if graph_pair is not None and _wins(graph_pair):
         findings.append(_launch_bound(s, graph_pair))
-        _tag_row(rows, "CUDA graph replay", "load.launch_bound")
+        _tag_row(rows, GRAPH, "load.launch_bound")
     if s.model.training:
         s.notes.append(
             "the model is in training mode (dropout, batch-norm statistics): call model.eval() "

@@ -24,6 +24,7 @@ class KnobHooks:
         self.device: Any = None
         self.relaid = False
         self.batch: int | None = None
+        self.capturing = False
         self.notes: list[str] = []
         self.hits: dict[str, int] = {}
         self._undo: list[Callable[[], None]] = []
@@ -73,13 +74,30 @@ class KnobHooks:
         self.on_undo(post.remove)
 
     def _pre(self, module: nn.Module, args: Any, kwargs: Any) -> tuple[Any, Any]:
-        call, leaves = (args, kwargs), []
+        (args, kwargs), leaves = self._enter(module, (args, kwargs))
+        self._calls.append(leaves)
+        return args, kwargs
+
+    def _enter(self, module: nn.Module, call: Any) -> tuple[Any, list[After]]:
+        leaves = []
         for knob in self.knobs:
             call, after = knob.before(self, module, call)
             if after is not None:
                 leaves.append(after)
-        self._calls.append(leaves)
-        return call
+        return call, leaves
+
+    def call(self, model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``model(*args, **kwargs)`` inside the knobs' ``before`` and its ``after``, the model
+        itself not hooked: a forward timed in turn with and without the change on the user's
+        own model (``diagnose_inference``; the knobs it takes have no ``prepare``)."""
+        (args, kwargs), leaves = self._enter(model, (args, kwargs))
+        output: Any = None
+        try:
+            output = model(*args, **kwargs)
+        finally:
+            for after in reversed(leaves):
+                output = after(output)
+        return output
 
     def _post(self, module: nn.Module, args: Any, kwargs: Any, output: Any) -> Any:
         leaves = self._calls.pop() if self._calls else []
