@@ -13,7 +13,8 @@ from gpusight.knobs.base import Arm, Knob
 from gpusight.whatif import diagnose
 from gpusight.whatif.arms import Workload
 from gpusight.whatif.context import Budget, Context
-from gpusight.whatif.experiments import ALL, OnCached
+from gpusight.whatif.plan import ALL
+from gpusight.whatif.procedures import OnCached
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 

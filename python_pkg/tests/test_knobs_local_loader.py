@@ -15,7 +15,8 @@ from gpusight.knobs.base import Arm, Knob
 from gpusight.knobs.loader import prefetch_point, worker_counts
 from gpusight.whatif.arms import Workload
 from gpusight.whatif.context import Budget, Context
-from gpusight.whatif.experiments import ALL, EpochStart, LoaderSweep, OnLoader
+from gpusight.whatif.plan import ALL
+from gpusight.whatif.procedures import EpochStart, LoaderSweep, OnLoader
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, IterableDataset, TensorDataset
 
@@ -184,7 +185,7 @@ def test_the_dataset_goes_to_the_gpu_only_where_it_fits_and_its_items_are_fixed(
 
 def test_the_batch_sweep_in_the_kernel_takes_its_points_and_note_from_the_batch_knob() -> None:
     from gpusight.knobs.batch import MAX_FACTOR, next_factor
-    from gpusight.whatif.experiments import BatchSweep
+    from gpusight.whatif.batch_sweep import BatchSweep
 
     batch = _knob("batch")
     (row,) = batch.local_rows()

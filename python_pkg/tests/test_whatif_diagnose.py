@@ -173,7 +173,7 @@ def test_a_loader_setting_is_measured_on_top_of_the_num_workers_winner() -> None
     from gpusight.report import WhatIf
     from gpusight.whatif.arms import Workload, loader_overrides, planned
     from gpusight.whatif.context import Budget, Context
-    from gpusight.whatif.experiments import OnLoader, Outcome
+    from gpusight.whatif.procedures import OnLoader, Outcome
 
     model, opt = _mlp()
     loader = DataLoader(SleepyDataset(n=256, delay_s=0.002), batch_size=8)
@@ -212,7 +212,7 @@ def test_a_fast_many_worker_loader_gets_more_whole_rounds_per_block() -> None:
     from gpusight.report import WhatIf
     from gpusight.whatif.arms import Workload, planned
     from gpusight.whatif.context import MAX_ROUNDS, MIN_ROUNDS, ROUNDS_BLOCK_S, Budget, Context
-    from gpusight.whatif.experiments import Outcome
+    from gpusight.whatif.procedures import Outcome
 
     model, opt = _mlp()
     loader = DataLoader(SleepyDataset(n=64, delay_s=0.0), batch_size=8)

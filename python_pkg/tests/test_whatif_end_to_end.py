@@ -22,9 +22,10 @@ from gpusight.report import Report, WhatIf
 from gpusight.whatif import diagnose
 from gpusight.whatif.arms import Workload, merged, planned
 from gpusight.whatif.context import Budget, Context
-from gpusight.whatif.experiments import ALL, LoaderSweep, Outcome, cpu_cores, walk_sweep
 from gpusight.whatif.findings import findings_of, verdict
 from gpusight.whatif.machine import machine_facts
+from gpusight.whatif.plan import ALL
+from gpusight.whatif.procedures import LoaderSweep, Outcome, cpu_cores, walk_sweep
 from gpusight.whatif.runner import Overrun, run_block
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset

@@ -6,9 +6,9 @@ from typing import Any, cast
 
 from gpusight.knobs.gain_rule import band_excludes_one
 from gpusight.whatif.arms import planned
-from gpusight.whatif.experiments import outcome_of
 from gpusight.whatif.findings import findings_of
 from gpusight.whatif.inference import Latency, Pair, _what_if, _wins
+from gpusight.whatif.procedures import outcome_of
 from gpusight.whatif.runner import Comparison
 
 

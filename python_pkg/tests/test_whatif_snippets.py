@@ -144,9 +144,10 @@ def test_findings_for_every_experiment_fill_their_snippet_and_validate() -> None
     from gpusight.report import Report, WhatIf
     from gpusight.whatif.arms import Workload, loader_overrides, planned, source_of
     from gpusight.whatif.context import Budget, Context
-    from gpusight.whatif.experiments import ALL, Outcome
     from gpusight.whatif.findings import combination, combined_code, findings_of, verdict
     from gpusight.whatif.machine import machine_facts
+    from gpusight.whatif.plan import ALL
+    from gpusight.whatif.procedures import Outcome
 
     data = TensorDataset(torch.randn(32, 3, 8, 8), torch.randint(0, 10, (32,)))
     loader = DataLoader(data, batch_size=8, shuffle=True, num_workers=2)
@@ -230,8 +231,8 @@ def test_pinning_on_top_of_the_worker_count_combines_and_fills_its_snippets() ->
     from gpusight.report import WhatIf
     from gpusight.whatif.arms import Workload, loader_overrides, planned, source_of
     from gpusight.whatif.context import Budget, Context
-    from gpusight.whatif.experiments import Outcome, loader_together, together_change
     from gpusight.whatif.findings import combination, combined_code, findings_of
+    from gpusight.whatif.procedures import Outcome, loader_together, together_change
 
     data = TensorDataset(torch.randn(32, 3, 8, 8), torch.randint(0, 10, (32,)))
     loader = DataLoader(data, batch_size=8, shuffle=True)

@@ -17,9 +17,8 @@ from ..knobs.tensors import batch_len
 from ..report import Scalar
 from .arms import planned
 from .context import Context, Skip, VariantOOM
-from .experiment import Outcome, outcome_of
 from .loaders import can_resize_batches
-from .procedures import START_PER_WORKER_S, START_S, KnobRow, whole_rounds
+from .procedures import START_PER_WORKER_S, START_S, KnobRow, Outcome, outcome_of, whole_rounds
 from .restore import tensor_bytes
 from .runner import Comparison
 

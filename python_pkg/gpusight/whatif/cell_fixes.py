@@ -16,7 +16,7 @@ from .findings import loader_changes
 if TYPE_CHECKING:
     from ..report import Finding
     from .context import Context
-    from .experiment import Outcome
+    from .procedures import Outcome
 
 
 def fix_in_cells(ctx: Context, findings: list[Finding], outcomes: list[Outcome]) -> None:

@@ -22,7 +22,7 @@ from .restore import read_flags
 from .runner import ArmFailure, Comparison, Overrun, compare, run_block
 
 if TYPE_CHECKING:
-    from .experiment import Outcome
+    from .procedures import Outcome
 
 Progress = Callable[[str, float], None]
 

@@ -51,20 +51,20 @@ from .arms import (
 from .cell_fixes import fix_in_cells
 from .context import Budget, Context, Progress, Skip, VariantOOM
 from .errors import DiagnoseError, OutOfMemoryDuringDiagnosis
-from .experiments import (
-    ALL,
+from .findings import combination, combined_code, findings_of, verdict
+from .loaders import can_resize_batches, is_dataloader, is_reiterable
+from .machine import machine_facts
+from .plan import ALL, plan
+from .procedures import (
+    START_PER_WORKER_S,
+    START_S,
     TOGETHER_KEYS,
     Experiment,
     Outcome,
     cpu_cores,
     outcome_of,
-    plan,
     whole_rounds,
 )
-from .findings import combination, combined_code, findings_of, verdict
-from .loaders import can_resize_batches, is_dataloader, is_reiterable
-from .machine import machine_facts
-from .procedures import START_PER_WORKER_S, START_S
 from .restore import Snapshot
 from .runner import ArmFailure
 

@@ -15,7 +15,7 @@ from ..knobs.loader import LOADER_KEYS
 from ..report import Evidence, Finding, Fix, Impact, Severity, Verdict, WhatIf
 from .arms import batch_factor, loader_overrides, merged, planned, source_of, without
 from .context import Context
-from .experiments import TOGETHER_KEYS, Outcome
+from .procedures import TOGETHER_KEYS, Outcome
 from .snippets import combined, loader_args, render
 
 SCOPE_TEXT = {

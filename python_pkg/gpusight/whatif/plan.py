@@ -1,4 +1,4 @@
-"""The experiments, in the order :func:`plan` runs them.
+"""The kernel's rows, from the knobs' registry, in the order :func:`plan` runs them.
 
 Every knob's in-process rows (``Knob.local_rows``), each timed by the procedure it names
 (``procedures``): compute knobs on a fixed set of cached batches (the loader is not what they
@@ -6,7 +6,6 @@ measure), the DataLoader's settings on a clone of the user's DataLoader (the loa
 measure). pin_memory, persistent_workers and prefetch_factor build on the num_workers sweep's
 winner, and ``LoaderTogether`` (key ``loader_combined``) measures the DataLoader settings that
 won together, in one loader, against the user's; then the batch size sweep (``batch_sweep``).
-The interface they share is in ``experiment``.
 """
 
 from __future__ import annotations
@@ -15,21 +14,15 @@ from ..knobs import REGISTRY
 from ..knobs.base import Knob, LocalRow
 from .batch_sweep import BatchSweep
 from .context import Context
-from .experiment import Experiment, Outcome, cpu_cores, input_bound_gate, outcome_of
 from .procedures import (
-    LOADER_SETTINGS,
-    TOGETHER_KEYS,
     EpochStart,
+    Experiment,
     KnobRow,
     LoaderSweep,
     LoaderTogether,
     OnCached,
     OnLoader,
-    loader_together,
-    together_change,
-    walk_sweep,
-    whole_rounds,
-    winner_block_s,
+    input_bound_gate,
 )
 
 
@@ -73,28 +66,3 @@ def plan(ctx: Context, only: list[str] | None = None) -> list[Experiment]:
         return (1 if loader_first else 0, order)
 
     return sorted(exps, key=rank)
-
-
-__all__ = [
-    "ALL",
-    "LOADER_SETTINGS",
-    "TOGETHER_KEYS",
-    "BatchSweep",
-    "EpochStart",
-    "Experiment",
-    "KnobRow",
-    "LoaderSweep",
-    "LoaderTogether",
-    "OnCached",
-    "OnLoader",
-    "Outcome",
-    "cpu_cores",
-    "input_bound_gate",
-    "loader_together",
-    "outcome_of",
-    "plan",
-    "together_change",
-    "walk_sweep",
-    "whole_rounds",
-    "winner_block_s",
-]
