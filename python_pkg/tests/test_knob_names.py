@@ -57,17 +57,6 @@ STILL_NAMED: dict[str, set[str]] = {
         "prefetch_factor",
     },
     "whatif/restore.py": {"tf32"},  # torch's own fp32 precision value "tf32"
-    # the combined loop written out with the winners' DataLoader arguments and inputs
-    "whatif/snippets.py": {
-        "autocast",
-        "batch_size",
-        "channels_last",
-        "dataset_on_gpu",
-        "num_workers",
-        "persistent_workers",
-        "pin_memory",
-        "prefetch_factor",
-    },
 }
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import torch
 from gpusight.fixes import SNIPPETS
+from gpusight.fixes.measured_code import combined, loader_args, render
 from gpusight.whatif.restore import Snapshot
-from gpusight.whatif.snippets import combined, loader_args, render
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 from whatif_support import SmallConvNet, flags_state

@@ -8,6 +8,7 @@ from typing import Any
 
 from .. import finding_catalogue as catalogue
 from ..fixes import SNIPPETS
+from ..fixes.measured_code import combined, loader_args, render
 from ..knobs import owners
 from ..knobs.base import Arm as Plan
 from ..knobs.gain_rule import MIN_GAIN
@@ -16,7 +17,6 @@ from ..report import Evidence, Finding, Fix, Impact, Severity, Verdict, WhatIf
 from .arms import batch_factor, loader_overrides, merged, planned, source_of, without
 from .context import Context
 from .procedures import TOGETHER_KEYS, Outcome
-from .snippets import combined, loader_args, render
 
 SCOPE_TEXT = {
     "end_to_end": "your whole step, with your loader",

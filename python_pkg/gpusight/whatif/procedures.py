@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from ..fixes.measured_code import combined
 from ..knobs.base import Arm as Plan
 from ..knobs.base import Knob, LocalRow
 from ..knobs.gain_rule import MIN_GAIN, knee_of, noise_pct, sweep_goes_on
@@ -34,7 +35,6 @@ from .arms import Arm, merged, planned, relabelled, source_of
 from .context import LOADER_SHARE, Context, Skip
 from .loaders import clone_loader, shutdown
 from .runner import Comparison
-from .snippets import combined
 
 # --- what every procedure shares ------------------------------------------------------------
 

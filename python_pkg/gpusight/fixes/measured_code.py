@@ -1,6 +1,6 @@
-"""What fills the measured what-if's snippets (``fixes/measured_snippets.py``, rendered by the one
-engine, ``fixes``): the user's DataLoader arguments with the winners', what the rendered call
-leaves out, and one training loop with every winner (``combined``).
+"""The measured what-if's code: its snippets (``measured_snippets.py``, rendered by the one
+engine, ``fixes``) filled with the user's DataLoader arguments and the winners', with what the
+rendered call leaves out; and one training loop with every winner (``combined``).
 """
 
 from __future__ import annotations
@@ -8,9 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from torch.utils.data import RandomSampler
-
-from ..fixes import SNIPPETS
+from . import SNIPPETS
 
 
 def loader_args(loader: Any, changes: Mapping[str, Any] | None = None) -> str:
@@ -20,7 +18,7 @@ def loader_args(loader: Any, changes: Mapping[str, Any] | None = None) -> str:
     bs = changes.get("batch_size", getattr(loader, "batch_size", None))
     if bs is not None:
         args.append(f"batch_size={bs}")
-    if isinstance(getattr(loader, "sampler", None), RandomSampler):
+    if type(getattr(loader, "sampler", None)).__name__ == "RandomSampler":  # no torch import
         args.append("shuffle=True")
     if getattr(loader, "drop_last", False):
         args.append("drop_last=True")
