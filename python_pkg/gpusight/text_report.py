@@ -20,6 +20,7 @@ from typing import IO, Any
 from .breakdown_labels import BREAKDOWN_LABELS
 from .durations import format_ms
 from .first_fix import changed_lines, first_finding, gain_text
+from .knobs import gain_rule
 from .one_gain import repeat_of, shows_gain
 from .report import RENDERERS, Finding, Report, sort_findings
 from .rules.raised_run import raised_before_measuring
@@ -390,7 +391,13 @@ def render_what_if(report: Report) -> str:
             out.add(f"    {r.change}: {repeat_of(r)} measured again (its finding compares them)")
         elif r.speedup is not None:
             noise = r.noise_pct or 0.0
-            sig = "" if r.speedup >= 1.0 + noise / 100.0 else " (within the noise)"
+            sig = (
+                ""
+                if gain_rule.wins(r.speedup, noise)
+                else " (slower, beyond the noise)"
+                if gain_rule.loses(r.speedup, noise)
+                else " (within the noise)"
+            )
             out.add(f"    {r.change}: {r.speedup:.2f}x ±{noise:.0f}%{sig}")
     best = max(
         (r for r in rows if shows_gain(r) and r.fix is not None),

@@ -10,7 +10,14 @@ from pathlib import Path
 
 import gpusight
 import pytest
-from gpusight.knobs.gain_rule import band_excludes_one, knee_of, noise_pct, threshold, wins
+from gpusight.knobs.gain_rule import (
+    band_excludes_one,
+    knee_of,
+    loses,
+    noise_pct,
+    threshold,
+    wins,
+)
 
 PKG = Path(gpusight.__file__).resolve().parent
 RULE = PKG / "knobs" / "gain_rule.py"
@@ -47,5 +54,8 @@ def test_the_rule_itself() -> None:
     assert not wins(1.15, 16.0) and wins(1.2, 16.0)
     for noise in (0.0, 2.0, 16.0, 50.0):
         assert band_excludes_one(threshold(noise) * 1.0001, noise)
+    # A loss is as far below 1x as a win is above it: 0.61x at ±3 % is one, 0.96x is not.
+    assert loses(0.61, 3.0) and not loses(0.96, 3.0) and not loses(None, 3.0)
+    assert loses(1.0 / threshold(16.0), 16.0) and not loses(0.9, 16.0)
     # A sweep's answer: the smallest point within 95 % of the best.
     assert knee_of([(2, 2.0), (4, 3.0), (8, 3.1)]) == 4

@@ -57,6 +57,11 @@ def wins(speedup: float | None, noise_pct: float | None) -> bool:
     return speedup is not None and speedup >= threshold(noise_pct)
 
 
+def loses(speedup: float | None, noise_pct: float | None) -> bool:
+    """Measurably slower: as far below 1x as a win must be above it."""
+    return speedup is not None and speedup * threshold(noise_pct) <= 1.0
+
+
 def sweep_goes_on(gains: list[float | None]) -> bool:
     """Whether a sweep goes on after the points measured so far (``gains`` in order, None for a
     point that failed: an OOM or a crash, which a larger point would repeat)."""
