@@ -39,7 +39,7 @@ LIBRARY = "transformers"
 LABEL = "HF Trainer defaults on BERT-base, batch 8 x 64 tokens fp32: launch-bound"
 EXPECTED = {"bottleneck": "launch_overhead", "pick": "together"}
 FIX = "TrainingArguments(per_device_train_batch_size=64, bf16=True, dataloader_num_workers=4)"
-TRUTH_ARGS = {"autocast": ["--bf16"]}
+TRUTH_ARGS = {"autocast": ["--bf16"], "tf32": ["--tf32"]}
 
 
 class PaddedExamples(Dataset):
@@ -85,6 +85,7 @@ def main() -> None:
     p.add_argument("--learning_rate", type=float, default=5e-5)
     p.add_argument("--dataloader_num_workers", type=int, default=0)
     p.add_argument("--bf16", action="store_true", help="TrainingArguments(bf16=True)")
+    p.add_argument("--tf32", action="store_true", help="TrainingArguments(tf32=True) (CUDA)")
     args = p.parse_args()
     dev = pick_device(args.device)
     if args.fix:
@@ -122,6 +123,7 @@ def main() -> None:
             per_device_train_batch_size=args.per_device_train_batch_size,
             learning_rate=args.learning_rate,
             bf16=args.fix or args.bf16,
+            tf32=True if args.tf32 else None,  # None: torch's own setting, as users leave it
             dataloader_num_workers=args.dataloader_num_workers,
             report_to="none",
             save_strategy="no",

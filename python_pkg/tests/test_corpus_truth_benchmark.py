@@ -68,3 +68,22 @@ def test_a_loader_setting_on_the_winning_workers_is_compared_over_the_control() 
         both = [*rows, {"change": "all winners together", "speedup": 9.9,
                         "params": {"group": "together"}}]  # fmt: skip
         assert truth.pick({"what_if": both}, "loader_together")["speedup"] == 9.9
+
+
+def test_a_combined_row_the_scripts_arguments_cannot_make_is_held_to_no_truth(
+    corpus: ModuleType,
+) -> None:
+    # On the H100, hf_trainer_defaults' combined row (batch 128, bf16, TF32) read 10.27x and
+    # was held to --fix (batch 64, bf16, 4 workers: 5.96x): another computation, +72 %.
+    report = {"what_if": [*REPORT["what_if"][:3], _row("tf32", 2.61, stacked_on="batch")]}
+    together = _row("together", 10.27, winners="batch,autocast,tf32")
+    report["what_if"].append(together)
+    own = {"TRUTH_ARGS": {"autocast": ["--bf16"]}}
+    assert corpus.same_change(together, report, own) == []
+    note = corpus.unlike_fix(together, [])
+    assert note is not None and "batch,autocast,tf32" in note
+    both = {"TRUTH_ARGS": {"autocast": ["--bf16"], "tf32": ["--tf32"]}}
+    variant = corpus.same_change(together, report, both)
+    assert variant == ["--per_device_train_batch_size", "512", "--bf16", "--tf32"]
+    assert corpus.unlike_fix(together, variant) is None
+    assert corpus.unlike_fix(REPORT["what_if"][0], []) is None  # one change: --fix stands
