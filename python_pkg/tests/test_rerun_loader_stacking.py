@@ -178,3 +178,72 @@ def test_a_workers_sweep_that_could_not_clear_the_noise_is_not_run(
     rows = [a for a, _ in out.arms if a.group == "workers"]
     assert rows and all(a.skipped and "inside the noise band" in a.skipped for a in rows)
     assert not any(c.get("num_workers") for c in calls)
+
+
+class Plateau(Steps):
+    """A loader whose workers stop gaining at 8 of 16 cores: the step is then the main process's
+    pageable copy and the compute, in turn (tv_transforms_loader on the H100: 45.6 ms a step
+    on 8 and on 14 workers). Pinning overlaps the copy but costs the pin thread's CPU, which
+    only workers to spare absorb."""
+
+    LOAD, COPY, COMPUTE, PIN = 320.0, 15.0, 28.0, 40.0
+
+    def __call__(self, label: str, changes: dict[str, Any], profile: bool, t: float) -> RunResult:
+        self.calls.append(changes)
+        self.clock += 10.0
+        w = max(1, int(changes.get("num_workers") or 0))
+        if changes.get("pin_memory"):
+            step = max((self.LOAD + self.PIN) / w, self.COMPUTE)
+        else:
+            step = max(self.LOAD / w, self.COPY + self.COMPUTE)
+        report = {"run": {"step_time_ms": step, "steps": 20, "items_per_step": 16}}
+        facts = {**FACTS, "cpu_count": 16}
+        return RunResult(label, changes, ok=True, wall_s=10.0, report=report, facts=facts)
+
+
+def test_pinning_runs_on_the_most_workers_of_a_sweep_that_plateaued(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import gpusight.rerun.driver as driver_mod
+
+    steps = Plateau()
+    monkeypatch.setattr(driver_mod.time, "monotonic", lambda: steps.clock)
+    out = Driver(steps, budget_s=900.0, only=frozenset({"workers", "loader"})).what_if()
+    ran = {int(a.changes["num_workers"]) for a, r in out.arms if a.group == "workers" and r}
+    assert {8, 14} <= ran  # 8 and 14 workers step alike: 43 ms
+    pins = [(a, r) for a, r in out.arms if a.changes.get("pin_memory") and r is not None]
+    assert pins and all(a.changes["num_workers"] == 14 for a, _ in pins)
+    assert pins[0][0].stacked_on == "DataLoader num_workers=14"
+    assert out.together is not None  # pinning won there: 43 ms -> 28 ms
+    assert {"num_workers": 14, "pin_memory": True}.items() <= _together_changes(out).items()
+
+
+def _together_changes(out: Outcome) -> dict[str, Any]:
+    assert out.together is not None
+    merged: dict[str, Any] = {}
+    for arm in out.together[0]:
+        merged.update(arm.changes)
+    return merged
+
+
+def test_the_workers_stacked_on_are_the_most_within_the_noise_of_the_best() -> None:
+    from gpusight.knobs.base import Arm, Group
+
+    workers = by_name("workers")
+    assert workers is not None
+
+    def group(*points: tuple[int, float]) -> Group:
+        g = Group("workers", 50.0)
+        g.measured = [(Arm("workers", f"{w}", {"num_workers": w}), gain) for w, gain in points]
+        return g
+
+    h100 = group((2, 1.47), (4, 3.01), (8, 6.15), (14, 6.10))  # tv_transforms_loader, ±27 %
+    base = workers.stack_base(h100, 26.8)
+    assert base is not None and base.changes == {"num_workers": 14}
+    base = workers.stack_base(h100, 0.0)  # 6.10x is within 5 % of 6.15x
+    assert base is not None and base.changes == {"num_workers": 14}
+    # More workers that measurably lose (oversubscribed cores): the best stays the base.
+    worse = group((4, 3.0), (8, 6.0), (14, 4.0))
+    base = workers.stack_base(worse, 3.0)
+    assert base is not None and base.changes == {"num_workers": 8}
+    assert workers.stack_base(group(), 3.0) is None

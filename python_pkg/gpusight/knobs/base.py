@@ -124,8 +124,8 @@ class Local(Protocol):
         """Batches taken from the user's loader, as it gave them."""
 
     def loader_workers(self) -> int:
-        """The workers a DataLoader setting is measured with: the num_workers sweep's winner,
-        else the user's own."""
+        """The workers a DataLoader setting is measured with: those the num_workers sweep's
+        winner stacks on (``Knob.stack_base``), else the user's own."""
 
 
 Procedure = Literal["cached", "loader", "sweep", "epoch_start", "batch_sweep"]
@@ -183,6 +183,9 @@ class Group:
     bound: float | None = None
     """The most any of its arms can gain, from the share of the step they act on (Amdahl): a
     group whose bound the noise band would hide is not run (None: no bound known)."""
+    measured: list[tuple[Arm, float]] = field(default_factory=list)
+    """Its arms that ran, each with its gain (the driver fills it): ``Knob.stack_base`` reads
+    it."""
 
 
 @dataclass
@@ -273,6 +276,11 @@ class Knob:
     def groups_on(self, s: Situation, winner: Arm) -> list[Group]:
         """The groups to run on top of ``winner`` (an arm of ``stacks_on``)."""
         return self.groups(s)
+
+    def stack_base(self, group: Group, noise_pct: float | None) -> Arm | None:
+        """The arm of ``group`` (this knob's, won) that the knobs stacking on it run on top of:
+        the best measured (None: none)."""
+        return max(group.measured, key=lambda m: m[1])[0] if group.measured else None
 
     def not_planned(self, s: Situation) -> str:
         """Why ``groups`` planned nothing for this run: said where the user asked for this

@@ -503,11 +503,14 @@ class Driver:
             + why
         )
         losers: list[Arm] = []  # to try again on top of the winning batch
+        bases: dict[str, Arm] = {}  # what the groups that stack on a winner run on top of
         for g in groups:
-            g, under = self._on_winner(out, g, winners, base.facts)
+            g, under = self._on_winner(out, g, winners, base.facts, bases)
             best = self._group(out, g, ref, items0, winners, under)
             if best is not None and best[0] >= threshold(out.noise_pct):
                 winners.append(best[1])
+                knob = by_name(g.name)
+                bases[g.name] = (knob and knob.stack_base(g, out.noise_pct)) or best[1]
             elif best is not None and stacking.stacks(g.name):
                 losers.append(best[1])
             for _arm, got in out.arms[-len(g.arms) :] if g.arms else []:
@@ -522,10 +525,11 @@ class Driver:
         self._second_control(out, ref, items0)
 
     def _on_winner(
-        self, out: Outcome, g: Group, winners: list[Arm], facts: dict[str, Any]
-    ) -> tuple[Group, RunResult | None]:
+        self, out: Outcome, g: Group, winners: list[Arm], facts: dict[str, Any],
+        bases: dict[str, Arm],
+    ) -> tuple[Group, RunResult | None]:  # fmt: skip
         """``g`` on top of the winner it stacks on, with that winner's run (``stacking``)."""
-        again, base = stacking.on_winner(g, winners, facts)
+        again, base = stacking.on_winner(g, winners, facts, bases)
         under = _run_of(out, base)
         if under is None:
             return g, None
@@ -590,6 +594,8 @@ class Driver:
             ips = res.items_per_s(items0) if res.ok else None
             gain = ips / ips0 if ips and ips0 else None
             gains.append(gain)
+            if gain is not None:
+                g.measured.append((arm, gain))
             if gain is not None and (best is None or gain > best[0]):
                 best = (gain, arm)
             knob = by_name(g.name)

@@ -41,14 +41,18 @@ def on_top(arm: Arm, base: Arm) -> Arm:
                extra_s=max(arm.extra_s, base.extra_s), stacked_on=base.label)  # fmt: skip
 
 
-def on_winner(g: Group, winners: list[Arm], facts: dict[str, Any]) -> tuple[Group, Arm | None]:
+def on_winner(
+    g: Group, winners: list[Arm], facts: dict[str, Any], bases: dict[str, Arm] | None = None
+) -> tuple[Group, Arm | None]:
     """``g`` planned again on top of the winner its knob ``stacks_on`` (each arm run with the
     winner's changes, judged against the winner's run), and that winner; ``g`` and None where
-    its knob stacks on nothing or that knob has no winner."""
+    its knob stacks on nothing or that knob has no winner. ``bases``: the arm each won group
+    is stacked on where that is not its winner (``Knob.stack_base``)."""
     knob = by_name(g.name)
     base = next((a for a in winners if knob is not None and a.group == knob.stacks_on), None)
     if knob is None or base is None:
         return g, None
+    base = (bases or {}).get(base.group, base)
     again = next((x for x in knob.groups_on(Situation.of(facts), base) if x.name == g.name),
                  Group(g.name, g.priority))  # fmt: skip
     again.arms = [a if a.skipped else on_top(a, base) for a in again.arms]

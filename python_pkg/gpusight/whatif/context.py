@@ -190,7 +190,7 @@ class Context:
     def loader_workers(self) -> int:
         won = self.results.get("num_workers")
         if won is not None and won.winner is not None:
-            return int(won.winner.changes["num_workers"])
+            return int((won.stack_on or won.winner).changes["num_workers"])
         return int(getattr(self.work.loader, "num_workers", 0) or 0)
 
     def block_s(self, source: str) -> float:

@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Literal
 
 from ..fixes.measured_code import combined
 from ..knobs.base import Arm as Plan
-from ..knobs.base import Knob, LocalRow
+from ..knobs.base import Group, Knob, LocalRow
 from ..knobs.gain_rule import MIN_GAIN, knee_of, noise_pct, sweep_goes_on
 from ..knobs.loader import NOT_A_DATALOADER
 from ..report import Fix, Scalar, WhatIf
@@ -49,6 +49,9 @@ class Outcome:
     finding_id: str | None = None
     params: dict[str, Any] = field(default_factory=dict)  # fills the fix snippet
     notes: list[str] = field(default_factory=list)
+    stack_on: Plan | None = None
+    """What the rows that stack on this one run on top of, where that is not its winner
+    (``Knob.stack_base``: the most workers within the noise of the best)."""
 
     @property
     def speedup(self) -> float:
@@ -503,6 +506,11 @@ class LoaderSweep(KnobRow):
             },
             series,
         )
+        if out.winner is not None:
+            ran = [(planned(f"num_workers={x}", source="loader", num_workers=x), c.speedup)
+                   for x, c in results]  # fmt: skip
+            out.stack_on = self.knob.stack_base(Group(self.knob.name, 0.0, measured=ran),
+                                                cmp.noise_pct)  # fmt: skip
         # Each point as its row shows it (rounded as ``outcome_of`` stores a speedup, then
         # printed): a gain of 2.0451 is the row's 2.04x, not 2.05x beside it.
         sweep = ", ".join(f"{x}: {round(c.speedup, 3):.2f}x" for x, c in results)
