@@ -40,13 +40,7 @@ STILL_NAMED: dict[str, set[str]] = {
     "whatif/arms.py": {"batch_size", "channels_last", "persistent_workers", "to_device"},
     "whatif/batch_sweep.py": {"batch_size", "num_workers"},
     "whatif/context.py": {"batch_size", "num_workers"},
-    "whatif/findings.py": {
-        "autocast",
-        "batch_size",
-        "channels_last",
-        "dataset_on_gpu",
-        "num_workers",
-    },
+    "whatif/findings.py": {"batch_size"},  # the DataLoader call's batch, from the sweep's factor
     # the graph row's param (report API): whether the replayed forward ran under autocast
     "whatif/inference.py": {"autocast"},
     "whatif/loaders.py": {"batch_size", "num_workers", "persistent_workers", "prefetch_factor"},

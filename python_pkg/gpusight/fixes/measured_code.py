@@ -63,6 +63,19 @@ def render(snippet_id: str, loader: Any = None, **params: Any) -> str:
     return code
 
 
+def combined_loop(loader: Any, changes: Mapping[str, Any], **rest: Any) -> str:
+    """``combined`` for the winners' ``changes`` as an in-process arm keys them (its
+    ``source`` "device": the dataset kept on the GPU)."""
+    return combined(
+        loader,
+        non_blocking=bool(changes.get("non_blocking")),
+        autocast=changes.get("autocast"),
+        channels_last=bool(changes.get("channels_last")),
+        dataset_on_gpu=changes.get("source") == "device",
+        **rest,
+    )
+
+
 def combined(
     loader: Any,
     *,

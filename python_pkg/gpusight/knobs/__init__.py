@@ -46,6 +46,11 @@ def by_name(name: str) -> Knob | None:
     return next((k for k in REGISTRY if k.name == name), None)
 
 
+def by_row(key: str) -> Knob | None:
+    """The knob whose in-process rows (``Knob.local_rows``) include ``key``."""
+    return next((k for k in REGISTRY if any(r.key == key for r in k.local_rows())), None)
+
+
 def owners(changes: dict[str, Any]) -> list[Knob]:
     """The knobs whose keys ``changes`` sets, in registry order."""
     return [k for k in REGISTRY if any(key in changes for key in k.keys)]

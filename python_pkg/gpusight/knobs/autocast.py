@@ -151,6 +151,10 @@ class Autocast(Knob):
     def local_outcome(self, row: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         return {"dtype": row["dtype"]}, []
 
+    def local_snippet(self, key: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        bf16 = params.get("dtype") == "bfloat16"
+        return ("whatif.autocast_bf16" if bf16 else "whatif.autocast_fp16"), {}
+
     def fix(self, arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
         from ..fixes import fix
         from ..fixes.statement_patches import autocast_patch, autocast_text

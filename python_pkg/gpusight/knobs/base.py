@@ -430,6 +430,12 @@ class Knob:
         """What the in-process row says of ``arm`` besides its times."""
         return {}
 
+    def local_snippet(self, key: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The measured snippet of this knob's row ``key`` (``fixes/measured_snippets.py``)
+        and what fills it besides the row's params (``loader_changes``: the DataLoader
+        arguments its call shows, where not every loader winner's)."""
+        return f"whatif.{key}", {}
+
     def local_outcome(self, row: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         """From a measured row's params: what fills the fix's snippet, and notes for the user."""
         return {}, []

@@ -232,6 +232,10 @@ class Batch(Knob):
     # -- in the kernel: the batch grown on cached batches ------------------------------------
     SWEEP = LocalRow("batch_size", "batch size doubling", "load.small_batch", "batch_sweep")
 
+    def local_snippet(self, key: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        # The batch alone: the loader's other winners have rows of their own.
+        return f"whatif.{key}", {"loader_changes": {"batch_size": params["batch_size"]}}
+
     def local_rows(self) -> tuple[LocalRow, ...]:
         return (self.SWEEP,)
 

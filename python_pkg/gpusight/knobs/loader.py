@@ -199,6 +199,9 @@ class Workers(_LoaderKnob):
     def local_points(self, ctx: Local) -> list[Arm]:
         return [_workers_arm(n) for n in worker_counts(_workers_now(ctx), ctx.cpu_count)]
 
+    def local_snippet(self, key: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        return f"whatif.{key}", {"what": f"num_workers sweep {params.get('sweep', '')}".strip()}
+
     def local_next(self, ctx: Local, ran: list[tuple[Arm, float]]) -> Arm | None:
         return beyond_cores([(int(a.changes["num_workers"]), g) for a, g in ran], ctx.cpu_count)
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from .. import finding_catalogue as catalogue
 from ..fixes import SNIPPETS
-from ..fixes.measured_code import combined, loader_args, render
-from ..knobs import owners
+from ..fixes.measured_code import combined_loop, loader_args, render
+from ..knobs import by_row, owners
 from ..knobs.base import Arm as Plan
 from ..knobs.gain_rule import MIN_GAIN
 from ..knobs.loader import LOADER_KEYS
@@ -43,32 +43,26 @@ def loader_changes(ctx: Context, winners: Iterable[Outcome]) -> dict[str, Any]:
 
 
 def snippet_for(ctx: Context, o: Outcome, winners: list[Outcome]) -> tuple[str, str]:
-    """(snippet id, filled code) for one winning experiment."""
+    """(snippet id, filled code) for one winning experiment: its knob's snippet
+    (``Knob.local_snippet``), a loader call with the loader winners of its finding."""
     loader = ctx.work.loader if ctx.dataloader else None
-    speed = f"{o.speedup:.2f}x"
-    if o.key == "autocast":
-        sid = (
-            "whatif.autocast_bf16"
-            if o.params.get("dtype") == "bfloat16"
-            else "whatif.autocast_fp16"
-        )
-        return sid, render(sid, speedup=speed, device_type=ctx.device.type)
-    sid = f"whatif.{o.key}"  # each row's measured snippet (fixes/measured_snippets.py)
-    params: dict[str, Any] = {"speedup": speed, **o.params}
-    if "{loader_args}" in SNIPPETS[sid].template:
+    knob = by_row(o.key)
+    sid, own = knob.local_snippet(o.key, o.params) if knob else (f"whatif.{o.key}", {})
+    params: dict[str, Any] = {"speedup": f"{o.speedup:.2f}x", "device_type": ctx.device.type}
+    params |= {**o.params, **own}
+    changes = params.pop("loader_changes", None)
+    template = SNIPPETS[sid].template
+    if "{loader_args}" in template:
         # A loader fix carries every loader change that won, so the call is the one to use.
-        changes = loader_changes(ctx, [w for w in winners if w.finding_id == o.finding_id])
-        if o.key == "batch_size":
-            changes = {"batch_size": o.params["batch_size"]}
+        if changes is None:
+            changes = loader_changes(ctx, [w for w in winners if w.finding_id == o.finding_id])
         params["loader_args"] = (
             loader_args(loader, changes)
             if loader is not None
             else (f"dataset, batch_size={changes.get('batch_size', ctx.batch_size or 1)}")
         )
         params.setdefault("what", o.what_if.change)
-        if o.key == "num_workers":
-            params["what"] = f"num_workers sweep {o.params.get('sweep', '')}".strip()
-    if o.key == "dataset_on_gpu":
+    if "{batch_size}" in template:
         params.setdefault("batch_size", ctx.batch_size or 1)
     return sid, render(sid, loader=loader, **params)
 
@@ -210,14 +204,11 @@ def combined_code(ctx: Context, v: Plan, speedup: str) -> str:
     changes = loader_overrides(v)
     if batch_factor(v) > 1 and ctx.batch_size:
         changes["batch_size"] = ctx.batch_size * batch_factor(v)
-    return combined(
+    return combined_loop(
         loader,
+        v.changes,
         loader_changes=changes,
-        non_blocking=bool(v.changes.get("non_blocking")),
-        autocast=v.changes.get("autocast"),
-        channels_last=bool(v.changes.get("channels_last")),
         setup=[line for k in owners(v.changes) for line in k.setup_code],
-        dataset_on_gpu=source_of(v) == "device",
         lr_factor=batch_factor(v),
         device_type=ctx.device.type,
         speedup=speedup,
