@@ -21,6 +21,7 @@ from ..report import Evidence, Finding, Fix, Impact, Report, WhatIf
 from ..rules.severity import settle
 from .disturbed import disturbed
 from .driver import Outcome, RunResult
+from .measured_verdict import settle_verdict
 from .plan import Arm
 
 
@@ -177,6 +178,7 @@ def apply(report: Report, out: Outcome) -> Report:
         ]
     one_gain_per_change(report.findings, rows)
     settle(report.findings)
+    settle_verdict(report, rows, bar)
     _summarise(report, out, rows, bar)
     return report
 

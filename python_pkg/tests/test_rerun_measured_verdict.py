@@ -1,0 +1,66 @@
+"""``gpusight run --what-if``'s verdict follows what it measured: a bottleneck whose own changes
+all lose when run alone yields to the change that won (rerun/measured_verdict.py)."""
+
+from __future__ import annotations
+
+from gpusight.knobs.gain_rule import threshold
+from gpusight.report import Report, Verdict, WhatIf
+from gpusight.rerun.measured_verdict import settle_verdict
+
+BAR = threshold(2.5)
+
+
+def _report(bottleneck: str = "precision") -> Report:
+    rep = Report(kind="watch", machine={"platform": "x", "python": "3", "cpu_count": 16,
+                                        "gpus": []})  # fmt: skip
+    rep.verdict = Verdict(bottleneck=bottleneck, summary="The GPU is busy but float32 matmuls.")
+    return rep
+
+
+def _row(change: str, speedup: float, finding: str | None, **params: str) -> WhatIf:
+    return WhatIf(change, 20.0, 20.0 / speedup, speedup, finding_id=finding, params=params,
+                  noise_pct=2.5, scope="end_to_end")  # fmt: skip
+
+
+# hf_trainer_defaults on the H100 (benchmarks/results/h100-run29): BERT-base, batch 8.
+H100 = [
+    _row("bf16 through the framework's switch", 0.755, "load.amp_unused"),
+    _row("TF32 for float32 matmuls", 0.95, "cfg.tf32_disabled"),
+    _row("--per_device_train_batch_size 32", 2.27, "load.launch_bound"),
+    _row("--per_device_train_batch_size 128", 3.165, "load.launch_bound"),
+    _row("bf16 on top of batch 128", 3.095, "load.amp_unused", stacked_on="batch 128"),
+    _row("all winners together", 10.27, None),
+]
+
+
+def test_a_precision_verdict_whose_changes_lose_alone_yields_to_the_measured_batch() -> None:
+    rep = _report()
+    settle_verdict(rep, H100, BAR)
+    assert rep.verdict.bottleneck == "launch_overhead"
+    summary = rep.verdict.summary or ""
+    assert "--per_device_train_batch_size 128 3.17x" in summary
+    assert (
+        "alone bf16 through the framework's switch 0.76x and TF32 for float32 matmuls 0.95x"
+        in summary
+    )
+    assert summary.endswith("The unchanged run: The GPU is busy but float32 matmuls.")
+
+
+def test_a_verdict_one_of_whose_changes_wins_alone_stands() -> None:
+    rows = [_row("bf16 autocast", 5.51, "load.amp_unused"), *H100[2:4]]
+    rep = _report()
+    settle_verdict(rep, rows, BAR)
+    assert rep.verdict.bottleneck == "precision"
+    assert rep.verdict.summary == "The GPU is busy but float32 matmuls."
+
+
+def test_a_verdict_none_of_whose_changes_ran_stands() -> None:
+    # Nothing measured the verdict's own change (no knob for it, or every arm skipped): the
+    # unchanged run's reading is all there is.
+    rep = _report("input_pipeline")
+    settle_verdict(rep, H100, BAR)
+    assert rep.verdict.bottleneck == "input_pipeline"
+    # Its changes lost, and nothing else won the whole step: it stands too.
+    rep = _report()
+    settle_verdict(rep, H100[:2], BAR)
+    assert rep.verdict.bottleneck == "precision"
