@@ -27,7 +27,8 @@ from gpusight.knobs.base import Knob  # noqa: E402
 # How the kernel times each row (``LocalRow.procedure``).
 HOW = {
     "cached": "timed on batches cached from your loader",
-    "loader": "timed against a clone of your DataLoader, on the sweep's winning workers if any",
+    "loader": "timed against a clone of your DataLoader, on the sweep's workers if it won: the "
+    "most within the noise of its best",
     "sweep": "worker counts tried in turn, to the knee",
     "epoch_start": "a new epoch's start-up, spread over its batches",
     "batch_sweep": "the batch doubled to the knee, then checked with your loader",

@@ -207,8 +207,9 @@ class Workers(_LoaderKnob):
 
 
 class LoaderSettings(_LoaderKnob):
-    """The DataLoader's other settings, on the winning workers: pinned memory with non_blocking
-    copies, a deeper prefetch per worker, and the workers kept across epochs."""
+    """The DataLoader's other settings, on the most workers the sweep found within the noise of
+    its best: pinned memory with non_blocking copies, a deeper prefetch per worker, and the
+    workers kept across epochs."""
 
     name = "loader"
     findings = (FINDING, EPOCH_FINDING, PIN_FINDING)
@@ -279,7 +280,7 @@ class LoaderSettings(_LoaderKnob):
 
 
 def _pin_arm(ctx: Local) -> Arm | str:
-    """Pinned batches copied with ``non_blocking=True``: on the sweep's winning workers, where
+    """Pinned batches copied with ``non_blocking=True``: on the workers the sweep found, where
     pinning pays off (the loader's pin thread does it, off the main thread, whose step the
     workers now limit); in the main process of a loader without workers it only adds a copy."""
     from .tensors import tensors_of
