@@ -195,10 +195,17 @@ def test_a_cells_gc_collect_is_measured_skipped_and_its_cell_patched(
     capsys.readouterr()
     body = patched.split("\n", 1)[1]
     line = f"--steps 10 --profile-steps 0 --compare-to {count} --finding load.cpu_preprocessing"
-    ip.run_cell(f"%%gpusight {line}\n" + body, store_history=True).raise_error()
+    after = ip.run_cell(f"%%gpusight {line}\n" + body, store_history=True)
+    after.raise_error()
     out = capsys.readouterr().out
     gain = float(out.split("measured: ")[1].split("x")[0])
-    assert abs(gain / rows[0].speedup - 1.0) <= 0.2, (gain, rows[0].speedup)
+    assert isinstance(after.result, Report) and gain > 2.0, out
+    # The time a step saves, as the row said and as the changed cell ran. Their ratios
+    # (8-12x) would swing with the few ms the 2-core machine adds to the fast step now and then.
+    before_ms = float(rep.run["step_time_ms"])
+    saved_row = before_ms * (1.0 - 1.0 / rows[0].speedup)
+    saved = before_ms - float(after.result.run["step_time_ms"])
+    assert abs(saved / saved_row - 1.0) <= 0.2, (saved, saved_row, gain, rows[0].speedup)
 
 
 @pytest.mark.slow
@@ -328,5 +335,6 @@ def test_a_re_run_that_hangs_is_stopped_at_the_budget(ip: Any) -> None:
         import sys
 
         vars(sys).pop("_gpusight_test_runs", None)
-    assert time.monotonic() - t0 < 30
+    # Near the budget (10 s), against the hang's 300: room for a 2-core machine under load.
+    assert time.monotonic() - t0 < 60
     assert any("ran past its time limit" in n for n in rep.notes), rep.notes

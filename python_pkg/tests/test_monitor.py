@@ -378,7 +378,10 @@ def test_monitor_imports_without_ipython_comm_or_ipykernel() -> None:
         "    sys.modules[name] = None\n"
         "import time\n"
         "from gpusight.jupyter.monitor import Sampler\n"
-        "s = Sampler(hz=10, capacity=60).start(); time.sleep(0.5); s.stop()\n"
+        "s = Sampler(hz=10, capacity=60).start(); end = time.monotonic() + 20\n"
+        # Two samples (0.2 s at 10 Hz), however long a loaded machine keeps the thread waiting.
+        "while len(s) < 2 and time.monotonic() < end: time.sleep(0.05)\n"
+        "s.stop()\n"
         "print(len(s), s.source)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT / "python_pkg")}

@@ -4,7 +4,6 @@ more warm-up step. Real CPU torch, dynamo's eager backend (no C++ compiler neede
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
@@ -85,7 +84,8 @@ def _inference(how: str) -> Callable[[], None]:
 
 
 def _bare_then_watched(make: Callable[[], Callable[[], None]]) -> tuple[int, Watch]:
-    """The graphs a bare run compiles; then the same program watched (from a fresh dynamo)."""
+    """The graphs a bare run compiles; then the same program watched (from a fresh dynamo).
+    ``_COMPILED_AFTER`` holds what had been compiled after each watched step."""
     step = make()
     for _ in range(STEPS):
         step()
@@ -95,10 +95,22 @@ def _bare_then_watched(make: Callable[[], Callable[[], None]]) -> tuple[int, Wat
     counters.clear()
     step = make()
     w = Watch(warmup=WARMUP, profile_steps=0, stop_after_steps=False, device_types=("meta",))
+    _COMPILED_AFTER.clear()
     with w:
         for _ in range(STEPS):
             step()
+            _COMPILED_AFTER.append(_compiled())
     return graphs, w
+
+
+_COMPILED_AFTER: list[int] = []
+
+
+def _nothing_compiled_while_measured(measured: int) -> bool:
+    """A recompile costs tens of milliseconds against a step of under one here: the measured
+    steps (the last ``measured`` ones) must not hold one. Counted, not timed: a 2-core CI
+    machine stalls a step by 10x now and then."""
+    return _COMPILED_AFTER[STEPS - measured - 1] == _COMPILED_AFTER[-1]
 
 
 @pytest.mark.parametrize("how", ["module", "in_place", "function"])
@@ -115,7 +127,7 @@ def test_a_compiled_training_step_keeps_its_graph_and_its_steps(how: str) -> Non
     # Where anything was compiled, one more warm-up step takes the recompile (tens of ms here
     # against a step of about 1 ms).
     assert len(measured) == STEPS - WARMUP - (_compiled() > 0)
-    assert max(measured) < 10 * statistics.median(measured)
+    assert _nothing_compiled_while_measured(len(measured))
     assert snapshot() == before
 
 
@@ -138,10 +150,7 @@ def test_a_compiled_model_called_from_python_is_the_inference_step() -> None:
     assert rec is not None and rec.kind == "forward"
     measured = [r.duration_ns for r in rec.records if r.phase == "measure"]
     assert len(measured) == STEPS - WARMUP - 1
-    # No recompile measured: one costs milliseconds against a step of about 30 us here. The
-    # first measured step is the first after the warm-up's global hooks came off, whose guard
-    # dynamo checks once more: 6-11x the median on this repository's CPU machine.
-    assert max(measured) < 40 * statistics.median(measured)
+    assert _nothing_compiled_while_measured(len(measured))
 
 
 def test_a_model_called_inside_compiled_inference_is_one_step_and_the_report_says_why() -> None:
