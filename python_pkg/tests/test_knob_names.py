@@ -31,7 +31,7 @@ STILL_NAMED: dict[str, set[str]] = {
         "prefetch_factor",
     },
     # an epoch-start row's plan; a run's noise in whole rounds of its loader's workers
-    "rerun/driver.py": {"num_workers", "persistent_workers"},
+    "rerun/outcome.py": {"num_workers", "persistent_workers"},
     "rerun/results.py": {"script_arg"},  # the row of a batch change made through the script
     "rerun/run_failure.py": {"compile"},  # Python's compile(), not the knob
     "rerun/verify.py": {"compile"},  # Python's compile()

@@ -21,9 +21,11 @@ from gpusight.knobs.gain_rule import (
     threshold,
     wins,
 )
+from gpusight.report import Report
 from gpusight.rerun.driver import Driver, RunResult, ScriptRunner
 from gpusight.rerun.inject import install
 from gpusight.rerun.plan import plan
+from gpusight.rerun.results import apply
 from torch import nn
 
 GRAPHS = '''
@@ -307,6 +309,27 @@ def test_a_gain_larger_than_the_batch_explains_is_measured_again_then_not_counte
     # Measured again within the bound: the second run stands.
     _arm, res = _rows(FakeRunner({4: [4.0, 12.0], 16: [40.0]}))[4]
     assert res is not None and res.ok
+
+
+def test_a_gain_past_the_bound_against_a_slow_control_has_the_control_measured_again() -> None:
+    """The control ran slow (25 ms against the baseline's 10): the x4 batch reads 10x twice.
+    Run again, the control takes 10 ms: against the controls' median the batch gains 4x, which
+    counts, and its row says so."""
+    runner = FakeRunner({1: [10.0, 25.0, 10.0, 10.0], 4: [10.0], 16: [40.0]})
+    out = Driver(runner, budget_s=600.0).what_if()
+    arm, res = next((a, r) for a, r in out.arms if a.changes.get("replicate") == 4)
+    assert res is not None and res.ok, res and res.error
+    assert [c.step_ms for c in out.controls] == [10.0, 10.0]
+    assert sum(1 for c in runner.calls if c == {}) == 4  # baseline, control, two again
+    rep = Report(kind="watch", machine={"platform": "x", "python": "3", "cpu_count": 2,
+                                        "gpus": []})  # fmt: skip
+    row = next(r for r in apply(rep, out).what_if if r.change == arm.label)
+    assert row.speedup == pytest.approx(4.0)
+    # A control that runs slow again: the gain stays past the bound, and does not count.
+    runner = FakeRunner({1: [10.0, 25.0, 25.0], 4: [10.0], 16: [40.0]})
+    out = Driver(runner, budget_s=600.0).what_if()
+    res = next(r for a, r in out.arms if a.changes.get("replicate") == 4)
+    assert res is not None and not res.ok and "suspect: 10.00x from 4x" in (res.error or "")
 
 
 def test_the_gain_rule() -> None:

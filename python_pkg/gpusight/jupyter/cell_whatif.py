@@ -19,8 +19,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..report import Report
-from ..rerun.driver import MAX_WINDOW_S, MIN_WINDOW_S, STEPS, RunResult, judge
+from ..rerun.driver import MAX_WINDOW_S, MIN_WINDOW_S, STEPS, judge
 from ..rerun.inject import LOADER_KEYS
+from ..rerun.outcome import RunResult
 from .cell_state import CellState
 from .time_limit import interrupted_after
 

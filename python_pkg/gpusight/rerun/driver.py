@@ -29,7 +29,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +44,7 @@ from ..knobs import (
 from ..knobs.base import MIN_WINDOW_S
 from ..knobs.gain_rule import MIN_GAIN, beyond_bound, noise_pct, threshold
 from . import stacking
+from .outcome import Outcome, RunResult
 from .overlay import Overlay, isolated, over
 from .plan import Arm, Group, combine, hidden_by_noise, plan, sweep_goes_on
 from .run_failure import OOM, reason
@@ -63,128 +63,6 @@ CONTROLS_AGREE_PCT = 10.0
 # What a run may take beyond its forecast before it is stopped.
 TIMEOUT_FACTOR = 3.0
 TIMEOUT_PAD_S = 30.0
-
-
-@dataclass
-class RunResult:
-    label: str
-    changes: dict[str, Any]
-    ok: bool
-    wall_s: float
-    report: dict[str, Any] | None = None
-    facts: dict[str, Any] | None = None
-    error: str | None = None
-    items_override: int | None = None
-    """Items per step as the change makes them, where that needs the baseline's count
-    (``Knob.items``; the driver sets it)."""
-
-    @property
-    def run(self) -> dict[str, Any]:
-        return (self.report or {}).get("run") or {}
-
-    @property
-    def step_ms(self) -> float | None:
-        """The measured mean step (``drained_mean_ms`` where the run drained the GPU), plus the
-        loader's epoch start spread over the epoch."""
-        v = self.run.get("step_time_ms")
-        if not v:
-            return None
-        drained = self.drained_mean_ms
-        return (drained if drained is not None else float(v)) + self.epoch_share_ms
-
-    @property
-    def drained_mean_ms(self) -> float | None:
-        """Every measured step's time and the GPU work still queued after the last, over the
-        steps: the window from an empty launch queue to a drained GPU. A GPU-bound step's host
-        timestamps run ahead of it by the queue's depth (the first steps short, the last ones
-        ended before the GPU finished them): on the H200 an LSTM language model at batch 1280
-        read a 20.9x batch gain from its steady steps, 18.5x drained, 17.2x by its own clock
-        (benchmarks/results/h200-run19, h200-run20)."""
-        drain, xs = self.run.get("end_drain_ms"), self.run.get("step_times_ms") or []
-        if drain is None or not xs or len(xs) != self.steps:
-            return None
-        return (sum(float(x) for x in xs) + float(drain)) / len(xs)
-
-    @property
-    def epoch_share_ms(self) -> float:
-        """Each epoch starts the loader's workers and waits for their first batch; the measured
-        steps come after that (warm-up). Spread over the epoch's batches, it is what every step
-        pays: 112 workers whose measured steps ran 3x faster than 28 made a one-epoch notebook
-        cell slower (the H200, ``benchmarks/whatifs/cell.py``). Workers that persist start
-        once, not per epoch: nothing is spread then."""
-        ld = (self.facts or {}).get("loader") or {}
-        start, per_epoch = ld.get("epoch_start_ms"), ld.get("batches_per_epoch")
-        if not start or not per_epoch or ld.get("persistent_workers"):
-            return 0.0
-        if any(p.get("kind") == "epoch_start" for p in self.run.get("phases") or []):
-            return 0.0  # short epochs: the measured window paid its epoch starts already
-        # A step's usual wait for its batch is in the mean step already.
-        usual = float((self.run.get("breakdown_ms") or {}).get("data_wait") or 0.0)
-        return max(0.0, float(start) - usual) / int(per_epoch)
-
-    @property
-    def items(self) -> int | None:
-        """Items per step: the watch's count, or as the change makes them (``Knob.items``)."""
-        if self.items_override:
-            return self.items_override
-        v = self.run.get("items_per_step")
-        return run_items(self.changes, int(v), None) if v else None
-
-    @property
-    def steps(self) -> int:
-        return int(self.run.get("steps") or 0)
-
-    def items_per_s(self, fallback_items: int | None) -> float | None:
-        items = self.items or fallback_items
-        if not self.step_ms or not items:
-            return None
-        return items / self.step_ms * 1000.0
-
-    def sem_pct(self) -> float:
-        """The mean step's standard error, in % of it, by batch means: the steps in up to 8
-        blocks, each a whole number of stall periods, of a phase's or of rounds of the loader's
-        workers (a bursty loader's steps are not independent: one block of 4 holds its stall,
-        one step does or does not; an epoch start every 10 steps is in every block of 10; 14
-        workers deliver 14 batches, then wait). 0 with fewer than 3 blocks."""
-        xs = self.run.get("step_times_ms") or []
-        phases = [int(p.get("period_steps") or 1) for p in self.run.get("phases") or []]
-        workers = int(((self.facts or {}).get("loader") or {}).get("num_workers") or 1)
-        stall = int((self.run.get("stall") or {}).get("period_steps") or 1)
-        period = max(stall, workers, *phases)
-        blen = max(period, (len(xs) // 8) // period * period)
-        blocks = [xs[i : i + blen] for i in range(0, len(xs) - blen + 1, blen)]
-        if len(blocks) < 3:
-            return 0.0
-        means = [statistics.fmean(b) for b in blocks]
-        m = statistics.fmean(means)
-        return 100.0 * statistics.stdev(means) / (len(means) ** 0.5) / m if m > 0 else 0.0
-
-
-@dataclass
-class Outcome:
-    baseline: RunResult
-    control: RunResult | None
-    arms: list[tuple[Arm, RunResult | None]] = field(default_factory=list)
-    together: tuple[list[Arm], RunResult | None] | None = None
-    noise_pct: float = 0.0
-    budget_s: float = 0.0
-    spent_s: float = 0.0
-    interrupted: bool = False
-    controls: list[RunResult] = field(default_factory=list)
-    """Control runs after the first: the reference is the median of all of them."""
-    noise_note: str = "within-run"
-    runs: int = 0
-    """Re-runs made (the baseline and the controls included)."""
-    plan: list[str] = field(default_factory=list)
-    """The planned groups in the order they run, each with its arms: said before the first."""
-    stacked_on: dict[int, RunResult] = field(default_factory=dict)
-    """For an arm run on top of the winning batch (its index in ``arms``): the batch winner's
-    run, which its gain is over."""
-    not_planned: dict[str, str] = field(default_factory=dict)
-    """The changes asked for by name (``--try``) that this run gave nothing to try: why."""
-    together_from: str | None = None
-    """The run the winners' combined row reuses, where one already ran exactly their changes
-    (the batch winner and one arm on top of it)."""
 
 
 Runner = Callable[[str, dict[str, Any], bool, float], RunResult]
@@ -548,7 +426,6 @@ class Driver:
     ) -> tuple[float, Arm] | None:
         """Run a group's arms (a sweep while it gains); its best (gain, arm). ``under``: the
         run of the winner the arms are on top of, which they are judged against."""
-        ips0 = (under or ref).items_per_s(items0) or 0.0
         gains: list[float | None] = []
         ran: list[RunResult] = []
         best: tuple[float, Arm] | None = None
@@ -591,8 +468,8 @@ class Driver:
                 out.stacked_on[len(out.arms)] = under
             out.arms.append((arm, res))
             ran.append(res)
-            ips = res.items_per_s(items0) if res.ok else None
-            gain = ips / ips0 if ips and ips0 else None
+            # The reference as it stands now: a suspect gain may have had the control re-run.
+            gain = _gain(res, under or _reference_rate(out, ref, items0), items0)
             gains.append(gain)
             if gain is not None:
                 g.measured.append((arm, gain))
@@ -609,11 +486,12 @@ class Driver:
     def _measure(
         self, out: Outcome, arm: Arm, ref: RunResult, items0: int, need: float
     ) -> RunResult:
-        """One arm's run; a gain past what its extra items can explain is measured again, and
-        a second such gain does not count (the run timed something else)."""
+        """One arm's run; a gain past what its extra items can explain is measured again; a
+        second such gain has the control measured again (the reference may be what was slow);
+        past the bound still, it does not count (the run timed something else)."""
         res = self._run_arm(arm, ref, need)
-        for attempt in range(2):
-            gain = _gain(res, ref, items0)
+        for attempt in range(3):
+            gain = _gain(res, _reference_rate(out, ref, items0), items0)
             # Only a batch change alone has a bound: other changes gain on their own.
             if gain is None or arm.group != "batch":
                 return res
@@ -623,11 +501,16 @@ class Driver:
                 self.progress(f"{gain:.2f}x from {arm.items_factor:g}x the items: measuring again")
                 res = self._run_arm(arm, ref, need)
                 continue
-            res.ok = False
-            res.error = (
-                f"suspect: {gain:.2f}x from {arm.items_factor:g}x the items per step is more "
-                "than the larger batch can explain; not counted"
-            )
+            if attempt == 1 and ref is out.control and not out.controls:
+                self.progress(f"{gain:.2f}x again: measuring the control again")
+                self._more_controls(out, ref, items0)
+                continue
+            break
+        res.ok = False
+        res.error = (
+            f"suspect: {gain:.2f}x from {arm.items_factor:g}x the items per step is more "
+            "than the larger batch can explain; not counted"
+        )
         return res
 
     def _run_arm(self, arm: Arm, ref: RunResult, need: float) -> RunResult:
@@ -697,17 +580,23 @@ class Driver:
         out.together = (winners, self._measure(out, fake, ref, items0, need))
 
     def _second_control(self, out: Outcome, ref: RunResult, items0: int | None) -> None:
-        """Run-to-run noise: the control again, when the budget allows; a third time when the
-        two disagree by more than ``CONTROLS_AGREE_PCT`` (the reference is then their median)."""
-        plain = Arm("control", "control again (no change)", {})
-        need = self.forecast_s(ref, plain)
+        """Run-to-run noise: the control again at the end, unless a suspect gain had it run
+        again already."""
         if ref is out.baseline:
             why = (out.control.error if out.control is not None else None) or "not run"
             out.noise_note = f"within-run only (the control run failed: {why})"
             return
-        if need > self.left_s():
+        if out.controls:
+            return
+        if self.forecast_s(ref, Arm("control", "control again (no change)", {})) > self.left_s():
             out.noise_note = "within-run only (no budget left for a second control run)"
             return
+        self._more_controls(out, ref, items0)
+
+    def _more_controls(self, out: Outcome, ref: RunResult, items0: int | None) -> None:
+        """The control run again, as the budget allows; a third time when the two disagree by
+        more than ``CONTROLS_AGREE_PCT`` (the reference is then their median)."""
+        need = self.forecast_s(ref, Arm("control", "control again (no change)", {}))
         rates = [ref.items_per_s(items0)]
         for _ in range(2):
             if need > self.left_s():
@@ -741,8 +630,19 @@ def _batch_seen(out: Outcome, winners: list[Arm]) -> list[tuple[float, RunResult
     return [(base.slowdown, run)] if base is not None and run is not None else []
 
 
-def _gain(res: RunResult, ref: RunResult, items0: int) -> float | None:
-    ips, ips0 = res.items_per_s(items0) if res.ok else None, ref.items_per_s(items0)
+def _reference_rate(out: Outcome, ref: RunResult, items0: int) -> float | None:
+    """Items per second of the unchanged script: the control's, or the median of the
+    controls' where it ran again (as ``results.apply`` takes it: one slow run does not move
+    it)."""
+    rates = [r.items_per_s(items0) for r in (ref, *out.controls)] if ref is out.control else []
+    got = [r for r in rates if r]
+    return statistics.median(got) if got else ref.items_per_s(items0)
+
+
+def _gain(res: RunResult, ref: RunResult | float | None, items0: int) -> float | None:
+    """``res``'s items per second over the reference's (a run, or its rate)."""
+    ips = res.items_per_s(items0) if res.ok else None
+    ips0 = ref.items_per_s(items0) if isinstance(ref, RunResult) else ref
     return ips / ips0 if ips and ips0 else None
 
 

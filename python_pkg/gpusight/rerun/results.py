@@ -20,8 +20,8 @@ from ..one_gain import REPEAT_OF, one_gain_per_change, repeat_of
 from ..report import Evidence, Finding, Fix, Impact, Report, WhatIf
 from ..rules.severity import settle
 from .disturbed import disturbed
-from .driver import Outcome, RunResult
 from .measured_verdict import settle_verdict
+from .outcome import Outcome, RunResult
 from .plan import Arm
 
 

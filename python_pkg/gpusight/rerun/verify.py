@@ -25,7 +25,8 @@ from typing import Any
 from ..fixes.diff_apply import PatchError, apply, parse
 from ..fixes.patch_files import inside, made_from, read_text, stale
 from . import sandbox
-from .driver import RunResult, ScriptRunner
+from .driver import ScriptRunner
+from .outcome import RunResult
 from .overlay import unguarded
 
 

@@ -4,7 +4,7 @@ gain the what-if predicted, then ``gpusight diff``'s comparison of the two runs.
 from __future__ import annotations
 
 from ..compare import compare_reports, prediction_lines, render_comparison
-from .driver import RunResult
+from .outcome import RunResult
 from .verify import Verified
 
 

@@ -1,0 +1,133 @@
+"""What a re-run what-if measured: each run's result (its report, its rate of items) and the
+whole outcome (the baseline, the controls, every arm) that ``results.apply`` turns into rows."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..knobs import run_items
+from .plan import Arm
+
+
+@dataclass
+class RunResult:
+    label: str
+    changes: dict[str, Any]
+    ok: bool
+    wall_s: float
+    report: dict[str, Any] | None = None
+    facts: dict[str, Any] | None = None
+    error: str | None = None
+    items_override: int | None = None
+    """Items per step as the change makes them, where that needs the baseline's count
+    (``Knob.items``; the driver sets it)."""
+
+    @property
+    def run(self) -> dict[str, Any]:
+        return (self.report or {}).get("run") or {}
+
+    @property
+    def step_ms(self) -> float | None:
+        """The measured mean step (``drained_mean_ms`` where the run drained the GPU), plus the
+        loader's epoch start spread over the epoch."""
+        v = self.run.get("step_time_ms")
+        if not v:
+            return None
+        drained = self.drained_mean_ms
+        return (drained if drained is not None else float(v)) + self.epoch_share_ms
+
+    @property
+    def drained_mean_ms(self) -> float | None:
+        """Every measured step's time and the GPU work still queued after the last, over the
+        steps: the window from an empty launch queue to a drained GPU. A GPU-bound step's host
+        timestamps run ahead of it by the queue's depth (the first steps short, the last ones
+        ended before the GPU finished them): on the H200 an LSTM language model at batch 1280
+        read a 20.9x batch gain from its steady steps, 18.5x drained, 17.2x by its own clock
+        (benchmarks/results/h200-run19, h200-run20)."""
+        drain, xs = self.run.get("end_drain_ms"), self.run.get("step_times_ms") or []
+        if drain is None or not xs or len(xs) != self.steps:
+            return None
+        return (sum(float(x) for x in xs) + float(drain)) / len(xs)
+
+    @property
+    def epoch_share_ms(self) -> float:
+        """Each epoch starts the loader's workers and waits for their first batch; the measured
+        steps come after that (warm-up). Spread over the epoch's batches, it is what every step
+        pays: 112 workers whose measured steps ran 3x faster than 28 made a one-epoch notebook
+        cell slower (the H200, ``benchmarks/whatifs/cell.py``). Workers that persist start
+        once, not per epoch: nothing is spread then."""
+        ld = (self.facts or {}).get("loader") or {}
+        start, per_epoch = ld.get("epoch_start_ms"), ld.get("batches_per_epoch")
+        if not start or not per_epoch or ld.get("persistent_workers"):
+            return 0.0
+        if any(p.get("kind") == "epoch_start" for p in self.run.get("phases") or []):
+            return 0.0  # short epochs: the measured window paid its epoch starts already
+        # A step's usual wait for its batch is in the mean step already.
+        usual = float((self.run.get("breakdown_ms") or {}).get("data_wait") or 0.0)
+        return max(0.0, float(start) - usual) / int(per_epoch)
+
+    @property
+    def items(self) -> int | None:
+        """Items per step: the watch's count, or as the change makes them (``Knob.items``)."""
+        if self.items_override:
+            return self.items_override
+        v = self.run.get("items_per_step")
+        return run_items(self.changes, int(v), None) if v else None
+
+    @property
+    def steps(self) -> int:
+        return int(self.run.get("steps") or 0)
+
+    def items_per_s(self, fallback_items: int | None) -> float | None:
+        items = self.items or fallback_items
+        if not self.step_ms or not items:
+            return None
+        return items / self.step_ms * 1000.0
+
+    def sem_pct(self) -> float:
+        """The mean step's standard error, in % of it, by batch means: the steps in up to 8
+        blocks, each a whole number of stall periods, of a phase's or of rounds of the loader's
+        workers (a bursty loader's steps are not independent: one block of 4 holds its stall,
+        one step does or does not; an epoch start every 10 steps is in every block of 10; 14
+        workers deliver 14 batches, then wait). 0 with fewer than 3 blocks."""
+        xs = self.run.get("step_times_ms") or []
+        phases = [int(p.get("period_steps") or 1) for p in self.run.get("phases") or []]
+        workers = int(((self.facts or {}).get("loader") or {}).get("num_workers") or 1)
+        stall = int((self.run.get("stall") or {}).get("period_steps") or 1)
+        period = max(stall, workers, *phases)
+        blen = max(period, (len(xs) // 8) // period * period)
+        blocks = [xs[i : i + blen] for i in range(0, len(xs) - blen + 1, blen)]
+        if len(blocks) < 3:
+            return 0.0
+        means = [statistics.fmean(b) for b in blocks]
+        m = statistics.fmean(means)
+        return 100.0 * statistics.stdev(means) / (len(means) ** 0.5) / m if m > 0 else 0.0
+
+
+@dataclass
+class Outcome:
+    baseline: RunResult
+    control: RunResult | None
+    arms: list[tuple[Arm, RunResult | None]] = field(default_factory=list)
+    together: tuple[list[Arm], RunResult | None] | None = None
+    noise_pct: float = 0.0
+    budget_s: float = 0.0
+    spent_s: float = 0.0
+    interrupted: bool = False
+    controls: list[RunResult] = field(default_factory=list)
+    """Control runs after the first: the reference is the median of all of them."""
+    noise_note: str = "within-run"
+    runs: int = 0
+    """Re-runs made (the baseline and the controls included)."""
+    plan: list[str] = field(default_factory=list)
+    """The planned groups in the order they run, each with its arms: said before the first."""
+    stacked_on: dict[int, RunResult] = field(default_factory=dict)
+    """For an arm run on top of the winning batch (its index in ``arms``): the batch winner's
+    run, which its gain is over."""
+    not_planned: dict[str, str] = field(default_factory=dict)
+    """The changes asked for by name (``--try``) that this run gave nothing to try: why."""
+    together_from: str | None = None
+    """The run the winners' combined row reuses, where one already ran exactly their changes
+    (the batch winner and one arm on top of it)."""
