@@ -3,11 +3,8 @@ all lose when run alone yields to the change that won (rerun/measured_verdict.py
 
 from __future__ import annotations
 
-from gpusight.knobs.gain_rule import threshold
 from gpusight.report import Report, Verdict, WhatIf
 from gpusight.rerun.measured_verdict import settle_verdict
-
-BAR = threshold(2.5)
 
 
 def _report(bottleneck: str = "precision") -> Report:
@@ -17,9 +14,11 @@ def _report(bottleneck: str = "precision") -> Report:
     return rep
 
 
-def _row(change: str, speedup: float, finding: str | None, **params: str) -> WhatIf:
+def _row(
+    change: str, speedup: float, finding: str | None, noise: float = 2.5, **params: str
+) -> WhatIf:
     return WhatIf(change, 20.0, 20.0 / speedup, speedup, finding_id=finding, params=params,
-                  noise_pct=2.5, scope="end_to_end")  # fmt: skip
+                  noise_pct=noise, scope="end_to_end")  # fmt: skip
 
 
 # hf_trainer_defaults on the H100 (benchmarks/results/h100-run29): BERT-base, batch 8.
@@ -35,7 +34,7 @@ H100 = [
 
 def test_a_precision_verdict_whose_changes_lose_alone_yields_to_the_measured_batch() -> None:
     rep = _report()
-    settle_verdict(rep, H100, BAR)
+    settle_verdict(rep, H100)
     assert rep.verdict.bottleneck == "launch_overhead"
     summary = rep.verdict.summary or ""
     assert "--per_device_train_batch_size 128 3.17x" in summary
@@ -49,7 +48,7 @@ def test_a_precision_verdict_whose_changes_lose_alone_yields_to_the_measured_bat
 def test_a_verdict_one_of_whose_changes_wins_alone_stands() -> None:
     rows = [_row("bf16 autocast", 5.51, "load.amp_unused"), *H100[2:4]]
     rep = _report()
-    settle_verdict(rep, rows, BAR)
+    settle_verdict(rep, rows)
     assert rep.verdict.bottleneck == "precision"
     assert rep.verdict.summary == "The GPU is busy but float32 matmuls."
 
@@ -58,9 +57,21 @@ def test_a_verdict_none_of_whose_changes_ran_stands() -> None:
     # Nothing measured the verdict's own change (no knob for it, or every arm skipped): the
     # unchanged run's reading is all there is.
     rep = _report("input_pipeline")
-    settle_verdict(rep, H100, BAR)
+    settle_verdict(rep, H100)
     assert rep.verdict.bottleneck == "input_pipeline"
     # Its changes lost, and nothing else won the whole step: it stands too.
     rep = _report()
-    settle_verdict(rep, H100[:2], BAR)
+    settle_verdict(rep, H100[:2])
     assert rep.verdict.bottleneck == "precision"
+
+
+def test_a_gain_inside_its_own_rows_noise_band_does_not_move_the_verdict() -> None:
+    """Each row wins at its own band: a batch run whose steps spread +-30 % gains 1.25x, short
+    of the 1.43x that band asks, while a quiet row at 1.10x would have won."""
+    noisy = [*H100[:2], _row("--per_device_train_batch_size 32", 1.25, "load.launch_bound", 30.0)]
+    rep = _report()
+    settle_verdict(rep, noisy)
+    assert rep.verdict.bottleneck == "precision"
+    quiet = [*H100[:2], _row("--per_device_train_batch_size 32", 1.10, "load.launch_bound")]
+    settle_verdict(rep, quiet)
+    assert rep.verdict.bottleneck == "launch_overhead"

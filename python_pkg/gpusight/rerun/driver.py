@@ -385,15 +385,15 @@ class Driver:
         for g in groups:
             g, under = self._on_winner(out, g, winners, base.facts, bases)
             best = self._group(out, g, ref, items0, winners, under)
-            if best is not None and best[0] >= threshold(out.noise_pct):
+            # Each row against its own band: the unchanged script's and its run's own.
+            if best is not None and best[0] >= threshold(
+                out.row_noise(_run_of(out, best[1]), under)
+            ):
                 winners.append(best[1])
                 knob = by_name(g.name)
                 bases[g.name] = (knob and knob.stack_base(g, out.noise_pct)) or best[1]
             elif best is not None and stacking.stacks(g.name):
                 losers.append(best[1])
-            for _arm, got in out.arms[-len(g.arms) :] if g.arms else []:
-                if got is not None and got.ok:
-                    out.noise_pct = max(out.noise_pct, 2.0 * got.sem_pct())
             if losers and stacking.batch_winner(winners) is not None:
                 for arm in losers:
                     self._on_top(out, arm, ref, items0, winners)
@@ -495,7 +495,7 @@ class Driver:
             # Only a batch change alone has a bound: other changes gain on their own.
             if gain is None or arm.group != "batch":
                 return res
-            if not beyond_bound(gain, arm.items_factor, out.noise_pct):
+            if not beyond_bound(gain, arm.items_factor, out.row_noise(res)):
                 return res
             if attempt == 0 and need <= self.left_s():
                 self.progress(f"{gain:.2f}x from {arm.items_factor:g}x the items: measuring again")
@@ -545,10 +545,8 @@ class Driver:
         out.stacked_on[len(out.arms)] = base_run
         out.arms.append((top, res))
         gain = _gain(res, base_run, items0)
-        if gain is not None and gain >= threshold(out.noise_pct):
+        if gain is not None and gain >= threshold(out.row_noise(res, base_run)):
             winners.append(arm)
-        if res.ok:  # as a group's runs: judged first, then their noise counts
-            out.noise_pct = max(out.noise_pct, 2.0 * res.sem_pct())
 
     def _together_arm(self, winners: list[Arm]) -> Arm:
         return Arm("together", "all winners together", combine(winners),

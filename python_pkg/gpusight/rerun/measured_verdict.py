@@ -11,6 +11,7 @@ larger batch (3.10x there). A change run on top of another's winner is not alone
 from __future__ import annotations
 
 from .. import finding_catalogue as catalogue
+from ..knobs.gain_rule import wins
 from ..report import Report, WhatIf
 
 
@@ -25,15 +26,15 @@ def _alone(rows: list[WhatIf]) -> list[WhatIf]:
     ]
 
 
-def settle_verdict(report: Report, rows: list[WhatIf], threshold: float) -> None:
-    """Name the measured bottleneck in ``report.verdict`` where the rows refute its own
-    (``threshold``: the smallest speedup that wins at the what-if's noise)."""
+def settle_verdict(report: Report, rows: list[WhatIf]) -> None:
+    """Name the measured bottleneck in ``report.verdict`` where the rows refute its own (a
+    row wins at its own noise band)."""
     named = report.verdict.bottleneck
     alone = _alone(rows)
     own = [r for r in alone if catalogue.bottleneck(r.finding_id or "") == named]
-    if not own or any((r.speedup or 0.0) >= threshold for r in own):
+    if not own or any(wins(r.speedup, r.noise_pct) for r in own):
         return
-    won = [r for r in alone if (r.speedup or 0.0) >= threshold and r.scope != "compute_only"]
+    won = [r for r in alone if wins(r.speedup, r.noise_pct) and r.scope != "compute_only"]
     top = max(won, key=lambda r: r.speedup or 0.0, default=None)
     other = catalogue.bottleneck(top.finding_id or "") if top is not None else None
     if top is None or other is None or other == named:

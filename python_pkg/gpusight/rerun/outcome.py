@@ -113,6 +113,7 @@ class Outcome:
     arms: list[tuple[Arm, RunResult | None]] = field(default_factory=list)
     together: tuple[list[Arm], RunResult | None] | None = None
     noise_pct: float = 0.0
+    """The unchanged script's noise band: its control's blocks of steps, its control runs."""
     budget_s: float = 0.0
     spent_s: float = 0.0
     interrupted: bool = False
@@ -131,3 +132,11 @@ class Outcome:
     together_from: str | None = None
     """The run the winners' combined row reuses, where one already ran exactly their changes
     (the batch winner and one arm on top of it)."""
+
+    def row_noise(self, res: RunResult | None, under: RunResult | None = None) -> float:
+        """A changed run's noise band: the wider of the unchanged script's and the run's own
+        (and that of the winner it ran on top of). One bursty loader arm (+-27 % on the H100's
+        tv_transforms_loader) no longer widens every other row's band, nor hides the groups
+        planned after it."""
+        own = [2.0 * r.sem_pct() for r in (res, under) if r is not None and r.ok]
+        return max([self.noise_pct, *own])

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..finding_catalogue import title
 from ..knobs import by_name
-from ..knobs.gain_rule import threshold
+from ..knobs.gain_rule import threshold, wins
 from ..one_gain import REPEAT_OF, one_gain_per_change, repeat_of
 from ..report import Evidence, Finding, Fix, Impact, Report, WhatIf
 from ..rules.severity import settle
@@ -101,7 +101,7 @@ def apply(report: Report, out: Outcome) -> Report:
     for i, (arm, res) in enumerate(out.arms):
         under = out.stacked_on.get(i)
         ms = _ms_per_base_items(under, base_items) if under is not None else before
-        row = _row(arm, res, ms, base_items, out.noise_pct, under or ref)
+        row = _row(arm, res, ms, base_items, out.row_noise(res, under), under or ref)
         rows.append(row)
         if res is not None and row.speedup and arm.finding_id:
             cur = best.get(arm.finding_id)
@@ -113,7 +113,7 @@ def apply(report: Report, out: Outcome) -> Report:
         tog = Arm("together", "all winners together: " + ", ".join(a.label for a in winners),
                   {}, None, skipped="over the budget",
                   scope="compute_only" if part else "end_to_end")  # fmt: skip
-        row = _row(tog, res, before, base_items, out.noise_pct)
+        row = _row(tog, res, before, base_items, out.row_noise(res))
         row.params = {**(row.params or {}), "winners": ",".join(a.group for a in winners)}
         if out.together_from and res is not None:
             row.params["measured_in"] = out.together_from
@@ -127,7 +127,6 @@ def apply(report: Report, out: Outcome) -> Report:
             row.speedup, row.after_ms, row.skipped = None, None, row.skipped or noisy
         report.notes.append(f"what-if: {noisy}")
         return report
-    bar = threshold(out.noise_pct)
     for fid, (gain, arm, res, row) in best.items():
         f = report.finding(fid)
         measured = fix_text = None
@@ -136,10 +135,11 @@ def apply(report: Report, out: Outcome) -> Report:
         rate = (
             f" ({ips0:.0f} -> {ips1:.0f} items/s)" if ips0 is not None and ips1 is not None else ""
         )
-        if gain >= bar:
+        noise = row.noise_pct or 0.0
+        if gain >= threshold(noise):
             measured = Impact(
                 basis="measured",
-                text=_measured_text(arm, gain, rate, out.noise_pct)
+                text=_measured_text(arm, gain, rate, noise)
                 + _once_cost(row.params or {})
                 + _outputs_back(res),
                 speedup=round(gain, 2),
@@ -152,7 +152,7 @@ def apply(report: Report, out: Outcome) -> Report:
                 basis="measured",
                 text=f"Measured end to end: {arm.label} gave {gain:.2f}x{rate}"
                 + (" over that batch alone" if arm.stacked_on else "")
-                + f", within the noise (±{out.noise_pct:.1f}%): not significant.",
+                + f", within the noise (±{noise:.1f}%): not significant.",
                 speedup=round(gain, 2),
                 recoverable_pct=0.0,
             )
@@ -178,8 +178,8 @@ def apply(report: Report, out: Outcome) -> Report:
         ]
     one_gain_per_change(report.findings, rows)
     settle(report.findings)
-    settle_verdict(report, rows, bar)
-    _summarise(report, out, rows, bar)
+    settle_verdict(report, rows)
+    _summarise(report, out, rows)
     return report
 
 
@@ -230,7 +230,7 @@ def _epoch_spread(out: Outcome) -> str | None:
     )
 
 
-def _summarise(report: Report, out: Outcome, rows: list[WhatIf], threshold: float) -> None:
+def _summarise(report: Report, out: Outcome, rows: list[WhatIf]) -> None:
     ran = [r for r in rows if r.skipped is None and repeat_of(r) is None]
     skipped = [r for r in rows if r.skipped is not None]
     note = (
@@ -251,14 +251,12 @@ def _summarise(report: Report, out: Outcome, rows: list[WhatIf], threshold: floa
         note += "; interrupted (Ctrl-C): the rows cover what ran"
     report.notes.append(note)
     # A row on top of the winning batch gains over that batch, not over the script as it is.
-    wins = [
-        r
-        for r in ran
-        if r.speedup and r.speedup >= threshold and not (r.params or {}).get("stacked_on")
+    won = [
+        r for r in ran if wins(r.speedup, r.noise_pct) and not (r.params or {}).get("stacked_on")
     ]
-    whole = [r for r in wins if r.scope != "compute_only"]
-    if wins:
-        top = max(whole or wins, key=lambda r: r.speedup or 0.0)
+    whole = [r for r in won if r.scope != "compute_only"]
+    if won:
+        top = max(whole or won, key=lambda r: r.speedup or 0.0)
         what = "makes the script" if whole else "makes the model's compute alone"
         report.verdict.summary = (
             f"{report.verdict.summary} Measured: {top.change} {what} "
