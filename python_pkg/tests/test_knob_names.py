@@ -10,6 +10,7 @@ list may only shrink: a new one fails this test.
 from __future__ import annotations
 
 import ast
+import builtins
 import tokenize
 from pathlib import Path
 
@@ -20,21 +21,6 @@ PKG = Path(__file__).resolve().parents[1] / "gpusight"
 
 # Where a driver still names a change key, and why.
 STILL_NAMED: dict[str, set[str]] = {
-    # what a re-run saw of the script's loader and model, to compare with the arm's changes
-    "rerun/facts.py": {
-        "autocast",
-        "batch_size",
-        "channels_last",
-        "num_workers",
-        "persistent_workers",
-        "pin_memory",
-        "prefetch_factor",
-    },
-    # an epoch-start row's plan; a run's noise in whole rounds of its loader's workers
-    "rerun/outcome.py": {"num_workers", "persistent_workers"},
-    "rerun/results.py": {"script_arg"},  # the row of a batch change made through the script
-    "rerun/run_failure.py": {"compile"},  # Python's compile(), not the knob
-    "rerun/verify.py": {"compile"},  # Python's compile()
     # how the kernel's copies take a change: the inputs' layout, a larger batch, the loader's
     # arguments on a clone
     "whatif/arms.py": {"batch_size", "channels_last", "persistent_workers", "to_device"},
@@ -50,7 +36,6 @@ STILL_NAMED: dict[str, set[str]] = {
         "pin_memory",
         "prefetch_factor",
     },
-    "whatif/restore.py": {"tf32"},  # torch's own fp32 precision value "tf32"
 }
 
 
@@ -58,12 +43,21 @@ def _keys() -> set[str]:
     return {key for k in REGISTRY for key in (*k.keys, *(r.key for r in k.local_rows()))}
 
 
+def _not_a_change(before: list[tokenize.TokenInfo], name: str) -> bool:
+    """Python's own (a builtin such as ``compile``, ``re.compile``), or a knob's module read
+    from the registry's package (``knobs.tf32``): not a driver naming a change."""
+    if len(before) >= 2 and before[-1].string == ".":
+        return before[-2].string in ("re", "knobs")
+    return hasattr(builtins, name)
+
+
 def _named(path: Path, keys: set[str]) -> set[str]:
     found: set[str] = set()
+    before: list[tokenize.TokenInfo] = []
     with path.open("rb") as f:
         for tok in tokenize.tokenize(f.readline):
             value: object = None
-            if tok.type == tokenize.NAME:
+            if tok.type == tokenize.NAME and not _not_a_change(before, tok.string):
                 value = tok.string
             elif tok.type == tokenize.STRING:
                 try:
@@ -72,6 +66,7 @@ def _named(path: Path, keys: set[str]) -> set[str]:
                     continue
             if isinstance(value, str) and value in keys:
                 found.add(value)
+            before = [*before[-1:], tok]
     return found
 
 

@@ -62,3 +62,22 @@ def test_persistent_workers_start_once_not_per_epoch() -> None:
     res, _ = _one_epoch(workers=2, persistent=True)
     assert res.epoch_share_ms == 0.0
     assert res.step_ms == float(res.run["step_time_ms"])
+
+
+def test_the_facts_hold_what_each_knob_plans_by() -> None:
+    """The loader's settings the knobs change, and each knob's ``model_facts``, as the watch
+    saw them (the registry says which: the facts name none of them)."""
+    from gpusight.knobs import LOADER_KEYS, REGISTRY
+
+    res, _ = _one_epoch(workers=2, persistent=True)
+    facts = res.facts or {}
+    ld = facts["loader"]
+    assert {k: ld[k] for k in LOADER_KEYS} == {
+        "num_workers": 2, "pin_memory": False, "persistent_workers": True,
+        "prefetch_factor": 2, "batch_size": BATCH,
+    }  # fmt: skip
+    model = facts["model"]
+    wanted = {k for knob in REGISTRY for k, _ in knob.model_facts}
+    assert wanted >= {"channels_last", "autocast", "batch_size"} and wanted <= set(model)
+    assert model["batch_size"] == BATCH and model["autocast"] is False
+    assert model["channels_last"] is not True  # a Linear model has no layout to change

@@ -205,3 +205,23 @@ def test_controls_that_agree_with_the_diagnosed_run_keep_the_rows() -> None:
     rep = _workers_outcome(6.0, 6.2)
     (row,) = rep.what_if
     assert row.skipped is None and row.speedup is not None and row.speedup < 1.0
+
+
+def test_a_batch_set_through_the_scripts_argument_says_how_in_its_row() -> None:
+    arg = {"option": "--batch-size", "value": 128, "was": 32}
+    arm = Arm("batch", "--batch-size 128 (the script's batch argument)", {"script_arg": arg},
+              "load.small_batch", items_factor=4.0)  # fmt: skip
+    out = Outcome(baseline=_result("baseline", {}, 20.0), control=None, noise_pct=1.0)
+    out.arms = [(arm, _result("batch", arm.changes, 40.0))]
+    rep = Report(kind="watch", machine={"platform": "x", "python": "3", "cpu_count": 2,
+                                        "gpus": []})  # fmt: skip
+    row = apply(rep, out).what_if[0]
+    assert (row.params or {}).get("set_script_arg") == "--batch-size 128"
+    assert "set_script_arg" not in (apply(rep, _moved_outcome()).what_if[0].params or {})
+
+
+def _moved_outcome() -> Outcome:
+    arm = Arm("to_device", "model and batches on the GPU", {"to_device": "cuda"}, "code.cpu_model")
+    out = Outcome(baseline=_result("baseline", {}, 20.0), control=None, noise_pct=1.0)
+    out.arms = [(arm, _result("moved", arm.changes, 5.0))]
+    return out

@@ -107,6 +107,17 @@ def plan_groups(facts: dict[str, Any]) -> list[Group]:
     return out
 
 
+def recorded(model: Any, loader: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What a watched run records for the knobs to plan by: of its main model (each knob's
+    ``model_facts``) and of its DataLoader (the settings the loader and batch knobs change),
+    read from the watch's records of them (``None``: not seen)."""
+    of_model = {} if model is None else {
+        k: getattr(model, a) for knob in REGISTRY for k, a in knob.model_facts
+    }  # fmt: skip
+    of_loader = {} if loader is None else {k: getattr(loader, k) for k in LOADER_KEYS}
+    return of_model, of_loader
+
+
 def not_planned(facts: dict[str, Any], names: frozenset[str]) -> dict[str, str]:
     """For each knob of ``names`` that plans nothing for this run: why (``--try`` answers)."""
     s = Situation.of(facts)
@@ -126,6 +137,7 @@ __all__ = [
     "not_planned",
     "owners",
     "plan_groups",
+    "recorded",
     "run_items",
     "script_args",
     "source_edits",

@@ -25,6 +25,7 @@ class Autocast(Knob):
     name = "autocast"
     findings = (FINDING,)
     keys = ("autocast", "autocast_via")
+    model_facts = (("autocast", "autocast"), ("autocast_dtype", "autocast_dtype"))
     applied_as = "autocast"
     order = 90  # entered last, so it covers the call as the model makes it
     stacks_on_batch = True

@@ -265,6 +265,9 @@ class Knob:
     settings (``groups_on``) and judged against its run: the DataLoader's other settings on the
     winning workers (pinning pays off in the pin thread of a loader with workers; in the main
     process of one without, it only adds a copy)."""
+    model_facts: tuple[tuple[str, str], ...] = ()
+    """What a watched run records of its model for this knob to plan by: (the facts key under
+    ``model``, the watch's attribute of the model's record it reads)."""
     stacks_on_batch: bool = False
     """An arm of it that loses on the baseline's batch is tried once more on the winning batch:
     its cost is per launch (casts, layout conversions), which a larger batch amortises (on the
@@ -336,6 +339,11 @@ class Knob:
     def script_args(self, args: list[str], changes: dict[str, Any]) -> list[str]:
         """The script's command line for a re-run with ``changes``."""
         return args
+
+    def row_params(self, changes: dict[str, Any]) -> dict[str, Any]:
+        """How the change was set, for its row's params, where a value is more than a number
+        or a name (those the row takes as ``set_<key>`` itself)."""
+        return {}
 
     def cost(
         self, arm_facts: dict[str, Any] | None, ref_facts: dict[str, Any] | None,

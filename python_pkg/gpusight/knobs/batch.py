@@ -140,6 +140,7 @@ class Batch(Knob):
     name = "batch"
     findings = tuple(sorted(SMALL_IDS))
     keys = ("batch_size", "replicate", "script_arg")
+    model_facts = (("batch_size", "batch_size"),)  # the first input's leading dimension
     unapplied = "the model's inputs have no batch dimension to grow"
     order = 30
     grows_batch = True
@@ -224,6 +225,12 @@ class Batch(Knob):
         k = int(changes.get("replicate") or 1)
         # The watch sees each call as the script made it, before its inputs were repeated.
         return counted * k if counted and k > 1 else counted
+
+    def row_params(self, changes: dict[str, Any]) -> dict[str, Any]:
+        arg = changes.get("script_arg")
+        if not isinstance(arg, dict):
+            return {}
+        return {"set_script_arg": f"{arg.get('option')} {arg.get('value')}"}
 
     def script_args(self, args: list[str], changes: dict[str, Any]) -> list[str]:
         arg = changes.get("script_arg")

@@ -16,6 +16,8 @@ class ChannelsLast(Knob):
     name = "channels_last"
     findings = (FINDING,)
     keys = ("channels_last",)
+    model_facts = (("channels_last", "model_channels_last"),
+                   ("input_channels_last", "input_channels_last"))  # fmt: skip
     applied_as = "channels_last"
     order = 20
     moves_parameters = True

@@ -29,6 +29,17 @@ NOT_A_DATALOADER = (
 PIN_FINDING = "code.pageable_copy"
 
 
+def workers_of(facts: dict[str, Any] | None) -> int:
+    """The worker processes of a run's DataLoader (its facts), at least 1: a round of them
+    delivers that many batches, then waits."""
+    return int(((facts or {}).get("loader") or {}).get("num_workers") or 1)
+
+
+def keeps_workers(facts: dict[str, Any] | None) -> bool:
+    """A run's DataLoader keeps its workers across epochs: they start once, not per epoch."""
+    return bool(((facts or {}).get("loader") or {}).get("persistent_workers"))
+
+
 def worker_counts(current: int, cores: int) -> list[int]:
     """Doubling from twice today's workers (at least 2), then all cores but two (the training
     process and the pin-memory thread need theirs): the knee lies up there when loading is

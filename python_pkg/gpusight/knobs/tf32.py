@@ -10,6 +10,8 @@ if TYPE_CHECKING:
     from ..report import Fix
 
 FINDING = "cfg.tf32_disabled"
+TF32 = "tf32"
+"""torch's value of a backend's ``fp32_precision`` that computes float32 in TF32."""
 MIN_COMPUTE_SHARE = 20.0
 
 
@@ -23,7 +25,7 @@ def tf32_on(flags: dict[str, Any]) -> bool:
 def tf32_state(flags: dict[str, Any]) -> tuple[bool, bool]:
     """(matmul TF32 on, cudnn TF32 on) from torch's settings as ``whatif/restore`` reads them."""
     matmul = flags.get("float32_matmul_precision") != "highest" or (
-        flags.get("fp32_precision.cuda.matmul") == "tf32"
+        flags.get("fp32_precision.cuda.matmul") == TF32
     )
     return matmul, bool(flags.get("cudnn.allow_tf32"))
 

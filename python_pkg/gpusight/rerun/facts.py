@@ -11,6 +11,7 @@ import dataclasses
 import os
 from typing import TYPE_CHECKING, Any
 
+from ..knobs import recorded
 from ..watch.code_sources import forward_site, forward_source, loader_source
 from ..watch.report_builder import batches_per_step
 
@@ -33,6 +34,7 @@ def from_watch(w: Watch, wall_s: float | None = None) -> dict[str, Any]:
     fwd = forward_site(w)
     fwd_src = forward_source(w) if fwd is not None else None
     steps = run.get("steps") or 0
+    of_model, of_loader = recorded(main, ld)
     return {
         "step_mode": rec.kind if rec is not None else None,
         "steps": steps,
@@ -49,11 +51,7 @@ def from_watch(w: Watch, wall_s: float | None = None) -> dict[str, Any]:
         "loader": None
         if ld is None
         else {
-            "num_workers": ld.num_workers,
-            "pin_memory": ld.pin_memory,
-            "batch_size": ld.batch_size,
-            "persistent_workers": ld.persistent_workers,
-            "prefetch_factor": ld.prefetch_factor,
+            **of_loader,
             "batches": ld.calls,
             "batches_per_step": batches_per_step(ld.calls, rec.completed if rec else 0),
             "batches_per_epoch": ld.batches_per_epoch,
@@ -81,11 +79,7 @@ def from_watch(w: Watch, wall_s: float | None = None) -> dict[str, Any]:
             "param_devices": list(main.param_devices),
             "input_devices": sorted(main.input_devices),
             "has_conv": main.has_conv,
-            "channels_last": main.model_channels_last,
-            "input_channels_last": main.input_channels_last,
-            "autocast": main.autocast,
-            "autocast_dtype": main.autocast_dtype,
-            "batch_size": main.batch_size,
+            **of_model,
             "grad_enabled": main.grad_enabled,
             "input_dim0s": sorted(main.input_dim0s),
             "input_opaque": sorted(main.input_opaque),

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..knobs import run_items
+from ..knobs.loader import keeps_workers, workers_of
 from .plan import Arm
 
 
@@ -60,7 +61,7 @@ class RunResult:
         once, not per epoch: nothing is spread then."""
         ld = (self.facts or {}).get("loader") or {}
         start, per_epoch = ld.get("epoch_start_ms"), ld.get("batches_per_epoch")
-        if not start or not per_epoch or ld.get("persistent_workers"):
+        if not start or not per_epoch or keeps_workers(self.facts):
             return 0.0
         if any(p.get("kind") == "epoch_start" for p in self.run.get("phases") or []):
             return 0.0  # short epochs: the measured window paid its epoch starts already
@@ -94,7 +95,7 @@ class RunResult:
         workers deliver 14 batches, then wait). 0 with fewer than 3 blocks."""
         xs = self.run.get("step_times_ms") or []
         phases = [int(p.get("period_steps") or 1) for p in self.run.get("phases") or []]
-        workers = int(((self.facts or {}).get("loader") or {}).get("num_workers") or 1)
+        workers = workers_of(self.facts)
         stall = int((self.run.get("stall") or {}).get("period_steps") or 1)
         period = max(stall, workers, *phases)
         blen = max(period, (len(xs) // 8) // period * period)

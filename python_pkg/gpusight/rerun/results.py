@@ -14,7 +14,7 @@ import statistics
 from typing import Any
 
 from ..finding_catalogue import title
-from ..knobs import by_name
+from ..knobs import by_name, owners
 from ..knobs.gain_rule import threshold, wins
 from ..one_gain import REPEAT_OF, one_gain_per_change, repeat_of
 from ..report import Evidence, Finding, Fix, Impact, Report, WhatIf
@@ -62,9 +62,8 @@ def _row(
     if arm.stacked_on:
         params["stacked_on"] = arm.stacked_on
     params.update({f"set_{k}": v for k, v in arm.changes.items() if isinstance(v, (int, str))})
-    arg = arm.changes.get("script_arg")
-    if isinstance(arg, dict):
-        params["set_script_arg"] = f"{arg.get('option')} {arg.get('value')}"
+    for owner in owners(arm.changes):
+        params.update(owner.row_params(arm.changes))
     if res is None:
         return WhatIf(arm.label, before, None, None, arm.finding_id, params, None,
                       arm.skipped or "not run")  # fmt: skip

@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from ..knobs.tf32 import TF32
 from .loaders import loader_generators
 
 
@@ -63,7 +64,7 @@ def _read_cudnn_allow_tf32() -> bool:
         return bool(torch._C._get_cudnn_allow_tf32())
     except RuntimeError:
         get = _fp32_getter()
-        return not (get is not None and get("cuda", "conv") == "tf32")
+        return not (get is not None and get("cuda", "conv") == TF32)
 
 
 def _read_matmul_precision() -> str:
