@@ -32,3 +32,14 @@ def test_a_float32_model_still_tries_autocast_and_tf32_first() -> None:
     order = _order(_facts(autocast=False, ids=["load.amp_unused"]))
     assert order[:2] == ["autocast", "tf32"]
     assert order.index("tf32") < order.index("channels_last")
+
+
+def test_a_change_of_the_kernels_alone_is_bounded_by_their_share_of_the_step() -> None:
+    """Amdahl: kernels 9 ms of a 10 ms step, a change of them alone gains at most 10x; with no
+    kernel time seen (no trace, no NVML) the bound is unknown, not 1x: nothing is hidden."""
+    bounds = {g.name: g.bound for g in plan(_facts(autocast=False, ids=["load.amp_unused"]))}
+    for name in ("autocast", "tf32", "channels_last"):
+        assert bounds[name] is not None and abs(bounds[name] - 10.0) < 1e-6, bounds
+    facts = {**_facts(autocast=False, ids=["load.amp_unused"]),
+             "breakdown_ms": {"compute": 0.0, "launch_overhead": 1.0}}  # fmt: skip
+    assert all(g.bound is None for g in plan(facts) if g.name in ("autocast", "channels_last"))

@@ -195,3 +195,30 @@ def test_progress_is_the_share_of_the_planned_runs(monkeypatch: pytest.MonkeyPat
     assert out.runs == steps.calls.__len__() == 4
     # Far under the budget's seconds: its share of the budget would read 40 of 6000 s.
     assert steps.clock / 6000.0 < 0.01
+
+
+def test_bf16_too_small_a_share_alone_is_not_run_alone_but_on_top_of_the_winning_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kernels 2 % of the step at batch 8: bf16 alone can gain at most 1.02x (Amdahl), under the
+    least gain that counts, so it is not run alone; the batch grows the kernels' share, and on
+    top of the winning batch it is measured (and wins)."""
+    import gpusight.rerun.driver as driver_mod
+
+    facts = {**FACTS, "breakdown_ms": {"launch_overhead": 9.8, "compute": 0.2}}
+    steps = Steps({"autocast": CASTS})
+    monkeypatch.setattr(driver_mod.time, "monotonic", lambda: steps.clock)
+
+    def run(label: str, changes: dict[str, Any], profile: bool, t: float) -> RunResult:
+        res = steps(label, changes, profile, t)
+        res.facts = facts
+        return res
+
+    out = Driver(run, budget_s=600.0, only=frozenset({"batch", "autocast"})).what_if()
+    alone = next(a for a, _ in out.arms if a.group == "autocast" and not a.stacked_on)
+    assert alone.skipped is not None and "at most 1.02x" in alone.skipped
+    assert not any(c.get("autocast") and not c.get("batch_size") for c in steps.calls)
+    top, res = next((a, r) for a, r in out.arms if a.stacked_on)
+    assert top.changes == {"batch_size": 512, "autocast": "bfloat16"}
+    assert res is not None and res.ok
+    assert _together_groups(out) == {"batch", "autocast"}

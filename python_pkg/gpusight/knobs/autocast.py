@@ -49,7 +49,7 @@ class Autocast(Knob):
         else:
             arm = Arm("autocast", "bf16 autocast around the model's forward",
                       {"autocast": "bfloat16"}, FINDING)  # fmt: skip
-        return [Group("autocast", s.compute_share + 1.0, [arm])]
+        return [Group("autocast", s.compute_share + 1.0, [arm], bound=s.kernels_bound)]
 
     def validate(self, changes: dict[str, Any]) -> str | None:
         if changes.get("autocast") not in (None, "bfloat16", "float16"):

@@ -220,6 +220,19 @@ class Situation:
             compute_share=share(facts, "compute"),
         )
 
+    @property
+    def kernels_bound(self) -> float | None:
+        """The most a change of the GPU's kernels alone (their precision, layout, algorithms)
+        can gain: the step's time in kernels removed. None where no kernel time was seen (no
+        trace, no NVML): unknown, not zero. On the H100 tv_transforms_loader's channels_last
+        run (a step waiting 90 % for its loader) took the 23 s its batch arm then lacked."""
+        return amdahl(self.compute_share) if self.compute_share > 0 else None
+
+
+def amdahl(share_pct: float) -> float:
+    """The most a change can gain that removes ``share_pct`` % of the step and nothing else."""
+    return 100.0 / max(1e-9, 100.0 - share_pct)
+
 
 def share(facts: dict[str, Any], *keys: str) -> float:
     """The share of the baseline's step, in %, that the breakdown's ``keys`` took."""

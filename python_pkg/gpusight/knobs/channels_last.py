@@ -33,7 +33,7 @@ class ChannelsLast(Knob):
         weight = 0.95 if FINDING in s.ids else 0.5
         arm = Arm("channels_last", "channels_last for the model and its inputs",
                   {"channels_last": True}, FINDING)  # fmt: skip
-        return [Group("channels_last", s.compute_share * weight, [arm])]
+        return [Group("channels_last", s.compute_share * weight, [arm], bound=s.kernels_bound)]
 
     def prepare(self, hooks: Target, module: Any) -> None:
         module.to(memory_format=hooks.torch.channels_last)

@@ -26,7 +26,7 @@ class CudnnBenchmark(Knob):
         if not s.cuda or not m or not m.get("has_conv") or s.flags.get("cudnn.benchmark"):
             return []
         arm = Arm("cudnn_benchmark", "cudnn.benchmark=True", {"cudnn_benchmark": True}, FINDING)
-        return [Group("cudnn_benchmark", s.compute_share * 0.4, [arm])]
+        return [Group("cudnn_benchmark", s.compute_share * 0.4, [arm], bound=s.kernels_bound)]
 
     def flags_on(self, torch: Any) -> None:
         torch.backends.cudnn.benchmark = True

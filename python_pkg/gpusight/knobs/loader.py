@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING, Any
 
-from .base import Arm, Group, Knob, Local, LocalRow, Situation, Target, share
+from .base import Arm, Group, Knob, Local, LocalRow, Situation, Target, amdahl, share
 from .gain_rule import threshold
 
 if TYPE_CHECKING:
@@ -140,8 +140,7 @@ class Workers(_LoaderKnob):
         current = int(s.loader.get("num_workers") or 0)
         counts = worker_counts(current, s.cores)
         # More workers remove at most the step's wait for data.
-        bound = 100.0 / max(1e-9, 100.0 - s.data_share)
-        g = Group("workers", s.data_share, sweep=True, bound=bound)
+        g = Group("workers", s.data_share, sweep=True, bound=amdahl(s.data_share))
         g.arms = [_workers_arm(n) for n in counts]
         if not counts:
             g.arms.append(

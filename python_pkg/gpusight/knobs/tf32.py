@@ -49,7 +49,7 @@ class Tf32(Knob):
         # its channels_last finding needed).
         weight = 0.2 if s.model.get("autocast") else 0.9
         arm = Arm("tf32", "TF32 for float32 matmuls and convolutions", {"tf32": True}, FINDING)
-        return [Group("tf32", s.compute_share * weight, [arm])]
+        return [Group("tf32", s.compute_share * weight, [arm], bound=s.kernels_bound)]
 
     def flags_on(self, torch: Any) -> None:
         torch.backends.cuda.matmul.allow_tf32 = True

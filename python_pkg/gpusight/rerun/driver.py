@@ -394,6 +394,9 @@ class Driver:
                 bases[g.name] = (knob and knob.stack_base(g, out.noise_pct)) or best[1]
             elif best is not None and stacking.stacks(g.name):
                 losers.append(best[1])
+            elif g.arms and stacking.stacks(g.name) and hidden_by_noise(g, out.noise_pct):
+                # Too small a share of the step alone to show; on a larger batch it grows.
+                losers.append(g.arms[0])
             if losers and stacking.batch_winner(winners) is not None:
                 for arm in losers:
                     self._on_top(out, arm, ref, items0, winners)

@@ -97,7 +97,10 @@ def plan_lines(groups: list[Group]) -> list[str]:
         )
         lines.append(f"{g.name} ({len(g.arms)}{on})")
         if stacks(g.name) and _runs(g):
-            waiting.append(f"{g.name} again on the winning batch if it loses alone")
+            waiting.append(
+                f"{g.name} again on the winning batch if it loses alone (or its share of the "
+                "step alone is too small to show)"
+            )
         if grows_batch(g.name) and _runs(g):
             batch_ran = True
         if batch_ran:
