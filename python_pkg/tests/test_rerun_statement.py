@@ -84,24 +84,30 @@ def _row(rep: dict[str, Any]) -> dict[str, Any]:
     return rows[0]
 
 
-def _verified(capsys: pytest.CaptureFixture[str]) -> tuple[float, float]:
-    """The patch's gain as --verify measured it, and its noise band (%)."""
+def _verified(capsys: pytest.CaptureFixture[str]) -> dict[str, float]:
+    """--verify's figures: its gain, its noise band (%), and the ms per step of the original
+    and the patched script."""
     capsys.readouterr()
     assert main(["run", "--verify", "fix.diff", "--report", "before.json", "--steps", "10",
                  "train.py"]) == 0  # fmt: skip
     out = capsys.readouterr().out
     got = re.search(r"measured: ([0-9.]+)x items per second \(noise ±([0-9.]+)%\)", out)
-    assert got, out
-    return float(got[1]), float(got[2])
+    ms = re.findall(r"steps, ([0-9.]+) ms/step\)", out)
+    assert got and len(ms) == 2, out
+    return {"gain": float(got[1]), "noise": float(got[2]), "before_ms": float(ms[0]),
+            "after_ms": float(ms[1])}  # fmt: skip
 
 
-def _agree(verified: tuple[float, float], row: dict[str, Any]) -> None:
-    """--verify's gain within 20 % of the row's (#50), or within the two measurements' own
-    noise bands together where those are wider (two runs on this 2-core machine, under the
-    suite's load, once read 22 % apart with bands that wide)."""
-    gain, noise = verified
-    off = 100.0 * abs(gain / row["speedup"] - 1.0)
-    assert off <= max(20.0, noise + float(row.get("noise_pct") or 0.0)), (verified, row)
+def _agree(v: dict[str, float], row: dict[str, Any]) -> None:
+    """--verify saves what the row said the change saves per step (#50): within 20 %, or
+    within the two measurements' noise bands together (in ms of the step) where those are
+    wider. Compared as time saved, not as two ratios: a statement that is most of the step
+    leaves a fast step whose few ms of jitter on this 2-core machine swing a 10x ratio by a
+    third (8.71x against 11.52x once)."""
+    saved_row = float(row["before_ms"]) - float(row["after_ms"])
+    saved = v["before_ms"] - v["after_ms"]
+    noise_ms = (v["noise"] + float(row.get("noise_pct") or 0.0)) / 100.0 * v["before_ms"]
+    assert saved > 0 and abs(saved - saved_row) <= max(0.2 * saved_row, noise_ms), (v, row)
 
 
 def _line(source: str, text: str) -> int:
