@@ -92,6 +92,17 @@ def unlike_fix(row: dict[str, Any] | None, variant: list[str]) -> str | None:
     )
 
 
+BUDGET_SKIPS = ("over the budget", "raise --budget")
+"""What a row left out for want of budget says (``rerun/driver.py``, ``rerun/stacking.py``)."""
+
+
+def plan_done(rows: list[dict[str, Any]]) -> bool:
+    """The budget reached the end of the plan: no row left out for want of it, the winners'
+    combined row included where two or more won (one winner is its own answer: its row)."""
+    skipped = [str(r.get("skipped") or "") for r in rows]
+    return bool(rows) and not any(k in s for s in skipped for k in BUDGET_SKIPS)
+
+
 def _row_view(r: dict[str, Any]) -> dict[str, Any]:
     keys = ("change", "speedup", "noise_pct", "skipped", "scope")
     return {k: r.get(k) for k in keys} | {"group": (r.get("params") or {}).get("group")}
@@ -127,6 +138,7 @@ def check(name: str, meta: dict[str, Any], args: argparse.Namespace, out: Path) 
     res["together_ran"] = any(
         r["group"] == "together" and r["speedup"] and not r["skipped"] for r in res["rows"]
     )
+    res["plan_done"] = plan_done(res["rows"])
     row = pick(rep, expected["pick"]) if what_if and rep else None
     res["row"] = _row_view(row) if row else None
     # A row at another setting than --fix's: the truth of the row's own change, through the
@@ -171,11 +183,13 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     inside = sum(1 for r in measured if abs(r["error_pct"]) <= TARGET_PCT)
     tried = [r for r in results.values() if r.get("rows")]
     together = sum(1 for r in tried if r.get("together_ran"))
+    done = sum(1 for r in tried if r.get("plan_done"))
     lines += [
         "",
         f"verdict right: {right} of {len(checked)}; measured rows within "
         f"±{TARGET_PCT:.0f}% of the truth: {inside} of {len(measured)}; the combined row ran on "
-        f"{together} of {len(tried)} what-ifs",
+        f"{together} of {len(tried)} what-ifs; the budget reached the end of the plan (the "
+        f"combined row where two or more won) on {done} of {len(tried)}",
     ]
     return "\n".join(lines)
 
