@@ -235,7 +235,8 @@ def _summarise(report: Report, out: Outcome, rows: list[WhatIf]) -> None:
     note = (
         f"what-if: {out.runs} runs of the script in {out.spent_s:.0f} s of the "
         f"{out.budget_s:.0f} s budget; each compares items per second over the measured steps "
-        f"with the control run's (noise ±{out.noise_pct:.1f}%, {out.noise_note})"
+        f"with the control run's (noise ±{out.noise_pct:.1f}%, {out.noise_note}; each row's "
+        "band is the wider of that and its own run's)"
     )
     if out.plan:
         note += "; planned in this order (arms): " + ", ".join(out.plan)
