@@ -225,7 +225,7 @@ class Situation:
         """The most a change of the GPU's kernels alone (their precision, layout, algorithms)
         can gain: the step's time in kernels removed. None where no kernel time was seen (no
         trace, no NVML): unknown, not zero. On the H100 tv_transforms_loader's channels_last
-        run (a step waiting 90 % for its loader) took the 23 s its batch arm then lacked."""
+        run (a step waiting 87 % for its loader) took the 23 s its batch arm then lacked."""
         return amdahl(self.compute_share) if self.compute_share > 0 else None
 
 

@@ -23,7 +23,6 @@ import contextlib
 import json
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -394,9 +393,9 @@ class Driver:
                 bases[g.name] = (knob and knob.stack_base(g, out.noise_pct)) or best[1]
             elif best is not None and stacking.stacks(g.name):
                 losers.append(best[1])
-            elif g.arms and stacking.stacks(g.name) and hidden_by_noise(g, out.noise_pct):
+            elif stacking.stacks(g.name) and (hidden := hidden_by_noise(g, out.noise_pct)):
                 # Too small a share of the step alone to show; on a larger batch it grows.
-                losers.append(g.arms[0])
+                losers += [a for a in g.arms[:1] if a.skipped == hidden]
             if losers and stacking.batch_winner(winners) is not None:
                 for arm in losers:
                     self._on_top(out, arm, ref, items0, winners)
@@ -472,7 +471,7 @@ class Driver:
             out.arms.append((arm, res))
             ran.append(res)
             # The reference as it stands now: a suspect gain may have had the control re-run.
-            gain = _gain(res, under or _reference_rate(out, ref, items0), items0)
+            gain = _gain(res, under or _reference_rate(out, items0), items0)
             gains.append(gain)
             if gain is not None:
                 g.measured.append((arm, gain))
@@ -494,7 +493,7 @@ class Driver:
         past the bound still, it does not count (the run timed something else)."""
         res = self._run_arm(arm, ref, need)
         for attempt in range(3):
-            gain = _gain(res, _reference_rate(out, ref, items0), items0)
+            gain = _gain(res, _reference_rate(out, items0), items0)
             # Only a batch change alone has a bound: other changes gain on their own.
             if gain is None or arm.group != "batch":
                 return res
@@ -631,13 +630,10 @@ def _batch_seen(out: Outcome, winners: list[Arm]) -> list[tuple[float, RunResult
     return [(base.slowdown, run)] if base is not None and run is not None else []
 
 
-def _reference_rate(out: Outcome, ref: RunResult, items0: int) -> float | None:
-    """Items per second of the unchanged script: the control's, or the median of the
-    controls' where it ran again (as ``results.apply`` takes it: one slow run does not move
-    it)."""
-    rates = [r.items_per_s(items0) for r in (ref, *out.controls)] if ref is out.control else []
-    got = [r for r in rates if r]
-    return statistics.median(got) if got else ref.items_per_s(items0)
+def _reference_rate(out: Outcome, items0: int) -> float | None:
+    """Items per second of the unchanged script, as ``Outcome.reference_ms`` takes it."""
+    ms = out.reference_ms(items0)
+    return items0 / ms * 1000.0 if ms else None
 
 
 def _gain(res: RunResult, ref: RunResult | float | None, items0: int) -> float | None:

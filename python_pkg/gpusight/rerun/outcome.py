@@ -81,6 +81,15 @@ class RunResult:
     def steps(self) -> int:
         return int(self.run.get("steps") or 0)
 
+    def ms_per(self, items: int | None) -> float | None:
+        """The step's time per ``items`` items (the baseline's batch: a larger batch's step
+        counts for its share of it)."""
+        if not self.step_ms:
+            return None
+        if self.items and items:
+            return self.step_ms * items / self.items
+        return self.step_ms
+
     def items_per_s(self, fallback_items: int | None) -> float | None:
         items = self.items or fallback_items
         if not self.step_ms or not items:
@@ -133,6 +142,23 @@ class Outcome:
     together_from: str | None = None
     """The run the winners' combined row reuses, where one already ran exactly their changes
     (the batch winner and one arm on top of it)."""
+
+    @property
+    def reference(self) -> RunResult:
+        """The unchanged script's run the changes are compared with: the control, or the
+        baseline where the control failed."""
+        return self.control if self.control is not None and self.control.ok else self.baseline
+
+    def reference_ms(self, items: int | None) -> float | None:
+        """The unchanged script's step per ``items`` items: the reference's, or the median of
+        the control runs' where the control ran again (one slow phase of the host does not
+        move it). The driver judges gains by it and the rows report it."""
+        ref = self.reference
+        first = ref.ms_per(items)
+        if not first or ref is not self.control or not self.controls:
+            return first
+        more = [c.ms_per(items) for c in self.controls]
+        return statistics.median([first, *(m for m in more if m)])
 
     def row_noise(self, res: RunResult | None, under: RunResult | None = None) -> float:
         """A changed run's noise band: the wider of the unchanged script's and the run's own

@@ -10,7 +10,6 @@ the control.
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
 from ..finding_catalogue import title
@@ -42,14 +41,6 @@ def _outputs_back(res: RunResult) -> str:
     )
 
 
-def _ms_per_base_items(res: RunResult, base_items: int | None) -> float | None:
-    if not res.step_ms:
-        return None
-    if res.items and base_items:
-        return res.step_ms * base_items / res.items
-    return res.step_ms
-
-
 def _row(
     arm: Arm,
     res: RunResult | None,
@@ -71,7 +62,7 @@ def _row(
     if not res.ok:
         return WhatIf(arm.label, before, None, None, arm.finding_id, params, None,
                       res.error or "failed")  # fmt: skip
-    after = _ms_per_base_items(res, base_items)
+    after = res.ms_per(base_items)
     params["steps"] = res.steps
     if res.items:
         params["items_per_step"] = res.items
@@ -87,19 +78,14 @@ def _row(
 def apply(report: Report, out: Outcome) -> Report:
     """Fill ``report`` (the baseline's) with the outcome's rows, impacts and notes."""
     facts = out.baseline.facts or {}
-    ref = out.control if out.control is not None and out.control.ok else out.baseline
+    ref = out.reference
     base_items = ref.items
-    before = ref.step_ms
-    if before and out.controls and ref is out.control:
-        # Several control runs: their median is the reference (one slow phase of the host
-        # does not move it).
-        more = [_ms_per_base_items(c, base_items) for c in out.controls]
-        before = statistics.median([before, *(m for m in more if m)])
+    before = out.reference_ms(base_items)
     rows: list[WhatIf] = []
     best: dict[str, tuple[float, Arm, RunResult, WhatIf]] = {}
     for i, (arm, res) in enumerate(out.arms):
         under = out.stacked_on.get(i)
-        ms = _ms_per_base_items(under, base_items) if under is not None else before
+        ms = under.ms_per(base_items) if under is not None else before
         row = _row(arm, res, ms, base_items, out.row_noise(res, under), under or ref)
         rows.append(row)
         if res is not None and row.speedup and arm.finding_id:
