@@ -2,9 +2,8 @@
 in the kernel, ``rerun/`` re-running the script) read it from the registry.
 
 Found by reading each driver module's tokens: a knob's change key as a name or as a whole string
-literal. The drivers still name some keys where they feed the step (the DataLoader's arguments,
-autocast around the step, the combined loop's inputs); those are listed here with why, and the
-list may only shrink: a new one fails this test.
+literal. A driver reads a DataLoader's arguments, a report row's parameters and a change's keys
+through the knobs (``knobs/loader.py``, ``knobs/dataloader.py``, ``knobs/batch.py``).
 """
 
 from __future__ import annotations
@@ -18,25 +17,6 @@ from gpusight.knobs import REGISTRY
 from gpusight.knobs.base import Knob
 
 PKG = Path(__file__).resolve().parents[1] / "gpusight"
-
-# Where a driver still names a change key, and why.
-STILL_NAMED: dict[str, set[str]] = {
-    # how the kernel's copies take a change: the inputs' layout, a larger batch, the loader's
-    # arguments on a clone
-    "whatif/arms.py": {"batch_size", "channels_last", "persistent_workers", "to_device"},
-    "whatif/batch_sweep.py": {"batch_size", "num_workers"},
-    "whatif/context.py": {"batch_size", "num_workers"},
-    "whatif/findings.py": {"batch_size"},  # the DataLoader call's batch, from the sweep's factor
-    # the graph row's param (report API): whether the replayed forward ran under autocast
-    "whatif/inference.py": {"autocast"},
-    "whatif/loaders.py": {"batch_size", "num_workers", "persistent_workers", "prefetch_factor"},
-    "whatif/procedures.py": {
-        "num_workers",
-        "persistent_workers",
-        "pin_memory",
-        "prefetch_factor",
-    },
-}
 
 
 def _keys() -> set[str]:
@@ -81,13 +61,20 @@ def _drivers() -> dict[str, set[str]]:
     return out
 
 
-def test_the_drivers_name_no_knobs_change_beyond_the_list_of_where_they_still_do() -> None:
-    found = _drivers()
-    new = {f: sorted(v - STILL_NAMED.get(f, set())) for f, v in found.items()}
-    assert not {f: v for f, v in new.items() if v}, "a driver names a knob's change: move it"
-    gone = {f: sorted(v - found.get(f, set())) for f, v in STILL_NAMED.items()}
-    # A name the drivers no longer write comes off the list, so that it cannot come back.
-    assert not {f: v for f, v in gone.items() if v}
+def test_the_drivers_name_no_knobs_change() -> None:
+    assert _drivers() == {}, "a driver names a knob's change: read it from the knob"
+
+
+def test_the_search_finds_a_key_as_a_name_an_argument_and_a_string(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "w = loader.num_workers\n"
+        "clone(dl, pin_memory=True)\n"
+        "changes = {'prefetch_factor': 4}\n"
+        "label = f'batch_size={n}'\n"  # a label's text is not the key
+        "flags = knobs.tf32\n"  # a knob's module, read from the registry's package
+    )
+    assert _named(probe, _keys()) == {"num_workers", "pin_memory", "prefetch_factor"}
 
 
 def test_a_knob_that_is_only_torchs_flags_is_written_in_its_module_alone() -> None:

@@ -59,10 +59,11 @@ class CellRunner:
     def __call__(
         self, label: str, changes: dict[str, Any], profile: bool, timeout_s: float
     ) -> RunResult:
+        from ..knobs.dataloader import clone
         from ..rerun.facts import from_watch
         from ..rerun.inject import install
         from ..watch.session import Watch
-        from ..whatif.loaders import clone_loader, shutdown
+        from ..whatif.loaders import shutdown
 
         self.state.restore()
         ns = self.shell.user_ns
@@ -88,13 +89,13 @@ class CellRunner:
                     # Built before the cell: rebuilt for this run (the patch sets the change).
                     for name, dl in self.state.loaders.items():
                         try:
-                            ns[name] = clone = clone_loader(dl)
+                            ns[name] = remade = clone(dl)
                         except Exception as exc:
                             raise _NotRemade(
                                 f"the DataLoader {name!r} could not be rebuilt with the change "
                                 f"({type(exc).__name__}: {exc})"[:300]
                             ) from None
-                        clones.append(clone)
+                        clones.append(remade)
             code = self._edited(changes)
             with self._in_copy(), w, interrupted_after(timeout_s) as overran:
                 try:

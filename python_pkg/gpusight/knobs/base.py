@@ -406,6 +406,11 @@ class Knob:
         snippet computes it (None: nothing; a re-run changes only the model's calls)."""
         return None
 
+    def input_layout(self, torch: Any) -> Any:
+        """The memory format the kernel keeps its batches on the device in, under this change
+        (None: as they come), so that the step does not convert them each time."""
+        return None
+
     def scales_loss(self, changes: dict[str, Any]) -> bool:
         """The kernel's own step scales its loss (a GradScaler) under this change."""
         return False

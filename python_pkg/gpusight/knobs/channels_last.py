@@ -46,6 +46,9 @@ class ChannelsLast(Knob):
             call, lambda t: t.contiguous(memory_format=cl) if t.dim() == 4 else t
         ), None
 
+    def input_layout(self, torch: Any) -> Any:
+        return torch.channels_last
+
     setup_code = ("model = model.to(memory_format=torch.channels_last)",)
     local_hooks = True
     local_finding = FINDING

@@ -17,7 +17,9 @@ from .gain_rule import threshold
 if TYPE_CHECKING:
     from ..report import Fix
 
-LOADER_KEYS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "batch_size")
+# The DataLoader's own settings, in the order a fix names them; the batch knob's batch_size too.
+SETTINGS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
+LOADER_KEYS = (*SETTINGS, "batch_size")
 FINDING = "load.input_bound"
 EPOCH_FINDING = "load.epoch_start"
 # The loader's changes are planned where loading takes at least this share of the step (%).
@@ -33,6 +35,17 @@ def workers_of(facts: dict[str, Any] | None) -> int:
     """The worker processes of a run's DataLoader (its facts), at least 1: a round of them
     delivers that many batches, then waits."""
     return int(((facts or {}).get("loader") or {}).get("num_workers") or 1)
+
+
+def workers_change(n: int) -> dict[str, int]:
+    """The DataLoader argument that sets ``n`` workers (a change's, a row's parameter)."""
+    return {"num_workers": n}
+
+
+def workers_in(changes: dict[str, Any]) -> int | None:
+    """The workers a change sets, None where it keeps the loader's."""
+    w = changes.get("num_workers")
+    return None if w is None else int(w)
 
 
 def keeps_workers(facts: dict[str, Any] | None) -> bool:
@@ -70,11 +83,11 @@ def beyond_cores(ran: list[tuple[int, float]], cores: int) -> Arm | None:
         return None
     if g2 / g1 < LINEAR_SHARE * (w2 / w1):
         return None
-    return _workers_arm(2 * w2)
+    return workers_arm(2 * w2)
 
 
-def _workers_arm(n: int) -> Arm:
-    return Arm("workers", f"DataLoader num_workers={n}", {"num_workers": n}, FINDING)
+def workers_arm(n: int) -> Arm:
+    return Arm("workers", f"DataLoader num_workers={n}", workers_change(n), FINDING)
 
 
 def prefetch_point(current: int | None) -> int:
@@ -141,7 +154,7 @@ class Workers(_LoaderKnob):
         counts = worker_counts(current, s.cores)
         # More workers remove at most the step's wait for data.
         g = Group("workers", s.data_share, sweep=True, bound=amdahl(s.data_share))
-        g.arms = [_workers_arm(n) for n in counts]
+        g.arms = [workers_arm(n) for n in counts]
         if not counts:
             g.arms.append(
                 Arm("workers", "DataLoader num_workers", {}, FINDING,
@@ -207,7 +220,7 @@ class Workers(_LoaderKnob):
         return points[0]
 
     def local_points(self, ctx: Local) -> list[Arm]:
-        return [_workers_arm(n) for n in worker_counts(_workers_now(ctx), ctx.cpu_count)]
+        return [workers_arm(n) for n in worker_counts(_workers_now(ctx), ctx.cpu_count)]
 
     def local_snippet(self, key: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         return f"whatif.{key}", {"what": f"num_workers sweep {params.get('sweep', '')}".strip()}

@@ -64,13 +64,13 @@ def is_pinned(batch: Batch) -> bool:
     return bool(ts) and all(t.is_pinned() for t in ts)
 
 
-def to_device(
-    batch: Batch, device: torch.device, *, non_blocking: bool, channels_last: bool = False
-) -> Batch:
+def moved(batch: Batch, device: torch.device, *, non_blocking: bool, layout: Any = None) -> Batch:
+    """``batch`` on ``device``; its 4-d float tensors in memory format ``layout`` where given."""
+
     def move(t: torch.Tensor) -> torch.Tensor:
         t = t.to(device, non_blocking=non_blocking)
-        if channels_last and t.dim() == 4 and t.is_floating_point():
-            t = t.contiguous(memory_format=torch.channels_last)
+        if layout is not None and t.dim() == 4 and t.is_floating_point():
+            t = t.contiguous(memory_format=layout)
         return t
 
     return map_tensors(batch, move)

@@ -18,13 +18,13 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from ..knobs import owners
+from ..knobs import dataloader, owners
 from ..knobs.base import Arm as Plan
 from ..knobs.base import Knob
 from ..knobs.loader import LOADER_KEYS
-from ..knobs.tensors import Batch, concat, pin, to_device
+from ..knobs.tensors import Batch, concat, moved, pin
 from .knob_hooks import KnobHooks
-from .loaders import clone_loader, is_dataloader, shutdown
+from .loaders import is_dataloader, shutdown
 from .restore import read_flags, write_flags
 
 StepFn = Callable[[nn.Module, Any, "torch.optim.Optimizer | None"], Any]
@@ -53,8 +53,8 @@ def source_of(plan: Plan) -> Source:
 
 
 def loader_overrides(plan: Plan) -> dict[str, Any]:
-    """The DataLoader arguments the change sets."""
-    return {k: plan.changes[k] for k in LOADER_KEYS if k in plan.changes}
+    """The DataLoader arguments the change sets (its batch factor aside)."""
+    return dataloader.arguments(plan.changes)
 
 
 def batch_factor(plan: Plan) -> int:
@@ -219,13 +219,8 @@ class Arm:
     def _prepare_batches(self, work: Workload) -> None:
         c, src, f = self.plan.changes, source_of(self.plan), batch_factor(self.plan)
         if src == "loader":
-            overrides = loader_overrides(self.plan)
-            if f > 1:
-                overrides["batch_size"] = work.loader.batch_size * f
             self.loader = (
-                clone_loader(work.loader, **overrides)
-                if is_dataloader(work.loader)
-                else work.loader
+                dataloader.clone(work.loader, c) if is_dataloader(work.loader) else work.loader
             )
             return
         cached = work.cached
@@ -236,12 +231,9 @@ class Arm:
                 concat([cached[(j * f + i) % len(cached)] for i in range(f)]) for j in range(n)
             ]
         if src == "device":
-            cached = [
-                to_device(
-                    b, self.device, non_blocking=False, channels_last=bool(c.get("channels_last"))
-                )
-                for b in cached
-            ]
+            layouts = [k.input_layout(torch) for k in self.knobs]
+            layout = next((f for f in layouts if f is not None), None)
+            cached = [moved(b, self.device, non_blocking=False, layout=layout) for b in cached]
         elif c.get("non_blocking") and self.device.type == "cuda":
             cached = [pin(b) for b in cached]
         self.batches = cached
@@ -271,7 +263,7 @@ class Arm:
     def stop(self, final: bool = False) -> None:
         # A persistent-workers loader reuses its iterator (and workers) across epochs: shutting
         # it down between blocks would break the next iter(); only close() does.
-        if final or not getattr(self.loader, "persistent_workers", False):
+        if final or not dataloader.keeps_workers(self.loader):
             shutdown(self._iter)
             shutdown(getattr(self.loader, "_iterator", None) if final else None)
         self._iter = None
@@ -281,7 +273,7 @@ class Arm:
     def step(self, batch: Batch) -> None:
         c = self.plan.changes
         if source_of(self.plan) != "device":
-            batch = to_device(batch, self.device, non_blocking=bool(c.get("non_blocking")))
+            batch = moved(batch, self.device, non_blocking=bool(c.get("non_blocking")))
         if self.step_fn is not None:
             with self._step_context():
                 self.step_fn(self.model, batch, self.optimizer)

@@ -11,13 +11,13 @@ from typing import Any
 
 import torch
 
+from ..knobs import dataloader
 from ..knobs.batch import MEMORY_SHARE, local_factor_arm, next_factor
 from ..knobs.gain_rule import KNEE_GAIN, knee_of
 from ..knobs.tensors import batch_len
 from ..report import Scalar
 from .arms import planned
 from .context import Context, Skip, VariantOOM
-from .loaders import can_resize_batches
 from .procedures import START_PER_WORKER_S, START_S, KnobRow, Outcome, outcome_of, whole_rounds
 from .restore import tensor_bytes
 from .runner import Comparison
@@ -72,7 +72,8 @@ class BatchSweep(KnobRow):
     E2E_STEPS = 2  # timed steps of the larger batch with the loader: a sample of its batches
 
     def _e2e_possible(self, ctx: Context) -> bool:
-        return ctx.loader_bound and ctx.dataloader and can_resize_batches(ctx.work.loader)
+        loader = ctx.work.loader
+        return ctx.loader_bound and ctx.dataloader and dataloader.can_resize_batches(loader)
 
     def _e2e_trial(self, ctx: Context, factor: int) -> tuple[tuple[int, int], float]:
         """Steps (your loader, the larger batch from your loader) and one pair's seconds.
@@ -81,7 +82,7 @@ class BatchSweep(KnobRow):
         compute at most as much: ``factor`` times the step with the loader.
         """
         lo = statistics.median(ctx.loader_base_ms)
-        w = int(ctx.work.loader.num_workers or 0)
+        w = dataloader.workers(ctx.work.loader)
         b = whole_rounds(min(ctx.steps, 4), w)
         v = whole_rounds(self.E2E_STEPS, w)
         warm = ctx.warmup(planned("", source="loader"))
@@ -208,7 +209,7 @@ class BatchSweep(KnobRow):
             cmp,
             local_factor_arm(bs, f),
             {
-                "batch_size": bs * f,
+                **dataloader.batch_change(bs * f),
                 "from_batch_size": bs,
                 "factor": f,
                 "largest_tried": bs * results[-1][0],
@@ -216,7 +217,7 @@ class BatchSweep(KnobRow):
             },
             series,
         )
-        out.params.update(batch_size=bs * f, factor=f)
+        out.params.update(dataloader.batch_change(bs * f), factor=f)
         if self._e2e_possible(ctx):
             out = self._with_loader(ctx, out, bs, f, [x for x, c in results if x <= f])
             f = out.params["factor"]
@@ -247,7 +248,7 @@ class BatchSweep(KnobRow):
         x, cmp = found
         params: dict[str, Scalar] = {
             **{k: v for k, v in w.params.items() if k not in ("won", "repeats")},
-            "batch_size": bs * x,
+            **dataloader.batch_change(bs * x),
             "factor": x,
             "compute_only_batch_size": bs * f,
             "compute_only_speedup": w.speedup,
@@ -264,7 +265,7 @@ class BatchSweep(KnobRow):
             w.series,
             scope="end_to_end",
         )
-        e2e.params.update(out.params, batch_size=bs * x, factor=x)
+        e2e.params.update({**out.params, **dataloader.batch_change(bs * x)}, factor=x)
         e2e.notes += out.notes
         if e2e.winner is None and out.winner is not None:
             e2e.notes.append(

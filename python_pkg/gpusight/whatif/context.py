@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn, optim
 
-from ..knobs import owners
+from ..knobs import dataloader, owners
 from ..knobs.base import Arm as Plan
+from ..knobs.loader import Workers, workers_in
 from ..knobs.tensors import batch_len
-from .arms import Arm, Workload, loader_overrides, source_of
+from .arms import Arm, Workload, source_of
 from .errors import LoaderError, OutOfMemoryDuringDiagnosis, StepError
 from .loaders import is_dataloader, worker_failure
 from .restore import read_flags
@@ -118,9 +119,10 @@ class Context:
         return is_dataloader(self.work.loader)
 
     @property
-    def batch_size(self) -> int | None:
-        bs = getattr(self.work.loader, "batch_size", None)
-        if isinstance(bs, int):
+    def user_batch(self) -> int | None:
+        """The user's batch: the loader's, else the cached batches' length."""
+        bs = dataloader.batch_of(self.work.loader)
+        if bs is not None:
             return bs
         return batch_len(self.work.cached[0]) if self.work.cached else None
 
@@ -188,10 +190,14 @@ class Context:
         return self.work.cached
 
     def loader_workers(self) -> int:
-        won = self.results.get("num_workers")
+        """The workers the loader's other settings are measured on: the sweep's (its
+        ``stack_on``) where it won, else the user's."""
+        won = self.results.get(Workers.SWEEP.key)
         if won is not None and won.winner is not None:
-            return int((won.stack_on or won.winner).changes["num_workers"])
-        return int(getattr(self.work.loader, "num_workers", 0) or 0)
+            w = workers_in((won.stack_on or won.winner).changes)
+            if w is not None:
+                return w
+        return dataloader.workers(self.work.loader)
 
     def block_s(self, source: str) -> float:
         """Seconds one baseline block takes (warm-up included), from what was measured."""
@@ -252,10 +258,8 @@ class Context:
     def workers(self, variant: Plan) -> int:
         if source_of(variant) != "loader":
             return 0
-        w = loader_overrides(variant).get(
-            "num_workers", getattr(self.work.loader, "num_workers", 0)
-        )
-        return int(w or 0)
+        w = workers_in(variant.changes)
+        return dataloader.workers(self.work.loader) if w is None else w
 
     def warmup(self, variant: Plan) -> int:
         if source_of(variant) == "loader":
@@ -285,10 +289,8 @@ class Context:
 
     def loader_step_ms(self, workers: int) -> float | None:
         """The step time the num_workers sweep measured at ``workers`` workers, if it did."""
-        won = self.results.get("num_workers")
-        if won is None or won.winner is None:
-            return None
-        if int(won.winner.changes.get("num_workers", -1)) != workers:
+        won = self.results.get(Workers.SWEEP.key)
+        if won is None or won.winner is None or workers_in(won.winner.changes) != workers:
             return None
         after = won.what_if.after_ms
         return float(after) if after else None

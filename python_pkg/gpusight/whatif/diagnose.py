@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from ..fixes.kernel_names import bind_report, caller_namespace
+from ..knobs import dataloader
 from ..knobs.base import Arm as Plan
 from ..knobs.gain_rule import MIN_GAIN, noise_pct
 from ..one_gain import REPEAT_OF, one_gain_per_change
@@ -52,7 +53,7 @@ from .cell_fixes import fix_in_cells
 from .context import Budget, Context, Progress, Skip, VariantOOM
 from .errors import DiagnoseError, OutOfMemoryDuringDiagnosis
 from .findings import combination, combined_code, findings_of, verdict
-from .loaders import can_resize_batches, is_dataloader, is_reiterable
+from .loaders import is_dataloader, is_reiterable
 from .machine import machine_facts
 from .plan import ALL, plan
 from .procedures import (
@@ -380,7 +381,7 @@ def _combine(ctx: Context, winners: list[Outcome]) -> tuple[WhatIf | None, list[
     if (
         source_of(v) == "loader"
         and batch_factor(v) > 1
-        and not (is_dataloader(ctx.work.loader) and can_resize_batches(ctx.work.loader))
+        and not (is_dataloader(ctx.work.loader) and dataloader.can_resize_batches(ctx.work.loader))
     ):
         v, against = relabelled(v, v.label, source="cached"), "cached"
     names = ", ".join(o.winner.label for o in winners if o.winner is not None)

@@ -9,12 +9,12 @@ from typing import Any
 from .. import finding_catalogue as catalogue
 from ..fixes import SNIPPETS
 from ..fixes.measured_code import combined_loop, loader_args, render
-from ..knobs import by_row, owners
+from ..knobs import by_row, dataloader, owners
 from ..knobs.base import Arm as Plan
 from ..knobs.gain_rule import MIN_GAIN
 from ..knobs.loader import LOADER_KEYS
 from ..report import Evidence, Finding, Fix, Impact, Severity, Verdict, WhatIf
-from .arms import batch_factor, loader_overrides, merged, planned, source_of, without
+from .arms import batch_factor, merged, planned, source_of, without
 from .context import Context
 from .procedures import TOGETHER_KEYS, Outcome
 
@@ -35,10 +35,8 @@ def loader_changes(ctx: Context, winners: Iterable[Outcome]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for o in winners:
         assert o.winner is not None
-        if source_of(o.winner) == "loader":
-            out.update(loader_overrides(o.winner))
-        if batch_factor(o.winner) > 1 and ctx.batch_size:
-            out["batch_size"] = ctx.batch_size * batch_factor(o.winner)
+        on_loader = source_of(o.winner) == "loader"
+        out.update(dataloader.arguments(o.winner.changes, ctx.user_batch, settings=on_loader))
     return out
 
 
@@ -56,14 +54,12 @@ def snippet_for(ctx: Context, o: Outcome, winners: list[Outcome]) -> tuple[str, 
         # A loader fix carries every loader change that won, so the call is the one to use.
         if changes is None:
             changes = loader_changes(ctx, [w for w in winners if w.finding_id == o.finding_id])
-        params["loader_args"] = (
-            loader_args(loader, changes)
-            if loader is not None
-            else (f"dataset, batch_size={changes.get('batch_size', ctx.batch_size or 1)}")
-        )
+        if loader is None:  # the call's batch, the user's unless the change sets one
+            changes = {**dataloader.batch_change(ctx.user_batch or 1), **changes}
+        params["loader_args"] = loader_args(loader, changes)
         params.setdefault("what", o.what_if.change)
     if "{batch_size}" in template:
-        params.setdefault("batch_size", ctx.batch_size or 1)
+        params = {**dataloader.batch_change(ctx.user_batch or 1), **params}
     return sid, render(sid, loader=loader, **params)
 
 
@@ -201,9 +197,7 @@ def combination(winners: list[Outcome]) -> Plan | None:
 
 def combined_code(ctx: Context, v: Plan, speedup: str) -> str:
     loader = ctx.work.loader if ctx.dataloader else None
-    changes = loader_overrides(v)
-    if batch_factor(v) > 1 and ctx.batch_size:
-        changes["batch_size"] = ctx.batch_size * batch_factor(v)
+    changes = dataloader.arguments(v.changes, ctx.user_batch)
     return combined_loop(
         loader,
         v.changes,

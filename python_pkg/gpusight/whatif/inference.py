@@ -465,7 +465,8 @@ def _graph_pair(
     try:
         replay, graph = _graph(s, s.inputs, best)
         pair = interleaved(_eager(s, s.inputs, best), replay, s.batch, s.device, budget_s)
-        rows.append(_what_if(GRAPH, pair, None, autocast=amp))
+        # Which of the forward's knobs the replay ran under, by the knob's name.
+        rows.append(_what_if(GRAPH, pair, None, **{AUTOCAST.name: amp}))
         return pair
     except Exception as exc:
         rows.append(_skipped(GRAPH, f"capture failed: {type(exc).__name__}: {exc}"[:300]))

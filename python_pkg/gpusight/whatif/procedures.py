@@ -26,14 +26,15 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from ..fixes.measured_code import combined
+from ..knobs import dataloader
 from ..knobs.base import Arm as Plan
 from ..knobs.base import Group, Knob, LocalRow
 from ..knobs.gain_rule import MIN_GAIN, knee_of, noise_pct, sweep_goes_on
-from ..knobs.loader import NOT_A_DATALOADER
+from ..knobs.loader import NOT_A_DATALOADER, SETTINGS, Workers, workers_change, workers_in
 from ..report import Fix, Scalar, WhatIf
 from .arms import Arm, merged, planned, relabelled, source_of
 from .context import LOADER_SHARE, Context, Skip
-from .loaders import clone_loader, shutdown
+from .loaders import shutdown
 from .runner import Comparison
 
 # --- what every procedure shares ------------------------------------------------------------
@@ -252,15 +253,14 @@ class OnLoader(KnobRow):
 
     def _stacked(self, ctx: Context, arm: Plan) -> int | None:
         """The winning workers the arm runs on, where they are not the user's."""
-        w = arm.changes.get("num_workers")
-        now = int(getattr(ctx.loader, "num_workers", 0) or 0)
-        return None if w is None or int(w) == now else int(w)
+        w = workers_in(arm.changes)
+        return None if w is None or w == dataloader.workers(ctx.loader) else w
 
     def cost_s(self, ctx: Context) -> float:
         got = self.arm(ctx)
         if isinstance(got, str) or "source" in got.changes:
             return ctx.reps * (ctx.block_s("loader") + ctx.block_s("cached") + 0.3)
-        on = planned("", source="loader", num_workers=ctx.loader_workers())
+        on = planned("", source="loader", **workers_change(ctx.loader_workers()))
         return ctx.reps * (ctx.block_s("loader") + winner_block_s(ctx, on) + 0.3)
 
     def apply(self, ctx: Context) -> Outcome:
@@ -271,21 +271,17 @@ class OnLoader(KnobRow):
             return self.finish(self.measure_one(ctx, arm, arm.label, against, own), own)
         variant = relabelled(arm, arm.label, source="loader")
         w = self._stacked(ctx, arm)
-        base = (
-            ctx.build(planned(f"num_workers={w}", source="loader", num_workers=w))
-            if w is not None
-            else None
-        )
+        base = ctx.build(_workers(w)) if w is not None else None
         params: dict[str, Scalar] = {
             **own,
-            "num_workers": ctx.loader_workers(),
+            **workers_change(ctx.loader_workers()),
             "against": "your loader" if w is None else f"num_workers={w} (the sweep's winner)",
         }
         try:
             out = self.measure_one(ctx, variant, arm.label, "loader", params=params, base=base)
         finally:
             ctx.drop(base)
-        out.params.update(num_workers=ctx.loader_workers())
+        out.params.update(workers_change(ctx.loader_workers()))
         return self.finish(out, own)
 
 
@@ -301,8 +297,8 @@ class EpochStart(KnobRow):
     def _first_batches(self, ctx: Context, arm: Plan) -> tuple[list[float], list[float]]:
         """Seconds to a new epoch's first batch: the plain loader's, the arm's."""
         w = ctx.loader_workers()
-        plain = clone_loader(ctx.loader, num_workers=w)
-        keep = clone_loader(ctx.loader, **{**arm.changes, "num_workers": w})
+        plain = dataloader.clone(ctx.loader, on_workers=w)
+        keep = dataloader.clone(ctx.loader, arm.changes, on_workers=w)
         cold: list[float] = []
         warm: list[float] = []
         try:
@@ -332,7 +328,7 @@ class EpochStart(KnobRow):
         w = ctx.loader_workers()
         epoch = len(ctx.loader)
         cold, warm = self._first_batches(ctx, arm)
-        base = ctx.results.get("num_workers")
+        base = ctx.results.get(Workers.SWEEP.key)
         step_ms = (
             base.what_if.after_ms
             if base is not None and base.winner is not None and base.what_if.after_ms
@@ -351,7 +347,7 @@ class EpochStart(KnobRow):
             change=arm.label,
             finding_id=self.finding_id,
             params={
-                "num_workers": w,
+                **workers_change(w),
                 "epoch_start_ms": round(cold_ms, 1),
                 "epoch_start_persistent_ms": round(warm_ms, 1),
                 "batches_per_epoch": epoch,
@@ -365,7 +361,7 @@ class EpochStart(KnobRow):
             noise_pct=None if spread is None else round(spread, 1),
         )
         winner = relabelled(arm, self.key, source="loader") if wins else None
-        out = Outcome(self.key, what, winner, self.finding_id, {"num_workers": w})
+        out = Outcome(self.key, what, winner, self.finding_id, workers_change(w))
         return self.finish(out, self.knob.local_params(arm, ctx))
 
 
@@ -388,7 +384,8 @@ def walk_sweep(points: list[int], speedup_at: Any) -> tuple[list[tuple[int, floa
 
 
 def _workers(n: int) -> Plan:
-    return planned(f"num_workers={n}", source="loader", num_workers=n)
+    """``n`` workers on a clone of the user's loader."""
+    return planned(f"num_workers={n}", source="loader", **workers_change(n))
 
 
 class LoaderSweep(KnobRow):
@@ -411,7 +408,7 @@ class LoaderSweep(KnobRow):
     BASE_BLOCK_S = 0.6  # a baseline trial block takes at most about this (2 steps at least)
 
     def points(self, ctx: Context) -> list[int]:
-        return [int(a.changes["num_workers"]) for a in self.knob.local_points(ctx)]
+        return [w for a in self.knob.local_points(ctx) if (w := workers_in(a.changes)) is not None]
 
     def share_of(self, ctx: Context) -> float:
         if ctx.loader_base_ms and ctx.cached_base_ms:
@@ -427,7 +424,7 @@ class LoaderSweep(KnobRow):
 
     def _trial(self, ctx: Context, w: int, best: float) -> tuple[tuple[int, int], float]:
         """(baseline steps, variant steps) of a trial at ``w`` workers, and one pair's seconds."""
-        now = int(ctx.work.loader.num_workers or 0)
+        now = dataloader.workers(ctx.work.loader)
         base_ms = self._base_ms(ctx)
         short = max(2, int(self.BASE_BLOCK_S * 1000 / max(base_ms, 1e-6)))
         base_steps = whole_rounds(min(ctx.steps, self.TRIAL_STEPS, short), now)
@@ -449,7 +446,7 @@ class LoaderSweep(KnobRow):
         steps, pair_s = self._trial(ctx, w, best)
         ctx.stage = f"what-if: num_workers={w}"
         ctx.budget.tell(ctx.stage)
-        variant = planned(f"num_workers={w}", source="loader", num_workers=w)
+        variant = _workers(w)
         cmp, arm = ctx.measure(
             variant, against="loader", reps=self.SWEEP_REPS, steps=steps, pair_s=pair_s
         )
@@ -457,7 +454,7 @@ class LoaderSweep(KnobRow):
         return cmp if cmp.pairs else None
 
     def apply(self, ctx: Context) -> Outcome:
-        now = int(ctx.work.loader.num_workers or 0)
+        now = dataloader.workers(ctx.work.loader)
         results: list[tuple[int, Comparison]] = []
         best = 1.0
         stopped = ""
@@ -495,9 +492,9 @@ class LoaderSweep(KnobRow):
             f"DataLoader(num_workers={w}) instead of {now}",
             self.finding_id,
             cmp,
-            planned(f"num_workers={w}", source="loader", num_workers=w),
+            _workers(w),
             {
-                "num_workers": w,
+                **workers_change(w),
                 "from_num_workers": now,
                 "cpu_cores": ctx.cpu_count,
                 "largest_tried": results[-1][0],
@@ -507,14 +504,13 @@ class LoaderSweep(KnobRow):
             series,
         )
         if out.winner is not None:
-            ran = [(planned(f"num_workers={x}", source="loader", num_workers=x), c.speedup)
-                   for x, c in results]  # fmt: skip
+            ran = [(_workers(x), c.speedup) for x, c in results]
             out.stack_on = self.knob.stack_base(Group(self.knob.name, 0.0, measured=ran),
                                                 cmp.noise_pct)  # fmt: skip
         # Each point as its row shows it (rounded as ``outcome_of`` stores a speedup, then
         # printed): a gain of 2.0451 is the row's 2.04x, not 2.05x beside it.
         sweep = ", ".join(f"{x}: {round(c.speedup, 3):.2f}x" for x, c in results)
-        out.params.update(num_workers=w, sweep=sweep)
+        out.params.update(workers_change(w), sweep=sweep)
         if stopped:
             out.notes.append(stopped)
         return out
@@ -523,7 +519,8 @@ class LoaderSweep(KnobRow):
         """The knob's next point past its last (workers that wait rather than compute)."""
         ran = [(_workers(x), c.speedup) for x, c in results]
         nxt = self.knob.local_next(ctx, ran)
-        return [] if nxt is None else [int(nxt.changes["num_workers"])]
+        w = None if nxt is None else workers_in(nxt.changes)
+        return [] if w is None else [w]
 
     def _confirm(self, ctx: Context, w: int, cmp: Comparison) -> None:
         """More pairs at the answer when two left it inside the noise (a busy machine): the
@@ -535,7 +532,7 @@ class LoaderSweep(KnobRow):
             return
         ctx.stage = f"what-if: num_workers={w}, more repetitions"
         ctx.budget.tell(ctx.stage)
-        variant = planned(f"num_workers={w}", source="loader", num_workers=w)
+        variant = _workers(w)
         try:
             more, arm = ctx.measure(
                 variant, against="loader", reps=self.SWEEP_REPS, steps=steps, pair_s=pair_s
@@ -549,7 +546,7 @@ class LoaderSweep(KnobRow):
 
 # The DataLoader settings whose winners LoaderTogether measures together, in the order they are
 # named (pin_memory brings its non_blocking copies along).
-LOADER_SETTINGS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
+LOADER_SETTINGS = SETTINGS
 
 
 def loader_together(loader: Any, winners: list[Outcome]) -> tuple[Plan, dict[str, Any]] | None:
