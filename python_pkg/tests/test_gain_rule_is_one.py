@@ -14,6 +14,7 @@ from gpusight.knobs.gain_rule import (
     band_excludes_one,
     knee_of,
     loses,
+    mean_noise_pct,
     noise_pct,
     threshold,
     wins,
@@ -23,10 +24,10 @@ PKG = Path(gpusight.__file__).resolve().parent
 RULE = PKG / "knobs" / "gain_rule.py"
 
 # A constant of the win rule or a knee, or a noise formula of its own (a MAD, a p10-p90 band, a
-# range over the median) outside the rule.
+# range over the median, a standard error) outside the rule.
 OWN_RULE = re.compile(
     r"^\s*(MIN_GAIN|KNEE_GAIN|KNEE_SHARE|PLATEAU_GAIN|GAIN)\s*=|1\.4826|p90\s*-\s*\S*p10"
-    r"|max\(\w+\)\s*-\s*min\(\w+\)\)\s*/\s*(statistics\.)?median"
+    r"|max\(\w+\)\s*-\s*min\(\w+\)\)\s*/\s*(statistics\.)?median|\bp?stdev\("
 )
 
 
@@ -49,6 +50,9 @@ def test_the_rule_itself() -> None:
     assert noise_pct([10.0]) is None and noise_pct([0.0, 0.0]) is None
     disturbed = [10.0, 10.2, 9.9, 10.1, 30.0]
     assert (noise_pct(disturbed) or 0) < 100.0 * (30.0 - 9.9) / 10.1
+    # One run's mean step: twice its standard error over its blocks' means.
+    assert mean_noise_pct([9.0, 10.0, 11.0]) == pytest.approx(200.0 / 3**0.5 / 10.0)
+    assert mean_noise_pct([10.0, 10.0, 10.0]) == 0.0 and mean_noise_pct([9.0, 11.0]) == 0.0
     # A win gains at least 5 % and its whole band lies above 1x.
     assert not wins(1.04, 0.0) and wins(1.05, 0.0)
     assert not wins(1.15, 16.0) and wins(1.2, 16.0)

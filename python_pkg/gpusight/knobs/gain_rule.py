@@ -6,7 +6,10 @@ inference what-if).
 repeated measurements of one thing (the baseline's blocks of steps, its calls, its control
 runs: p10 to p90), in % of their median. The report draws ``speedup * (1 ± noise_pct / 100)``:
 taken as a half-width the band is wide on purpose (about 2.6 standard deviations of a normal
-spread), so that a noisy machine never reads as a gain. A change wins when it gains at least
+spread), so that a noisy machine never reads as a gain. Within one re-run of a script, whose
+figure is its mean step, the band is that mean's (``mean_noise_pct``: twice its standard error
+from the means of its blocks); a re-run's row takes the widest of its runs' bands and the
+control runs' spread. A change wins when it gains at least
 ``MIN_GAIN`` and that whole band lies above 1x, so a winning row is never drawn as "not
 significant".
 """
@@ -39,6 +42,17 @@ def noise_pct(samples: Sequence[float]) -> float | None:
     qs = statistics.quantiles(samples, n=10, method="inclusive")
     med = statistics.median(samples)
     return 100.0 * (qs[-1] - qs[0]) / med if med > 0 else None
+
+
+def mean_noise_pct(block_means: Sequence[float]) -> float:
+    """The band of one run's mean step, from the means of its blocks of steps (batch means: a
+    block holds whole stall periods, so the blocks are close to independent): twice the mean's
+    standard error, in % of it; 0 with fewer than three blocks or a mean that is not positive."""
+    if len(block_means) < 3:
+        return 0.0
+    m = statistics.fmean(block_means)
+    sem = statistics.stdev(block_means) / len(block_means) ** 0.5
+    return 200.0 * sem / m if m > 0 else 0.0
 
 
 def band_excludes_one(speedup: float, noise_pct: float | None) -> bool:

@@ -361,7 +361,7 @@ class Driver:
         # Within a run: twice the mean step's standard error. Between runs: a second control
         # at the end, where the budget allows (the profiled baseline is no control: the
         # profiler's after-effects slow its first measured steps).
-        out.noise_pct = 2.0 * ref.sem_pct()
+        out.noise_pct = ref.noise_pct()
         if ref.items_per_s(items0) is None:
             return
         winners: list[Arm] = []

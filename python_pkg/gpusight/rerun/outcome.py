@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..knobs import run_items
+from ..knobs.gain_rule import mean_noise_pct
 from ..knobs.loader import keeps_workers, workers_of
 from .plan import Arm
 
@@ -96,12 +97,13 @@ class RunResult:
             return None
         return items / self.step_ms * 1000.0
 
-    def sem_pct(self) -> float:
-        """The mean step's standard error, in % of it, by batch means: the steps in up to 8
-        blocks, each a whole number of stall periods, of a phase's or of rounds of the loader's
-        workers (a bursty loader's steps are not independent: one block of 4 holds its stall,
-        one step does or does not; an epoch start every 10 steps is in every block of 10; 14
-        workers deliver 14 batches, then wait). 0 with fewer than 3 blocks."""
+    def noise_pct(self) -> float:
+        """The band of the run's mean step (``gain_rule.mean_noise_pct``), by batch means: the
+        steps in up to 8 blocks, each a whole number of stall periods, of a phase's or of
+        rounds of the loader's workers (a bursty loader's steps are not independent: one block
+        of 4 holds its stall, one step does or does not; an epoch start every 10 steps is in
+        every block of 10; 14 workers deliver 14 batches, then wait). 0 with fewer than 3
+        blocks."""
         xs = self.run.get("step_times_ms") or []
         phases = [int(p.get("period_steps") or 1) for p in self.run.get("phases") or []]
         workers = workers_of(self.facts)
@@ -109,11 +111,7 @@ class RunResult:
         period = max(stall, workers, *phases)
         blen = max(period, (len(xs) // 8) // period * period)
         blocks = [xs[i : i + blen] for i in range(0, len(xs) - blen + 1, blen)]
-        if len(blocks) < 3:
-            return 0.0
-        means = [statistics.fmean(b) for b in blocks]
-        m = statistics.fmean(means)
-        return 100.0 * statistics.stdev(means) / (len(means) ** 0.5) / m if m > 0 else 0.0
+        return mean_noise_pct([statistics.fmean(b) for b in blocks])
 
 
 @dataclass
@@ -165,5 +163,5 @@ class Outcome:
         (and that of the winner it ran on top of). One bursty loader arm (+-27 % on the H100's
         tv_transforms_loader) no longer widens every other row's band, nor hides the groups
         planned after it."""
-        own = [2.0 * r.sem_pct() for r in (res, under) if r is not None and r.ok]
+        own = [r.noise_pct() for r in (res, under) if r is not None and r.ok]
         return max([self.noise_pct, *own])

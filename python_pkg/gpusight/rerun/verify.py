@@ -59,7 +59,7 @@ class Verified:
 
     @property
     def noise_pct(self) -> float:
-        return 2.0 * max(self.before.sem_pct(), self.after.sem_pct())
+        return max(self.before.noise_pct(), self.after.noise_pct())
 
 
 def _diff_body(text: str) -> str:
