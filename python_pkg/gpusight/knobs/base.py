@@ -293,9 +293,9 @@ class Knob:
         """The groups to run on top of ``winner`` (an arm of ``stacks_on``)."""
         return self.groups(s)
 
-    def stack_base(self, group: Group, noise_pct: float | None) -> Arm | None:
+    def stack_base(self, group: Group, noise_pct: float | None, cores: int) -> Arm | None:
         """The arm of ``group`` (this knob's, won) that the knobs stacking on it run on top of:
-        the best measured (None: none)."""
+        the best measured (None: none). ``cores``: the machine's CPU cores."""
         return max(group.measured, key=lambda m: m[1])[0] if group.measured else None
 
     def not_planned(self, s: Situation) -> str:

@@ -53,11 +53,16 @@ def keeps_workers(facts: dict[str, Any] | None) -> bool:
     return bool(((facts or {}).get("loader") or {}).get("persistent_workers"))
 
 
+def spare_workers(cores: int) -> int:
+    """The most workers that leave the training process and the pin-memory thread a core each
+    (all cores on a machine of four or fewer)."""
+    return max(1, cores - 2) if cores > 4 else max(1, cores)
+
+
 def worker_counts(current: int, cores: int) -> list[int]:
-    """Doubling from twice today's workers (at least 2), then all cores but two (the training
-    process and the pin-memory thread need theirs): the knee lies up there when loading is
-    CPU work."""
-    top = max(1, cores - 2) if cores > 4 else max(1, cores)
+    """Doubling from twice today's workers (at least 2), then all cores but two
+    (``spare_workers``): the knee lies up there when loading is CPU work."""
+    top = spare_workers(cores)
     out: list[int] = []
     n = max(2, current * 2)
     while n < top:
@@ -165,18 +170,24 @@ class Workers(_LoaderKnob):
     def validate(self, changes: dict[str, Any]) -> str | None:
         return _nonneg_int(changes, "num_workers")
 
-    def stack_base(self, group: Group, noise_pct: float | None) -> Arm | None:
-        """The most workers whose gain is within the noise of the best. A sweep that stopped
-        gaining before its workers ran out met its next bound in the main process (a pageable
-        copy, the collation), which pinning and prefetching relieve once workers are to spare:
-        on the H100 tv_transforms_loader stepped 45.6 ms on 8 and on 14 workers, and pinning on
-        the 8 read 0.95x; on the H200's 14, 1.28x."""
-        ran = [(a, g) for a, g in group.measured if "num_workers" in a.changes]
+    def stack_base(self, group: Group, noise_pct: float | None, cores: int) -> Arm | None:
+        """The most workers whose gain is within the noise of the best, and that leave the
+        main process and the pin-memory thread their cores (``worker_counts``' top) where one
+        does. A sweep that stopped gaining before its workers ran out met its next bound in the
+        main process (a pageable copy, the collation), which pinning and prefetching relieve
+        once workers are to spare: on the H100 tv_transforms_loader stepped 45.6 ms on 8 and on
+        14 workers, and pinning on the 8 read 0.95x; on the H200's 14, 1.28x. But workers past
+        the cores starve the pin thread: on 16 cores, pinned on 28 workers (within the noise of
+        14) it stepped 46 ms, where ``--fix`` pinned on 12 steps 30 ms."""
+        ran = [(a, w, g) for a, g in group.measured if (w := workers_in(a.changes)) is not None]
         if not ran:
-            return super().stack_base(group, noise_pct)
-        best = max(g for _a, g in ran)
-        near = [a for a, g in ran if g * threshold(noise_pct) >= best]
-        return max(near, key=lambda a: int(a.changes["num_workers"]))
+            return super().stack_base(group, noise_pct, cores)
+        best = max(g for _a, _w, g in ran)
+        near = [(a, w) for a, w, g in ran if g * threshold(noise_pct) >= best]
+        spare = [(a, w) for a, w in near if w <= spare_workers(cores)]
+        if not spare:  # only workers past the cores come near the best: the best, then
+            return max(ran, key=lambda m: m[2])[0]
+        return max(spare, key=lambda m: m[1])[0]
 
     def extend(self, group: Group, gains: list[float | None], cores: int) -> Arm | None:
         ran = [

@@ -45,7 +45,7 @@ from ..knobs.gain_rule import MIN_GAIN, beyond_bound, noise_pct, threshold
 from . import stacking
 from .outcome import Outcome, RunResult
 from .overlay import Overlay, isolated, over
-from .plan import Arm, Group, combine, hidden_by_noise, plan, sweep_goes_on
+from .plan import Arm, Group, combine, hidden_by_noise, plan, sweep_goes_on, together_label
 from .run_failure import OOM, reason
 
 if TYPE_CHECKING:
@@ -390,7 +390,8 @@ class Driver:
             ):
                 winners.append(best[1])
                 knob = by_name(g.name)
-                bases[g.name] = (knob and knob.stack_base(g, out.noise_pct)) or best[1]
+                cores = int((base.facts or {}).get("cpu_count") or 1)
+                bases[g.name] = (knob and knob.stack_base(g, out.noise_pct, cores)) or best[1]
             elif best is not None and stacking.stacks(g.name):
                 losers.append(best[1])
             elif stacking.stacks(g.name) and (hidden := hidden_by_noise(g, out.noise_pct)):
@@ -576,7 +577,7 @@ class Driver:
         if need > self.left_s():
             out.together = (winners, None)
             return
-        fake.label = "all winners together: " + ", ".join(a.label for a in winners)
+        fake.label = together_label(winners)
         out.together = (winners, self._measure(out, fake, ref, items0, need))
 
     def _second_control(self, out: Outcome, ref: RunResult, items0: int | None) -> None:

@@ -16,7 +16,16 @@ from ..knobs import Arm, Group, plan_groups
 from ..knobs.gain_rule import sweep_goes_on, threshold
 from ..knobs.loader import beyond_cores
 
-__all__ = ["Arm", "Group", "beyond_cores", "combine", "hidden_by_noise", "plan", "sweep_goes_on"]
+__all__ = [
+    "Arm",
+    "Group",
+    "beyond_cores",
+    "combine",
+    "hidden_by_noise",
+    "plan",
+    "sweep_goes_on",
+    "together_label",
+]
 
 
 def plan(facts: dict[str, Any]) -> list[Group]:
@@ -45,3 +54,15 @@ def combine(winners: list[Arm]) -> dict[str, Any]:
     for arm in winners:
         out.update(arm.changes)
     return out
+
+
+def together_label(winners: list[Arm]) -> str:
+    """The combined run's label: the winners whose changes reach it. A winner whose every
+    setting a later one sets again (the workers, where pinning won on top of other workers)
+    ran as that one's part, which its label says ("... on top of ...")."""
+    shown = [
+        a
+        for i, a in enumerate(winners)
+        if not a.changes or not set(a.changes) <= set(combine(winners[i + 1 :]))
+    ]
+    return "all winners together: " + ", ".join(a.label for a in shown)

@@ -21,7 +21,7 @@ from ..rules.severity import settle
 from .disturbed import disturbed
 from .measured_verdict import settle_verdict
 from .outcome import Outcome, RunResult
-from .plan import Arm
+from .plan import Arm, together_label
 
 
 def _fix_for(arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
@@ -95,7 +95,7 @@ def apply(report: Report, out: Outcome) -> Report:
     if out.together is not None:
         winners, res = out.together
         part = any(a.scope == "compute_only" for a in winners)
-        tog = Arm("together", "all winners together: " + ", ".join(a.label for a in winners),
+        tog = Arm("together", together_label(winners),
                   {}, None, skipped="over the budget",
                   scope="compute_only" if part else "end_to_end")  # fmt: skip
         row = _row(tog, res, before, base_items, out.row_noise(res))

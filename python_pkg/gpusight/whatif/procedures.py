@@ -505,8 +505,8 @@ class LoaderSweep(KnobRow):
         )
         if out.winner is not None:
             ran = [(_workers(x), c.speedup) for x, c in results]
-            out.stack_on = self.knob.stack_base(Group(self.knob.name, 0.0, measured=ran),
-                                                cmp.noise_pct)  # fmt: skip
+            swept = Group(self.knob.name, 0.0, measured=ran)
+            out.stack_on = self.knob.stack_base(swept, cmp.noise_pct, ctx.cpu_count)
         # Each point as its row shows it (rounded as ``outcome_of`` stores a speedup, then
         # printed): a gain of 2.0451 is the row's 2.04x, not 2.05x beside it.
         sweep = ", ".join(f"{x}: {round(c.speedup, 3):.2f}x" for x, c in results)
