@@ -58,24 +58,32 @@ def same_change(row: dict[str, Any], report: dict[str, Any], meta: dict[str, Any
 
     A row that set the script's batch argument takes that argument; a combined row takes each
     winner's: its batch argument, else the script's ``TRUTH_ARGS`` for the winner's group (the
-    script's own switch for that change, ``{"autocast": ["--bf16"]}``). One winner without
-    either and the truth cannot be the same change: empty, and ``--fix`` stands."""
+    script's own switch for that change, ``{"autocast": ["--bf16"]}``), else for each setting
+    its best row set (``{"set_num_workers": ["-j", "{}"]}``, "{}" the row's value; a later
+    winner's setting over an earlier one's, as the combined run takes them). A winner without
+    any of these and the truth cannot be the same change: empty, and ``--fix`` stands."""
     params = row.get("params") or {}
     if params.get("group") != "together":
         return str(params.get("set_script_arg") or "").split()
     own: dict[str, list[str]] = meta.get("TRUTH_ARGS") or {}
     rows = [r for r in report.get("what_if", []) if r.get("speedup") and not r.get("skipped")]
     variant: list[str] = []
+    settings: dict[str, Any] = {}
     for group in str(params.get("winners") or "").split(","):
         mine = [r for r in rows if (r.get("params") or {}).get("group") == group]
-        best = max(mine, key=lambda r: r["speedup"]) if mine else {}
-        arg = str((best.get("params") or {}).get("set_script_arg") or "")
+        best = (max(mine, key=lambda r: r["speedup"]) if mine else {}).get("params") or {}
+        arg = str(best.get("set_script_arg") or "")
+        sets = {k: v for k, v in best.items() if k.startswith("set_")}
         if group == "batch" and arg:
             variant += arg.split()
         elif group in own:
             variant += own[group]
+        elif sets and all(k in own for k in sets):
+            settings.update(sets)
         else:
             return []
+    for key, value in settings.items():
+        variant += [a.format(value) for a in own[key]]
     return variant
 
 

@@ -89,6 +89,26 @@ def test_a_combined_row_the_scripts_arguments_cannot_make_is_held_to_no_truth(
     assert corpus.unlike_fix(REPORT["what_if"][0], []) is None  # one change: --fix stands
 
 
+def test_a_combined_loader_row_takes_the_scripts_switch_for_each_setting_it_ran(
+    corpus: ModuleType,
+) -> None:
+    """The H100's tv_transforms_loader (run31): 14 workers won, pinning won on top of 28; the
+    combined run took 28 workers and pinning, which ``-j`` and ``--pin-memory`` make."""
+    report = {
+        "what_if": [
+            _row("workers", 6.78, set_num_workers=14),
+            _row("workers", 6.17, set_num_workers=28),
+            _row("loader", 1.24, set_num_workers=28, set_pin_memory=True),
+        ]
+    }
+    together = _row("together", 7.67, winners="workers,loader")
+    own = {"TRUTH_ARGS": {"set_num_workers": ["-j", "{}"], "set_pin_memory": ["--pin-memory"]}}
+    assert corpus.same_change(together, report, own) == ["-j", "28", "--pin-memory"]
+    # A setting the script has no switch for (prefetch_factor): no truth of the same change.
+    report["what_if"][2] = _row("loader", 1.3, set_num_workers=28, set_prefetch_factor=4)
+    assert corpus.same_change(together, report, own) == []
+
+
 def test_the_budget_reached_the_plans_end_where_no_row_was_left_out_for_it(
     corpus: ModuleType,
 ) -> None:
