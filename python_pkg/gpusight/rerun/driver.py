@@ -206,11 +206,12 @@ class ScriptRunner:
 
 LAUNCH = (
     "import os, sys; sys.path[0] = os.devnull; from gpusight.cli import main; "
-    "sys.exit(main(sys.argv[1:]))"
+    "from gpusight.rerun.quick_exit import end; end(main(sys.argv[1:]))"
 )
 """``python -m gpusight`` without the working folder first on ``sys.path``: a ``gpusight.py``
 of the user's there would be imported instead (the script's own folder still comes first for
-the script, as ``gpusight run`` sets it)."""
+the script, as ``gpusight run`` sets it). It ends as soon as its files are written
+(``quick_exit``)."""
 
 
 def _in_sandbox(
