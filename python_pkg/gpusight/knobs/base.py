@@ -340,8 +340,9 @@ class Knob:
         baseline's: the watch's count unless the change makes the step's items differ from it."""
         return counted
 
-    def extend(self, group: Group, gains: list[float | None], cores: int) -> Arm | None:
-        """One more point for a sweep that has run all its arms (None: it ends there)."""
+    def extend(self, group: Group, gains: list[float | None], s: Situation) -> Arm | None:
+        """One more point for a sweep that has run all its arms (None: it ends there); ``s``:
+        the unchanged run's situation."""
         return None
 
     def source_edits(self, changes: dict[str, Any]) -> dict[str, str] | str:

@@ -40,7 +40,7 @@ from ..knobs import (
     source_edits,
     took_effect,
 )
-from ..knobs.base import MIN_WINDOW_S
+from ..knobs.base import MIN_WINDOW_S, Situation
 from ..knobs.gain_rule import MIN_GAIN, beyond_bound, noise_pct, threshold
 from . import stacking
 from .outcome import Outcome, RunResult
@@ -481,7 +481,7 @@ class Driver:
                 best = (gain, arm)
             knob = by_name(g.name)
             if g.sweep and knob is not None and arm is g.arms[-1] and gain is not None:
-                more = knob.extend(g, gains, int((out.baseline.facts or {}).get("cpu_count") or 1))
+                more = knob.extend(g, gains, Situation.of(out.baseline.facts or {}))
                 if more is not None:
                     g.arms.append(more)
                     self.planned += 1

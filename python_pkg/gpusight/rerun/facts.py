@@ -60,6 +60,7 @@ def from_watch(w: Watch, wall_s: float | None = None) -> dict[str, Any]:
                 if ld.epoch_start_ns
                 else None
             ),
+            "fetch_cpu_pct": ld.fetch_cpu_pct(),
         },
         "epochs_seen": len(run.get("epoch_starts") or []),
         "loader_site": None

@@ -68,6 +68,17 @@ class LoaderSeen:
     epoch_start_ns: list[int] = field(default_factory=list)
     """Per epoch seen (up to 8): making the iterator (workers started) and waiting for its first
     batch. An epoch pays it once; a what-if spreads it over the epoch's batches."""
+    fetch_ns: int = 0
+    fetch_cpu_ns: int = 0
+    """Batches fetched in the main process (no workers), an epoch's first aside: their wall
+    time and the fetching thread's CPU time meanwhile (loading that computes, or that waits)."""
+
+    def fetch_cpu_pct(self) -> float | None:
+        """The fetching thread's CPU time over the wall time of its fetches, in %; None without
+        main-process fetches (a loader with workers)."""
+        if self.fetch_ns <= 0:
+            return None
+        return round(100.0 * self.fetch_cpu_ns / self.fetch_ns, 1)
 
 
 @dataclass

@@ -7,7 +7,7 @@ import functools
 import sys
 from collections.abc import Callable
 from threading import get_ident
-from time import perf_counter_ns
+from time import perf_counter_ns, thread_time_ns
 from typing import Any
 
 from .call_sites import constructor_site
@@ -35,11 +35,16 @@ class LoaderHooks(WatchState):
             if _is_compiling() or get_ident() != w._tid or rec is None:
                 return orig(it)
             w.no_grad.batch_taken()
+            # In the main process (no workers) the fetch is the loading itself: the CPU time
+            # of this thread meanwhile says whether loading computes or waits (the process's
+            # would count other threads: torch's spinning OpenMP threads, the watch's own).
+            c0 = thread_time_ns() if getattr(it, "_num_workers", None) == 0 else None
             t0 = perf_counter_ns()
             try:
                 return orig(it)
             finally:
                 t1 = perf_counter_ns()
+                c1 = thread_time_ns() if c0 is not None else None
                 cur = rec.current
                 cur.data_ns += t1 - t0
                 if rec.recording_window:
@@ -54,6 +59,9 @@ class LoaderHooks(WatchState):
                     if len(seen.epoch_start_ns) < MAX_EPOCH_STARTS:
                         made = w._iter_made_ns.pop(id(it), 0)
                         seen.epoch_start_ns.append(made + t1 - t0)
+                elif c0 is not None and c1 is not None:
+                    seen.fetch_ns += t1 - t0
+                    seen.fetch_cpu_ns += c1 - c0
                 seen.calls += 1
                 cur.overhead_ns += perf_counter_ns() - t1 + w.calibration.wrapper_ns
 
