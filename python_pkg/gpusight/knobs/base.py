@@ -120,6 +120,11 @@ class Local(Protocol):
     def cpu_count(self) -> int: ...
 
     @property
+    def fetch_cpu_pct(self) -> float | None:
+        """How busy the user's loader kept the thread that fetched from it, in % of the
+        fetches' wall time, where it loads in the main process (None: unknown)."""
+
+    @property
     def batches(self) -> list[Any]:
         """Batches taken from the user's loader, as it gave them."""
 

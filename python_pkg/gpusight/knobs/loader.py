@@ -245,7 +245,8 @@ class Workers(_LoaderKnob):
         return f"whatif.{key}", {"what": f"num_workers sweep {params.get('sweep', '')}".strip()}
 
     def local_next(self, ctx: Local, ran: list[tuple[Arm, float]]) -> Arm | None:
-        return beyond_cores([(int(a.changes["num_workers"]), g) for a, g in ran], ctx.cpu_count)
+        ran_at = [(int(a.changes["num_workers"]), g) for a, g in ran]
+        return beyond_cores(ran_at, ctx.cpu_count, ctx.fetch_cpu_pct)
 
 
 class LoaderSettings(_LoaderKnob):

@@ -13,6 +13,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from time import perf_counter_ns, thread_time_ns
 from typing import Any, Literal
 
 import torch
@@ -213,6 +214,7 @@ class Arm:
         self._prepare_batches(work)
         self._pos = 0
         self.batch_index = 0
+        self.fetch_ns = self.fetch_cpu_ns = 0
 
     # batches -------------------------------------------------------------------------------------
 
@@ -251,14 +253,26 @@ class Arm:
             self._pos += 1
             return b
         assert self._iter is not None
+        # Loading in this thread (no workers): its CPU time says whether it computes or waits.
+        c0 = thread_time_ns() if dataloader.workers(self.loader) == 0 else None
+        t0 = perf_counter_ns()
         try:
             b = next(self._iter)
         except StopIteration:
             # An epoch boundary inside the measurement: a real cost, measured as it comes.
             self.start_epoch()
             b = next(self._iter)
+            c0 = None  # the new epoch's start is not a fetch like the others
+        if c0 is not None:
+            self.fetch_cpu_ns += thread_time_ns() - c0
+            self.fetch_ns += perf_counter_ns() - t0
         self.batch_index += 1
         return b
+
+    def fetch_cpu_pct(self) -> float | None:
+        """This thread's CPU time over the wall time of its fetches from a loader without
+        workers, in % (None: no such fetches)."""
+        return round(100.0 * self.fetch_cpu_ns / self.fetch_ns, 1) if self.fetch_ns else None
 
     def stop(self, final: bool = False) -> None:
         # A persistent-workers loader reuses its iterator (and workers) across epochs: shutting

@@ -189,6 +189,11 @@ class Context:
     def batches(self) -> list[Any]:
         return self.work.cached
 
+    @property
+    def fetch_cpu_pct(self) -> float | None:
+        """The user's loader's fetches in this thread (no workers): how busy they kept it."""
+        return self.loader_base.fetch_cpu_pct() if self.loader_base is not None else None
+
     def loader_workers(self) -> int:
         """The workers the loader's other settings are measured on: the sweep's (its
         ``stack_on``) where it won, else the user's."""

@@ -1,5 +1,6 @@
-"""Whether a loader's work computes or waits, from the unchanged run's own fetches in the main
-process, and what the workers sweep does with it: past the cores only for loading that waits.
+"""Whether a loader's work computes or waits, from its own fetches in the main process (the
+re-run's unchanged run, ``diagnose``'s baseline), and what both drivers' workers sweep does with
+it: past the cores only for loading that waits.
 
 On the H100's 16 cores (run31) tv_transforms_loader's transforms scaled from 8 to 14 workers at
 1.315x, just over the 75 %-of-linear rule, so the sweep ran 28 workers: 6.17x against 14's
@@ -82,3 +83,36 @@ def test_the_sweep_goes_past_the_cores_only_for_loading_that_waits() -> None:
     assert workers.extend(g, gains, situation(97.0)) is None
     more = workers.extend(g, gains, situation(4.0))
     assert more is not None and more.changes == {"num_workers": 28}
+
+
+def test_the_kernels_sweep_reads_the_same_from_its_own_fetches() -> None:
+    """``diagnose``: the user's loader (a clone, no workers) timed as its baseline says the
+    same, and the knob's next point follows it as in a re-run."""
+    from gpusight.whatif.arms import Workload, planned
+    from gpusight.whatif.context import Budget, Context
+
+    workers = by_name("workers")
+    assert workers is not None
+
+    def kernel(busy: bool) -> Context:
+        loader = DataLoader(Loading(0.5, busy), batch_size=8)
+        work = Workload(small_model(), loader, torch.nn.CrossEntropyLoss(), None, None,
+                        torch.device("cpu"))  # fmt: skip
+        ctx = Context(work, Budget(30.0, None), steps=3, reps=2, cpu_count=16)
+        assert ctx.fetch_cpu_pct is None  # nothing fetched yet
+        ctx.loader_base = base = ctx.build(planned("", source="loader"))
+        base.start_epoch()
+        for _ in range(12):
+            base.next_batch()
+        return ctx
+
+    computes, waits = kernel(busy=True), kernel(busy=False)
+    assert computes.fetch_cpu_pct is not None and waits.fetch_cpu_pct is not None
+    assert computes.fetch_cpu_pct >= 40.0 and waits.fetch_cpu_pct <= 25.0
+    ran = [(Arm("workers", f"{n}", {"num_workers": n}), gain) for n, gain in
+           [(8, 5.156), (14, 6.781)]]  # fmt: skip
+    assert workers.local_next(computes, ran) is None
+    nxt = workers.local_next(waits, ran)
+    assert nxt is not None and nxt.changes == {"num_workers": 28}
+    for ctx in (computes, waits):
+        ctx.close()
