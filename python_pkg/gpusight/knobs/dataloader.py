@@ -37,17 +37,8 @@ def keeps_workers(dl: Any) -> bool:
     return bool(getattr(dl, "persistent_workers", False))
 
 
-def pins(dl: Any) -> bool:
-    return bool(getattr(dl, "pin_memory", False))
-
-
-def prefetch(dl: Any) -> int | None:
-    pf = getattr(dl, "prefetch_factor", None)
-    return int(pf) if pf is not None else None
-
-
 def can_resize_batches(dl: DataLoader[Any]) -> bool:
-    return dl.batch_size is not None
+    return batch_of(dl) is not None
 
 
 def batch_change(n: int) -> dict[str, int]:

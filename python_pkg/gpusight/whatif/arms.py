@@ -214,6 +214,9 @@ class Arm:
         self._prepare_batches(work)
         self._pos = 0
         self.batch_index = 0
+        # Loading in this thread (no workers): its CPU time says whether it computes or waits.
+        on_loader = source_of(self.plan) == "loader"
+        self._fetch_timed = on_loader and dataloader.workers(self.loader) == 0
         self.fetch_ns = self.fetch_cpu_ns = 0
 
     # batches -------------------------------------------------------------------------------------
@@ -253,8 +256,7 @@ class Arm:
             self._pos += 1
             return b
         assert self._iter is not None
-        # Loading in this thread (no workers): its CPU time says whether it computes or waits.
-        c0 = thread_time_ns() if dataloader.workers(self.loader) == 0 else None
+        c0 = thread_time_ns() if self._fetch_timed else None
         t0 = perf_counter_ns()
         try:
             b = next(self._iter)
