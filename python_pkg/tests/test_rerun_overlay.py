@@ -65,19 +65,21 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
-def _runner(project: Path, monkeypatch: pytest.MonkeyPatch) -> ScriptRunner:
+def _runner(project: Path, monkeypatch: pytest.MonkeyPatch, warm: bool = False) -> ScriptRunner:
     monkeypatch.setattr(sandbox, "COPY_MAX_FILE", 1024)  # data.raw (4 KB) is linked, not copied
     monkeypatch.chdir(project)
     box = sandbox.make(str(project))
     assert "data.raw" in box.linked
-    return ScriptRunner("train.py", [], steps=6, warmup=2, lean=True, sandbox=box)
+    return ScriptRunner("train.py", [], steps=6, warmup=2, lean=True, sandbox=box, warm=warm)
 
 
+@pytest.mark.parametrize("warm", [False, True], ids=["fresh", "forked"])
 def test_a_reruns_child_processes_sqlite_and_native_writes_leave_the_folder_as_it_was(
-    project: Path, monkeypatch: pytest.MonkeyPatch
+    project: Path, monkeypatch: pytest.MonkeyPatch, warm: bool
 ) -> None:
+    """Forked from the warm start (``warm_start.py``), a run enters its overlay itself."""
     before = _digests(project)
-    runner = _runner(project, monkeypatch)
+    runner = _runner(project, monkeypatch, warm)
     assert runner.sandbox is not None
     try:
         if isinstance(runner.overlay, str):
@@ -93,7 +95,11 @@ def test_a_reruns_child_processes_sqlite_and_native_writes_leave_the_folder_as_i
         assert [p.name for p in runner.tmp.iterdir() if p.name.startswith("overlay-")] == []
         note = sandbox_note(runner.sandbox, {}, runner.overlay)
         assert "through an overlay" in note
+        if warm:
+            assert runner.warm is not None and runner.warm.why is None
+            assert runner.warm.asked == 2 and runner.warm.said is not None  # "again" forked
     finally:
+        runner.close()
         runner.sandbox.remove()
         overlay.remove(str(runner.tmp))
 

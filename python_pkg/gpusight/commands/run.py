@@ -539,9 +539,11 @@ def _what_if(args: argparse.Namespace, label: str) -> int:
         lean=True,
         sandbox=box,
         refuse_outside=not args.allow_writes_outside,
+        warm=True,
     )
     if not args.allow_linked_files and (why := unguarded(box, runner.overlay)) is not None:
         print(f"gpusight run --what-if: {why}", file=sys.stderr)
+        runner.close()
         box.remove()
         shutil.rmtree(runner.tmp, ignore_errors=True)
         return 2
@@ -556,6 +558,7 @@ def _what_if(args: argparse.Namespace, label: str) -> int:
                   file=sys.stderr)  # fmt: skip
             return stop_signals.exit_code(got)
         finally:
+            runner.close()
             box.remove()
             shutil.rmtree(runner.tmp, ignore_errors=True)
     base = out.baseline
@@ -573,6 +576,8 @@ def _what_if(args: argparse.Namespace, label: str) -> int:
     else:
         apply(report, out)
     report.notes.append(sandbox_note(box, base.facts, runner.overlay))
+    if runner.warm is not None and (said := runner.warm.note()) is not None:
+        report.notes.append(said)
     _write_all(report, args)
     if not args.quiet:
         print_summary(report, sys.stderr, args)

@@ -2,7 +2,8 @@
 
 Each run is a fresh process (``gpusight run --inject CHANGES --facts F --json R script ...``)
 that stops after its measured steps, so every change meets the script as it starts for real:
-its imports, its data, its DataLoader's first workers. In order:
+its data, its DataLoader's first workers (after the first, forked from one process that did the
+libraries' imports once: ``warm_start.py``). In order:
 
 1. the baseline: watched, profiled, the diagnosis itself (its report is the answer's base);
 2. a control: the same script, unprofiled, as every change runs; the pair gives the noise;
@@ -44,9 +45,10 @@ from ..knobs.base import MIN_WINDOW_S, Situation
 from ..knobs.gain_rule import MIN_GAIN, beyond_bound, noise_pct, threshold
 from . import stacking
 from .outcome import Outcome, RunResult
-from .overlay import Overlay, isolated, over
+from .overlay import Layer, Overlay, layer_of, over, wrap
 from .plan import Arm, Group, combine, hidden_by_noise, plan, sweep_goes_on, together_label
 from .run_failure import OOM, reason
+from .warm_start import Served, WarmStart
 
 if TYPE_CHECKING:
     from .sandbox import Sandbox
@@ -84,6 +86,7 @@ class ScriptRunner:
         lean: bool = False,
         sandbox: Sandbox | None = None,
         refuse_outside: bool = False,
+        warm: bool = False,
     ) -> None:
         self.lean = lean
         """Unprofiled runs watch lean (``Watch.lean``): the what-if compares their step times
@@ -108,6 +111,19 @@ class ScriptRunner:
         or why not (the scratch copy and its write guard only)."""
         if sandbox is not None:
             self.overlay = over(sandbox.root, str(self.tmp))
+        self.warm: WarmStart | None = None
+        """Where runs fork from once the first has started (``warm_start.py``)."""
+        if warm:
+            protect = [p for p in (sandbox.root, sandbox.path) if p] if sandbox else []
+            protect.append(os.path.dirname(os.path.abspath(self.script)))
+            self.warm = WarmStart.start(
+                python, self.script, self.env or dict(os.environ), self.cwd or os.getcwd(), protect
+            )
+
+    def close(self) -> None:
+        """End what the runs shared (the warm start's server)."""
+        if self.warm is not None:
+            self.warm.close()
 
     def __call__(
         self, label: str, changes: dict[str, Any], profile: bool, timeout_s: float
@@ -174,13 +190,10 @@ class ScriptRunner:
     ) -> RunResult:
         rp, fp, log = paths
         t = time.monotonic()
-        with open(log, "wb") as out, isolated(self.overlay, cmd) as cmd:
+        with open(log, "wb") as out, layer_of(self.overlay) as layer:
             with contextlib.suppress(OSError):  # room for the reason, should TMPDIR fill up
                 os.posix_fallocate(out.fileno(), 0, LOG_ROOM)
-            proc = subprocess.Popen(
-                cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, env=env, cwd=cwd,
-            )  # fmt: skip
+            proc = self._start(cmd, out, layer, cwd, env)
             try:
                 rc = proc.wait(timeout=max(1.0, timeout_s))
             except subprocess.TimeoutExpired:
@@ -202,6 +215,26 @@ class ScriptRunner:
         if report is None or (rc != 0 and outcome != "stopped"):
             res.error = reason(rc, log, (env or os.environ).get("TMPDIR"))
         return judge(res)
+
+    def _start(
+        self,
+        cmd: list[str],
+        out: Any,
+        layer: Layer | None,
+        cwd: str | None,
+        env: dict[str, str] | None,
+    ) -> subprocess.Popen[bytes] | Served:
+        """The run's process: forked from the warm start where it can, else fresh."""
+        if self.warm is not None and cmd[1:3] == ["-c", LAUNCH]:
+            run_env = env if env is not None else dict(os.environ)
+            served = self.warm.run(cmd[0], cmd[3:], cwd or os.getcwd(), run_env, out.name, layer)
+            if served is not None:
+                return served
+        return subprocess.Popen(
+            wrap(cmd, layer) if layer is not None else cmd,
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, env=env, cwd=cwd,
+        )  # fmt: skip
 
 
 LAUNCH = (
@@ -662,7 +695,7 @@ def _read(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _kill(proc: subprocess.Popen[bytes], grace_s: float = KILL_GRACE_S) -> None:
+def _kill(proc: subprocess.Popen[bytes] | Served, grace_s: float = KILL_GRACE_S) -> None:
     """End a re-run and everything it started: SIGINT first, as Ctrl-C would (DataLoader
     workers then remove their ``pymp-*`` folders), ``grace_s`` later SIGTERM, half that later
     SIGKILL (a script that ignores both)."""

@@ -33,37 +33,48 @@ OFF_ENV = "GPUSIGHT_NO_OVERLAY"
 """Set (to anything) to keep re-runs off the overlay: the scratch copy and its guard only."""
 PROBE_TIMEOUT_S = 20.0
 
-LAUNCH = r"""
+ENTER = r"""
 import ctypes, os, sys
-lower, upper, work, cmd = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[5:]
-libc = ctypes.CDLL(None, use_errno=True)
-CLONE_NEWNS, CLONE_NEWUSER, MS_REC, MS_PRIVATE = 0x20000, 0x10000000, 0x4000, 0x40000
-def fail(what):
-    err = ctypes.get_errno()
-    sys.stderr.write(f"gpusight overlay: {what}: {os.strerror(err) if err else 'failed'}\n")
-    sys.exit(97)  # the command never ran
-uid, gid = os.geteuid(), os.getegid()
-here = os.getcwd()
-if libc.unshare(CLONE_NEWNS if uid == 0 else CLONE_NEWNS | CLONE_NEWUSER) != 0:
-    fail("no mount namespace")
-if uid != 0:
-    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
-                       ("gid_map", f"{gid} {gid} 1")):
-        try:
-            with open(f"/proc/self/{name}", "w") as f:
-                f.write(text)
-        except OSError as exc:
-            sys.stderr.write(f"gpusight overlay: {name}: {exc}\n")
-            sys.exit(97)
-if libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
-    fail("the mounts could not be made private")
-opts = f"lowerdir={lower},upperdir={upper},workdir={work}".encode()
-if libc.mount(b"overlay", lower.encode(), b"overlay", 0, opts) != 0:
-    fail("overlayfs refused")
-os.chdir(here)  # a folder below the mount is now seen through it
+def enter(lower, upper, work):
+    libc = ctypes.CDLL(None, use_errno=True)
+    CLONE_NEWNS, CLONE_NEWUSER, MS_REC, MS_PRIVATE = 0x20000, 0x10000000, 0x4000, 0x40000
+    def fail(what):
+        err = ctypes.get_errno()
+        sys.stderr.write(f"gpusight overlay: {what}: {os.strerror(err) if err else 'failed'}\n")
+        sys.exit(97)  # the command never ran
+    uid, gid = os.geteuid(), os.getegid()
+    here = os.getcwd()
+    if libc.unshare(CLONE_NEWNS if uid == 0 else CLONE_NEWNS | CLONE_NEWUSER) != 0:
+        fail("no mount namespace")
+    if uid != 0:
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                           ("gid_map", f"{gid} {gid} 1")):
+            try:
+                with open(f"/proc/self/{name}", "w") as f:
+                    f.write(text)
+            except OSError as exc:
+                sys.stderr.write(f"gpusight overlay: {name}: {exc}\n")
+                sys.exit(97)
+    if libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        fail("the mounts could not be made private")
+    opts = f"lowerdir={lower},upperdir={upper},workdir={work}".encode()
+    if libc.mount(b"overlay", lower.encode(), b"overlay", 0, opts) != 0:
+        fail("overlayfs refused")
+    os.chdir(here)  # a folder below the mount is now seen through it
+"""
+"""Enters a mount namespace with the overlay mounted (and a user namespace where not root); exits
+97 (the command never ran) where the kernel refuses. The calling process must be single-threaded
+(``unshare`` of a user namespace asks it)."""
+
+LAUNCH = (
+    ENTER
+    + r"""
+enter(sys.argv[1], sys.argv[2], sys.argv[3])
+cmd = sys.argv[5:]
 if cmd:
     os.execvp(cmd[0], cmd)
 """
+)
 
 
 @dataclass
@@ -76,7 +87,7 @@ class Overlay:
 
     def wrap(self, cmd: list[str], upper: str, work: str) -> list[str]:
         """``cmd`` run inside an overlay with the layer ``upper`` (``work``: overlayfs's own)."""
-        return [sys.executable, "-c", LAUNCH, self.lower, upper, work, "--", *cmd]
+        return wrap(cmd, (self.lower, upper, work))
 
     @contextlib.contextmanager
     def layer(self) -> Iterator[tuple[str, str]]:
@@ -91,14 +102,32 @@ class Overlay:
             remove(root)
 
 
+Layer = tuple[str, str, str]
+"""(lower, upper, work): what ``enter`` mounts."""
+
+
 @contextlib.contextmanager
-def isolated(overlay: Overlay | str, cmd: list[str]) -> Iterator[list[str]]:
-    """``cmd`` inside a fresh layer of ``overlay``; as it is where there is none (its reason)."""
+def layer_of(overlay: Overlay | str) -> Iterator[Layer | None]:
+    """A fresh layer of ``overlay`` for a process that enters it itself (``enter``); None where
+    there is no overlay."""
     if isinstance(overlay, str):
-        yield cmd
+        yield None
         return
     with overlay.layer() as (upper, work):
-        yield overlay.wrap(cmd, upper, work)
+        yield overlay.lower, upper, work
+
+
+def wrap(cmd: list[str], layer: Layer) -> list[str]:
+    """``cmd`` run inside ``layer``'s overlay."""
+    return [sys.executable, "-c", LAUNCH, *layer, "--", *cmd]
+
+
+def enter(layer: Layer) -> None:
+    """This process into ``layer``'s overlay, as ``LAUNCH`` enters its command's (it must be
+    single-threaded: a forked one is); exits 97 where the kernel refuses."""
+    scope: dict[str, object] = {}
+    exec(ENTER, scope)  # one text of the steps for both: LAUNCH runs before any import
+    scope["enter"](*layer)  # type: ignore[operator]
 
 
 def unsuitable(lower: str, holder: str) -> str | None:

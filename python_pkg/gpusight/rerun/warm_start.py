@@ -1,0 +1,255 @@
+"""Re-runs forked from one process that imported the script's libraries once (``warm_server``).
+
+Each re-run of a what-if is the script started afresh, and a script on Lightning or transformers
+spends seconds importing before its first step: ``import lightning`` alone took 4.2 s on this
+project's 2-core CPU, in each of a what-if's runs. The first run (the baseline) starts fresh as
+always while the server imports beside it; every later run is a fork of the server: the imports
+are done, and the run goes on from there as a fresh process would (its own session, overlay,
+folder, environment, seeds). Only the start-up is shared: the steps a run measures, its CUDA
+context, its DataLoader workers and its compiled code are its own.
+
+A run is started fresh instead where the server would not give it what a fresh process gets:
+another interpreter, environment or folder than the server's (a run of edited files), or a
+server that refused (an import started threads, opened the CUDA driver or took one of the
+user's modules) or ended.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .write_guard import ENV as GUARD_ENV
+
+SERVER = (
+    "import os, sys; sys.path[0] = os.devnull; "
+    "from gpusight.rerun.warm_server import serve; serve()"
+)
+"""As ``driver.LAUNCH``, without the working folder first on ``sys.path``; the server imports
+gpusight's run command itself, so nothing here imports it."""
+
+_NOT_SHOWN = {"gpusight", *sys.stdlib_module_names}
+READY_TIMEOUT_S = 120.0
+"""How long a run waits for the server's imports before it starts fresh instead."""
+
+
+def script_imports(script: str) -> list[str]:
+    """What ``script`` imports that the server may import first, as ``warm_server.preload``
+    takes it (``pkg.mod``, or ``pkg.mod:name`` for ``from pkg.mod import name``).
+
+    Module-level imports in order, up to the first statement that could change what a later
+    import finds or how it sets itself up (``os.environ``, ``sys.path``, a dotenv file, a module
+    of the script's folder: library constants read at import); imports inside functions only
+    where there is none. Relative imports and names the script's folder defines (its
+    ``utils.py`` would shadow an installed ``utils``) are left out."""
+    try:
+        tree = ast.parse(Path(script).read_text("utf-8"), script)
+    except (OSError, SyntaxError, ValueError):
+        return []
+    own = own_names(os.path.dirname(os.path.abspath(script)))
+    found: list[str] = []
+    later: list[str] = []  # inside functions and classes: run after all that precedes a call
+    for stmt in tree.body:
+        if _sets_up(stmt, own):
+            later = []
+            break
+        names = [n for n in _imported(stmt) if _top(n) not in own | {"__future__"}]
+        is_def = isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        (later if is_def else found).extend(names)
+    return list(dict.fromkeys(found + later))
+
+
+_SETS_UP = {"environ", "putenv", "load_dotenv", "find_dotenv"}
+
+
+def _sets_up(stmt: ast.stmt, own: set[str]) -> bool:
+    """Whether ``stmt`` reads or changes what later imports depend on (see ``script_imports``)."""
+    if any(_top(n) in own for n in _imported(stmt)):
+        return True
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Name) and node.id in _SETS_UP:
+            return True
+        if isinstance(node, ast.Attribute) and (
+            node.attr in _SETS_UP
+            or (node.attr == "path" and isinstance(node.value, ast.Name) and node.value.id == "sys")
+        ):
+            return True
+        if isinstance(node, ast.ImportFrom) and (
+            node.level > 0 or any(a.name in _SETS_UP for a in node.names)
+        ):
+            return True
+    return False
+
+
+def _top(name: str) -> str:
+    return name.split(".")[0].split(":")[0]
+
+
+def _imported(node: ast.AST) -> list[str]:
+    """The modules the import statements in ``node`` name."""
+    found: list[str] = []
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Import):
+            found += [a.name for a in sub.names]
+        elif isinstance(sub, ast.ImportFrom) and sub.level == 0 and sub.module:
+            found += [f"{sub.module}:{a.name}" if a.name != "*" else sub.module
+                      for a in sub.names]  # fmt: skip
+    return found
+
+
+def own_names(folder: str) -> set[str]:
+    """The top-level module names a script in ``folder`` imports from there."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return set()
+    names = {e.name[:-3] for e in entries if e.name.endswith(".py") and e.is_file()}
+    return names | {e.name for e in entries if e.is_dir() and e.name.isidentifier()}
+
+
+class WarmStart:
+    """The server process and what it said; ``run`` forks a run from it."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], python: str, env: dict[str, str],
+                 cwd: str) -> None:  # fmt: skip
+        self.proc = proc
+        self.python, self.env, self.cwd = python, env, cwd
+        self.said: dict[str, Any] | None = None
+        self.why: str | None = None
+        """Why runs start fresh (None: they fork, once the server is ready)."""
+        self._buf = b""
+        self.asked = 0
+
+    @classmethod
+    def start(cls, python: str, script: str, env: dict[str, str], cwd: str,
+              protect: list[str]) -> WarmStart:  # fmt: skip
+        """A server for ``script``'s runs, importing in the background."""
+        env = _unguarded(env)
+        proc = subprocess.Popen(
+            [python, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, start_new_session=True, env=env, cwd=cwd,
+        )  # fmt: skip
+        local = sorted(own_names(os.path.dirname(os.path.abspath(script))))
+        ask = {"modules": script_imports(script), "protect": protect, "local": local}
+        assert proc.stdin is not None
+        proc.stdin.write((json.dumps(ask) + "\n").encode())
+        proc.stdin.flush()
+        return cls(proc, python, env, cwd)
+
+    def ready(self, timeout_s: float = READY_TIMEOUT_S) -> bool:
+        """Whether runs fork from the server (waiting for its imports up to ``timeout_s``)."""
+        if self.why is None and self.said is None:
+            try:
+                self.said = self._read(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.why = f"its libraries took over {timeout_s:.0f} s to import"
+                self.close()
+                return False
+            if not self.said.get("ready"):
+                self.why = self.said.get("why") or "the process to fork them from did not start"
+                self.close()
+        return self.why is None
+
+    def run(self, python: str, argv: list[str], cwd: str, env: dict[str, str], log: str,
+            layer: tuple[str, str, str] | None) -> Served | None:  # fmt: skip
+        """``gpusight <argv>`` forked from the server; None where the run must start fresh."""
+        if python != self.python or cwd != self.cwd or _unguarded(env) != self.env:
+            return None
+        # The first run starts fresh beside the server's imports rather than wait for them.
+        first, self.asked = self.asked == 0, self.asked + 1
+        if first and self.said is None and not self._pending():
+            return None
+        if not self.ready():
+            return None
+        req = {"argv": argv, "cwd": cwd, "env": env, "log": log, "layer": layer}
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write((json.dumps(req) + "\n").encode())
+            self.proc.stdin.flush()
+            pid = int(self._read(60.0)["pid"])
+        except (OSError, KeyError, ValueError, subprocess.TimeoutExpired) as exc:
+            self.why = f"the process the runs fork from stopped answering ({exc})"
+            self.close()
+            return None
+        return Served(self, pid)
+
+    def note(self) -> str | None:
+        """What the report says of how the re-runs started (None: no server was asked)."""
+        if self.why is not None:
+            return f"each re-run imported its libraries afresh: {self.why}"
+        if self.said is None:
+            return None
+        tops = (n.split(":")[0].split(".")[0] for n in self.said.get("imported", []))
+        names = list(dict.fromkeys(t for t in tops if t not in _NOT_SHOWN))
+        shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+        return (
+            f"each re-run after the first started from one process that had imported {shown} "
+            f"once ({self.said.get('import_s', 0):.1f} s): its start-up was its own setup, its "
+            "steps as in a fresh process"
+        )
+
+    def close(self) -> None:
+        """End the server (a run in flight is the driver's to end)."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, 9)
+            except OSError:
+                pass
+            self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                pipe.close()
+
+    def _pending(self) -> bool:
+        """Whether a reply is there to read now."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        return b"\n" in self._buf or bool(select.select([fd], [], [], 0)[0])
+
+    def _read(self, timeout_s: float | None) -> dict[str, Any]:
+        """The server's next reply; {} once it has ended."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while b"\n" not in self._buf:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([fd], [], [], left)[0]:
+                raise subprocess.TimeoutExpired("gpusight warm start", timeout_s or 0.0)
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return {}
+            self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        got: dict[str, Any] = json.loads(line)
+        return got
+
+
+class Served:
+    """A run forked by the server: what the driver asks of a ``Popen`` (its pid, which leads
+    its process group, and ``wait``)."""
+
+    def __init__(self, owner: WarmStart, pid: int) -> None:
+        self.owner = owner
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            got = self.owner._read(timeout)
+            if "rc" not in got:
+                self.owner.why = "the process the runs fork from ended"
+                self.owner.close()
+            self.returncode = int(got.get("rc", 1))
+        return self.returncode
+
+
+def _unguarded(env: dict[str, str]) -> dict[str, str]:
+    """``env`` without the write guard's setting, which differs between runs' copies."""
+    return {k: v for k, v in env.items() if k != GUARD_ENV}

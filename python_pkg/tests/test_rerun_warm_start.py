@@ -1,0 +1,205 @@
+"""A what-if's re-runs after the first fork from one process that imported the script's
+libraries once (``rerun/warm_start.py``, ``rerun/warm_server.py``): the imports are not paid
+again, and the run is otherwise the fresh process it was (its module search order, overlay,
+time limit); where forking would change that, the runs start fresh and the report says why."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from gpusight.rerun import overlay, sandbox
+from gpusight.rerun.driver import ScriptRunner
+from gpusight.rerun.warm_start import WarmStart, own_names, script_imports
+
+TRAIN = """import sys
+PRE = {{name: name in sys.modules for name in ("xml.dom.minidom", "shadowed")}}
+import xml.dom.minidom
+{extra}
+import shadowed
+import torch
+print("preloaded:", PRE, "shadowed from:", shadowed.WHO, flush=True)
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in range(300):
+    loss = model(torch.randn(16, 32)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A script folder with its own ``shadowed.py``, and an installed ``shadowed`` and
+    ``threaded`` on the run's ``PYTHONPATH`` outside it."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "shadowed.py").write_text("WHO = 'installed'\n")
+    (lib / "threaded.py").write_text(
+        "import threading, time\n"
+        "threading.Thread(target=time.sleep, args=(600,), daemon=True, name='poller').start()\n"
+    )
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "shadowed.py").write_text("WHO = 'the script folder'\n")
+    paths = [str(lib), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    return root, env
+
+
+def _runner(root: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> ScriptRunner:
+    monkeypatch.chdir(root)
+    box = sandbox.make(str(root))
+    return ScriptRunner("train.py", [], steps=6, warmup=2, lean=True, sandbox=box, env=env,
+                        warm=True)  # fmt: skip
+
+
+def _log(runner: ScriptRunner, n: int) -> str:
+    return (runner.tmp / f"log{n}.txt").read_text("utf-8", "replace").rstrip("\0")
+
+
+def _end(runner: ScriptRunner) -> None:
+    runner.close()
+    assert runner.sandbox is not None
+    runner.sandbox.remove()
+    overlay.remove(str(runner.tmp))
+
+
+def test_runs_after_the_first_start_with_the_scripts_imports_done_and_its_own_modules_first(
+    project: tuple[Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, env = project
+    (root / "train.py").write_text(TRAIN.format(extra=""))
+    runner = _runner(root, env, monkeypatch)
+    try:
+        first = runner("baseline", {}, False, 120.0)
+        second = runner("control", {}, False, 120.0)
+        assert first.ok and second.ok, (first.error, second.error)
+        assert "'xml.dom.minidom': False" in _log(runner, 1)
+        # Imported once, in the process the second run was forked from...
+        assert "'xml.dom.minidom': True" in _log(runner, 2)
+        # ...but never a module the script's own folder defines: its own comes first, as in
+        # a fresh process.
+        for n in (1, 2):
+            assert "'shadowed': False" in _log(runner, n)
+            assert "shadowed from: the script folder" in _log(runner, n)
+        assert second.items == first.items and second.steps >= 3
+        note = runner.warm.note() if runner.warm else None
+        assert note is not None and "after the first started from one process" in note
+        assert "torch" in note and "xml" not in note  # the libraries, not the standard ones
+    finally:
+        _end(runner)
+
+
+def test_an_import_that_starts_a_thread_keeps_every_run_fresh_and_the_note_says_why(
+    project: tuple[Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, env = project
+    (root / "train.py").write_text(TRAIN.format(extra="import threaded"))
+    runner = _runner(root, env, monkeypatch)
+    try:
+        for label in ("baseline", "control"):
+            res = runner(label, {}, False, 120.0)
+            assert res.ok, res.error
+        assert "'xml.dom.minidom': False" in _log(runner, 2)  # started fresh
+        note = runner.warm.note() if runner.warm else None
+        assert note is not None and "afresh" in note and "poller" in note
+    finally:
+        _end(runner)
+
+
+def test_a_forked_run_past_its_time_limit_is_stopped_with_all_it_started(
+    project: tuple[Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, env = project
+    hang = (
+        "import os, subprocess, sys, time\n"
+        "print('hang:', PRE, flush=True)\n"
+        "if os.environ.get('HANG_FROM') and os.path.exists(os.environ['HANG_FROM']):\n"
+        "    child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        "    open(os.environ['HANG_FROM'] + '.pid', 'w').write(str(child.pid))\n"
+        "    time.sleep(600)\n"
+    )
+    flag = root.parent / "hang"
+    (root / "train.py").write_text(TRAIN.format(extra=hang))
+    runner = _runner(root, {**env, "HANG_FROM": str(flag)}, monkeypatch)
+    try:
+        assert runner("baseline", {}, False, 120.0).ok
+        flag.write_text("now")
+        t = time.monotonic()
+        res = runner("control", {}, False, 8.0)
+        assert not res.ok and res.error is not None and res.error.startswith("stopped after")
+        assert time.monotonic() - t < 60
+        assert "'xml.dom.minidom': True" in _log(runner, 2)  # it was the forked run
+        grandchild = int(Path(str(flag) + ".pid").read_text())
+        deadline = time.monotonic() + 10
+        while psutil.pid_exists(grandchild) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        gone = not psutil.pid_exists(grandchild)
+        assert gone or psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE
+    finally:
+        _end(runner)
+
+
+def test_a_run_in_another_folder_or_environment_is_not_forked(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("import json\n")
+    env = dict(os.environ)
+    warm = WarmStart.start(sys.executable, str(script), env, str(tmp_path), [str(tmp_path)])
+    try:
+        log = str(tmp_path / "log.txt")
+        assert warm.run(sys.executable, ["--help"], str(tmp_path / "elsewhere"), env, log,
+                        None) is None  # fmt: skip
+        other = {**env, "CUDA_VISIBLE_DEVICES": "1"}
+        assert warm.run(sys.executable, ["--help"], str(tmp_path), other, log, None) is None
+        assert warm.run("/usr/bin/python-other", ["--help"], str(tmp_path), env, log,
+                        None) is None  # fmt: skip
+    finally:
+        warm.close()
+    assert warm.proc.poll() is not None
+
+
+def test_what_a_script_imports_is_taken_up_to_what_could_change_an_imports_outcome(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "helpers.py").write_text("")
+    (tmp_path / "models").mkdir()
+    script = tmp_path / "train.py"
+    plain = (
+        "from __future__ import annotations\n"
+        "import os, lightning.pytorch as pl\n"
+        "from transformers import Trainer, TrainingArguments\n"
+        "from torch.utils.data import *\n"
+        "try:\n"
+        "    import wandb\n"
+        "except ImportError:\n"
+        "    wandb = None\n"
+        "def main():\n"
+        "    import timm\n"
+    )
+    script.write_text(plain)
+    assert own_names(str(tmp_path)) >= {"helpers", "models", "train"}
+    assert script_imports(str(script)) == [
+        "os", "lightning.pytorch", "transformers:Trainer", "transformers:TrainingArguments",
+        "torch.utils.data", "wandb", "timm",
+    ]  # fmt: skip
+    # A library may read the environment, the search path or the script's own modules'
+    # doings as it imports: what follows them is imported by the run, as a fresh one would.
+    stops = [
+        'os.environ.setdefault("HF_HUB_OFFLINE", "1")',
+        "from os import environ",
+        'sys.path.insert(0, "vendor")',
+        "from dotenv import load_dotenv",
+        "from helpers import thing",
+        "import models.resnet",
+        "from . import sibling",
+    ]
+    for stop in stops:
+        script.write_text(f"import os, sys\n{stop}\nimport transformers\ndef f():\n import timm\n")
+        assert script_imports(str(script)) == ["os", "sys"], stop
+    assert script_imports(str(tmp_path / "missing.py")) == []
