@@ -6,14 +6,16 @@ time limit); where forking would change that, the runs start fresh and the repor
 from __future__ import annotations
 
 import os
+import resource
 import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
-from gpusight.rerun import overlay, sandbox
+from gpusight.rerun import driver, overlay, sandbox
 from gpusight.rerun.driver import ScriptRunner
+from gpusight.rerun.warm_server import own_pages
 from gpusight.rerun.warm_start import WarmStart, own_names, script_imports
 
 TRAIN = """import sys
@@ -92,6 +94,12 @@ def test_runs_after_the_first_start_with_the_scripts_imports_done_and_its_own_mo
         note = runner.warm.note() if runner.warm else None
         assert note is not None and "after the first started from one process" in note
         assert "torch" in note and "xml" not in note  # the libraries, not the standard ones
+        # A run of edited files starts fresh: its forecast carries the imports again.
+        edits = {"statement": {"file": "train.py"}}
+        monkeypatch.setattr(driver, "source_edits", lambda ch: {"train.py": "#"} if ch else {})
+        assert runner.warm is not None and runner.warm.said is not None
+        assert runner.start_extra_s(edits) == runner.warm.said["import_s"] > 0
+        assert runner.start_extra_s({}) == 0.0
     finally:
         _end(runner)
 
@@ -203,3 +211,35 @@ def test_what_a_script_imports_is_taken_up_to_what_could_change_an_imports_outco
         script.write_text(f"import os, sys\n{stop}\nimport transformers\ndef f():\n import timm\n")
         assert script_imports(str(script)) == ["os", "sys"], stop
     assert script_imports(str(tmp_path / "missing.py")) == []
+
+
+def test_a_forked_run_copies_the_pages_it_shares_before_its_steps_not_during_them() -> None:
+    """Writing one byte a page of 64 MiB this process wrote before forking: in the child, one
+    stop to copy a page each write, unless ``own_pages`` copied them all first (as the server's
+    children do before the script starts), which leaves the steps none to pay."""
+    blob = bytearray(b"\x01") * (64 << 20)
+    pages = len(blob) // 4096
+    faults: dict[bool, tuple[int, int]] = {}
+    for copy_first in (False, True):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: reports (faults, bytes copied ahead), never returns
+            try:
+                copied = own_pages() if copy_first else 0
+                before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+                for i in range(0, len(blob), 4096):
+                    blob[i] = 2
+                after = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+                os.write(w, f"{after - before} {copied}".encode())
+            finally:
+                os._exit(0)
+        os.close(w)
+        got = os.read(r, 64).decode().split()
+        os.close(r)
+        os.waitpid(pid, 0)
+        faults[copy_first] = (int(got[0]), int(got[1]))
+    if faults[True][1] == 0:
+        pytest.skip("this kernel has no MADV_POPULATE_WRITE (Linux 5.14)")
+    assert faults[True][1] >= len(blob)
+    assert faults[False][0] > pages // 4, faults  # the copies a run would have paid
+    assert faults[True][0] < faults[False][0] // 10, faults

@@ -120,6 +120,15 @@ class ScriptRunner:
                 python, self.script, self.env or dict(os.environ), self.cwd or os.getcwd(), protect
             )
 
+    def start_extra_s(self, changes: dict[str, Any]) -> float:
+        """What a run with ``changes`` takes to start beyond the control: the imports that the
+        warm start spares the others, for a run of edited files, which starts fresh."""
+        warm = self.warm
+        if warm is None or warm.why is not None or warm.said is None or not changes:
+            return 0.0
+        edits = source_edits(changes)
+        return float(warm.said.get("import_s", 0.0)) if edits and isinstance(edits, dict) else 0.0
+
     def close(self) -> None:
         """End what the runs shared (the warm start's server)."""
         if self.warm is not None:
@@ -364,6 +373,8 @@ class Driver:
         if seen and control.step_ms:
             ratio = sweep_step_ratio(control.step_ms, seen, arm.slowdown)
         more = extra_warmup(arm.changes) * step_s * ratio
+        fresh = getattr(self.runner, "start_extra_s", None)
+        more += fresh(arm.changes) if fresh is not None else 0.0
         return control.wall_s + stepping * (ratio - 1.0) + more + arm.extra_s
 
     # -- the whole what-if ------------------------------------------------------------------
