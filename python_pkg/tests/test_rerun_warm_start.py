@@ -18,13 +18,7 @@ from gpusight.rerun.driver import ScriptRunner
 from gpusight.rerun.warm_server import own_pages
 from gpusight.rerun.warm_start import WarmStart, own_names, script_imports
 
-TRAIN = """import sys
-PRE = {{name: name in sys.modules for name in ("xml.dom.minidom", "shadowed")}}
-import xml.dom.minidom
-{extra}
-import shadowed
-import torch
-print("preloaded:", PRE, "shadowed from:", shadowed.WHO, flush=True)
+LOOP = """import torch
 model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 for step in range(300):
@@ -33,6 +27,14 @@ for step in range(300):
     loss.backward()
     opt.step()
 """
+
+TRAIN = """import sys
+PRE = {{name: name in sys.modules for name in ("xml.dom.minidom", "shadowed")}}
+import xml.dom.minidom
+{extra}
+import shadowed
+print("preloaded:", PRE, "shadowed from:", shadowed.WHO, flush=True)
+""" + LOOP.replace("{", "{{").replace("}", "}}")
 
 
 @pytest.fixture
@@ -199,18 +201,70 @@ def test_what_a_script_imports_is_taken_up_to_what_could_change_an_imports_outco
     # A library may read the environment, the search path or the script's own modules'
     # doings as it imports: what follows them is imported by the run, as a fresh one would.
     stops = [
-        'os.environ.setdefault("HF_HUB_OFFLINE", "1")',
+        "os.environ['HF_HOME'] = os.path.expanduser('~/hf')",
+        "os.environ.pop('HF_HOME')",
+        "del os.environ['HF_HOME']",
+        "print(os.environ['HF_HOME'])",
         "from os import environ",
         'sys.path.insert(0, "vendor")',
         "from dotenv import load_dotenv",
-        "from helpers import thing",
+        "from setup_env import thing",
         "import models.resnet",
         "from . import sibling",
     ]
+    # The script's own module runs where it is imported: read as the script is read.
+    (tmp_path / "setup_env.py").write_text("import os\nos.environ['HF_HOME'] = os.getcwd()\n")
     for stop in stops:
         script.write_text(f"import os, sys\n{stop}\nimport transformers\ndef f():\n import timm\n")
         assert script_imports(str(script)) == ["os", "sys"], stop
     assert script_imports(str(tmp_path / "missing.py")) == []
+    (tmp_path / "helpers.py").write_text(
+        "import json\nimport os\nos.environ.setdefault('A', '1')\nimport helpers\n"
+        "def f():\n    import timm\n"
+    )
+    script.write_text("import helpers\nfrom helpers import f\nimport transformers\n")
+    assert script_imports(str(script)) == ["json", "os", "?A=1", "transformers", "timm"]
+    # Settings of the environment to constants are made where the script makes them.
+    script.write_text(
+        "import os\n"
+        "os.environ['HF_HUB_OFFLINE'] = '1'\n"
+        "os.environ.setdefault('TOKENIZERS_PARALLELISM', 'false')\n"
+        "os.environ.update({'WANDB_MODE': 'disabled'}, CUDA_VISIBLE_DEVICES='0')\n"
+        "os.environ['HF_HUB_OFFLINE'] = '0'\n"
+        "import transformers\n"
+        "os.environ['HF_HUB_OFFLINE'] = '1'\n"
+    )
+    assert script_imports(str(script)) == [
+        "os", "=HF_HUB_OFFLINE=1", "?TOKENIZERS_PARALLELISM=false", "=WANDB_MODE=disabled",
+        "=CUDA_VISIBLE_DEVICES=0", "=HF_HUB_OFFLINE=0", "transformers", "=HF_HUB_OFFLINE=1",
+    ]  # fmt: skip
+
+
+def test_a_library_that_reads_the_environment_as_it_imports_sees_what_the_script_set(
+    project: tuple[Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, env = project
+    (root.parent / "lib" / "reads_env.py").write_text(
+        "import os\nSEEN = os.environ.get('GPUSIGHT_TEST_FLAG')\n"
+    )
+    head = (
+        "import os, sys\n"
+        "os.environ['GPUSIGHT_TEST_FLAG'] = 'set by the script'\n"
+        "PRE = 'reads_env' in sys.modules\n"
+        "import reads_env\n"
+        "print('preloaded:', PRE, 'seen:', reads_env.SEEN, flush=True)\n"
+    )
+    (root / "train.py").write_text(head + LOOP)
+    runner = _runner(root, env, monkeypatch)
+    try:
+        for label in ("baseline", "control"):
+            res = runner(label, {}, False, 120.0)
+            assert res.ok, res.error
+        assert "preloaded: False seen: set by the script" in _log(runner, 1)
+        assert "preloaded: True seen: set by the script" in _log(runner, 2)
+        assert "GPUSIGHT_TEST_FLAG" not in os.environ  # nor left in this process
+    finally:
+        _end(runner)
 
 
 def test_a_forked_run_copies_the_pages_it_shares_before_its_steps_not_during_them() -> None:

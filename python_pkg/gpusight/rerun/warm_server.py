@@ -55,14 +55,20 @@ def _reply(fd: int, **fields: Any) -> None:
 
 def preload(names: list[str]) -> list[str]:
     """Import each of ``names`` (``pkg.mod`` or ``pkg.mod:attr``, the attribute read: a lazy
-    package such as transformers imports its submodule then); those that imported."""
+    package such as transformers imports its submodule then), setting the environment where
+    the script sets it (``=K=v``, ``?K=v``: ``script_imports``); the modules that imported."""
     done = []
+    saved = dict(os.environ)
     # An import that asks whether CUDA is there asks NVML, which leaves the driver unopened:
     # a child forked after the driver opened could not use the GPU.
-    saved = os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
     os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     try:
         for name in names:
+            if name[:1] in ("=", "?"):
+                key, _, value = name[1:].partition("=")
+                if name[0] == "=" or key not in os.environ:
+                    os.environ[key] = value
+                continue
             module, _, attr = name.partition(":")
             try:
                 got = importlib.import_module(module)
@@ -72,10 +78,8 @@ def preload(names: list[str]) -> list[str]:
                 continue
             done.append(name)
     finally:
-        if saved is None:
-            os.environ.pop("PYTORCH_NVML_BASED_CUDA_CHECK", None)
-        else:
-            os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = saved
+        os.environ.clear()
+        os.environ.update(saved)
     return done
 
 

@@ -16,16 +16,15 @@ user's modules) or ended.
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import select
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
+from .script_imports import own_names, script_imports
 from .write_guard import ENV as GUARD_ENV
 
 SERVER = (
@@ -38,80 +37,6 @@ gpusight's run command itself, so nothing here imports it."""
 _NOT_SHOWN = {"gpusight", *sys.stdlib_module_names}
 READY_TIMEOUT_S = 120.0
 """How long a run waits for the server's imports before it starts fresh instead."""
-
-
-def script_imports(script: str) -> list[str]:
-    """What ``script`` imports that the server may import first, as ``warm_server.preload``
-    takes it (``pkg.mod``, or ``pkg.mod:name`` for ``from pkg.mod import name``).
-
-    Module-level imports in order, up to the first statement that could change what a later
-    import finds or how it sets itself up (``os.environ``, ``sys.path``, a dotenv file, a module
-    of the script's folder: library constants read at import); imports inside functions only
-    where there is none. Relative imports and names the script's folder defines (its
-    ``utils.py`` would shadow an installed ``utils``) are left out."""
-    try:
-        tree = ast.parse(Path(script).read_text("utf-8"), script)
-    except (OSError, SyntaxError, ValueError):
-        return []
-    own = own_names(os.path.dirname(os.path.abspath(script)))
-    found: list[str] = []
-    later: list[str] = []  # inside functions and classes: run after all that precedes a call
-    for stmt in tree.body:
-        if _sets_up(stmt, own):
-            later = []
-            break
-        names = [n for n in _imported(stmt) if _top(n) not in own | {"__future__"}]
-        is_def = isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-        (later if is_def else found).extend(names)
-    return list(dict.fromkeys(found + later))
-
-
-_SETS_UP = {"environ", "putenv", "load_dotenv", "find_dotenv"}
-
-
-def _sets_up(stmt: ast.stmt, own: set[str]) -> bool:
-    """Whether ``stmt`` reads or changes what later imports depend on (see ``script_imports``)."""
-    if any(_top(n) in own for n in _imported(stmt)):
-        return True
-    for node in ast.walk(stmt):
-        if isinstance(node, ast.Name) and node.id in _SETS_UP:
-            return True
-        if isinstance(node, ast.Attribute) and (
-            node.attr in _SETS_UP
-            or (node.attr == "path" and isinstance(node.value, ast.Name) and node.value.id == "sys")
-        ):
-            return True
-        if isinstance(node, ast.ImportFrom) and (
-            node.level > 0 or any(a.name in _SETS_UP for a in node.names)
-        ):
-            return True
-    return False
-
-
-def _top(name: str) -> str:
-    return name.split(".")[0].split(":")[0]
-
-
-def _imported(node: ast.AST) -> list[str]:
-    """The modules the import statements in ``node`` name."""
-    found: list[str] = []
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Import):
-            found += [a.name for a in sub.names]
-        elif isinstance(sub, ast.ImportFrom) and sub.level == 0 and sub.module:
-            found += [f"{sub.module}:{a.name}" if a.name != "*" else sub.module
-                      for a in sub.names]  # fmt: skip
-    return found
-
-
-def own_names(folder: str) -> set[str]:
-    """The top-level module names a script in ``folder`` imports from there."""
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return set()
-    names = {e.name[:-3] for e in entries if e.name.endswith(".py") and e.is_file()}
-    return names | {e.name for e in entries if e.is_dir() and e.name.isidentifier()}
 
 
 class WarmStart:
