@@ -160,7 +160,7 @@ def test_a_run_in_another_folder_or_environment_is_not_forked(tmp_path: Path) ->
     script = tmp_path / "train.py"
     script.write_text("import json\n")
     env = dict(os.environ)
-    warm = WarmStart.start(sys.executable, str(script), env, str(tmp_path), [str(tmp_path)])
+    warm = WarmStart.start(sys.executable, str(script), env, str(tmp_path))
     try:
         log = str(tmp_path / "log.txt")
         assert warm.run(sys.executable, ["--help"], str(tmp_path / "elsewhere"), env, log,
@@ -297,3 +297,24 @@ def test_a_forked_run_copies_the_pages_it_shares_before_its_steps_not_during_the
     assert faults[True][1] >= len(blob)
     assert faults[False][0] > pages // 4, faults  # the copies a run would have paid
     assert faults[True][0] < faults[False][0] // 10, faults
+
+
+def test_a_library_kept_inside_the_users_folder_is_imported_ahead_as_a_fresh_run_would(
+    project: tuple[Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gpusight itself run from a checkout in the folder, or a vendored library on
+    ``PYTHONPATH``: a fresh run imports the same file by the same path."""
+    root, env = project
+    (root / "vendor").mkdir()
+    (root / "vendor" / "vendored.py").write_text("WHO = 'vendored'\n")
+    env = {**env, "PYTHONPATH": os.pathsep.join([str(root / "vendor"), env["PYTHONPATH"]])}
+    (root / "train.py").write_text(TRAIN.format(extra="import vendored"))
+    runner = _runner(root, env, monkeypatch)
+    try:
+        for label in ("baseline", "control"):
+            res = runner(label, {}, False, 120.0)
+            assert res.ok, res.error
+        assert "'xml.dom.minidom': True" in _log(runner, 2)
+        assert runner.warm is not None and runner.warm.why is None
+    finally:
+        _end(runner)

@@ -114,11 +114,8 @@ class ScriptRunner:
         self.warm: WarmStart | None = None
         """Where runs fork from once the first has started (``warm_start.py``)."""
         if warm:
-            protect = [p for p in (sandbox.root, sandbox.path) if p] if sandbox else []
-            protect.append(os.path.dirname(os.path.abspath(self.script)))
-            self.warm = WarmStart.start(
-                python, self.script, self.env or dict(os.environ), self.cwd or os.getcwd(), protect
-            )
+            env = self.env or dict(os.environ)
+            self.warm = WarmStart.start(python, self.script, env, self.cwd or os.getcwd())
 
     def start_extra_s(self, changes: dict[str, Any]) -> float:
         """What a run with ``changes`` takes to start beyond the control: the imports that the

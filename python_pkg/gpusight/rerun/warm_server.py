@@ -6,7 +6,7 @@ a run forked from it gets what a fresh process gets (``refusal``), then forks a 
 its own session, the run's log as its output, the run's overlay entered, environment, folder and
 arguments set, then ``gpusight run`` as a fresh ``python -c LAUNCH`` would run it.
 
-The protocol is one JSON line each way: first ``{"modules", "protect", "local"}`` in and
+The protocol is one JSON line each way: first ``{"modules", "local"}`` in and
 ``{"ready": bool, "why": str, "imported": [...], "import_s": float}`` out; then per run
 ``{"argv", "cwd", "env", "log", "layer"}`` in, ``{"pid": n}`` out once the child leads its own
 process group, and ``{"rc": n}`` when it ends.
@@ -37,7 +37,7 @@ def serve() -> None:
     t = time.monotonic()
     imported = preload([*ALWAYS, *ask.get("modules", [])])
     release_nvml()
-    why = refusal(ask.get("protect", []), ask.get("local", []))
+    why = refusal(ask.get("local", []))
     _reply(reply_fd, ready=why is None, why=why or "", imported=imported,
            import_s=round(time.monotonic() - t, 2))  # fmt: skip
     if why is not None:
@@ -83,9 +83,11 @@ def preload(names: list[str]) -> list[str]:
     return done
 
 
-def refusal(protect: list[str], local: list[str]) -> str | None:
+def refusal(local: list[str]) -> str | None:
     """Why a run forked from this process would not start as a fresh one (None: it would):
-    ``protect`` the user's folders, ``local`` the module names the script's folder defines."""
+    ``local`` the module names the script's folder defines. A module imported from the
+    user's folder or its copy is no reason: a fresh run, with the same path and folder,
+    imports the same file."""
     if threading.active_count() > 1:
         names = ", ".join(t.name for t in threading.enumerate() if t is not threading.main_thread())
         return f"an import started Python threads ({names}): a fork keeps only one"
@@ -94,13 +96,6 @@ def refusal(protect: list[str], local: list[str]) -> str | None:
         return "an import initialized CUDA, which a forked process cannot use"
     if _cuda_driver_started():
         return "an import started the CUDA driver, which a forked process cannot use"
-    roots = [os.path.realpath(p) + os.sep for p in protect]
-    for name, module in list(sys.modules.items()):
-        where = getattr(module, "__file__", None)
-        if not isinstance(where, str) or not os.path.isabs(where):
-            continue  # torch.ops and the like: no file of their own
-        if any(os.path.realpath(where).startswith(r) for r in roots):
-            return f"an import imported {name} from your folder, which each run takes from its copy"
     clash = sorted(n for n in local if n in sys.modules)
     if clash:
         # The script's folder comes first on its path: the import would have found its own.

@@ -53,8 +53,7 @@ class WarmStart:
         self.asked = 0
 
     @classmethod
-    def start(cls, python: str, script: str, env: dict[str, str], cwd: str,
-              protect: list[str]) -> WarmStart:  # fmt: skip
+    def start(cls, python: str, script: str, env: dict[str, str], cwd: str) -> WarmStart:
         """A server for ``script``'s runs, importing in the background."""
         env = _unguarded(env)
         proc = subprocess.Popen(
@@ -62,7 +61,7 @@ class WarmStart:
             stderr=subprocess.DEVNULL, start_new_session=True, env=env, cwd=cwd,
         )  # fmt: skip
         local = sorted(own_names(os.path.dirname(os.path.abspath(script))))
-        ask = {"modules": script_imports(script), "protect": protect, "local": local}
+        ask = {"modules": script_imports(script), "local": local}
         assert proc.stdin is not None
         proc.stdin.write((json.dumps(ask) + "\n").encode())
         proc.stdin.flush()
