@@ -7,8 +7,8 @@ Each round makes one runner a way (``ScriptRunner(..., warm=False|True)`` over a
 as ``run --what-if`` makes it), runs the baseline, then three controls; the controls' walls and
 measured steps are kept. Scripts: a 12-layer MLP (torch only), and two corpus scripts run on the
 CPU, ``lightning_small_batch.py`` (Lightning's ``Trainer.fit``) and ``hf_trainer_defaults.py``
-(transformers' ``Trainer``; it sets ``HF_HUB_OFFLINE`` before its imports, so only gpusight and
-torch are imported ahead of it). Prints the medians and writes benchmarks/results/warm-start.md.
+(transformers' ``Trainer``; it sets ``HF_HUB_OFFLINE`` before its imports, which the server sets
+in its place). Prints the medians and writes benchmarks/results/warm-start.md.
 """
 
 from __future__ import annotations
