@@ -16,7 +16,7 @@ import pytest
 from gpusight.rerun import driver, overlay, sandbox
 from gpusight.rerun.driver import ScriptRunner
 from gpusight.rerun.warm_server import own_pages
-from gpusight.rerun.warm_start import WarmStart, own_names, script_imports
+from gpusight.rerun.warm_start import OFF_ENV, WarmStart, own_names, script_imports
 
 LOOP = """import torch
 model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
@@ -140,12 +140,13 @@ def test_a_forked_run_past_its_time_limit_is_stopped_with_all_it_started(
     runner = _runner(root, {**env, "HANG_FROM": str(flag)}, monkeypatch)
     try:
         assert runner("baseline", {}, False, 120.0).ok
+        assert runner("control", {}, False, 120.0).ok  # forked, and ok: forking works here
         flag.write_text("now")
         t = time.monotonic()
-        res = runner("control", {}, False, 8.0)
+        res = runner("hangs", {}, False, 8.0)
         assert not res.ok and res.error is not None and res.error.startswith("stopped after")
         assert time.monotonic() - t < 60
-        assert "'xml.dom.minidom': True" in _log(runner, 2)  # it was the forked run
+        assert "'xml.dom.minidom': True" in _log(runner, 3)  # it was a forked run
         grandchild = int(Path(str(flag) + ".pid").read_text())
         deadline = time.monotonic() + 10
         while psutil.pid_exists(grandchild) and time.monotonic() < deadline:
@@ -316,5 +317,42 @@ def test_a_library_kept_inside_the_users_folder_is_imported_ahead_as_a_fresh_run
             assert res.ok, res.error
         assert "'xml.dom.minidom': True" in _log(runner, 2)
         assert runner.warm is not None and runner.warm.why is None
+    finally:
+        _end(runner)
+
+
+def test_a_first_forked_run_that_fails_is_made_again_fresh_and_so_are_the_rest(
+    project: tuple[Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A library that a fork breaks (a driver's state, a lock held at the fork) is not the
+    script's failure: the run counts as a fresh process makes it."""
+    root, env = project
+    broken = "if PRE['xml.dom.minidom']:\n    raise RuntimeError('a library the fork broke')"
+    (root / "train.py").write_text(TRAIN.format(extra=broken))
+    runner = _runner(root, env, monkeypatch)
+    try:
+        for label in ("baseline", "control", "again"):
+            res = runner(label, {}, False, 120.0)
+            assert res.ok, res.error
+            assert "'xml.dom.minidom': False" in _log(runner, runner.count)
+        note = runner.warm_note()
+        assert note is not None and "afresh" in note and "RuntimeError" in note, note
+    finally:
+        _end(runner)
+
+
+def test_the_warm_start_can_be_turned_off(
+    project: tuple[Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, env = project
+    (root / "train.py").write_text(TRAIN.format(extra=""))
+    monkeypatch.setenv(OFF_ENV, "1")
+    runner = _runner(root, env, monkeypatch)
+    try:
+        assert runner.warm is None
+        for label in ("baseline", "control"):
+            assert runner(label, {}, False, 120.0).ok
+        assert "'xml.dom.minidom': False" in _log(runner, 2)
+        assert runner.warm_note() == f"each re-run imported its libraries afresh: {OFF_ENV} is set"
     finally:
         _end(runner)

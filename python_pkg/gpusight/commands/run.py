@@ -576,7 +576,7 @@ def _what_if(args: argparse.Namespace, label: str) -> int:
     else:
         apply(report, out)
     report.notes.append(sandbox_note(box, base.facts, runner.overlay))
-    if runner.warm is not None and (said := runner.warm.note()) is not None:
+    if (said := runner.warm_note()) is not None:
         report.notes.append(said)
     _write_all(report, args)
     if not args.quiet:

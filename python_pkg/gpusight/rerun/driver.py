@@ -48,7 +48,8 @@ from .outcome import Outcome, RunResult
 from .overlay import Layer, Overlay, layer_of, over, wrap
 from .plan import Arm, Group, combine, hidden_by_noise, plan, sweep_goes_on, together_label
 from .run_failure import OOM, reason
-from .warm_start import Served, WarmStart
+from .warm_start import OFF_ENV as WARM_OFF_ENV
+from .warm_start import OFF_NOTE, Served, WarmStart
 
 if TYPE_CHECKING:
     from .sandbox import Sandbox
@@ -113,9 +114,16 @@ class ScriptRunner:
             self.overlay = over(sandbox.root, str(self.tmp))
         self.warm: WarmStart | None = None
         """Where runs fork from once the first has started (``warm_start.py``)."""
-        if warm:
+        self.warm_off = OFF_NOTE if warm and os.environ.get(WARM_OFF_ENV) else None
+        if warm and self.warm_off is None:
             env = self.env or dict(os.environ)
             self.warm = WarmStart.start(python, self.script, env, self.cwd or os.getcwd())
+
+    def warm_note(self) -> str | None:
+        """How the runs started, for the report (None: the warm start was not asked for)."""
+        if self.warm_off is not None:
+            return f"each re-run imported its libraries afresh: {self.warm_off}"
+        return self.warm.note() if self.warm is not None else None
 
     def start_extra_s(self, changes: dict[str, Any]) -> float:
         """What a run with ``changes`` takes to start beyond the control: the imports that the
@@ -194,6 +202,25 @@ class ScriptRunner:
         env: dict[str, str] | None,
         timeout_s: float,
     ) -> RunResult:
+        t = time.monotonic()
+        res, forked = self._launch_once(label, changes, cmd, paths, cwd, env, timeout_s)
+        if forked and self.warm is not None and not self.warm.vouch(res.ok, res.error):
+            # Forking broke what a fresh process runs: this run again, fresh, as all after it.
+            left = max(1.0, timeout_s - (time.monotonic() - t))
+            res = self._launch_once(label, changes, cmd, paths, cwd, env, left)[0]
+        return res
+
+    def _launch_once(
+        self,
+        label: str,
+        changes: dict[str, Any],
+        cmd: list[str],
+        paths: tuple[Path, Path, Path],
+        cwd: str | None,
+        env: dict[str, str] | None,
+        timeout_s: float,
+    ) -> tuple[RunResult, bool]:
+        """The run and whether it was forked from the warm start."""
         rp, fp, log = paths
         t = time.monotonic()
         with open(log, "wb") as out, layer_of(self.overlay) as layer:
@@ -205,7 +232,10 @@ class ScriptRunner:
             except subprocess.TimeoutExpired:
                 _kill(proc, grace_s=min(KILL_GRACE_S, max(1.0, timeout_s * KILL_GRACE_SHARE)))
                 wall = time.monotonic() - t
-                return RunResult(label, changes, False, wall, error=f"stopped after {wall:.0f} s")
+                stopped = RunResult(
+                    label, changes, False, wall, error=f"stopped after {wall:.0f} s"
+                )
+                return stopped, isinstance(proc, Served)
             except BaseException:
                 _kill(proc)
                 raise
@@ -220,7 +250,7 @@ class ScriptRunner:
         outcome = (facts or {}).get("outcome", "")
         if report is None or (rc != 0 and outcome != "stopped"):
             res.error = reason(rc, log, (env or os.environ).get("TMPDIR"))
-        return judge(res)
+        return judge(res), isinstance(proc, Served)
 
     def _start(
         self,

@@ -35,6 +35,9 @@ SERVER = (
 gpusight's run command itself, so nothing here imports it."""
 
 _NOT_SHOWN = {"gpusight", *sys.stdlib_module_names}
+OFF_ENV = "GPUSIGHT_NO_WARM_START"
+"""Set (to anything) to start every re-run fresh."""
+OFF_NOTE = f"{OFF_ENV} is set"
 READY_TIMEOUT_S = 120.0
 """How long a run waits for the server's imports before it starts fresh instead."""
 
@@ -51,6 +54,8 @@ class WarmStart:
         """Why runs start fresh (None: they fork, once the server is ready)."""
         self._buf = b""
         self.asked = 0
+        self.proven = False
+        """Whether a forked run has come back ok."""
 
     @classmethod
     def start(cls, python: str, script: str, env: dict[str, str], cwd: str) -> WarmStart:
@@ -103,6 +108,17 @@ class WarmStart:
             self.close()
             return None
         return Served(self, pid)
+
+    def vouch(self, ok: bool, error: str | None) -> bool:
+        """Whether a forked run's result stands. One that failed before any forked run came
+        back ok turns the warm start off: the driver makes it again, fresh, as all later runs
+        (a library that a fork breaks is not the script's failure)."""
+        if ok or self.proven:
+            self.proven = self.proven or ok
+            return True
+        self.why = f"the first run forked from it failed ({error}); the runs started fresh"
+        self.close()
+        return False
 
     def note(self) -> str | None:
         """What the report says of how the re-runs started (None: no server was asked)."""
