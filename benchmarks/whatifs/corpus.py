@@ -147,6 +147,7 @@ def check(name: str, meta: dict[str, Any], args: argparse.Namespace, out: Path) 
         r["group"] == "together" and r["speedup"] and not r["skipped"] for r in res["rows"]
     )
     res["plan_done"] = plan_done(res["rows"])
+    res["start"] = how_runs_started(rep)
     row = pick(rep, expected["pick"]) if what_if and rep else None
     res["row"] = _row_view(row) if row else None
     # A row at another setting than --fix's: the truth of the row's own change, through the
@@ -162,6 +163,15 @@ def check(name: str, meta: dict[str, Any], args: argparse.Namespace, out: Path) 
         res["error_pct"] = pct(row["speedup"] / gain, 1)
     print(log[-2000:], flush=True)
     return res
+
+
+WARM = "each re-run after the first started from one process"
+
+
+def how_runs_started(rep: dict[str, Any]) -> str | None:
+    """The report's note on how its re-runs started: forked from the warm start, or why each
+    started fresh (None: no such note, a verdict-only run)."""
+    return next((n for n in rep.get("notes", []) if n.startswith("each re-run")), None)
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:
@@ -185,6 +195,8 @@ def table(results: dict[str, dict[str, Any]]) -> str:
         )
         for skipped in (x for x in r.get("rows", []) if x.get("skipped")):
             lines.append(f"{'':26}   skipped: {skipped['change']}: {skipped['skipped'][:90]}")
+        if r.get("start") and not r["start"].startswith(WARM):
+            lines.append(f"{'':26}   started fresh: {r['start'][:110]}")
     checked = [r for r in results.values() if r.get("verdict") is not None]
     right = sum(1 for r in checked if r.get("verdict_ok"))
     measured = [r for r in results.values() if r.get("error_pct") is not None]
@@ -192,12 +204,14 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     tried = [r for r in results.values() if r.get("rows")]
     together = sum(1 for r in tried if r.get("together_ran"))
     done = sum(1 for r in tried if r.get("plan_done"))
+    warm = sum(1 for r in tried if (r.get("start") or "").startswith(WARM))
     lines += [
         "",
         f"verdict right: {right} of {len(checked)}; measured rows within "
         f"±{TARGET_PCT:.0f}% of the truth: {inside} of {len(measured)}; the combined row ran on "
         f"{together} of {len(tried)} what-ifs; the budget reached the end of the plan (the "
-        f"combined row where two or more won) on {done} of {len(tried)}",
+        f"combined row where two or more won) on {done} of {len(tried)}; the re-runs forked "
+        f"from the warm start on {warm} of {len(tried)}",
     ]
     return "\n".join(lines)
 

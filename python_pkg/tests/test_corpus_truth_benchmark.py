@@ -128,3 +128,20 @@ def test_the_budget_reached_the_plans_end_where_no_row_was_left_out_for_it(
     for left_out in (short, kept, together):
         assert not corpus.plan_done([*ran, left_out])
     assert not corpus.plan_done([])
+
+
+def test_the_table_says_which_what_ifs_forked_their_runs_and_why_the_others_did_not(
+    corpus: ModuleType,
+) -> None:
+    forked = "each re-run after the first started from one process that had imported torch"
+    fresh = "each re-run imported its libraries afresh: an import started Python threads (x)"
+    rows = [{"change": "--batch-size 64", "speedup": 4.0, "skipped": None, "group": "batch"}]
+    results = {
+        name: {"library": "torch", "verdict": "launch_overhead", "verdict_ok": True,
+               "rows": rows, "start": corpus.how_runs_started({"notes": ["x", note]})}
+        for name, note in (("a", forked), ("b", fresh))
+    }  # fmt: skip
+    text = corpus.table(results)
+    assert "the re-runs forked from the warm start on 1 of 2" in text
+    assert "started fresh: each re-run imported its libraries afresh: an import started" in text
+    assert corpus.how_runs_started({"notes": ["no such note"]}) is None
