@@ -25,22 +25,10 @@ from gpusight.rerun import overlay, sandbox
 from gpusight.rerun.driver import ScriptRunner
 from harness.cli import Parser
 from harness.paths import RESULTS
+from rerun_exit import MLP
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 CONTROLS = 3
-
-MLP = """
-import torch
-from torch import nn
-model = nn.Sequential(*[nn.Sequential(nn.Linear(64, 64), nn.GELU()) for _ in range(12)])
-opt = torch.optim.AdamW(model.parameters())
-x = torch.randn(8, 64)
-for _ in range(100000):
-    loss = model(x).square().mean()
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-"""
 
 
 def round_of(folder: Path, script: str, args: list[str], warm: bool) -> list[tuple[float, float]]:

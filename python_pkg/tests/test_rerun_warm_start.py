@@ -5,17 +5,19 @@ time limit); where forking would change that, the runs start fresh and the repor
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import resource
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 from gpusight.rerun import driver, overlay, sandbox
-from gpusight.rerun.driver import ScriptRunner
+from gpusight.rerun.driver import RunResult, ScriptRunner
 from gpusight.rerun.warm_server import own_pages
 from gpusight.rerun.warm_start import OFF_ENV, WarmStart, own_names, script_imports
 
@@ -57,34 +59,42 @@ def project(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     return root, env
 
 
-def _runner(root: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> ScriptRunner:
+@contextlib.contextmanager
+def _warm(
+    root: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch, source: str
+) -> Iterator[ScriptRunner]:
+    """A what-if's runner over a scratch copy of ``root`` holding ``source`` as train.py, with
+    the warm start asked for; its server, copy and layers gone afterwards."""
+    (root / "train.py").write_text(source)
     monkeypatch.chdir(root)
     box = sandbox.make(str(root))
-    return ScriptRunner("train.py", [], steps=6, warmup=2, lean=True, sandbox=box, env=env,
-                        warm=True)  # fmt: skip
+    runner = ScriptRunner("train.py", [], steps=6, warmup=2, lean=True, sandbox=box, env=env,
+                          warm=True)  # fmt: skip
+    try:
+        yield runner
+    finally:
+        runner.close()
+        box.remove()
+        overlay.remove(str(runner.tmp))
+
+
+def _ok(runner: ScriptRunner, *labels: str) -> list[RunResult]:
+    got = [runner(label, {}, False, 120.0) for label in labels]
+    for res in got:
+        assert res.ok, res.error
+    return got
 
 
 def _log(runner: ScriptRunner, n: int) -> str:
     return (runner.tmp / f"log{n}.txt").read_text("utf-8", "replace").rstrip("\0")
 
 
-def _end(runner: ScriptRunner) -> None:
-    runner.close()
-    assert runner.sandbox is not None
-    runner.sandbox.remove()
-    overlay.remove(str(runner.tmp))
-
-
 def test_runs_after_the_first_start_with_the_scripts_imports_done_and_its_own_modules_first(
     project: tuple[Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root, env = project
-    (root / "train.py").write_text(TRAIN.format(extra=""))
-    runner = _runner(root, env, monkeypatch)
-    try:
-        first = runner("baseline", {}, False, 120.0)
-        second = runner("control", {}, False, 120.0)
-        assert first.ok and second.ok, (first.error, second.error)
+    with _warm(root, env, monkeypatch, TRAIN.format(extra="")) as runner:
+        first, second = _ok(runner, "baseline", "control")
         assert "'xml.dom.minidom': False" in _log(runner, 1)
         # Imported once, in the process the second run was forked from...
         assert "'xml.dom.minidom': True" in _log(runner, 2)
@@ -103,25 +113,17 @@ def test_runs_after_the_first_start_with_the_scripts_imports_done_and_its_own_mo
         assert runner.warm is not None and runner.warm.said is not None
         assert runner.start_extra_s(edits) == runner.warm.said["import_s"] > 0
         assert runner.start_extra_s({}) == 0.0
-    finally:
-        _end(runner)
 
 
 def test_an_import_that_starts_a_thread_keeps_every_run_fresh_and_the_note_says_why(
     project: tuple[Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root, env = project
-    (root / "train.py").write_text(TRAIN.format(extra="import threaded"))
-    runner = _runner(root, env, monkeypatch)
-    try:
-        for label in ("baseline", "control"):
-            res = runner(label, {}, False, 120.0)
-            assert res.ok, res.error
+    with _warm(root, env, monkeypatch, TRAIN.format(extra="import threaded")) as runner:
+        _ok(runner, "baseline", "control")
         assert "'xml.dom.minidom': False" in _log(runner, 2)  # started fresh
-        note = runner.warm.note() if runner.warm else None
+        note = runner.warm_note()
         assert note is not None and "afresh" in note and "poller" in note
-    finally:
-        _end(runner)
 
 
 def test_a_forked_run_past_its_time_limit_is_stopped_with_all_it_started(
@@ -137,11 +139,10 @@ def test_a_forked_run_past_its_time_limit_is_stopped_with_all_it_started(
         "    time.sleep(600)\n"
     )
     flag = root.parent / "hang"
-    (root / "train.py").write_text(TRAIN.format(extra=hang))
-    runner = _runner(root, {**env, "HANG_FROM": str(flag)}, monkeypatch)
-    try:
-        assert runner("baseline", {}, False, 120.0).ok
-        assert runner("control", {}, False, 120.0).ok  # forked, and ok: forking works here
+    with _warm(
+        root, {**env, "HANG_FROM": str(flag)}, monkeypatch, TRAIN.format(extra=hang)
+    ) as runner:
+        _ok(runner, "baseline", "control")  # the control forked, and ok: forking works here
         flag.write_text("now")
         t = time.monotonic()
         res = runner("hangs", {}, False, 8.0)
@@ -154,8 +155,6 @@ def test_a_forked_run_past_its_time_limit_is_stopped_with_all_it_started(
             time.sleep(0.1)
         gone = not psutil.pid_exists(grandchild)
         assert gone or psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE
-    finally:
-        _end(runner)
 
 
 def test_a_run_in_another_folder_or_environment_is_not_forked(tmp_path: Path) -> None:
@@ -256,17 +255,11 @@ def test_a_library_that_reads_the_environment_as_it_imports_sees_what_the_script
         "import reads_env\n"
         "print('preloaded:', PRE, 'seen:', reads_env.SEEN, flush=True)\n"
     )
-    (root / "train.py").write_text(head + LOOP)
-    runner = _runner(root, env, monkeypatch)
-    try:
-        for label in ("baseline", "control"):
-            res = runner(label, {}, False, 120.0)
-            assert res.ok, res.error
+    with _warm(root, env, monkeypatch, head + LOOP) as runner:
+        _ok(runner, "baseline", "control")
         assert "preloaded: False seen: set by the script" in _log(runner, 1)
         assert "preloaded: True seen: set by the script" in _log(runner, 2)
         assert "GPUSIGHT_TEST_FLAG" not in os.environ  # nor left in this process
-    finally:
-        _end(runner)
 
 
 def test_a_forked_run_copies_the_pages_it_shares_before_its_steps_not_during_them() -> None:
@@ -316,16 +309,10 @@ def test_a_library_kept_inside_the_users_folder_is_imported_ahead_as_a_fresh_run
     (root / "vendor").mkdir()
     (root / "vendor" / "vendored.py").write_text("WHO = 'vendored'\n")
     env = {**env, "PYTHONPATH": os.pathsep.join([str(root / "vendor"), env["PYTHONPATH"]])}
-    (root / "train.py").write_text(TRAIN.format(extra="import vendored"))
-    runner = _runner(root, env, monkeypatch)
-    try:
-        for label in ("baseline", "control"):
-            res = runner(label, {}, False, 120.0)
-            assert res.ok, res.error
+    with _warm(root, env, monkeypatch, TRAIN.format(extra="import vendored")) as runner:
+        _ok(runner, "baseline", "control")
         assert "'xml.dom.minidom': True" in _log(runner, 2)
         assert runner.warm is not None and runner.warm.why is None
-    finally:
-        _end(runner)
 
 
 def test_a_first_forked_run_that_fails_is_made_again_fresh_and_so_are_the_rest(
@@ -335,31 +322,21 @@ def test_a_first_forked_run_that_fails_is_made_again_fresh_and_so_are_the_rest(
     script's failure: the run counts as a fresh process makes it."""
     root, env = project
     broken = "if PRE['xml.dom.minidom']:\n    raise RuntimeError('a library the fork broke')"
-    (root / "train.py").write_text(TRAIN.format(extra=broken))
-    runner = _runner(root, env, monkeypatch)
-    try:
-        for label in ("baseline", "control", "again"):
-            res = runner(label, {}, False, 120.0)
-            assert res.ok, res.error
-            assert "'xml.dom.minidom': False" in _log(runner, runner.count)
+    with _warm(root, env, monkeypatch, TRAIN.format(extra=broken)) as runner:
+        _ok(runner, "baseline", "control", "again")
+        for n in (1, 2, 3):  # the control made again, fresh, in the same files
+            assert "'xml.dom.minidom': False" in _log(runner, n)
         note = runner.warm_note()
         assert note is not None and "afresh" in note and "RuntimeError" in note, note
-    finally:
-        _end(runner)
 
 
 def test_the_warm_start_can_be_turned_off(
     project: tuple[Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root, env = project
-    (root / "train.py").write_text(TRAIN.format(extra=""))
     monkeypatch.setenv(OFF_ENV, "1")
-    runner = _runner(root, env, monkeypatch)
-    try:
+    with _warm(root, env, monkeypatch, TRAIN.format(extra="")) as runner:
         assert runner.warm is None
-        for label in ("baseline", "control"):
-            assert runner(label, {}, False, 120.0).ok
+        _ok(runner, "baseline", "control")
         assert "'xml.dom.minidom': False" in _log(runner, 2)
         assert runner.warm_note() == f"each re-run imported its libraries afresh: {OFF_ENV} is set"
-    finally:
-        _end(runner)

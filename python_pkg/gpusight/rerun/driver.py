@@ -161,8 +161,14 @@ class ScriptRunner:
             return RunResult(label, changes, False, 0.0, error=edited)
         box, cwd, script, env = edited
         cmd += [script, *script_args(self.args, changes)]
+        t, paths = time.monotonic(), (rp, fp, log)
         try:
-            return self._launch(label, changes, cmd, (rp, fp, log), cwd, env, timeout_s)
+            res, forked = self._launch(label, changes, cmd, paths, cwd, env, timeout_s)
+            if forked and self.warm is not None and not self.warm.vouch(res.ok, res.error):
+                # Forking broke what a fresh process runs: this run again, fresh, as all after.
+                left = max(1.0, timeout_s - (time.monotonic() - t))
+                res = self._launch(label, changes, cmd, paths, cwd, env, left)[0]
+            return res
         finally:
             if box is not None:
                 box.remove()
@@ -193,24 +199,6 @@ class ScriptRunner:
         return box, cwd, script, env
 
     def _launch(
-        self,
-        label: str,
-        changes: dict[str, Any],
-        cmd: list[str],
-        paths: tuple[Path, Path, Path],
-        cwd: str | None,
-        env: dict[str, str] | None,
-        timeout_s: float,
-    ) -> RunResult:
-        t = time.monotonic()
-        res, forked = self._launch_once(label, changes, cmd, paths, cwd, env, timeout_s)
-        if forked and self.warm is not None and not self.warm.vouch(res.ok, res.error):
-            # Forking broke what a fresh process runs: this run again, fresh, as all after it.
-            left = max(1.0, timeout_s - (time.monotonic() - t))
-            res = self._launch_once(label, changes, cmd, paths, cwd, env, left)[0]
-        return res
-
-    def _launch_once(
         self,
         label: str,
         changes: dict[str, Any],
