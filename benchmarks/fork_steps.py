@@ -19,7 +19,7 @@ import sys
 import time
 
 from harness.cli import Parser
-from harness.paths import RESULTS
+from harness.record import write_markdown
 from rerun_exit import MLP
 
 WAYS = ("fresh", "forked", "forked, pages copied first")
@@ -80,15 +80,11 @@ def main() -> int:
     lines = ["| process | step (ms), median | fastest | slowest |", "|---|---|---|---|"]
     for way, v in got.items():
         lines.append(f"| {way} | {statistics.median(v):.2f} | {min(v):.2f} | {max(v):.2f} |")
-    text = "\n".join(lines)
-    print(text)
-    cmd = f".venv/bin/python benchmarks/fork_steps.py --rounds {args.rounds}"
-    (RESULTS / "fork-steps.md").write_text(
-        "# A loop's steps in a fresh process and in a forked one\n\n"
-        f"`{cmd}`, this project's 2-core CPU machine: {args.rounds} processes a way, taken in "
-        "turn, each timing 1,000 steps of a 12-layer MLP at batch 8 after 300.\n\n"
-        f"{text}\n"
-    )
+    write_markdown(
+        "fork-steps.md", "A loop's steps in a fresh process and in a forked one",
+        f"this project's 2-core CPU machine: {args.rounds} processes a way, taken in turn, each "
+        "timing 1,000 steps of a 12-layer MLP at batch 8 after 300.", lines,
+    )  # fmt: skip
     return 0
 
 

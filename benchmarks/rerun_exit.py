@@ -20,7 +20,7 @@ from pathlib import Path
 
 from gpusight.rerun.driver import LAUNCH as NEW
 from harness.cli import Parser
-from harness.paths import RESULTS
+from harness.record import write_markdown
 
 OLD = (
     "import os, sys; sys.path[0] = os.devnull; from gpusight.cli import main; "
@@ -84,13 +84,10 @@ def main() -> int:
             old, new = (statistics.median(got[w]) for w in ("old", "new"))
             lines.append(f"| {name} | {old:.2f} | {new:.2f} | {old - new:.2f} s |")
             print(name, {w: [round(x, 2) for x in v] for w, v in got.items()}, flush=True)
-    text = "\n".join(lines)
-    print(text)
-    cmd = f".venv/bin/python benchmarks/rerun_exit.py --rounds {args.rounds}"
-    (RESULTS / "rerun-exit.md").write_text(
-        f"# One re-run's wall, ended by sys.exit and by quick_exit\n\n`{cmd}`, this project's "
-        f"2-core CPU machine, medians of {args.rounds} runs each, in turn.\n\n{text}\n"
-    )
+    write_markdown(
+        "rerun-exit.md", "One re-run's wall, ended by sys.exit and by quick_exit",
+        f"this project's 2-core CPU machine, medians of {args.rounds} runs each, in turn.", lines,
+    )  # fmt: skip
     return 0
 
 

@@ -24,7 +24,7 @@ from gpusight.commands.run import _rerun_env
 from gpusight.rerun import overlay, sandbox
 from gpusight.rerun.driver import ScriptRunner
 from harness.cli import Parser
-from harness.paths import RESULTS
+from harness.record import write_markdown
 from rerun_exit import MLP
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
@@ -87,16 +87,12 @@ def main() -> int:
             )
             print(name, {w: [(round(a, 2), round(b, 2)) for a, b in v] for w, v in got.items()},
                   flush=True)  # fmt: skip
-    text = "\n".join(lines)
-    print(text)
-    cmd = f".venv/bin/python benchmarks/warm_start.py --rounds {args.rounds}"
-    (RESULTS / "warm-start.md").write_text(
-        "# One what-if re-run's wall, started fresh and forked from the warm start\n\n"
-        f"`{cmd}`, this project's 2-core CPU machine (torch CPU build): medians over "
-        f"{args.rounds} runners a way, taken in turn, of {CONTROLS} control runs each (a "
-        "runner's first run, the baseline, starts fresh either way).\n\n"
-        f"{text}\n"
-    )
+    write_markdown(
+        "warm-start.md", "One what-if re-run's wall, started fresh and forked from the warm start",
+        f"this project's 2-core CPU machine (torch CPU build): medians over {args.rounds} runners "
+        f"a way, taken in turn, of {CONTROLS} control runs each (a runner's first run, the "
+        "baseline, starts fresh either way).", lines,
+    )  # fmt: skip
     return 0
 
 

@@ -125,3 +125,15 @@ class Results:
         """The table written and printed last."""
         self.write_table(text)
         print("\n" + text, flush=True)
+
+
+def write_markdown(name: str, title: str, about: str, lines: list[str]) -> str:
+    """``benchmarks/results/NAME``: a CPU benchmark's table (``lines``) under its title, after
+    this command line and what it measured (``about`` goes on from the command's sentence);
+    the table, printed too."""
+    from .paths import RESULTS
+
+    text = "\n".join(lines)
+    print(text)
+    (RESULTS / name).write_text(f"# {title}\n\n`{command_line()}`, {about}\n\n{text}\n")
+    return text
