@@ -180,6 +180,10 @@ def test_what_a_script_imports_is_taken_up_to_what_could_change_an_imports_outco
 ) -> None:
     (tmp_path / "helpers.py").write_text("")
     (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "__init__.py").write_text("")
+    # A run's output folder shadows no installed module of its name (no code in it).
+    (tmp_path / "wandb").mkdir()
+    (tmp_path / "wandb" / "debug.log").write_text("")
     script = tmp_path / "train.py"
     plain = (
         "from __future__ import annotations\n"
@@ -195,6 +199,7 @@ def test_what_a_script_imports_is_taken_up_to_what_could_change_an_imports_outco
     )
     script.write_text(plain)
     assert own_names(str(tmp_path)) >= {"helpers", "models", "train"}
+    assert "wandb" not in own_names(str(tmp_path))
     assert script_imports(str(script)) == [
         "os", "lightning.pytorch", "transformers:Trainer", "transformers:TrainingArguments",
         "torch.utils.data", "wandb", "timm",

@@ -124,13 +124,24 @@ def _imported(node: ast.AST) -> list[str]:
 
 
 def own_names(folder: str) -> set[str]:
-    """The top-level module names a script in ``folder`` imports from there."""
+    """The top-level module names a script in ``folder`` imports from there: its modules, and
+    its folders that hold code. A folder of outputs (``wandb/``, ``lightning_logs/``) holds
+    none and shadows nothing: an installed ``wandb`` is found past it."""
     try:
         entries = list(os.scandir(folder))
     except OSError:
         return set()
     names = {e.name[:-3] for e in entries if e.name.endswith(".py") and e.is_file()}
-    return names | {e.name for e in entries if e.is_dir() and e.name.isidentifier()}
+    return names | {e.name for e in entries if e.name.isidentifier() and _holds_code(e.path)}
+
+
+def _holds_code(path: str) -> bool:
+    """Whether ``path`` is a folder with Python modules in it (a package, or a namespace
+    package's part)."""
+    try:
+        return os.path.isdir(path) and any(n.endswith(".py") for n in os.listdir(path))
+    except OSError:
+        return False
 
 
 def environment_set(stmt: ast.stmt) -> list[str] | None:

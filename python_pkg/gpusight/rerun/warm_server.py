@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import importlib
-import importlib.util
 import json
 import os
 import re
@@ -200,12 +199,12 @@ def own_pages() -> int:
     A fork shares the server's memory until either writes to it: each first write to a page
     then stops the process to copy it. The allocator hands out the server's free slots all
     over its heap, so a forked run paid those copies inside its measured steps: Lightning's
-    CPU steps read 4 to 17 % slower than a fresh process's on this project's CPU, and the same
-    within 1 % once the pages were copied up front (220 MiB in 0.09 s after torch's import),
-    as a fresh process has them. ``MADV_POPULATE_WRITE`` (Linux 5.14) faults a range in for
-    writing without changing a byte; where the kernel refuses it, nothing is copied ahead.
-    Only pages in memory are shared (``mincore``): a reservation the server never touched
-    (a thread's stack, an allocator's arena) stays untouched, as in a fresh process."""
+    CPU steps read 4 to 17 % slower than a fresh process's on this project's CPU, and as a
+    fresh process's once the pages were copied up front (``benchmarks/fork_steps.py``).
+    ``MADV_POPULATE_WRITE`` (Linux 5.14) faults a range in for writing without changing a
+    byte; where the kernel refuses it, nothing is copied ahead. Only pages in memory are
+    shared (``mincore``): a reservation the server never touched (a thread's stack, an
+    allocator's arena) stays untouched, as in a fresh process."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]

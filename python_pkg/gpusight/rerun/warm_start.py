@@ -10,8 +10,8 @@ context, its DataLoader workers and its compiled code are its own.
 
 A run is started fresh instead where the server would not give it what a fresh process gets:
 another interpreter, environment or folder than the server's (a run of edited files), or a
-server that refused (an import started threads, opened the CUDA driver or took one of the
-user's modules) or ended.
+server that refused (an import started threads, started the CUDA driver or took a name the
+script's folder defines), a first forked run that failed, or a server that ended.
 """
 
 from __future__ import annotations
