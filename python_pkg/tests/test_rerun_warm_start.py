@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from gpusight.rerun import driver, overlay, sandbox
+from gpusight.rerun import overlay, sandbox
 from gpusight.rerun.driver import RunResult, ScriptRunner
 from gpusight.rerun.warm_server import own_pages
 from gpusight.rerun.warm_start import OFF_ENV, WarmStart, own_names, script_imports
@@ -107,12 +107,58 @@ def test_runs_after_the_first_start_with_the_scripts_imports_done_and_its_own_mo
         note = runner.warm.note() if runner.warm else None
         assert note is not None and "after the first started from one process" in note
         assert "torch" in note and "xml" not in note  # the libraries, not the standard ones
-        # A run of edited files starts fresh: its forecast carries the imports again.
-        edits = {"statement": {"file": "train.py"}}
-        monkeypatch.setattr(driver, "source_edits", lambda ch: {"train.py": "#"} if ch else {})
+
+
+def _statement(runner: ScriptRunner, source: str, line: str) -> dict[str, object]:
+    """The statement knob's change that skips ``line`` of ``source`` (train.py in the copy)."""
+    lines = source.splitlines()
+    at, loop = lines.index(line) + 1, next(i for i, ln in enumerate(lines) if ln.startswith("for"))
+    assert runner.sandbox is not None
+    path = os.path.join(runner.sandbox.path, "train.py")
+    return {"statement": {"file": path, "first": at, "last": at, "mode": "skip", "every": 2,
+                          "code": line.strip(), "loop_line": loop + 1}}  # fmt: skip
+
+
+SAYS = "    print('each step', flush=True)"
+
+
+def test_a_run_of_edited_files_forks_in_its_own_copy_and_runs_the_edit(
+    project: tuple[Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, env = project
+    source = TRAIN.format(extra="") + SAYS + "\n"
+    with _warm(root, env, monkeypatch, source) as runner:
+        edits = _statement(runner, source, SAYS)
+        assert runner.start_extra_s(edits) == 0.0  # its forecast: a forked start
+        _ok(runner, "baseline")
+        assert "each step" in _log(runner, 1)
+        res = runner("statement", edits, False, 120.0)
+        assert res.ok, res.error
+        log = _log(runner, 2)
+        assert "each step" not in log and "'xml.dom.minidom': True" in log
+        assert "shadowed from: the script folder" in log  # the copy's own, first
+        assert runner.warm is not None and runner.warm.proven
+    assert (root / "train.py").read_text() == source  # the user's file as it was
+
+
+def test_an_edited_run_starts_fresh_where_the_path_names_a_folder_relative_to_the_working_one(
+    project: tuple[Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, env = project
+    env = {**env, "PYTHONPATH": os.pathsep.join([env["PYTHONPATH"], "vendored"])}
+    source = TRAIN.format(extra="") + SAYS + "\n"
+    with _warm(root, env, monkeypatch, source) as runner:
+        edits = _statement(runner, source, SAYS)
+        _ok(runner, "baseline", "control")
+        assert "'xml.dom.minidom': True" in _log(runner, 2)  # unedited runs still fork
         assert runner.warm is not None and runner.warm.said is not None
+        # In its own copy "vendored" is another folder: it starts fresh, the imports forecast.
         assert runner.start_extra_s(edits) == runner.warm.said["import_s"] > 0
         assert runner.start_extra_s({}) == 0.0
+        res = runner("statement", edits, False, 120.0)
+        assert res.ok, res.error
+        log = _log(runner, 3)
+        assert "each step" not in log and "'xml.dom.minidom': False" in log
 
 
 def test_an_import_that_starts_a_thread_keeps_every_run_fresh_and_the_note_says_why(

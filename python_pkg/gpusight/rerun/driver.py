@@ -127,12 +127,18 @@ class ScriptRunner:
 
     def start_extra_s(self, changes: dict[str, Any]) -> float:
         """What a run with ``changes`` takes to start beyond the control: the imports that the
-        warm start spares the others, for a run of edited files, which starts fresh."""
+        warm start spares the others, for a run of edited files that must start fresh."""
         warm = self.warm
         if warm is None or warm.why is not None or warm.said is None or not changes:
             return 0.0
         edits = source_edits(changes)
-        return float(warm.said.get("import_s", 0.0)) if edits and isinstance(edits, dict) else 0.0
+        if not edits or not isinstance(edits, dict):
+            return 0.0
+        env = self.env if self.env is not None else dict(os.environ)
+        # The copy's own folder is unknown until it is made; any other than the server's.
+        if warm.takes(self.python, os.devnull, env, copy=True):
+            return 0.0
+        return float(warm.said.get("import_s", 0.0))
 
     def close(self) -> None:
         """End what the runs shared (the warm start's server)."""
@@ -161,13 +167,13 @@ class ScriptRunner:
             return RunResult(label, changes, False, 0.0, error=edited)
         box, cwd, script, env = edited
         cmd += [script, *script_args(self.args, changes)]
-        t, paths = time.monotonic(), (rp, fp, log)
+        t, paths, where = time.monotonic(), (rp, fp, log), (cwd, env, box is not None)
         try:
-            res, forked = self._launch(label, changes, cmd, paths, cwd, env, timeout_s)
+            res, forked = self._launch(label, changes, cmd, paths, where, timeout_s)
             if forked and self.warm is not None and not self.warm.vouch(res.ok, res.error):
                 # Forking broke what a fresh process runs: this run again, fresh, as all after.
                 left = max(1.0, timeout_s - (time.monotonic() - t))
-                res = self._launch(label, changes, cmd, paths, cwd, env, left)[0]
+                res = self._launch(label, changes, cmd, paths, where, left)[0]
             return res
         finally:
             if box is not None:
@@ -204,17 +210,18 @@ class ScriptRunner:
         changes: dict[str, Any],
         cmd: list[str],
         paths: tuple[Path, Path, Path],
-        cwd: str | None,
-        env: dict[str, str] | None,
+        where: tuple[str | None, dict[str, str] | None, bool],
         timeout_s: float,
     ) -> tuple[RunResult, bool]:
-        """The run and whether it was forked from the warm start."""
+        """The run and whether it was forked from the warm start; ``where``: its folder,
+        environment and whether that folder is a copy of its own (a run of edited files)."""
         rp, fp, log = paths
+        cwd, env, copy = where
         t = time.monotonic()
         with open(log, "wb") as out, layer_of(self.overlay) as layer:
             with contextlib.suppress(OSError):  # room for the reason, should TMPDIR fill up
                 os.posix_fallocate(out.fileno(), 0, LOG_ROOM)
-            proc = self._start(cmd, out, layer, cwd, env)
+            proc = self._start(cmd, out, layer, cwd, env, copy)
             try:
                 rc = proc.wait(timeout=max(1.0, timeout_s))
             except subprocess.TimeoutExpired:
@@ -247,11 +254,13 @@ class ScriptRunner:
         layer: Layer | None,
         cwd: str | None,
         env: dict[str, str] | None,
+        copy: bool,
     ) -> subprocess.Popen[bytes] | Served:
         """The run's process: forked from the warm start where it can, else fresh."""
         if self.warm is not None and cmd[1:3] == ["-c", LAUNCH]:
             run_env = env if env is not None else dict(os.environ)
-            served = self.warm.run(cmd[0], cmd[3:], cwd or os.getcwd(), run_env, out.name, layer)
+            here = cwd or os.getcwd()
+            served = self.warm.run(cmd[0], cmd[3:], here, run_env, out.name, layer, copy)
             if served is not None:
                 return served
         return subprocess.Popen(

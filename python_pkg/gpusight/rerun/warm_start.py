@@ -9,9 +9,12 @@ folder, environment, seeds). Only the start-up is shared: the steps a run measur
 context, its DataLoader workers and its compiled code are its own.
 
 A run is started fresh instead where the server would not give it what a fresh process gets:
-another interpreter, environment or folder than the server's (a run of edited files), or a
-server that refused (an import started threads, started the CUDA driver or took a name the
-script's folder defines), a first forked run that failed, or a server that ended.
+another interpreter, environment or folder than the server's, or a server that refused (an
+import started threads, started the CUDA driver or took a name the script's folder defines), a
+first forked run that failed, or a server that ended. A run of edited files runs in another
+copy of the folder, and forks too: the server imports nothing from the folder, so what it
+imported is what a fresh process in that copy imports, unless ``PYTHONPATH`` names a folder
+relative to the working one (it would name another folder there).
 """
 
 from __future__ import annotations
@@ -86,10 +89,18 @@ class WarmStart:
                 self.close()
         return self.why is None
 
+    def takes(self, python: str, cwd: str, env: dict[str, str], copy: bool = False) -> bool:
+        """Whether a run of ``python`` in ``cwd`` with ``env`` may fork from the server;
+        ``copy``: ``cwd`` is in another copy of the server's folder (a run of edited files)."""
+        if python != self.python or _unguarded(env) != self.env:
+            return False
+        return cwd == self.cwd or (copy and not _relative_paths(env))
+
     def run(self, python: str, argv: list[str], cwd: str, env: dict[str, str], log: str,
-            layer: tuple[str, str, str] | None) -> Served | None:  # fmt: skip
-        """``gpusight <argv>`` forked from the server; None where the run must start fresh."""
-        if python != self.python or cwd != self.cwd or _unguarded(env) != self.env:
+            layer: tuple[str, str, str] | None, copy: bool = False) -> Served | None:  # fmt: skip
+        """``gpusight <argv>`` forked from the server; None where the run must start fresh
+        (``copy`` as in ``takes``)."""
+        if not self.takes(python, cwd, env, copy):
             return None
         # The first run starts fresh beside the server's imports rather than wait for them.
         first, self.asked = self.asked == 0, self.asked + 1
@@ -188,6 +199,11 @@ class Served:
                 self.owner.close()
             self.returncode = int(got.get("rc", 1))
         return self.returncode
+
+
+def _relative_paths(env: dict[str, str]) -> bool:
+    """Whether ``PYTHONPATH`` names a folder relative to the working one."""
+    return any(p and not os.path.isabs(p) for p in env.get("PYTHONPATH", "").split(os.pathsep))
 
 
 def _unguarded(env: dict[str, str]) -> dict[str, str]:
