@@ -221,6 +221,29 @@ def test_a_run_in_another_folder_or_environment_is_not_forked(tmp_path: Path) ->
     assert warm.proc.poll() is not None
 
 
+def test_a_copy_forks_only_where_its_edits_leave_what_is_imported_ahead_as_it_was(
+    tmp_path: Path,
+) -> None:
+    home, copy = tmp_path / "home", tmp_path / "copy"
+    source = "import os\nos.environ['RUN'] = os.getcwd()\nimport json\nprint('step')\n"
+    for folder, text in ((home, source), (copy, source.replace("print('step')", "pass"))):
+        folder.mkdir()
+        (folder / "train.py").write_text(text)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    warm = WarmStart.start(sys.executable, str(home / "train.py"), env, str(home))
+    try:
+        assert warm.takes(sys.executable, str(copy), env, str(copy / "train.py"))
+        assert not warm.takes(sys.executable, str(copy), env)  # not a copy of its folder
+        # An edit that drops the setting imports json ahead of the script: not what the
+        # server did, so that run starts fresh.
+        (copy / "train.py").write_text(source.replace("os.environ['RUN'] = os.getcwd()\n", ""))
+        assert not warm.takes(sys.executable, str(copy), env, str(copy / "train.py"))
+        relative = {**env, "PYTHONPATH": "vendored"}
+        assert not warm.copies_fork(sys.executable, relative)
+    finally:
+        warm.close()
+
+
 def test_what_a_script_imports_is_taken_up_to_what_could_change_an_imports_outcome(
     tmp_path: Path,
 ) -> None:

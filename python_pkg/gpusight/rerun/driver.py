@@ -135,10 +135,7 @@ class ScriptRunner:
         if not edits or not isinstance(edits, dict):
             return 0.0
         env = self.env if self.env is not None else dict(os.environ)
-        # The copy's own folder is unknown until it is made; any other than the server's.
-        if warm.takes(self.python, os.devnull, env, copy=True):
-            return 0.0
-        return float(warm.said.get("import_s", 0.0))
+        return 0.0 if warm.copies_fork(self.python, env) else float(warm.said.get("import_s", 0.0))
 
     def close(self) -> None:
         """End what the runs shared (the warm start's server)."""
@@ -167,7 +164,7 @@ class ScriptRunner:
             return RunResult(label, changes, False, 0.0, error=edited)
         box, cwd, script, env = edited
         cmd += [script, *script_args(self.args, changes)]
-        t, paths, where = time.monotonic(), (rp, fp, log), (cwd, env, box is not None)
+        t, paths, where = time.monotonic(), (rp, fp, log), (cwd, env, script if box else None)
         try:
             res, forked = self._launch(label, changes, cmd, paths, where, timeout_s)
             if forked and self.warm is not None and not self.warm.vouch(res.ok, res.error):
@@ -210,18 +207,18 @@ class ScriptRunner:
         changes: dict[str, Any],
         cmd: list[str],
         paths: tuple[Path, Path, Path],
-        where: tuple[str | None, dict[str, str] | None, bool],
+        where: tuple[str | None, dict[str, str] | None, str | None],
         timeout_s: float,
     ) -> tuple[RunResult, bool]:
         """The run and whether it was forked from the warm start; ``where``: its folder,
-        environment and whether that folder is a copy of its own (a run of edited files)."""
+        environment and, for a run of edited files in a copy of its own, its script there."""
         rp, fp, log = paths
-        cwd, env, copy = where
+        cwd, env, copied = where
         t = time.monotonic()
         with open(log, "wb") as out, layer_of(self.overlay) as layer:
             with contextlib.suppress(OSError):  # room for the reason, should TMPDIR fill up
                 os.posix_fallocate(out.fileno(), 0, LOG_ROOM)
-            proc = self._start(cmd, out, layer, cwd, env, copy)
+            proc = self._start(cmd, out, layer, cwd, env, copied)
             try:
                 rc = proc.wait(timeout=max(1.0, timeout_s))
             except subprocess.TimeoutExpired:
@@ -254,13 +251,13 @@ class ScriptRunner:
         layer: Layer | None,
         cwd: str | None,
         env: dict[str, str] | None,
-        copy: bool,
+        copied: str | None,
     ) -> subprocess.Popen[bytes] | Served:
         """The run's process: forked from the warm start where it can, else fresh."""
         if self.warm is not None and cmd[1:3] == ["-c", LAUNCH]:
             run_env = env if env is not None else dict(os.environ)
             here = cwd or os.getcwd()
-            served = self.warm.run(cmd[0], cmd[3:], here, run_env, out.name, layer, copy)
+            served = self.warm.run(cmd[0], cmd[3:], here, run_env, out.name, layer, copied)
             if served is not None:
                 return served
         return subprocess.Popen(

@@ -12,9 +12,9 @@ A run is started fresh instead where the server would not give it what a fresh p
 another interpreter, environment or folder than the server's, or a server that refused (an
 import started threads, started the CUDA driver or took a name the script's folder defines), a
 first forked run that failed, or a server that ended. A run of edited files runs in another
-copy of the folder, and forks too: the server imports nothing from the folder, so what it
-imported is what a fresh process in that copy imports, unless ``PYTHONPATH`` names a folder
-relative to the working one (it would name another folder there).
+copy of the folder, and forks too where the edits leave what may be imported ahead as it was:
+the server imports nothing from the folder, so it imported what a fresh process in that copy
+would, unless ``PYTHONPATH`` names a folder relative to the working one (another folder there).
 """
 
 from __future__ import annotations
@@ -59,6 +59,8 @@ class WarmStart:
         self.asked = 0
         self.proven = False
         """Whether a forked run has come back ok."""
+        self.modules: list[str] = []
+        """What the server was asked to import (``script_imports``)."""
 
     @classmethod
     def start(cls, python: str, script: str, env: dict[str, str], cwd: str) -> WarmStart:
@@ -73,7 +75,9 @@ class WarmStart:
         assert proc.stdin is not None
         proc.stdin.write((json.dumps(ask) + "\n").encode())
         proc.stdin.flush()
-        return cls(proc, python, env, cwd)
+        got = cls(proc, python, env, cwd)
+        got.modules = ask["modules"]
+        return got
 
     def ready(self, timeout_s: float = READY_TIMEOUT_S) -> bool:
         """Whether runs fork from the server (waiting for its imports up to ``timeout_s``)."""
@@ -89,18 +93,28 @@ class WarmStart:
                 self.close()
         return self.why is None
 
-    def takes(self, python: str, cwd: str, env: dict[str, str], copy: bool = False) -> bool:
+    def takes(self, python: str, cwd: str, env: dict[str, str], script: str | None = None) -> bool:
         """Whether a run of ``python`` in ``cwd`` with ``env`` may fork from the server;
-        ``copy``: ``cwd`` is in another copy of the server's folder (a run of edited files)."""
-        if python != self.python or _unguarded(env) != self.env:
-            return False
-        return cwd == self.cwd or (copy and not _relative_paths(env))
+        ``script``: the script of a run in another copy of the server's folder (edited files)."""
+        if cwd == self.cwd:
+            return python == self.python and _unguarded(env) == self.env
+        return (
+            script is not None
+            and self.copies_fork(python, env)
+            and script_imports(script) == self.modules
+        )
+
+    def copies_fork(self, python: str, env: dict[str, str]) -> bool:
+        """Whether a run of ``python`` with ``env`` in another copy of the folder forks, its
+        edits leaving what it imports as it was."""
+        return python == self.python and _unguarded(env) == self.env and not _relative_paths(env)
 
     def run(self, python: str, argv: list[str], cwd: str, env: dict[str, str], log: str,
-            layer: tuple[str, str, str] | None, copy: bool = False) -> Served | None:  # fmt: skip
+            layer: tuple[str, str, str] | None,
+            script: str | None = None) -> Served | None:  # fmt: skip
         """``gpusight <argv>`` forked from the server; None where the run must start fresh
-        (``copy`` as in ``takes``)."""
-        if not self.takes(python, cwd, env, copy):
+        (``script`` as in ``takes``)."""
+        if not self.takes(python, cwd, env, script):
             return None
         # The first run starts fresh beside the server's imports rather than wait for them.
         first, self.asked = self.asked == 0, self.asked + 1
