@@ -5,6 +5,7 @@ crashes is a clear error, and the user's files are never changed."""
 
 from __future__ import annotations
 
+import difflib
 import os
 import tempfile
 from pathlib import Path
@@ -122,6 +123,24 @@ def test_verify_measures_the_patched_copy_and_leaves_the_files_alone(
     assert gain > 1.3  # workers for a loader that sleeps 4 ms an item: clearly faster
     assert "predicted: " in text and "(load.input_bound" in text
     assert "gpusight diff: original -> patched" in text
+    # Both runs forked from one process that imported torch once: they started alike.
+    assert "note: both runs started from one process that had imported torch" in text
+
+
+def test_a_patch_that_changes_what_is_imported_ahead_runs_both_scripts_fresh(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = (project / "train.py").read_text()
+    patched = "import os\nos.environ.setdefault('OMP_NUM_THREADS', '1')\n" + text
+    diff = "".join(difflib.unified_diff(text.splitlines(keepends=True),
+                                        patched.splitlines(keepends=True),
+                                        "a/train.py", "b/train.py"))  # fmt: skip
+    fix = project.parent / "env.diff"
+    fix.write_text(header([PatchFile("train.py", text_sha256(text))], "test") + diff)
+    assert run_verify(fix) == 0
+    out = capsys.readouterr().out
+    assert "each re-run imported its libraries afresh: the patch changes what the script" in out
+    assert "both runs started" not in out
 
 
 def test_a_stale_patch_is_refused(project: Path, capsys: pytest.CaptureFixture[str]) -> None:

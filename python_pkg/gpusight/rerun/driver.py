@@ -88,6 +88,7 @@ class ScriptRunner:
         sandbox: Sandbox | None = None,
         refuse_outside: bool = False,
         warm: bool = False,
+        warm_from: WarmStart | None = None,
     ) -> None:
         self.lean = lean
         """Unprofiled runs watch lean (``Watch.lean``): the what-if compares their step times
@@ -114,8 +115,12 @@ class ScriptRunner:
             self.overlay = over(sandbox.root, str(self.tmp))
         self.warm: WarmStart | None = None
         """Where runs fork from once the first has started (``warm_start.py``)."""
+        self.warm_shared = warm_from is not None
+        """The warm start is another runner's, to close (``--verify``'s two runs share one)."""
         self.warm_off = OFF_NOTE if warm and os.environ.get(WARM_OFF_ENV) else None
-        if warm and self.warm_off is None:
+        if warm_from is not None:
+            self.warm = warm_from
+        elif warm and self.warm_off is None:
             env = self.env or dict(os.environ)
             self.warm = WarmStart.start(python, self.script, env, self.cwd or os.getcwd())
 
@@ -139,7 +144,7 @@ class ScriptRunner:
 
     def close(self) -> None:
         """End what the runs shared (the warm start's server)."""
-        if self.warm is not None:
+        if self.warm is not None and not self.warm_shared:
             self.warm.close()
 
     def __call__(
@@ -164,7 +169,8 @@ class ScriptRunner:
             return RunResult(label, changes, False, 0.0, error=edited)
         box, cwd, script, env = edited
         cmd += [script, *script_args(self.args, changes)]
-        t, paths, where = time.monotonic(), (rp, fp, log), (cwd, env, script if box else None)
+        copied = script if box is not None or self.warm_shared else None  # a copy of its own
+        t, paths, where = time.monotonic(), (rp, fp, log), (cwd, env, copied)
         try:
             res, forked = self._launch(label, changes, cmd, paths, where, timeout_s)
             if forked and self.warm is not None and not self.warm.vouch(res.ok, res.error):

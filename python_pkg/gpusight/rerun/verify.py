@@ -8,10 +8,12 @@ scripts watched, the gain measured.
    the original in a plain copy, the patched script in one holding the patched files, so the
    script's local imports and relative data paths work as they do at home, and what either run
    writes lands in its copy. The user's files are never written.
-3. The original and the patched script are each run as ``--what-if`` runs them (a fresh
+3. The original and the patched script are each run as ``--what-if`` runs them (a
    ``gpusight run`` process, the same steps and warm-up, unprofiled), and compared in items
    per second, with ``gpusight diff``'s comparison beside it and, when the report the patch came
-   from is given, the gain its what-if predicted.
+   from is given, the gain its what-if predicted. Both are forked from one process that imported
+   the script's libraries once (``warm_start.py``), or both start fresh where the patch changes
+   what may be imported ahead: two runs compared start alike.
 """
 
 from __future__ import annotations
@@ -146,16 +148,20 @@ def verify(
     prepared = prepare(diff_text, root, report)
     boxes = [sandbox.make(root, prefix="gpusight-verify-")]
     runners: list[ScriptRunner] = []
+    said = None
     try:
         boxes.append(sandbox.make(root, prepared.files, prefix="gpusight-verify-"))
         results: list[RunResult] = []
-        for label, box in (("original", boxes[0]), ("patched", boxes[1])):
+        for box in boxes:
             run_env = {**env, "PYTHONDONTWRITEBYTECODE": "1"}
             runner = ScriptRunner(script, script_args, steps=steps, warmup=warmup, env=run_env,
-                                  sandbox=box)  # fmt: skip
+                                  sandbox=box, warm=not runners,
+                                  warm_from=runners[0].warm if runners else None)  # fmt: skip
             runners.append(runner)
             if not allow_linked and (why := unguarded(box, runner.overlay)) is not None:
                 raise VerifyError(why)
+        said = _start_alike(runners[0], runners[1], progress)
+        for label, runner in zip(("original", "patched"), runners, strict=True):
             progress(f"verify: running the {label} script ...")
             res = runner(label, {}, False, timeout_s)
             if not res.ok:
@@ -164,14 +170,36 @@ def verify(
             progress(f"verify: {label}: {res.step_ms:.2f} ms/step, {res.items or '?'} items")
             results.append(res)
     finally:
+        for r in runners:
+            r.close()
         for box in boxes:
             box.remove()
         for r in runners:
             shutil.rmtree(r.tmp, ignore_errors=True)
     out = Verified(results[0], results[1], prepared)
+    if said:
+        out.notes.append(said)
     if not prepared.checked:
         out.notes.append(
             "the patch carries no record of the files it was made from (no gpusight-made-from "
             "lines, no --report): it was checked by its own lines only"
         )
     return out
+
+
+def _start_alike(first: ScriptRunner, second: ScriptRunner,
+                 progress: Callable[[str], None]) -> str | None:  # fmt: skip
+    """Both runs forked from the first runner's warm start, or neither; how they started."""
+    warm = first.warm
+    if warm is None:
+        return first.warm_note()
+    progress("verify: importing the script's libraries once ...")
+    both = warm.ready() and warm.takes(second.python, second.cwd or "", second.env or {},
+                                       second.script)  # fmt: skip
+    if both:
+        return f"both runs started from one process that had imported {warm.imported()}"
+    if warm.why is None:
+        warm.why = "the patch changes what the script imports ahead of its first line"
+        warm.close()
+    second.warm = None
+    return first.warm_note()

@@ -151,14 +151,18 @@ class WarmStart:
             return f"each re-run imported its libraries afresh: {self.why}"
         if self.said is None:
             return None
-        tops = (n.split(":")[0].split(".")[0] for n in self.said.get("imported", []))
+        return (
+            f"each re-run after the first started from one process that had imported "
+            f"{self.imported()}: its start-up was its own setup, its steps as in a fresh process"
+        )
+
+    def imported(self) -> str:
+        """The libraries the server imported and how long that took, in words."""
+        said = self.said or {}
+        tops = (n.split(":")[0].split(".")[0] for n in said.get("imported", []))
         names = list(dict.fromkeys(t for t in tops if t not in _NOT_SHOWN))
         shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
-        return (
-            f"each re-run after the first started from one process that had imported {shown} "
-            f"once ({self.said.get('import_s', 0):.1f} s): its start-up was its own setup, its "
-            "steps as in a fresh process"
-        )
+        return f"{shown} once ({said.get('import_s', 0):.1f} s)"
 
     def close(self) -> None:
         """End the server (a run in flight is the driver's to end)."""
