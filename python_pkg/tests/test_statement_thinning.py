@@ -289,3 +289,32 @@ for step, batch in enumerate(loader):
 """
     t = _plan(src, "add_scalar")
     assert isinstance(t, Thinning) and t.counter == "step" and t.loop_line == 1
+
+
+def test_a_script_with_conditional_expressions_and_lambdas_is_read_past_them() -> None:
+    # As the VAE example writes it: a running loss started by a conditional expression, the
+    # epochs' loop inside a ``with`` block, a lambda for the schedule; the sum read after.
+    src = """\
+import torch
+
+def main(args):
+    total = torch.zeros(()) if args.fix else 0.0
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda e: 0.95**e)
+    step = 0
+    with clock:
+        while step < args.iters:
+            for x, y in loader:
+                loss = loss_fn(model(x), y)
+                loss.backward()
+                opt.step()
+                total += loss.item()
+                print(f"step {step}: {loss.item():.3f}")
+                step += 1
+    print(total / step)
+"""
+    summed = _plan(src, "total += loss.item()")
+    assert isinstance(summed, str) and "total" in summed  # read after the loop: kept
+    shown = _plan(src, "print(f")
+    assert isinstance(shown, Thinning) and shown.mode == "every"
+    new = thinned_text(src, shown)
+    assert new is not None and "total += loss.item()\n" in new

@@ -340,7 +340,9 @@ def _loop_header_names(loop: ast.For | ast.While) -> set[str]:
 def _after_loop(tree: ast.Module, loop: ast.stmt) -> list[ast.stmt]:
     """The statements after the loop in its own block."""
     for node in ast.walk(tree):
-        for body in bodies(node) if isinstance(node, ast.stmt) else [getattr(node, "body", [])]:
+        # A lambda's or a conditional expression's body is an expression, not a block.
+        blocks = bodies(node) if isinstance(node, ast.stmt) else [getattr(node, "body", [])]
+        for body in (b for b in blocks if isinstance(b, list)):
             if loop in body:
                 return body[body.index(loop) + 1 :]
     return []
