@@ -222,3 +222,56 @@ def test_bf16_too_small_a_share_alone_is_not_run_alone_but_on_top_of_the_winning
     assert top.changes == {"batch_size": 512, "autocast": "bfloat16"}
     assert res is not None and res.ok
     assert _together_groups(out) == {"batch", "autocast"}
+
+
+class Compiling(Steps):
+    """As ``Steps``, a compiled run taking 40 s more: its compiling."""
+
+    def __call__(self, label: str, changes: dict[str, Any], profile: bool, t: float) -> RunResult:
+        res = super().__call__(label, changes, profile, t)
+        if changes.get("compile"):
+            self.clock += 40.0
+            res.wall_s += 40.0
+        return res
+
+
+def test_a_winner_too_costly_to_run_again_is_left_out_of_the_combined_run_which_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # As hf_trainer_defaults on the H100: compiling won after the batch and bf16, and all
+    # three together (another compile, ~70 s) no longer fit; the others together still do.
+    steps = Compiling({"autocast": (1.0, 0.6), "compile": (0.5, 1.0)})
+    out, _ = _what_if(steps, monkeypatch, budget=170.0,
+                      only=frozenset({"batch", "autocast", "compile"}))  # fmt: skip
+    alone = next(r for a, r in out.arms if a.changes == {"compile": "default"})
+    assert alone is not None and alone.ok  # it ran, and won
+    assert _together_groups(out) == {"batch", "autocast"}
+    assert [a.group for a in out.left_out] == ["compile"]
+    assert out.together is not None and out.together[1] is not None and out.together[1].ok
+    assert out.together[1].changes == {"batch_size": 512, "autocast": "bfloat16"}
+    assert steps.clock <= 170.0
+    row = next(w for w in _report(out).what_if if (w.params or {}).get("group") == "together")
+    assert row.change.startswith("the winners together but torch.compile(model) (over the budget)")
+    assert row.speedup and not row.skipped
+    assert row.params is not None and row.params["left_out"] == "compile"
+    assert row.params["winners"] == "batch,autocast"
+
+
+def test_the_winners_that_fit_leave_out_the_costliest_never_the_batch_they_won_on() -> None:
+    from gpusight.rerun.plan import Arm
+    from gpusight.rerun.stacking import fitting
+
+    batch = Arm("batch", "batch 512", {"batch_size": 512}, None, slowdown=2.0)
+    bf16 = Arm("autocast", "bf16", {"autocast": "bfloat16"}, None)
+    tf32 = Arm("tf32", "TF32", {"tf32": True}, None)
+    comp = Arm("compile", "compile", {"compile": "default"}, None, extra_s=60.0)
+
+    def need(ws: list[Arm]) -> float:
+        return 10.0 * max(a.slowdown for a in ws) + max(a.extra_s for a in ws)
+
+    assert fitting([batch, bf16, comp], need, 100.0) == ([batch, bf16, comp], [])
+    assert fitting([batch, bf16, tf32, comp], need, 30.0) == ([batch, bf16, tf32], [comp])
+    # The batch alone is over what is left, and bf16 won on top of it: the batch is never
+    # left out, so no combined run fits.
+    assert fitting([batch, bf16, tf32], need, 15.0) == ([], [batch, bf16, tf32])
+    assert fitting([bf16, tf32, comp], need, 15.0) == ([bf16, tf32], [comp])

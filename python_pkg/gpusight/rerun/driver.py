@@ -638,19 +638,22 @@ class Driver:
         return self.forecast_s(ref, self._together_arm(winners), _batch_seen(out, winners))
 
     def _together(self, out: Outcome, winners: list[Arm], ref: RunResult, items0: int) -> None:
-        fake = self._together_arm(winners)
+        fit, out.left_out = stacking.fitting(
+            winners, lambda ws: self._together_need(out, ref, ws), self.left_s()
+        )
+        if not fit:
+            out.together = (winners, None)
+            return
+        fake = self._together_arm(fit)
         same = next((r for a, r in out.arms if a.stacked_on and r is not None and r.ok
                      and a.changes == fake.changes), None)  # fmt: skip
         if same is not None:
             # The batch winner and one arm on top of it: that run is their combined run.
-            out.together, out.together_from = (winners, same), same.label
+            out.together, out.together_from = (fit, same), same.label
             return
-        need = self.forecast_s(ref, fake, _batch_seen(out, winners))
-        if need > self.left_s():
-            out.together = (winners, None)
-            return
-        fake.label = together_label(winners)
-        out.together = (winners, self._measure(out, fake, ref, items0, need))
+        need = self.forecast_s(ref, fake, _batch_seen(out, fit))
+        fake.label = together_label(fit, out.left_out)
+        out.together = (fit, self._measure(out, fake, ref, items0, need))
 
     def _second_control(self, out: Outcome, ref: RunResult, items0: int | None) -> None:
         """Run-to-run noise: the control again at the end, unless a suspect gain had it run

@@ -137,6 +137,8 @@ class Outcome:
     run, which its gain is over."""
     not_planned: dict[str, str] = field(default_factory=dict)
     """The changes asked for by name (``--try``) that this run gave nothing to try: why."""
+    left_out: list[Arm] = field(default_factory=list)
+    """Winners the combined run leaves out, its forecast with them over the budget."""
     together_from: str | None = None
     """The run the winners' combined row reuses, where one already ran exactly their changes
     (the batch winner and one arm on top of it)."""

@@ -65,13 +65,16 @@ def combine(winners: list[Arm]) -> dict[str, Any]:
     return out
 
 
-def together_label(winners: list[Arm]) -> str:
+def together_label(winners: list[Arm], left_out: list[Arm] | None = None) -> str:
     """The combined run's label: the winners whose changes reach it. A winner whose every
     setting a later one sets again (the workers, where pinning won on top of other workers)
-    ran as that one's part, which its label says ("... on top of ...")."""
+    ran as that one's part, which its label says ("... on top of ..."). ``left_out``: the
+    winners the budget kept out of it (``stacking.fitting``), named first."""
     shown = [
         a
         for i, a in enumerate(winners)
         if not a.changes or not set(a.changes) <= set(combine(winners[i + 1 :]))
     ]
-    return "all winners together: " + ", ".join(a.label for a in shown)
+    but = ", ".join(a.label for a in left_out or [])
+    head = f"the winners together but {but} (over the budget)" if but else "all winners together"
+    return f"{head}: " + ", ".join(a.label for a in shown)

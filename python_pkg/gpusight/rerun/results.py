@@ -95,11 +95,13 @@ def apply(report: Report, out: Outcome) -> Report:
     if out.together is not None:
         winners, res = out.together
         part = any(a.scope == "compute_only" for a in winners)
-        tog = Arm("together", together_label(winners),
+        tog = Arm("together", together_label(winners, out.left_out),
                   {}, None, skipped="over the budget",
                   scope="compute_only" if part else "end_to_end")  # fmt: skip
         row = _row(tog, res, before, base_items, out.row_noise(res))
         row.params = {**(row.params or {}), "winners": ",".join(a.group for a in winners)}
+        if out.left_out:
+            row.params["left_out"] = ",".join(a.group for a in out.left_out)
         if out.together_from and res is not None:
             row.params["measured_in"] = out.together_from
         if len(winners) == 1:  # one change measured again: its own row has its gain

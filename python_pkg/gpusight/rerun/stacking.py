@@ -11,6 +11,7 @@ runs what this plans.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..knobs import Arm, Group, Situation, by_name
@@ -76,6 +77,24 @@ def over_budget(need: float, left: float, keep: float) -> str | None:
             f"together (~{keep:.0f} s; raise --budget for this one too)"
         )
     return f"over the budget: needs ~{need:.0f} s, {left:.0f} s left (raise --budget)"
+
+
+def fitting(
+    winners: list[Arm], need: Callable[[list[Arm]], float], left: float
+) -> tuple[list[Arm], list[Arm]]:
+    """The winners whose combined run fits the ``left`` seconds (``need``: a combined run's
+    forecast), and those left out: all where they fit, else fewer, each time leaving out the
+    winner whose leaving out saves the most (``torch.compile``'s compiling, say; on a tie the
+    later winner, the smaller gain as a rule), never the batch winner that others won on top
+    of. At least two, or none: ``([], winners)``."""
+    fit, batch = list(winners), batch_winner(winners)
+    while need(fit) > left:
+        if len(fit) <= 2:
+            return [], list(winners)
+        cuts = [a for a in reversed(fit) if a is not batch]
+        cut = min(cuts, key=lambda a: need([w for w in fit if w is not a]))
+        fit = [w for w in fit if w is not cut]
+    return fit, [a for a in winners if all(a is not w for w in fit)]
 
 
 def _runs(g: Group) -> bool:
