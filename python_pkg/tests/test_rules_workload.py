@@ -638,3 +638,26 @@ def test_a_sync_on_a_numpy_line_inside_forward_gets_that_lines_fix() -> None:
     ev.host_lines = [HostLine("train.py", 40, "print(loss.item())", "<module>", 1.0, 90.0)]
     g = report_of(ev).finding("code.host_sync")
     assert g is not None and g.fix.text.startswith("Keep values on the GPU")
+
+
+def test_host_work_outside_the_model_is_put_on_a_line_outside_it_never_one_in_forward() -> None:
+    from gpusight.rules.host_line_fix import HostLine
+
+    # As the VAE corpus script on a CPU build: the decoder's line inside forward holds more
+    # host time than the loss line in the loop, but forward is the model's time.
+    ev = _small_batch_evidence(other_cpu=1.2, launch=0.4)
+    ev.host_lines = [
+        HostLine("vae.py", 72, "return torch.sigmoid(self.decoder(z))", "VAE.forward", 24.5,
+                 45.0, in_forward=True),
+        HostLine("vae.py", 131, "gc.collect()", "main", 16.0, 30.0),
+    ]  # fmt: skip
+    f = report_of(ev).finding("load.cpu_preprocessing")
+    assert f is not None
+    assert f.title.startswith("vae.py:131 (`gc.collect()`)")
+    assert "gc.collect()" in f.fix.text
+    lines = [e.source.line for e in f.evidence if e.source is not None]
+    assert lines == [131]
+    # With only the model's lines, the finding keeps its own words.
+    ev.host_lines = ev.host_lines[:1]
+    g = report_of(ev).finding("load.cpu_preprocessing")
+    assert g is not None and "vae.py" not in g.title

@@ -21,7 +21,9 @@ def own_lines(ev: WorkloadEvidence) -> list[HostLine]:
 
 
 def on_its_line(f: Finding, ev: WorkloadEvidence) -> Finding:
-    lines = own_lines(ev)
+    """Host work outside the model (``load.cpu_preprocessing``) on the user's lines outside
+    it: a line inside ``forward`` is the model's time, not this finding's."""
+    lines = [ln for ln in own_lines(ev) if not ln.in_forward]
     if not lines:
         return f
     f.evidence.extend(
