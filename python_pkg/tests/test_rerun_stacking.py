@@ -255,6 +255,13 @@ def test_a_winner_too_costly_to_run_again_is_left_out_of_the_combined_run_which_
     assert row.speedup and not row.skipped
     assert row.params is not None and row.params["left_out"] == "compile"
     assert row.params["winners"] == "batch,autocast"
+    # Where not even two of them fit, the row is the whole set's, not run, as before.
+    steps = Compiling({"autocast": (1.0, 0.6), "compile": (0.5, 1.0)})
+    out, _ = _what_if(steps, monkeypatch, budget=60.0,
+                      only=frozenset({"batch", "autocast", "compile"}))  # fmt: skip
+    assert out.together is not None and out.together[1] is None and not out.left_out
+    row = next(w for w in _report(out).what_if if (w.params or {}).get("group") == "together")
+    assert row.change.startswith("all winners together: ") and row.skipped == "over the budget"
 
 
 def test_the_winners_that_fit_leave_out_the_costliest_never_the_batch_they_won_on() -> None:

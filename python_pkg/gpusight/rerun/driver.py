@@ -638,12 +638,13 @@ class Driver:
         return self.forecast_s(ref, self._together_arm(winners), _batch_seen(out, winners))
 
     def _together(self, out: Outcome, winners: list[Arm], ref: RunResult, items0: int) -> None:
-        fit, out.left_out = stacking.fitting(
+        fit, left_out = stacking.fitting(
             winners, lambda ws: self._together_need(out, ref, ws), self.left_s()
         )
         if not fit:
             out.together = (winners, None)
             return
+        out.left_out = left_out
         fake = self._together_arm(fit)
         same = next((r for a, r in out.arms if a.stacked_on and r is not None and r.ok
                      and a.changes == fake.changes), None)  # fmt: skip
