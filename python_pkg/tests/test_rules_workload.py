@@ -6,7 +6,7 @@ import ast
 import math
 
 import pytest
-from gpusight.report import Finding, Report
+from gpusight.report import Finding, Report, SourceLine
 from gpusight.report_schema import bottlenecks, finding_ids
 from gpusight.rules.workload import (
     BREAKDOWN_KEYS,
@@ -661,3 +661,30 @@ def test_host_work_outside_the_model_is_put_on_a_line_outside_it_never_one_in_fo
     ev.host_lines = ev.host_lines[:1]
     g = report_of(ev).finding("load.cpu_preprocessing")
     assert g is not None and "vae.py" not in g.title
+
+
+def test_a_tokenizer_that_is_most_of_the_host_work_outside_the_model_is_named_with_its_fix() -> (
+    None
+):
+    from gpusight.rules.host_line_fix import HostLine
+
+    # bert_infer_batch1 at batch 1: the model's call holds most of the host time, the
+    # tokenizer nearly all the rest.
+    ev = _small_batch_evidence(other_cpu=1.2, launch=0.4)
+    ev.host_lines = [
+        HostLine("infer.py", 126, "out = model(**enc)", "main", 3.58, 83.0),
+        HostLine("infer.py", 119, "enc = tokenizer(", "main", 0.60, 14.0),
+        HostLine("infer.py", 125, ").to(dev)", "main", 0.06, 2.0),
+    ]
+    ev.forward_source = SourceLine(file="infer.py", line=126, code="out = model(**enc)")
+    f = report_of(ev).finding("load.cpu_preprocessing")
+    assert f is not None
+    assert f.title.startswith("infer.py:119 (`enc = tokenizer(`) takes 14%")
+    assert f.fix.text.startswith("Tokenize once before training")
+    # A line that is neither most of it nor a fifth of the host time names nothing.
+    ev.host_lines[2:] = [
+        HostLine("infer.py", 125, "x = x.float()", "main", 0.45, 11.0),
+        HostLine("infer.py", 127, "y = y.float()", "main", 0.40, 10.0),
+    ]
+    g = report_of(ev).finding("load.cpu_preprocessing")
+    assert g is not None and "infer.py" not in g.title

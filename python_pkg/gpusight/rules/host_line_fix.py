@@ -45,12 +45,27 @@ def calls(code: str | None) -> list[str]:
         try:
             tree = ast.parse(code.strip() + "\n    pass")
         except SyntaxError:
-            return []
+            try:
+                tree = ast.parse(_closed(code.strip()))
+            except SyntaxError:
+                return []
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             out.append(_dotted(node.func))
     return [c for c in out if c]
+
+
+def _closed(code: str) -> str:
+    """The first line of a statement that goes on over more lines (``enc = tokenizer(``), its
+    open brackets closed."""
+    shut = []
+    for ch in code:
+        if ch in "([{":
+            shut.append(")]}"["([{".index(ch)])
+        elif ch in ")]}" and shut:
+            shut.pop()
+    return code.rstrip(", ") + "".join(reversed(shut))
 
 
 def _dotted(node: ast.expr) -> str:
