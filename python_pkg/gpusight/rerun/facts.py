@@ -63,6 +63,9 @@ def from_watch(w: Watch, wall_s: float | None = None) -> dict[str, Any]:
             "fetch_cpu_pct": ld.fetch_cpu_pct(),
         },
         "epochs_seen": len(run.get("epoch_starts") or []),
+        "recompiled_steps": (
+            [i for i, r in enumerate(rec.clean()[0][:steps]) if r.compiled] if rec else []
+        ),
         "loader_site": None
         if site is None
         else {"file": site.filename, "shown": site.shown, "line": site.line},

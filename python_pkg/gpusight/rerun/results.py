@@ -217,6 +217,21 @@ def _epoch_spread(out: Outcome) -> str | None:
     )
 
 
+def _recompiles(out: Outcome) -> str | None:
+    """Say which runs had a measured step that compiled anew (``RunResult.steady_times_ms``)."""
+    together = [out.together[1]] if out.together is not None and out.together[1] else []
+    runs = [out.control, *(res for _, res in out.arms), *together]
+    marked = [r for r in runs if r is not None and r.recompiled]
+    if not marked:
+        return None
+    return (
+        "torch.compile compiled anew in a measured step of "
+        + ", ".join(f"{r.label} ({len(r.recompiled)})" for r in marked)
+        + " (a new input shape, such as an epoch's short last batch): each such step counts at "
+        "the run's other steps' median, since a shape is compiled once, not every step"
+    )
+
+
 def _summarise(report: Report, out: Outcome, rows: list[WhatIf]) -> None:
     ran = [r for r in rows if r.skipped is None and repeat_of(r) is None]
     skipped = [r for r in rows if r.skipped is not None]
@@ -230,9 +245,9 @@ def _summarise(report: Report, out: Outcome, rows: list[WhatIf]) -> None:
         note += "; planned in this order (arms): " + ", ".join(out.plan)
     if out.not_planned:
         note += "; not tried: " + "; ".join(f"{k}: {v}" for k, v in out.not_planned.items())
-    spread = _epoch_spread(out)
-    if spread:
-        note += "; " + spread
+    for said in (_epoch_spread(out), _recompiles(out)):
+        if said:
+            note += "; " + said
     if skipped:
         note += "; not run: " + "; ".join(f"{r.change}: {r.skipped}" for r in skipped[:6])
     if out.interrupted:

@@ -54,6 +54,9 @@ class StepRecord:
     phase_ns: int = 0
     """Of the step's time, what evaluation and checkpoint saving between the training steps
     took (``phases.py``); what the hooks measured in them is not in the step's other figures."""
+    compiled: bool = False
+    """torch.compile compiled anew in this measured step (a new input shape, a recompile): a
+    cost paid once per shape, not every step (``rerun/outcome.py`` sets it apart)."""
 
     @property
     def duration_ns(self) -> int:

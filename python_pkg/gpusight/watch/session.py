@@ -193,7 +193,7 @@ class Watch(
         )
         self._torch = torch
         self._started = True
-        self._graphs_at_start = _compiled_graphs()
+        self._graphs_at_start = self._graphs_seen = _compiled_graphs()
         self._tid = threading.get_ident()
         self._native_tid = threading.get_native_id()
         self._pid = os.getpid()

@@ -60,6 +60,7 @@ class StepBoundaries(WatchState):
             # Profiler start/stop and the hook switch happen between steps, outside both of
             # them; only the ordinary bookkeeping counts as the next step's overhead.
             transition = False if self._settled else self._between_steps(rec)
+        self._compiled_in(steady if steady is not None else rec.records[-1])
         if kind == "optimizer":
             self._fwd_depth = 0
         detail, pick = plan.next_step()
@@ -92,6 +93,14 @@ class StepBoundaries(WatchState):
             self._run_left = self._run_length(rec)
             self._in_run = self._run_left > 0
         return True
+
+    def _compiled_in(self, ended: StepRecord) -> None:
+        """Mark a measured step in which torch.compile compiled anew (the last short batch of
+        an epoch, a new shape): its time is mostly compiling, paid once per shape."""
+        graphs = _compiled_graphs()
+        if graphs != self._graphs_seen:
+            self._graphs_seen = graphs
+            ended.compiled = ended.phase == "measure"
 
     def _begin_early_lines(self, rec: StepRecorder, nxt: StepRecord) -> None:
         """The first step timed by line before the measured ones; where the clock cannot run

@@ -200,7 +200,7 @@ class WatchState:
         """Each of those steps' wait for its loader."""
         self._run_left = 0
         """How many more steps the run may take, where an optimizer step ends them."""
-        self._graphs_at_start = 0
+        self._graphs_at_start = self._graphs_seen = 0  # _seen: at the last step's end
         self.phases = PhaseHooks(self, lambda: _is_compiling())
         self.no_grad = NoGradBlocks(self.phases)  # evaluations without model.eval()
         self.flops = FlopStep(enabled=not lean)

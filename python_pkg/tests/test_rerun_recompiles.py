@@ -1,0 +1,86 @@
+"""A measured step in which torch.compile compiled anew (an epoch's short last batch: a new
+shape) is set apart: the watch marks it (``StepRecord.compiled``, the facts'
+``recompiled_steps``) and a re-run's step time and band count it at the other steps' median,
+since compiling for a shape is paid once per shape, not every step (``rerun/outcome.py``)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from gpusight.rerun.outcome import RunResult
+
+TRAIN = """import torch
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+compiled = torch.compile(model, backend="eager")
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in range(80):
+    n = 9 if step % 25 == 24 else 16  # an epoch's short last batch, now and then
+    loss = compiled(torch.randn(n, 32)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_recompile_inside_the_measured_steps_is_counted_once_not_every_step(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "train.py").write_text(TRAIN)
+    cmd = [sys.executable, "-m", "gpusight", "run", "--quiet", "--steps", "40",
+           "--json", "r.json", "--facts", "f.json", "train.py"]  # fmt: skip
+    subprocess.run(cmd, cwd=tmp_path, check=True, timeout=300)
+    report = json.loads((tmp_path / "r.json").read_text())
+    facts = json.loads((tmp_path / "f.json").read_text())
+    xs = report["run"]["step_times_ms"]
+    marked = facts["recompiled_steps"]
+    # One recompile: the first short batch (the later ones reuse the shape-general graph).
+    assert len(marked) == 1
+    others = [x for i, x in enumerate(xs) if i not in marked]
+    assert xs[marked[0]] > 20 * statistics.median(others)
+    res = RunResult("arm", {}, True, 1.0, report, facts)
+    assert res.step_ms is not None
+    assert res.step_ms < 1.5 * statistics.fmean(others) < statistics.fmean(xs)
+    assert res.steady_times_ms[marked[0]] == statistics.median(others)
+    # Without the mark, the same run reads the compile as every step's.
+    bare = RunResult("arm", {}, True, 1.0, report, {**facts, "recompiled_steps": []})
+    assert bare.step_ms is not None and bare.step_ms > 2 * res.step_ms
+    assert bare.noise_pct() > res.noise_pct()
+
+
+def test_a_run_drained_at_its_end_sets_the_recompile_apart_too() -> None:
+    xs = [2.0, 2.1, 1.9, 2.0, 90.0, 2.0, 2.1, 1.9, 2.0, 2.0]
+    run = {"step_time_ms": statistics.fmean(xs), "steps": len(xs), "step_times_ms": xs,
+           "end_drain_ms": 1.0}  # fmt: skip
+    res = RunResult("arm", {}, True, 1.0, {"run": run}, {"recompiled_steps": [4]})
+    assert res.drained_mean_ms == (sum(xs) - 90.0 + 2.0 + 1.0) / len(xs)
+    assert res.step_ms == res.drained_mean_ms
+
+
+def test_the_report_says_which_runs_compiled_anew_in_their_measured_steps() -> None:
+    from gpusight.report import Report
+    from gpusight.rerun.driver import Outcome
+    from gpusight.rerun.plan import Arm
+    from gpusight.rerun.results import apply
+
+    def result(label: str, xs: list[float], marked: list[int]) -> RunResult:
+        run = {"steps": len(xs), "step_time_ms": statistics.fmean(xs), "items_per_step": 32,
+               "step_times_ms": xs}  # fmt: skip
+        return RunResult(label, {}, True, 5.0, {"run": run}, {"recompiled_steps": marked})
+
+    arm = Arm("compile", "torch.compile(model)", {"compile": "default"}, "load.launch_bound")
+    out = Outcome(baseline=result("baseline", [4.0] * 20, []),
+                  control=result("control", [4.0] * 20, []), noise_pct=1.0)  # fmt: skip
+    out.arms = [(arm, result("torch.compile(model)", [2.0] * 9 + [500.0] + [2.0] * 10, [9]))]
+    rep = Report(kind="watch", machine={"platform": "x", "python": "3", "cpu_count": 2,
+                                        "gpus": []})  # fmt: skip
+    apply(rep, out)
+    rep.validate()
+    assert rep.what_if[0].speedup == 2.0  # not 0.15x: the compile is not every step's
+    note = next(n for n in rep.notes if n.startswith("what-if: "))
+    assert "torch.compile compiled anew in a measured step of torch.compile(model) (1)" in note
