@@ -318,3 +318,34 @@ def main(args):
     assert isinstance(shown, Thinning) and shown.mode == "every"
     new = thinned_text(src, shown)
     assert new is not None and "total += loss.item()\n" in new
+
+
+def test_the_statement_knob_offers_no_arm_for_a_line_of_the_models_forward(
+    tmp_path: object,
+) -> None:
+    from pathlib import Path
+
+    from gpusight.knobs import Situation
+    from gpusight.knobs.statement import Statement
+
+    root = Path(str(tmp_path))
+    (root / "train.py").write_text(GC)
+    call = _line(GC, "model(")
+
+    def facts(*rows: tuple[str, str, float]) -> dict[str, object]:
+        lines = [{"file": str(root / "train.py"), "line": _line(GC, code), "code": code,
+                  "function": fn, "ms_per_step": pct / 10, "share_pct": pct}
+                 for code, fn, pct in rows]  # fmt: skip
+        return {"host_lines": {"lines": lines}, "step_time_ms": 10.0,
+                "forward_site": {"file": str(root / "train.py"), "line": call}}  # fmt: skip
+
+    knob = Statement()
+    # As the recommender on a CPU build: the towers' line in forward, then the loop's gc.
+    both = Situation.of(facts(("torch.cuda.empty_cache()", "Net.forward", 40.0),
+                              ("gc.collect()", "<module>", 30.0)))  # fmt: skip
+    groups = knob.groups(both)
+    assert [a.label for g in groups for a in g.arms] == [f"line {_line(GC, 'gc.collect')} "
+                                                         "`gc.collect()` skipped"]  # fmt: skip
+    model_only = Situation.of(facts(("torch.cuda.empty_cache()", "Net.forward", 40.0)))
+    assert knob.groups(model_only) == []
+    assert "are in `Net.forward`, the model's own computation" in knob.not_planned(model_only)

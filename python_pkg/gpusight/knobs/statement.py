@@ -39,6 +39,17 @@ def _own_lines(facts: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _big_lines(facts: dict[str, Any]) -> list[dict[str, Any]]:
+    """The user's lines that hold ``MIN_SHARE_PCT`` or more of the step's host time."""
+    return [r for r in _own_lines(facts) if float(r.get("share_pct") or 0) >= MIN_SHARE_PCT]
+
+
+def _in_forward(row: dict[str, Any]) -> bool:
+    """A line of a module's ``forward``: the step's computation, never thinned
+    (``statement_thinning.plan`` refuses it), so no arm of its own."""
+    return str(row.get("function") or "").rsplit(".", 1)[-1] == "forward"
+
+
 def _read(path: str) -> str | None:
     """The file's text; a notebook cell's (no file on disk) as the kernel compiled it."""
     try:
@@ -100,7 +111,7 @@ class Statement(Knob):
 
     def groups(self, s: Situation) -> list[Group]:
         site = s.facts.get("forward_site") or {}
-        rows = [r for r in _own_lines(s.facts) if float(r.get("share_pct") or 0) >= MIN_SHARE_PCT]
+        rows = [r for r in _big_lines(s.facts) if not _in_forward(r)]
         if not rows or not site.get("file"):
             return []
         arms, seen = [], set()
@@ -116,6 +127,13 @@ class Statement(Knob):
     def not_planned(self, s: Situation) -> str:
         if not (s.facts.get("host_lines") or {}).get("lines"):
             return "no line of the loop was timed (the run ended before the steps timed by line)"
+        model = sorted({str(r.get("function")) for r in _big_lines(s.facts) if _in_forward(r)})
+        if model:
+            return (
+                f"the lines of your own code that took {MIN_SHARE_PCT:g}% or more of the step's "
+                f"host time are in {', '.join(f'`{m}`' for m in model)}, the model's own "
+                "computation, which every step runs"
+            )
         return f"no line of your own code took {MIN_SHARE_PCT:g}% or more of the step's host time"
 
     def validate(self, changes: dict[str, Any]) -> str | None:
