@@ -1,7 +1,8 @@
 """A measured step in which torch.compile compiled anew (an epoch's short last batch: a new
 shape) is set apart: the watch marks it (``StepRecord.compiled``, the facts'
-``recompiled_steps``) and a re-run's step time and band count it at the other steps' median,
-since compiling for a shape is paid once per shape, not every step (``rerun/outcome.py``)."""
+``recompiled_steps``) and says so in its report, and a re-run's step time and band count it at
+the other steps' median, since compiling for a shape is paid once per shape, not every step
+(``rerun/outcome.py``)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,10 @@ def test_a_recompile_inside_the_measured_steps_is_counted_once_not_every_step(
     assert len(marked) == 1
     others = [x for i, x in enumerate(xs) if i not in marked]
     assert xs[marked[0]] > 20 * statistics.median(others)
+    # The watch's own report says so, with the mean step both ways.
+    said = next(n for n in report["notes"] if "compiled anew" in n)
+    assert said.startswith(f"torch.compile compiled anew in 1 measured step(s) ({marked[0] + 1};")
+    assert "paid once per shape, not every step" in said
     res = RunResult("arm", {}, True, 1.0, report, facts)
     assert res.step_ms is not None
     assert res.step_ms < 1.5 * statistics.fmean(others) < statistics.fmean(xs)
