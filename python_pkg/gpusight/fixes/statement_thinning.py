@@ -249,7 +249,7 @@ def plan(
     target_line = line
     if other is not None or not (loop.body[0].lineno <= line <= end):
         short = (function or "").rsplit(".", 1)[-1]
-        if short == "forward":
+        if in_forward(function):
             return (
                 f"line {line} is in `{function}`, which the model's call runs: the step "
                 "computes with it on every step"
@@ -335,6 +335,12 @@ def _on_its_lines(block: list[ast.stmt], stmt: ast.stmt) -> list[ast.stmt]:
 def _loop_header_names(loop: ast.For | ast.While) -> set[str]:
     test = loop.iter if isinstance(loop, ast.For) else loop.test
     return _names_read([ast.Expr(test)])
+
+
+def in_forward(function: str | None) -> bool:
+    """Whether a line of ``function`` is a module's ``forward``: the step's computation, which
+    every step runs and none is thinned."""
+    return (function or "").rsplit(".", 1)[-1] == "forward"
 
 
 def _after_loop(tree: ast.Module, loop: ast.stmt) -> list[ast.stmt]:

@@ -45,9 +45,9 @@ def _big_lines(facts: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _in_forward(row: dict[str, Any]) -> bool:
-    """A line of a module's ``forward``: the step's computation, never thinned
-    (``statement_thinning.plan`` refuses it), so no arm of its own."""
-    return str(row.get("function") or "").rsplit(".", 1)[-1] == "forward"
+    """A line of a module's ``forward``: never thinned (``statement_thinning.plan`` refuses
+    it), so no arm of its own."""
+    return thin.in_forward(str(row.get("function") or ""))
 
 
 def _read(path: str) -> str | None:

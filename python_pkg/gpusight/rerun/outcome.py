@@ -38,7 +38,7 @@ class RunResult:
         if not v:
             return None
         drained = self.drained_mean_ms
-        if drained is None and self.recompiled:
+        if drained is None and self.recompiled and self.steady_times_ms:
             drained = statistics.fmean(self.steady_times_ms)
         return (drained if drained is not None else float(v)) + self.epoch_share_ms
 

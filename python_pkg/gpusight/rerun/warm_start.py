@@ -49,7 +49,7 @@ class WarmStart:
     """The server process and what it said; ``run`` forks a run from it."""
 
     def __init__(self, proc: subprocess.Popen[bytes], python: str, env: dict[str, str],
-                 cwd: str) -> None:  # fmt: skip
+                 cwd: str, modules: list[str]) -> None:  # fmt: skip
         self.proc = proc
         self.python, self.env, self.cwd = python, env, cwd
         self.said: dict[str, Any] | None = None
@@ -59,7 +59,7 @@ class WarmStart:
         self.asked = 0
         self.proven = False
         """Whether a forked run has come back ok."""
-        self.modules: list[str] = []
+        self.modules = modules
         """What the server was asked to import (``script_imports``)."""
 
     @classmethod
@@ -75,9 +75,7 @@ class WarmStart:
         assert proc.stdin is not None
         proc.stdin.write((json.dumps(ask) + "\n").encode())
         proc.stdin.flush()
-        got = cls(proc, python, env, cwd)
-        got.modules = ask["modules"]
-        return got
+        return cls(proc, python, env, cwd, ask["modules"])
 
     def ready(self, timeout_s: float = READY_TIMEOUT_S) -> bool:
         """Whether runs fork from the server (waiting for its imports up to ``timeout_s``)."""

@@ -286,12 +286,13 @@ def _recompiled(clean: list[StepRecord]) -> str | None:
     """Say where torch.compile compiled anew in a measured step (``StepRecord.compiled``): its
     time is in the mean step, though a shape is compiled once, not every step."""
     marked = [i for i, r in enumerate(clean) if r.compiled]
-    rest = [r.duration_ns for r in clean if not r.compiled]
+    times = [r.duration_ns - r.phase_ns for r in clean]  # as ``run.step_times_ms``
+    rest = [t for t, r in zip(times, clean, strict=True) if not r.compiled]
     if not marked or not rest:
         return None
-    spent = sum(clean[i].duration_ns for i in marked) / 1e6
+    spent = sum(times[i] for i in marked) / 1e6
     shown = ", ".join(str(i + 1) for i in marked[:4]) + (", ..." if len(marked) > 4 else "")
-    mean = sum(r.duration_ns for r in clean) / len(clean) / 1e6
+    mean = sum(times) / len(times) / 1e6
     return (
         f"torch.compile compiled anew in {len(marked)} measured step(s) ({shown}; a new input "
         f"shape, such as an epoch's short last batch): {spent:.0f} ms in all, paid once per "
