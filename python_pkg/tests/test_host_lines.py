@@ -252,3 +252,61 @@ for step in range(30):
     assert lines and lines[0]["code"] == "gc.collect()", run.get("host_lines")
     # Line 10 of the cell as the notebook shows it: the %%gpusight line above the body's 9.
     assert lines[0]["line"] == 10 and lines[0]["file"] == "cell"
+
+
+LOSS_OUTSIDE_MODEL = (
+    HEAD
+    + """\
+import torch.nn.functional as F
+
+
+def contrastive_loss(z, labels):
+    d = torch.cdist(z, z)
+    same = (labels[:, None] == labels[None, :]).float()
+    pull = same * d.pow(2)
+    push = (1 - same) * F.relu(1.0 - d).pow(2)
+    return (pull + push).mean() + F.binary_cross_entropy(torch.sigmoid(-d), same)
+
+
+model = nn.Linear(32, 16)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(768, 32)
+labels = torch.randint(0, 10, (768,))
+for step in range(300):
+    loss = contrastive_loss(model(x), labels)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+)
+
+
+def test_a_loss_computed_outside_the_model_is_the_steps_own_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loss function of the user's own, called in the loop on the model's output, is the
+    step's computation: no "host work outside the model" finding, and no worker or transform
+    on the GPU offered for it."""
+    rep = _run(tmp_path, LOSS_OUTSIDE_MODEL, monkeypatch)
+    lines = rep["run"]["host_lines"]["lines"]
+    in_loss = [r for r in lines if r["function"] == "contrastive_loss"]
+    assert sum(r["share_pct"] for r in in_loss) >= 30.0, lines
+    ids = [f["id"] for f in rep["findings"]]
+    assert "load.cpu_preprocessing" not in ids, rep["findings"]
+
+
+def test_host_work_beside_a_loss_function_is_still_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loss's lines leave the finding, a gc.collect() beside them keeps it."""
+    source = LOSS_OUTSIDE_MODEL.replace("    opt.step()\n", "    opt.step()\n    gc.collect()\n")
+    source = source.replace(
+        "model = nn.Linear(32, 16)",
+        "heap = [[i] * 10 for i in range(200_000)]\nmodel = nn.Linear(32, 16)",
+    )
+    rep = _run(tmp_path, source, monkeypatch)
+    f = next(f for f in rep["findings"] if f["id"] == "load.cpu_preprocessing")
+    line = _line_of(source, "gc.collect()")
+    assert f["title"].startswith(f"train.py:{line} (`gc.collect()`)"), f["title"]
+    left_out = [e for e in f["evidence"] if e["label"] == "the loss's lines, left out"]
+    assert left_out and left_out[0]["value"] > 0, f["evidence"]

@@ -31,6 +31,8 @@ class HostLine:
 
 
 _FRAMEWORK = ("backward", "step", "zero_grad")
+# torch.nn.functional's losses whose names do not say "loss".
+_LOSSES = ("cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div")
 _LOGGING = ("print", "log", "info", "debug", "add_scalar", "add_scalars", "add_histogram",
             "add_image", "set_postfix", "write", "warning")  # fmt: skip
 
@@ -80,13 +82,28 @@ def _dotted(node: ast.expr) -> str:
 
 
 def is_framework(ln: HostLine, model_call_line: int | None) -> bool:
-    """The step's own calls: the model's (its line), backward, the optimizer, the loader's loop."""
+    """The step's own calls: the model's (its line), backward, the optimizer, the loader's loop,
+    the loss on the model's output."""
     code = (ln.code or "").strip()
     if code.startswith(("for ", "async for ")) and not ln.in_forward:
         return True  # the loop's header: the wait for the next batch, load.input_bound's
     if model_call_line is not None and ln.line == model_call_line and not ln.in_forward:
         return True
-    return any(c.rsplit(".", 1)[-1] in _FRAMEWORK for c in calls(ln.code))
+    return any(c.rsplit(".", 1)[-1] in _FRAMEWORK for c in calls(ln.code)) or is_loss(ln)
+
+
+def is_loss(ln: HostLine) -> bool:
+    """A line of the loss: a loss function's call (``F.binary_cross_entropy``, ``criterion``,
+    ``self.loss_fn``) or a line of a function of the user's named for it (``loss_function``,
+    ``compute_loss``). It computes the step's own gradients' source, so no worker or thinning
+    can take it over; numpy, logging and syncs in it keep their own kinds."""
+    if kind_of(ln) != "other":
+        return False
+    func = ln.function.rsplit(".", 1)[-1].lower()
+    if "loss" in func or "criterion" in func:
+        return True
+    last = [c.rsplit(".", 1)[-1].lower() for c in calls(ln.code)]
+    return any("loss" in n or "criterion" in n or n in _LOSSES for n in last)
 
 
 def kind_of(ln: HostLine) -> str:

@@ -5,7 +5,7 @@ Without timed lines (a lean watch, a traced process) the finding stays as its ru
 from __future__ import annotations
 
 from ..report import Evidence, Finding, Fix, SourceLine
-from .host_line_fix import HostLine, fix_text, is_framework, kind_of
+from .host_line_fix import HostLine, fix_text, is_framework, is_loss, kind_of
 from .workload_evidence import WorkloadEvidence
 from .workload_impacts import rnd
 
@@ -23,6 +23,13 @@ def own_lines(ev: WorkloadEvidence) -> list[HostLine]:
     """The user's lines of work, the step's framework calls and its wait for data left out."""
     call = ev.forward_source.line if ev.forward_source is not None else None
     return [ln for ln in ev.host_lines if not is_framework(ln, call)]
+
+
+def loss_share_pct(ev: WorkloadEvidence) -> float:
+    """The share of the timed steps' host time on the loss's lines outside ``forward``
+    (``host_line_fix.is_loss``): the step's own computation, which the split counts outside
+    the model."""
+    return sum(ln.share_pct for ln in ev.host_lines if not ln.in_forward and is_loss(ln))
 
 
 def on_its_line(f: Finding, ev: WorkloadEvidence) -> Finding:
