@@ -254,6 +254,37 @@ def test_the_recorder_leaves_argparse_as_it_was() -> None:
     assert rec.found is not None and rec.found.value == 12
 
 
+def test_a_camel_case_option_filled_in_after_parsing_is_the_batch_argument() -> None:
+    """pytorch/examples' DCGAN spells it ``--batchSize``; a script that picks its default after
+    parsing (``args.batchSize = args.batchSize or 64``) has it at that value."""
+    rec = batch_args.Recorder().install()
+    saved = sys.argv
+    try:
+        sys.argv = ["dcgan.py", "--workers", "2"]
+        p = argparse.ArgumentParser()
+        p.add_argument("--workers", type=int, default=2)
+        p.add_argument("--batchSize", type=int, default=None)
+        args = p.parse_args()
+        assert rec.result([]) is None  # nothing to take yet
+        args.batchSize = args.batchSize or 64
+    finally:
+        sys.argv = saved
+        rec.uninstall()
+    found = rec.result(["--workers", "2"])
+    assert found is not None and (found.option, found.value) == ("--batchSize", 64)
+    assert batch_args.with_value(["--workers", "2"], found.as_dict(), 256) == [
+        "--workers", "2", "--batchSize", "256"
+    ]  # fmt: skip
+    for name in ("--trainBatchSize", "--train-batch-size", "--BATCH_SIZE", "--miniBatchSize"):
+        q = argparse.ArgumentParser()
+        q.add_argument(name, type=int, default=8)
+        assert batch_args.from_parser(q, q.parse_args([])) is not None, name
+    for name in ("--batches", "--batch-norm", "--sizeBatch"):
+        q = argparse.ArgumentParser()
+        q.add_argument(name, type=int, default=8)
+        assert batch_args.from_parser(q, q.parse_args([])) is None, name
+
+
 # -- crashes and implausible gains --------------------------------------------------------------
 def _facts() -> dict[str, Any]:
     return {

@@ -2,10 +2,12 @@
 script (the argparse options it parses from ``sys.argv``, else ``sys.argv`` itself), and set in
 a re-run's arguments, as the user would pass it.
 
-An option counts when its name says batch size (``--batch-size``, ``--batch_size``, ``-b``
-beside one, ``--bs``, ``--per_device_train_batch_size``, ...) and its value is a positive
-integer. A batch sampler's size, a config file's or a hard-coded one is not seen here: the
-DataLoader's ``batch_size`` is the knob then.
+An option counts when its name says batch size (``--batch-size``, ``--batch_size``,
+``--batchSize`` as pytorch/examples spell it, ``-b`` beside one, ``--bs``,
+``--per_device_train_batch_size``, ...) and its value is a positive integer: as parsed, or, for
+an option whose default is None, as the script filled it in afterwards (``args.batchSize =
+args.batchSize or 64``). A batch sampler's size, a config file's or a hard-coded one is not seen
+here: the DataLoader's ``batch_size`` is the knob then.
 """
 
 from __future__ import annotations
@@ -17,10 +19,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 _LONG = re.compile(
-    r"^--(?:train[-_])?(?:per[-_]device[-_](?:train[-_])?)?(?:mini[-_]?)?batch(?:[-_]?size)?$"
-    r"|^--bs$"
+    r"^--(?:train[-_]?)?(?:per[-_]?device[-_]?(?:train[-_]?)?)?(?:mini[-_]?)?batch(?:[-_]?size)?$"
+    r"|^--bs$",
+    re.IGNORECASE,
 )
-_DEST = re.compile(r"^(?:train_)?(?:per_device_(?:train_)?)?(?:mini_?)?batch(?:_?size)?$|^bs$")
+_DEST = re.compile(
+    r"^(?:train_?)?(?:per_?device_?(?:train_?)?)?(?:mini_?)?batch(?:_?size)?$|^bs$", re.IGNORECASE
+)
 
 
 @dataclass
@@ -46,16 +51,20 @@ def _is_batch_action(action: argparse.Action) -> bool:
 
 def from_parser(parser: argparse.ArgumentParser, namespace: Any) -> BatchArg | None:
     """The batch option of a parser that parsed the script's ``sys.argv``, with its value."""
-    for action in parser._actions:
-        if not action.option_strings or not _is_batch_action(action):
-            continue
-        value = getattr(namespace, action.dest, None)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            continue
-        longs = [o for o in action.option_strings if o.startswith("--")]
-        option = (longs or action.option_strings)[0]
-        return BatchArg(option, list(action.option_strings), int(value), "argparse")
-    return None
+    action = batch_action(parser)
+    if action is None:
+        return None
+    value = getattr(namespace, action.dest, None)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        return None
+    longs = [o for o in action.option_strings if o.startswith("--")]
+    option = (longs or action.option_strings)[0]
+    return BatchArg(option, list(action.option_strings), int(value), "argparse")
+
+
+def batch_action(parser: argparse.ArgumentParser) -> argparse.Action | None:
+    """The parser's first option named for the batch size."""
+    return next((a for a in parser._actions if a.option_strings and _is_batch_action(a)), None)
 
 
 def from_argv(argv: list[str]) -> BatchArg | None:
@@ -100,6 +109,9 @@ class Recorder:
 
     def __init__(self) -> None:
         self.found: BatchArg | None = None
+        self._unset: tuple[argparse.ArgumentParser, Any] | None = None
+        """A batch option parsed as None (its default), with its namespace: the script may
+        fill it in after parsing (``args.batchSize = args.batchSize or 64``)."""
         self._orig: Callable[..., Any] | None = None
 
     def install(self) -> Recorder:
@@ -112,6 +124,9 @@ class Recorder:
             if rec.found is None and args is None:
                 try:
                     rec.found = from_parser(parser, out[0])
+                    action = batch_action(parser) if rec.found is None else None
+                    if action is not None and getattr(out[0], action.dest, 0) is None:
+                        rec._unset = rec._unset or (parser, out[0])
                 except Exception:  # reading the parser is a nicety; the script's parse stands
                     pass
             return out
@@ -126,4 +141,9 @@ class Recorder:
             self._orig = None
 
     def result(self, script_args: list[str]) -> BatchArg | None:
+        if self.found is None and self._unset is not None:
+            try:
+                self.found = from_parser(*self._unset)
+            except Exception:
+                pass
         return self.found or from_argv(script_args)
