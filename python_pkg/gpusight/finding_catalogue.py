@@ -215,12 +215,13 @@ CATALOGUE: dict[str, CatalogueEntry] = {
         "the GPU waiting.",
         _WATCH + ": host time in the loop body outside data loading and the model, by line of the "
         "user's code (two steps timed by line, not measured ones); the loss's own lines (a "
-        "loss function's call, a function named for the loss) are the step's computation and "
-        "left out. `gpusight run --what-if` and `%%gpusight --what-if` measure the costliest "
-        "statements that only report or clean up (`gc.collect()`, `torch.cuda.empty_cache()`, "
-        "a logger, a histogram of every parameter) skipped or run every 10 steps, and hand "
-        "over that edit; one whose value the loop reads, or that updates the model, the "
-        "optimizer, the data or the random numbers, is not tried and its row says why.",
+        "loss function's call, a function named for the loss) and the gradients' clipping are "
+        "the step's computation and left out. `gpusight run --what-if` and `%%gpusight --what-"
+        "if` measure the costliest statements that only report or clean up (`gc.collect()`, "
+        "`torch.cuda.empty_cache()`, a logger, a histogram of every parameter) skipped or run "
+        "every 10 steps, and hand over that edit; one whose value the loop reads, or that "
+        "updates the model, the optimizer, the data or the random numbers, is not tried and "
+        "its row says why.",
         title="A statement of the loop costs the step host time",
     ),
     "load.small_batch": CatalogueEntry(

@@ -308,5 +308,35 @@ def test_host_work_beside_a_loss_function_is_still_named(
     f = next(f for f in rep["findings"] if f["id"] == "load.cpu_preprocessing")
     line = _line_of(source, "gc.collect()")
     assert f["title"].startswith(f"train.py:{line} (`gc.collect()`)"), f["title"]
-    left_out = [e for e in f["evidence"] if e["label"] == "the loss's lines, left out"]
+    label = "the loss and gradient clipping, left out"
+    left_out = [e for e in f["evidence"] if e["label"] == label]
     assert left_out and left_out[0]["value"] > 0, f["evidence"]
+
+
+CLIPPED_MANY_PARAMETERS = (
+    HEAD
+    + """\
+model = nn.Sequential(*[nn.Linear(8, 8) for _ in range(300)])
+opt = torch.optim.SGD(model.parameters(), lr=0.001)
+x = torch.randn(4, 8)
+for step in range(300):
+    loss = model(x).square().mean()
+    opt.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=False)
+    opt.step()
+"""
+)
+
+
+def test_gradient_clipping_is_the_steps_own_update_not_host_work_to_move(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``clip_grad_norm_`` over 600 tensors holds a large share of the step's host time, but it
+    is the step's update: no worker, GPU transform or thinning is offered for it."""
+    rep = _run(tmp_path, CLIPPED_MANY_PARAMETERS, monkeypatch)
+    clip = _line_of(CLIPPED_MANY_PARAMETERS, "clip_grad_norm_")
+    row = next(r for r in rep["run"]["host_lines"]["lines"] if r["line"] == clip)
+    assert row["share_pct"] >= 10.0, rep["run"]["host_lines"]
+    f = next((f for f in rep["findings"] if f["id"] == "load.cpu_preprocessing"), None)
+    assert f is None or f"train.py:{clip}" not in f["title"], f

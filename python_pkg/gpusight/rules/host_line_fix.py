@@ -31,6 +31,8 @@ class HostLine:
 
 
 _FRAMEWORK = ("backward", "step", "zero_grad")
+# The gradients' clipping and unscaling: the step's own update, outside the optimizer's call.
+_CLIPPING = ("clip_grad_norm_", "clip_grad_value_", "unscale_")
 # torch.nn.functional's losses whose names do not say "loss".
 _LOSSES = ("cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div")
 _LOGGING = ("print", "log", "info", "debug", "add_scalar", "add_scalars", "add_histogram",
@@ -82,14 +84,21 @@ def _dotted(node: ast.expr) -> str:
 
 
 def is_framework(ln: HostLine, model_call_line: int | None) -> bool:
-    """The step's own calls: the model's (its line), backward, the optimizer, the loader's loop,
-    the loss on the model's output."""
+    """The step's own calls: the model's (its line), backward, the optimizer, the gradients'
+    clipping, the loader's loop, the loss on the model's output."""
     code = (ln.code or "").strip()
     if code.startswith(("for ", "async for ")) and not ln.in_forward:
         return True  # the loop's header: the wait for the next batch, load.input_bound's
     if model_call_line is not None and ln.line == model_call_line and not ln.in_forward:
         return True
-    return any(c.rsplit(".", 1)[-1] in _FRAMEWORK for c in calls(ln.code)) or is_loss(ln)
+    return any(c.rsplit(".", 1)[-1] in _FRAMEWORK for c in calls(ln.code)) or is_step_math(ln)
+
+
+def is_step_math(ln: HostLine) -> bool:
+    """The step's own computation outside the model's call and the optimizer's: the loss on
+    the model's output, the gradients' clipping (``clip_grad_norm_``) and unscaling. No
+    DataLoader worker, GPU transform or thinning can take it over."""
+    return is_loss(ln) or any(c.rsplit(".", 1)[-1] in _CLIPPING for c in calls(ln.code))
 
 
 def is_loss(ln: HostLine) -> bool:

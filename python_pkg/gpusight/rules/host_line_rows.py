@@ -5,7 +5,7 @@ Without timed lines (a lean watch, a traced process) the finding stays as its ru
 from __future__ import annotations
 
 from ..report import Evidence, Finding, Fix, SourceLine
-from .host_line_fix import HostLine, fix_text, is_framework, is_loss, kind_of
+from .host_line_fix import HostLine, fix_text, is_framework, is_step_math, kind_of
 from .workload_evidence import WorkloadEvidence
 from .workload_impacts import rnd
 
@@ -25,11 +25,16 @@ def own_lines(ev: WorkloadEvidence) -> list[HostLine]:
     return [ln for ln in ev.host_lines if not is_framework(ln, call)]
 
 
-def loss_share_pct(ev: WorkloadEvidence) -> float:
-    """The share of the timed steps' host time on the loss's lines outside ``forward``
-    (``host_line_fix.is_loss``): the step's own computation, which the split counts outside
-    the model."""
-    return sum(ln.share_pct for ln in ev.host_lines if not ln.in_forward and is_loss(ln))
+def step_math_fraction(ev: WorkloadEvidence) -> float:
+    """Of the host time on the user's lines outside the model (its forward, the model's call,
+    backward, the optimizer and the wait for data left out), the fraction on the loss's and the
+    gradients' clipping's lines (``host_line_fix.is_step_math``): the step's own computation,
+    which the split counts outside the model. A fraction, as the timed steps are traced ones:
+    their lines' times are not the measured steps'."""
+    math = [ln.ms for ln in ev.host_lines if not ln.in_forward and is_step_math(ln)]
+    rest = [ln.ms for ln in own_lines(ev) if not ln.in_forward]
+    total = sum(math) + sum(rest)
+    return sum(math) / total if total > 0 else 0.0
 
 
 def on_its_line(f: Finding, ev: WorkloadEvidence) -> Finding:

@@ -33,7 +33,7 @@ from .gpu_findings import (
     precision,
     small_batch,
 )
-from .host_line_rows import loss_share_pct, on_its_line, sync_on_its_line
+from .host_line_rows import on_its_line, step_math_fraction, sync_on_its_line
 from .placement_findings import cpu_model, dataparallel, device_mismatch
 from .stalls import stall_phrase, workers_to_keep_up
 from .step_view import StepView
@@ -180,13 +180,13 @@ def input_bound(view: StepView) -> list[Finding]:
 
 
 def cpu_preprocessing(view: StepView) -> list[Finding]:
-    """``load.cpu_preprocessing``: host work outside the model takes the step. The loss's own
-    lines are the step's computation, not work a worker or the GPU could take over: their
-    share is left out (a VAE's BCE + KL on a CPU-only run)."""
+    """``load.cpu_preprocessing``: host work outside the model takes the step. The loss's and
+    the gradients' clipping's lines are the step's computation, not work a worker or the GPU
+    could take over: their share is left out (a VAE's BCE + KL on a CPU-only run)."""
     ev, split, share, gpu_run, w = view.ev, view.split, view.share, view.gpu_run, view.w
     out: list[Finding] = []
-    loss_pct = min(loss_share_pct(ev), share["other_cpu"])
-    left_pct = share["other_cpu"] - loss_pct
+    math_pct = step_math_fraction(ev) * share["other_cpu"]
+    left_pct = share["other_cpu"] - math_pct
     if left_pct >= HOST_WORK_PCT:
         left_ms = split["other_cpu"] * left_pct / max(share["other_cpu"], 1e-9)
         cpu_loop = w.cpu_op_loop_ms if w is not None else 0.0
@@ -194,8 +194,8 @@ def cpu_preprocessing(view: StepView) -> list[Finding]:
             Evidence("other host time", rnd(left_ms, 2), "ms/step"),
             Evidence("share of step", rnd(left_pct), "%"),
         ]
-        if loss_pct > 0:
-            ev_list.append(Evidence("the loss's lines, left out", rnd(loss_pct), "%"))
+        if math_pct > 0:
+            ev_list.append(Evidence("the loss and gradient clipping, left out", rnd(math_pct), "%"))
         if w is not None:
             ev_list.append(Evidence("CPU tensor ops in the loop body", rnd(cpu_loop, 2), "ms/step"))
             ev_list.extend(
