@@ -216,6 +216,13 @@ def test_a_language_models_batch_grows_through_its_argument(tmp_path: Path) -> N
     assert res.ok, res.error  # no crash: the targets grew with the batch, as the script made them
     assert res.facts is not None and res.facts["model"]["input_shape"] == [12, 16]
     assert res.items == 16
+    # The fix is the command that runs the script so, not a DataLoader template it has none of.
+    from gpusight.knobs import by_name
+
+    f = by_name("batch").fix(arms[0], 4, facts)  # type: ignore[union-attr]
+    assert f.text.startswith("Run the script with --batch_size 16")
+    assert (f.language, f.code) == ("shell", f"python {script} --batch_size 16")
+    assert f.patch is None
 
 
 def test_batch_options_are_found_and_set_as_the_user_spells_them() -> None:

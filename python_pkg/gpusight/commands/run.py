@@ -300,6 +300,7 @@ def run(args: argparse.Namespace) -> int:
             "batch_arg": found.as_dict() if found is not None else None,
             "framework": framework_precision.trained_through(frameworks),
             "writes_outside": guard.outside if guard is not None else [],
+            "command": {"script": args.script, "args": list(args.args)},
         }
         _write_facts(w, injected, args.facts, time.monotonic() - t_start, extra)
     if report is not None and rank is not None:
