@@ -4,8 +4,10 @@ that would time another computation; crashed and implausible runs are said as su
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +93,7 @@ for i, b in enumerate(GraphLoader(Graphs(), batch_size=1)):
 
 LANGUAGE_MODEL = """
 import argparse
+import contextlib
 import torch
 from torch import nn
 
@@ -245,18 +248,25 @@ def test_batch_options_are_found_and_set_as_the_user_spells_them() -> None:
     assert batch_args.from_argv(["--epochs", "3"]) is None
 
 
-def test_the_recorder_leaves_argparse_as_it_was() -> None:
-    orig = argparse.ArgumentParser.parse_known_args
+@contextlib.contextmanager
+def _recording(argv: list[str]) -> Iterator[batch_args.Recorder]:
+    """A recorder installed while the script's ``sys.argv`` is ``argv``."""
     rec = batch_args.Recorder().install()
     saved = sys.argv
+    sys.argv = argv
     try:
-        sys.argv = ["train.py", "--batch_size", "12"]
-        p = argparse.ArgumentParser()
-        p.add_argument("--batch_size", type=int, default=4)
-        assert p.parse_args().batch_size == 12
+        yield rec
     finally:
         sys.argv = saved
         rec.uninstall()
+
+
+def test_the_recorder_leaves_argparse_as_it_was() -> None:
+    orig = argparse.ArgumentParser.parse_known_args
+    with _recording(["train.py", "--batch_size", "12"]) as rec:
+        p = argparse.ArgumentParser()
+        p.add_argument("--batch_size", type=int, default=4)
+        assert p.parse_args().batch_size == 12
     assert argparse.ArgumentParser.parse_known_args is orig
     assert rec.found is not None and rec.found.value == 12
 
@@ -264,19 +274,13 @@ def test_the_recorder_leaves_argparse_as_it_was() -> None:
 def test_a_camel_case_option_filled_in_after_parsing_is_the_batch_argument() -> None:
     """pytorch/examples' DCGAN spells it ``--batchSize``; a script that picks its default after
     parsing (``args.batchSize = args.batchSize or 64``) has it at that value."""
-    rec = batch_args.Recorder().install()
-    saved = sys.argv
-    try:
-        sys.argv = ["dcgan.py", "--workers", "2"]
+    with _recording(["dcgan.py", "--workers", "2"]) as rec:
         p = argparse.ArgumentParser()
         p.add_argument("--workers", type=int, default=2)
         p.add_argument("--batchSize", type=int, default=None)
         args = p.parse_args()
         assert rec.result([]) is None  # nothing to take yet
         args.batchSize = args.batchSize or 64
-    finally:
-        sys.argv = saved
-        rec.uninstall()
     found = rec.result(["--workers", "2"])
     assert found is not None and (found.option, found.value) == ("--batchSize", 64)
     assert batch_args.with_value(["--workers", "2"], found.as_dict(), 256) == [
