@@ -230,7 +230,7 @@ def test_a_run_stops_at_the_step_its_recorder_must_end_on() -> None:
 def test_runs_go_on_past_the_step_count_until_the_window_is_long_enough() -> None:
     """With ``steps`` and a window too long for them, the measuring goes on, runs too, and stops
     at the step count's cap, exactly."""
-    from gpusight.watch.recorder import MAX_STEPS_FACTOR
+    from gpusight.watch.recorder import WINDOW_STEPS_FACTOR
 
     model = small_model().eval()
     x = torch.randn(2, 32)
@@ -240,8 +240,8 @@ def test_runs_go_on_past_the_step_count_until_the_window_is_long_enough() -> Non
         for _ in range(2000):
             model(x)
     rec = w.recorder
-    assert rec is not None and rec.measured == 20 * MAX_STEPS_FACTOR
-    assert sum(started) > 20 * MAX_STEPS_FACTOR // 2
+    assert rec is not None and rec.measured == 20 * WINDOW_STEPS_FACTOR
+    assert sum(started) > 20 * WINDOW_STEPS_FACTOR // 2
 
 
 def test_a_step_that_waits_for_its_loader_ends_the_run_and_keeps_its_own_wait() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from . import call_shim
 from .compiled_models import _compiled_graphs
-from .recorder import MAX_MEASURED, MAX_STEPS_FACTOR, StepRecorder
+from .recorder import StepRecorder
 from .watch_state import WatchState, never_compiling
 
 ATTR_CALL = call_shim.ATTR
@@ -187,13 +187,7 @@ class LightSteps(WatchState):
         # A run never carries the recorder past a step count that ends the measuring: the step
         # that reaches it takes the long way. (Past ``steps``, the measuring goes on until the
         # measured steps are long enough; a run's steps count towards that when it closes.)
-        if rec.steps is None:
-            limit = MAX_MEASURED
-        elif rec.measured < rec.steps:
-            limit = rec.steps
-        else:
-            limit = rec.steps * MAX_STEPS_FACTOR
-        n = min(n, limit - rec.measured - 1)
+        n = min(n, rec.step_cap - rec.measured - 1)
         if n <= 0:
             return 0
         plan.to_full -= n

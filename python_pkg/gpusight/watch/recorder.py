@@ -20,6 +20,11 @@ from dataclasses import dataclass, field
 
 KINDS = ("optimizer", "backward", "forward")
 MAX_STEPS_FACTOR = 8
+WINDOW_STEPS_FACTOR = 50
+"""A window that must last ``min_window_ns`` ends at this many times the steps asked for: a
+what-if re-run of 4 ms steps capped at 8x (160 steps, 0.7 s) saw none of a loader's stalls that
+came once in 100 steps and took 21 % of the script's time (MNIST at batch 1024 on an H100,
+``benchmarks/results/h100-run34``)."""
 MIN_STEPS = 5
 MAX_MEASURED = 20_000
 """Without ``steps``, the watch measures this many steps and lets the rest of the run go
@@ -105,7 +110,7 @@ class StepRecorder:
         self._measured_ns = 0
         self.min_window_ns = 0
         """With ``steps``: go on measuring until the measured steps also take this long (at most
-        ``MAX_STEPS_FACTOR`` times the steps asked for)."""
+        ``WINDOW_STEPS_FACTOR`` times the steps asked for)."""
         self.max_window_ns = 0
         """With ``steps``: stop once the measured steps take this long (and ``MIN_STEPS`` are
         in), even short of ``steps``: slow steps do not stretch a what-if run without end."""
@@ -159,11 +164,27 @@ class StepRecorder:
                 return True
         if self._measured < steps:
             return False
-        if self.kind == "backward" and self.optimizer_built:
-            return self._measured >= steps * MAX_STEPS_FACTOR
-        if self.phase_seen and not self.phase_measured:
-            return self._measured >= steps * MAX_STEPS_FACTOR
-        return self._measured_ns >= self.min_window_ns or self._measured >= steps * MAX_STEPS_FACTOR
+        if self._measured >= self.step_cap or self._waits_for_cap:
+            return self._measured >= self.step_cap
+        return self._measured_ns >= self.min_window_ns
+
+    @property
+    def _waits_for_cap(self) -> bool:
+        """Past ``steps``, measuring goes on to ``step_cap`` whatever the window: a backward
+        step that may yet reach an optimizer, a phase not yet measured."""
+        return (self.kind == "backward" and self.optimizer_built) or (
+            self.phase_seen and not self.phase_measured
+        )
+
+    @property
+    def step_cap(self) -> int:
+        """The measured steps at which measuring ends, whatever the window."""
+        steps = self.steps
+        if steps is None:
+            return MAX_MEASURED
+        if self._measured < steps:
+            return steps
+        return steps * (MAX_STEPS_FACTOR if self._waits_for_cap else WINDOW_STEPS_FACTOR)
 
     @property
     def capped(self) -> bool:
