@@ -89,3 +89,70 @@ def test_the_report_says_which_runs_compiled_anew_in_their_measured_steps() -> N
     assert rep.what_if[0].speedup == 2.0  # not 0.15x: the compile is not every step's
     note = next(n for n in rep.notes if n.startswith("what-if: "))
     assert "torch.compile compiled anew in a measured step of torch.compile(model) (1)" in note
+
+
+AUTOTUNED = """import time
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+
+
+class Tuned(torch.nn.Module):
+    \"\"\"Pays once for each new batch shape, as cuDNN's autotuning with cudnn.benchmark.\"\"\"
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(32, 4)
+        self.tuned = set()
+
+    def forward(self, x):
+        if x.shape not in self.tuned:
+            self.tuned.add(x.shape)
+            time.sleep(0.3)
+        return self.lin(x)
+
+
+data = DataLoader(TensorDataset(torch.randn(500, 32)), batch_size=16)  # the last batch: 4
+model = Tuned()
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for epoch in range(20):
+    for (x,) in data:
+        loss = model(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+
+
+def test_an_epochs_short_last_batch_autotuned_once_is_counted_once_not_every_step(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "train.py").write_text(AUTOTUNED)
+    cmd = [sys.executable, "-m", "gpusight", "run", "--quiet", "--steps", "40",
+           "--json", "r.json", "--facts", "f.json", "train.py"]  # fmt: skip
+    subprocess.run(cmd, cwd=tmp_path, check=True, timeout=300)
+    report = json.loads((tmp_path / "r.json").read_text())
+    facts = json.loads((tmp_path / "f.json").read_text())
+    xs = report["run"]["step_times_ms"]
+    marked = facts["new_shape_steps"]
+    # Epochs end every 32 steps, but only the first short batch is a shape new to the run.
+    assert len(marked) == 1, marked
+    others = [x for i, x in enumerate(xs) if i not in marked]
+    assert xs[marked[0]] > 20 * statistics.median(others)
+    res = RunResult("arm", {}, True, 1.0, report, facts)
+    assert res.new_shapes == marked and res.step_ms is not None
+    assert res.step_ms < 1.5 * statistics.fmean(others) < statistics.fmean(xs)
+
+
+def test_a_loader_of_many_shapes_has_none_set_apart() -> None:
+    """Text of every length pays for each new shape as it comes: that is every step's cost."""
+    xs = [2.0 + (i % 5) for i in range(40)]
+    run = {"step_time_ms": statistics.fmean(xs), "steps": len(xs), "step_times_ms": xs}
+    res = RunResult("arm", {}, True, 1.0, {"run": run}, {"new_shape_steps": list(range(0, 40, 3))})
+    assert res.new_shapes == [] and res.steady_times_ms == xs
+    rare = RunResult("arm", {}, True, 1.0, {"run": run}, {"new_shape_steps": [7, 30]})
+    assert rare.new_shapes == [7, 30]
+    assert rare.steady_times_ms[7] == statistics.median(
+        [x for i, x in enumerate(xs) if i not in (7, 30)]
+    )

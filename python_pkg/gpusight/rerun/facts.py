@@ -66,6 +66,9 @@ def from_watch(w: Watch, wall_s: float | None = None) -> dict[str, Any]:
         "recompiled_steps": (
             [i for i, r in enumerate(rec.clean()[0][:steps]) if r.compiled] if rec else []
         ),
+        "new_shape_steps": (
+            [i for i, r in enumerate(rec.clean()[0][:steps]) if r.new_shape] if rec else []
+        ),
         "loader_site": None
         if site is None
         else {"file": site.filename, "shown": site.shown, "line": site.line},

@@ -12,6 +12,10 @@ from ..knobs.gain_rule import mean_noise_pct
 from ..knobs.loader import keeps_workers, workers_of
 from .plan import Arm
 
+RARE_SHAPES = 0.05
+"""Steps at a new batch shape are set apart where they are at most this share of the measured
+steps (one at least)."""
+
 
 @dataclass
 class RunResult:
@@ -38,7 +42,7 @@ class RunResult:
         if not v:
             return None
         drained = self.drained_mean_ms
-        if drained is None and self.recompiled and self.steady_times_ms:
+        if drained is None and self.one_off_steps and self.steady_times_ms:
             drained = statistics.fmean(self.steady_times_ms)
         return (drained if drained is not None else float(v)) + self.epoch_share_ms
 
@@ -48,13 +52,27 @@ class RunResult:
         return [int(i) for i in (self.facts or {}).get("recompiled_steps") or []]
 
     @property
+    def new_shapes(self) -> list[int]:
+        """The measured steps whose batch had a shape new to the run, where such steps are
+        rare (``RARE_SHAPES``): an epoch's short last batch, whose shape cuDNN autotunes once.
+        A loader of many shapes pays for each new one as it comes: nothing is set apart."""
+        xs = [int(i) for i in (self.facts or {}).get("new_shape_steps") or []]
+        return xs if len(xs) <= max(1, RARE_SHAPES * self.steps) else []
+
+    @property
+    def one_off_steps(self) -> list[int]:
+        return sorted(set(self.recompiled) | set(self.new_shapes))
+
+    @property
     def steady_times_ms(self) -> list[float]:
-        """The measured steps' times, each that compiled anew at the others' median: compiling
-        for a new shape is paid once per shape, not every step. At batch 1024 the MNIST
-        script's short last batch came every 59 steps, and the recompile it set off inside
-        the measured steps read a compiled combined run 0.44x (``h100-run33``)."""
+        """The measured steps' times, each that compiled anew or took a rare new shape at the
+        others' median: compiling or autotuning for a shape is paid once per shape, not every
+        step. At batch 1024 the MNIST script's short last batch came every 59 steps: the
+        recompile it set off inside the measured steps read a compiled combined run 0.44x
+        (``h100-run33``), cuDNN's autotuning of it a run with ``cudnn.benchmark`` 0.74x
+        (``h100-run34``)."""
         xs = [float(x) for x in self.run.get("step_times_ms") or []]
-        marked = set(self.recompiled)
+        marked = set(self.one_off_steps)
         rest = [x for i, x in enumerate(xs) if i not in marked]
         if not marked or not rest:
             return xs

@@ -218,17 +218,31 @@ def _epoch_spread(out: Outcome) -> str | None:
 
 
 def _recompiles(out: Outcome) -> str | None:
-    """Say which runs had a measured step that compiled anew (``RunResult.steady_times_ms``)."""
+    """Say which runs had a measured step that compiled anew or took a rare new batch shape
+    (``RunResult.steady_times_ms``)."""
     together = [out.together[1]] if out.together is not None and out.together[1] else []
-    runs = [out.control, *(res for _, res in out.arms), *together]
-    marked = [r for r in runs if r is not None and r.recompiled]
-    if not marked:
+    runs = [r for r in (out.control, *(res for _, res in out.arms), *together) if r is not None]
+    said = []
+    compiled = [r for r in runs if r.recompiled]
+    if compiled:
+        said.append(
+            "torch.compile compiled anew in a measured step of "
+            + ", ".join(f"{r.label} ({len(r.recompiled)})" for r in compiled)
+            + " (a new input shape, such as an epoch's short last batch)"
+        )
+    shaped = [r for r in runs if r.new_shapes]
+    if shaped:
+        said.append(
+            "a measured step of "
+            + ", ".join(f"{r.label} ({len(r.new_shapes)})" for r in shaped)
+            + " took a batch of a shape new to the run (an epoch's short last batch: cuDNN "
+            "autotunes and the allocator grows for it once)"
+        )
+    if not said:
         return None
     return (
-        "torch.compile compiled anew in a measured step of "
-        + ", ".join(f"{r.label} ({len(r.recompiled)})" for r in marked)
-        + " (a new input shape, such as an epoch's short last batch): each such step counts at "
-        "the run's other steps' median, since a shape is compiled once, not every step"
+        "; ".join(said) + ": each such step counts at the run's other steps' median, since a "
+        "shape is paid for once, not every step"
     )
 
 

@@ -131,8 +131,8 @@ class LightSteps(WatchState):
         time to ``_run`` and touches nothing else, everything it needs in its closure. The
         steps go into the recorder when the run is closed (``_close_run``), at the next step
         that takes the long way. Each step's wait for its loader goes into a list beside; a
-        step that recorded anything else of its own (a copy, a sync, a new epoch) takes the
-        long way itself."""
+        step that recorded anything else of its own (a copy, a sync, a new epoch, a batch of a
+        new shape) takes the long way itself."""
         w = self
         rec = self._rec
         assert rec is not None
@@ -154,7 +154,7 @@ class LightSteps(WatchState):
             finally:
                 t = perf_counter_ns()
                 cur = rec.current
-                if cur.syncs or cur.copy_ns or cur.detail_ns or cur.epoch:
+                if cur.syncs or cur.copy_ns or cur.detail_ns or cur.epoch or cur.new_shape:
                     attrs[ATTR_CALL] = back
                     w._light_end(module, t, dispatch_ns)
                 else:

@@ -12,12 +12,14 @@ from typing import Any
 
 from .call_sites import constructor_site
 from .collected import LoaderSeen
+from .recorder import StepRecord
 from .watch_state import WatchState, never_compiling
 
 # Bounds on how far a loader's prefetch stretches the warm-up and a window given in steps.
 MAX_LOADER_WARMUP = 32
 MAX_LOADER_STEPS = 128
 MAX_EPOCH_STARTS = 8
+MAX_BATCH_SHAPES = 16
 
 _is_compiling: Callable[[], bool] = never_compiling
 """``watch_state._is_compiling``, as this module's own global (``session._use_is_compiling``)."""
@@ -40,13 +42,17 @@ class LoaderHooks(WatchState):
             # would count other threads: torch's spinning OpenMP threads, the watch's own).
             c0 = thread_time_ns() if getattr(it, "_num_workers", None) == 0 else None
             t0 = perf_counter_ns()
+            batch = None
             try:
-                return orig(it)
+                batch = orig(it)
+                return batch
             finally:
                 t1 = perf_counter_ns()
                 c1 = thread_time_ns() if c0 is not None else None
                 cur = rec.current
                 cur.data_ns += t1 - t0
+                if batch is not None:
+                    w._note_shape(cur, batch)
                 if rec.recording_window:
                     rec.window.data_wait.append((t0, t1))
                 seen = w.collected.loaders.get(id(it))
@@ -66,6 +72,16 @@ class LoaderHooks(WatchState):
                 cur.overhead_ns += perf_counter_ns() - t1 + w.calibration.wrapper_ns
 
         return __next__
+
+    def _note_shape(self, cur: StepRecord, batch: Any) -> None:
+        """Mark the step whose batch has a shape not seen before in the run (the first aside);
+        a loader of many shapes (text of every length) is marked up to ``MAX_BATCH_SHAPES``."""
+        shape = _first_shape(batch)
+        seen = self._batch_shapes
+        if shape is None or shape in seen or len(seen) >= MAX_BATCH_SHAPES:
+            return
+        seen.add(shape)
+        cur.new_shape = len(seen) > 1
 
     def _wrap_iter(self, orig: Callable[..., Any]) -> Callable[..., Any]:
         """``iter(loader)``: starting the workers is the loader's time (its epoch start)."""
@@ -129,6 +145,17 @@ class LoaderHooks(WatchState):
                     f"{seen.prefetch_factor or 2}"
                 )
                 rec.steps = wanted
+
+
+def _first_shape(batch: Any) -> tuple[int, ...] | None:
+    """The shape of the batch's first tensor: the batch itself, or the first item of its
+    tuple, list or dict."""
+    if isinstance(batch, (tuple, list)):
+        batch = batch[0] if batch else None
+    elif isinstance(batch, dict):
+        batch = next(iter(batch.values()), None)
+    shape = getattr(batch, "shape", None)
+    return tuple(shape) if isinstance(shape, tuple) else None
 
 
 def _loader_seen(it: Any) -> LoaderSeen:

@@ -62,6 +62,9 @@ class StepRecord:
     compiled: bool = False
     """torch.compile compiled anew in this measured step (a new input shape, a recompile): a
     cost paid once per shape, not every step (``rerun/outcome.py`` sets it apart)."""
+    new_shape: bool = False
+    """The step's batch had a shape no batch had before in the run (an epoch's short last
+    batch): cuDNN's autotuning and the allocator's growth for it are paid once per shape."""
 
     @property
     def duration_ns(self) -> int:
@@ -78,6 +81,7 @@ class StepRecord:
         self.epoch = self.epoch or other.epoch
         self.phase_ns += other.phase_ns
         self.optimizer_ns += other.optimizer_ns
+        self.new_shape = self.new_shape or other.new_shape
 
 
 @dataclass
@@ -232,9 +236,10 @@ class StepRecorder:
         cur = self.current
         n = len(ends)
         share = (cur.overhead_ns + overhead_ns) // n
-        held = (cur.data_ns, cur.copy_ns, cur.syncs, cur.detail_ns, cur.epoch, cur.phase_ns)
+        held = (cur.data_ns, cur.copy_ns, cur.syncs, cur.detail_ns, cur.epoch, cur.phase_ns,
+                cur.new_shape)  # fmt: skip
         cur.data_ns = cur.copy_ns = cur.syncs = cur.detail_ns = cur.phase_ns = 0
-        cur.epoch = False
+        cur.epoch = cur.new_shape = False
         detail, full = cur.detail, cur.full
         records = self.records
         start = cur.start_ns
@@ -255,7 +260,8 @@ class StepRecorder:
         self._measured_ns += ends[-1] - cur.start_ns
         nxt = self.current = StepRecord(len(records) + 1, "measure", ends[-1])
         nxt.detail, nxt.full = detail, full
-        nxt.data_ns, nxt.copy_ns, nxt.syncs, nxt.detail_ns, nxt.epoch, nxt.phase_ns = held
+        (nxt.data_ns, nxt.copy_ns, nxt.syncs, nxt.detail_ns, nxt.epoch, nxt.phase_ns,
+         nxt.new_shape) = held  # fmt: skip
 
     def begin_measured(self, now_ns: int) -> StepRecord:
         """``begin_next`` after ``end_steady``: the next step is measured."""

@@ -75,7 +75,10 @@ class TrainingStepHooks(WatchState):
         if self._run_left:
             # A light step that the plan knows is light, in a run: its end and its loader's
             # wait into the run's lists (``_start_run`` says why), unless it recorded more.
-            if not (cur.syncs or cur.copy_ns or cur.detail_ns or cur.epoch or cur.phase_ns):
+            if not (
+                cur.syncs or cur.copy_ns or cur.detail_ns or cur.epoch or cur.phase_ns
+                or cur.new_shape
+            ):  # fmt: skip
                 self._run_left -= 1
                 self._run.append(t)
                 self._run_data.append(cur.data_ns)
