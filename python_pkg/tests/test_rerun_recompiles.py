@@ -11,6 +11,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from gpusight.rerun.outcome import RunResult
 
@@ -29,17 +30,24 @@ for step in range(80):
 """
 
 
-def test_a_recompile_inside_the_measured_steps_is_counted_once_not_every_step(
-    tmp_path: Path,
-) -> None:
-    (tmp_path / "train.py").write_text(TRAIN)
+def _watched(
+    tmp_path: Path, source: str, key: str
+) -> tuple[dict[str, Any], dict[str, Any], list[float], list[int]]:
+    """The report and the what-if facts of ``source`` watched over 40 measured steps, its step
+    times and the steps the facts' ``key`` marks."""
+    (tmp_path / "train.py").write_text(source)
     cmd = [sys.executable, "-m", "gpusight", "run", "--quiet", "--steps", "40",
            "--json", "r.json", "--facts", "f.json", "train.py"]  # fmt: skip
     subprocess.run(cmd, cwd=tmp_path, check=True, timeout=300)
     report = json.loads((tmp_path / "r.json").read_text())
     facts = json.loads((tmp_path / "f.json").read_text())
-    xs = report["run"]["step_times_ms"]
-    marked = facts["recompiled_steps"]
+    return report, facts, report["run"]["step_times_ms"], facts[key]
+
+
+def test_a_recompile_inside_the_measured_steps_is_counted_once_not_every_step(
+    tmp_path: Path,
+) -> None:
+    report, facts, xs, marked = _watched(tmp_path, TRAIN, "recompiled_steps")
     # One recompile: the first short batch (the later ones reuse the shape-general graph).
     assert len(marked) == 1
     others = [x for i, x in enumerate(xs) if i not in marked]
@@ -128,14 +136,7 @@ for epoch in range(20):
 def test_an_epochs_short_last_batch_autotuned_once_is_counted_once_not_every_step(
     tmp_path: Path,
 ) -> None:
-    (tmp_path / "train.py").write_text(AUTOTUNED)
-    cmd = [sys.executable, "-m", "gpusight", "run", "--quiet", "--steps", "40",
-           "--json", "r.json", "--facts", "f.json", "train.py"]  # fmt: skip
-    subprocess.run(cmd, cwd=tmp_path, check=True, timeout=300)
-    report = json.loads((tmp_path / "r.json").read_text())
-    facts = json.loads((tmp_path / "f.json").read_text())
-    xs = report["run"]["step_times_ms"]
-    marked = facts["new_shape_steps"]
+    report, facts, xs, marked = _watched(tmp_path, AUTOTUNED, "new_shape_steps")
     # Epochs end every 32 steps, but only the first short batch is a shape new to the run.
     assert len(marked) == 1, marked
     others = [x for i, x in enumerate(xs) if i not in marked]

@@ -217,27 +217,27 @@ def _epoch_spread(out: Outcome) -> str | None:
     )
 
 
+def _marked(runs: list[RunResult], attr: str, head: str, tail: str) -> str | None:
+    """``head``, the runs with steps marked ``attr`` and how many, ``tail``; None if none."""
+    marked = [(r.label, len(getattr(r, attr))) for r in runs if getattr(r, attr)]
+    if not marked:
+        return None
+    return head + ", ".join(f"{label} ({n})" for label, n in marked) + tail
+
+
 def _recompiles(out: Outcome) -> str | None:
     """Say which runs had a measured step that compiled anew or took a rare new batch shape
     (``RunResult.steady_times_ms``)."""
     together = [out.together[1]] if out.together is not None and out.together[1] else []
     runs = [r for r in (out.control, *(res for _, res in out.arms), *together) if r is not None]
-    said = []
-    compiled = [r for r in runs if r.recompiled]
-    if compiled:
-        said.append(
-            "torch.compile compiled anew in a measured step of "
-            + ", ".join(f"{r.label} ({len(r.recompiled)})" for r in compiled)
-            + " (a new input shape, such as an epoch's short last batch)"
-        )
-    shaped = [r for r in runs if r.new_shapes]
-    if shaped:
-        said.append(
-            "a measured step of "
-            + ", ".join(f"{r.label} ({len(r.new_shapes)})" for r in shaped)
-            + " took a batch of a shape new to the run (an epoch's short last batch: cuDNN "
-            "autotunes and the allocator grows for it once)"
-        )
+    found = (
+        _marked(runs, "recompiled", "torch.compile compiled anew in a measured step of ",
+                " (a new input shape, such as an epoch's short last batch)"),
+        _marked(runs, "new_shapes", "a measured step of ",
+                " took a batch of a shape new to the run (an epoch's short last batch: cuDNN "
+                "autotunes and the allocator grows for it once)"),
+    )  # fmt: skip
+    said = [s for s in found if s]
     if not said:
         return None
     return (
