@@ -310,11 +310,10 @@ class Batch(Knob):
         if arm.finding_id == "infer.unbatched" and not arg:
             f = fix(f"Group {new} requests per forward.", "infer.batch_requests", batch=new)
         elif arg:
-            f = _command_fix(arg, new, facts) or fix(
-                f"Run the script with {arg['option']} {new} (and scale the learning rate).",
-                "batch.larger", batch_size=int(items or 1), suggested=new,
-            )  # fmt: skip
-            return f
+            text = f"Run the script with {arg['option']} {new} (and scale the learning rate)."
+            return _command_fix(text, arg, new, facts) or fix(
+                text, "batch.larger", batch_size=int(items or 1), suggested=new
+            )
         else:
             text = f"Grow the batch to {new} (and scale the learning rate)."
             f = fix(text, "batch.larger", batch_size=int(items or 1), suggested=new)
@@ -324,23 +323,18 @@ class Batch(Knob):
         return patched_loader(f, arm, facts)
 
 
-def _command_fix(arg: dict[str, Any], new: int, facts: dict[str, Any]) -> Fix | None:
+def _command_fix(text: str, arg: dict[str, Any], new: int, facts: dict[str, Any]) -> Fix | None:
     """The batch as the script's own option: the command that runs it so, the script's other
     arguments as the run had them (no DataLoader edit: the script sizes it from the option)."""
     import shlex
 
     from ..report import Fix
-    from .batch_args import with_value
 
     cmd = facts.get("command") or {}
     if not cmd.get("script"):
         return None
     argv = ["python", str(cmd["script"]), *with_value(list(cmd.get("args") or []), arg, new)]
-    return Fix(
-        text=f"Run the script with {arg['option']} {new} (and scale the learning rate).",
-        code=shlex.join(argv),
-        language="shell",
-    )
+    return Fix(text=text, code=shlex.join(argv), language="shell")
 
 
 def local_factor_arm(bs: int, factor: int) -> Arm:

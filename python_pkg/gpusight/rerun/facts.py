@@ -34,6 +34,7 @@ def from_watch(w: Watch, wall_s: float | None = None) -> dict[str, Any]:
     fwd = forward_site(w)
     fwd_src = forward_source(w) if fwd is not None else None
     steps = run.get("steps") or 0
+    measured = rec.clean()[0][:steps] if rec else []
     of_model, of_loader = recorded(main, ld)
     return {
         "step_mode": rec.kind if rec is not None else None,
@@ -63,12 +64,8 @@ def from_watch(w: Watch, wall_s: float | None = None) -> dict[str, Any]:
             "fetch_cpu_pct": ld.fetch_cpu_pct(),
         },
         "epochs_seen": len(run.get("epoch_starts") or []),
-        "recompiled_steps": (
-            [i for i, r in enumerate(rec.clean()[0][:steps]) if r.compiled] if rec else []
-        ),
-        "new_shape_steps": (
-            [i for i, r in enumerate(rec.clean()[0][:steps]) if r.new_shape] if rec else []
-        ),
+        "recompiled_steps": [i for i, r in enumerate(measured) if r.compiled],
+        "new_shape_steps": [i for i, r in enumerate(measured) if r.new_shape],
         "loader_site": None
         if site is None
         else {"file": site.filename, "shown": site.shown, "line": site.line},

@@ -185,10 +185,10 @@ def cpu_preprocessing(view: StepView) -> list[Finding]:
     could take over: their share is left out (a VAE's BCE + KL on a CPU-only run)."""
     ev, split, share, gpu_run, w = view.ev, view.split, view.share, view.gpu_run, view.w
     out: list[Finding] = []
-    math_pct = step_math_fraction(ev) * share["other_cpu"]
-    left_pct = share["other_cpu"] - math_pct
+    math = step_math_fraction(ev)
+    math_pct = math * share["other_cpu"]
+    left_pct, left_ms = share["other_cpu"] - math_pct, split["other_cpu"] * (1.0 - math)
     if left_pct >= HOST_WORK_PCT:
-        left_ms = split["other_cpu"] * left_pct / max(share["other_cpu"], 1e-9)
         cpu_loop = w.cpu_op_loop_ms if w is not None else 0.0
         ev_list = [
             Evidence("other host time", rnd(left_ms, 2), "ms/step"),

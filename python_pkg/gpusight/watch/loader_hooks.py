@@ -76,9 +76,11 @@ class LoaderHooks(WatchState):
     def _note_shape(self, cur: StepRecord, batch: Any) -> None:
         """Mark the step whose batch has a shape not seen before in the run (the first aside);
         a loader of many shapes (text of every length) is marked up to ``MAX_BATCH_SHAPES``."""
-        shape = _first_shape(batch)
         seen = self._batch_shapes
-        if shape is None or shape in seen or len(seen) >= MAX_BATCH_SHAPES:
+        if len(seen) >= MAX_BATCH_SHAPES:
+            return
+        shape = _first_shape(batch)
+        if shape is None or shape in seen:
             return
         seen.add(shape)
         cur.new_shape = len(seen) > 1
@@ -155,7 +157,7 @@ def _first_shape(batch: Any) -> tuple[int, ...] | None:
     elif isinstance(batch, dict):
         batch = next(iter(batch.values()), None)
     shape = getattr(batch, "shape", None)
-    return tuple(shape) if isinstance(shape, tuple) else None
+    return shape if isinstance(shape, tuple) else None  # torch.Size and numpy's are tuples
 
 
 def _loader_seen(it: Any) -> LoaderSeen:
