@@ -265,7 +265,9 @@ def run(args: argparse.Namespace) -> int:
     # The batch size among the script's options: a what-if's knob, and a step's items where the
     # model's input is not batch-first.
     batch_arg = Recorder().install()
-    w.batch_hint = lambda: found.value if (found := batch_arg.result(args.args)) else None
+    w.batch_hint = lambda: (
+        found.command(args.script, args.args) if (found := batch_arg.result(args.args)) else None
+    )
     from ..knobs import framework_precision
 
     # A what-if's run: the training framework whose precision switch a re-run would turn.

@@ -3,13 +3,15 @@ model's call, the line that syncs, where a copied tensor was made; a notebook ce
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable
 
 from ..report import Fix
 from ..rules.workload_evidence import CodeSource, CopySite, LoaderSource, SyncSite, WorkloadEvidence
+from ..script_command import batch_command_fix
 from .batch_knob import batch_knob_text
 from .cell_patch import with_cell_fix, with_statement_cell_fix
-from .patch import call_patch, loader_patch, unified_diff
+from .patch import call_patch, find_call, loader_patch, unified_diff
 from .patch_files import with_patch
 from .placement import to_device_text
 from .split_placement import move_text
@@ -91,6 +93,27 @@ def loader_batch_fix(f: Fix, ev: WorkloadEvidence, batch: int, suggested: int) -
     if ev.loader is None or ev.loader.batch_size != batch:
         return f
     return loader_values_fix(f, ev.loader_source, {"batch_size": suggested})
+
+
+def command_batch_fix(f: Fix, ev: WorkloadEvidence, batch: int, suggested: int) -> Fix:
+    """A larger batch as the command that passes the script's own batch option, where the run
+    was given one whose value is the batch the model saw (``gpusight run``), and no number
+    written in the DataLoader call sets that batch instead."""
+    if _loader_sets_literal(ev.loader_source):
+        return f
+    training = ev.step_mode != "forward"
+    return batch_command_fix(ev.batch_command, batch, suggested, training) or f
+
+
+def _loader_sets_literal(src: LoaderSource | None) -> bool:
+    if src is None:
+        return False
+    try:
+        call = find_call(ast.parse(src.text), src.line)
+    except (SyntaxError, ValueError):
+        return False
+    kw = next((k for k in call.keywords if k.arg == "batch_size"), None) if call else None
+    return kw is not None and isinstance(kw.value, ast.Constant)
 
 
 def knob_batch_fix(f: Fix, src: CodeSource | None, suggested: int) -> Fix:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
+from ..script_command import command_fix, command_text, with_value
 from .base import After, Arm, Group, Knob, Local, LocalRow, Situation, Target
-from .batch_args import with_value
 
 if TYPE_CHECKING:
     from ..report import Fix
@@ -310,7 +310,7 @@ class Batch(Knob):
         if arm.finding_id == "infer.unbatched" and not arg:
             f = fix(f"Group {new} requests per forward.", "infer.batch_requests", batch=new)
         elif arg:
-            text = f"Run the script with {arg['option']} {new} (and scale the learning rate)."
+            text = command_text(str(arg["option"]), new)
             return _command_fix(text, arg, new, facts) or fix(
                 text, "batch.larger", batch_size=int(items or 1), suggested=new
             )
@@ -326,15 +326,10 @@ class Batch(Knob):
 def _command_fix(text: str, arg: dict[str, Any], new: int, facts: dict[str, Any]) -> Fix | None:
     """The batch as the script's own option: the command that runs it so, the script's other
     arguments as the run had them (no DataLoader edit: the script sizes it from the option)."""
-    import shlex
-
-    from ..report import Fix
-
     cmd = facts.get("command") or {}
     if not cmd.get("script"):
         return None
-    argv = ["python", str(cmd["script"]), *with_value(list(cmd.get("args") or []), arg, new)]
-    return Fix(text=text, code=shlex.join(argv), language="shell")
+    return command_fix(text, arg, new, str(cmd["script"]), list(cmd.get("args") or []))
 
 
 def local_factor_arm(bs: int, factor: int) -> Arm:

@@ -18,6 +18,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..script_command import BatchCommand, with_value
+
+__all__ = ["BatchArg", "Recorder", "batch_action", "from_argv", "from_parser", "with_value"]
+
 _LONG = re.compile(
     r"^--(?:train[-_]?)?(?:per[-_]?device[-_]?(?:train[-_]?)?)?(?:mini[-_]?)?batch(?:[-_]?size)?$"
     r"|^--bs$",
@@ -40,6 +44,9 @@ class BatchArg:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def command(self, script: str, args: list[str]) -> BatchCommand:
+        return BatchCommand(self.option, self.value, script, list(args), list(self.aliases))
 
 
 def _is_batch_action(action: argparse.Action) -> bool:
@@ -77,31 +84,6 @@ def from_argv(argv: list[str]) -> BatchArg | None:
         if raw.isdigit() and int(raw) > 0:
             return BatchArg(name, [name], int(raw), "argv")
     return None
-
-
-def with_value(args: list[str], arg: dict[str, Any], value: int) -> list[str]:
-    """The script's arguments with the batch option set to ``value`` (every spelling of it
-    replaced; appended when the script ran with its default)."""
-    aliases = set(arg.get("aliases") or [arg["option"]])
-    out: list[str] = []
-    found = False
-    i = 0
-    while i < len(args):
-        a = args[i]
-        name, eq, _ = a.partition("=")
-        if name in aliases and eq:
-            out.append(f"{name}={value}")
-            found = True
-        elif a in aliases and i + 1 < len(args):
-            out += [a, str(value)]
-            found = True
-            i += 1
-        else:
-            out.append(a)
-        i += 1
-    if not found:
-        out += [str(arg["option"]), str(value)]
-    return out
 
 
 class Recorder:

@@ -11,6 +11,7 @@ from ..fixes import workload as _workload_snippets  # noqa: F401  (registers the
 from ..fixes.workload_patches import (
     autocast_fix,
     channels_last_fix,
+    command_batch_fix,
     knob_batch_fix,
     loader_batch_fix,
     optimizer_fused_fix,
@@ -139,6 +140,7 @@ def small_batch(view: StepView) -> list[Finding]:
         # too small" on an H200).
         and share["launch_overhead"] > share["other_cpu"]
     ):
+        suggested = max(256, batch * 8)
         out.append(
             Finding(
                 id="load.small_batch",
@@ -149,21 +151,27 @@ def small_batch(view: StepView) -> list[Finding]:
                     Evidence("GPU busy", rnd(busy), "%"),
                     Evidence("launch overhead", rnd(share["launch_overhead"]), "% of step"),
                 ],
-                impact=batch_impact(batch, max(256, batch * 8), busy, "step"),
-                fix=knob_batch_fix(
-                    loader_batch_fix(
-                        fix(
-                            "Grow the batch until the GPU is busy (and scale the learning rate).",
-                            "batch.larger" if ev.loader is not None else "batch.larger_tensors",
-                            batch_size=batch,
-                            suggested=max(256, batch * 8),
+                impact=batch_impact(batch, suggested, busy, "step"),
+                fix=command_batch_fix(
+                    knob_batch_fix(
+                        loader_batch_fix(
+                            fix(
+                                "Grow the batch until the GPU is busy (and scale the learning "
+                                "rate).",
+                                "batch.larger" if ev.loader is not None else "batch.larger_tensors",
+                                batch_size=batch,
+                                suggested=suggested,
+                            ),
+                            ev,
+                            batch,
+                            suggested,
                         ),
-                        ev,
-                        batch,
-                        max(256, batch * 8),
+                        ev.forward_source,
+                        suggested,
                     ),
-                    ev.forward_source,
-                    max(256, batch * 8),
+                    ev,
+                    batch,
+                    suggested,
                 ),
             )
         )
@@ -287,15 +295,20 @@ def memory_fit(view: StepView) -> list[Finding]:
                         Evidence("batch size", batch),
                     ],
                     impact=Impact(basis="none", text="More work per step for the same launches."),
-                    fix=fix(
-                        "Grow the batch while the GPU is under-used.",
-                        "memory.larger_batch"
-                        if view.ev.loader is not None
-                        else "memory.larger_batch_tensors",
-                        peak_gib=rnd(peak / gib),
-                        capacity_gib=rnd(cap / gib),
-                        factor=factor,
-                        suggested=batch * factor,
+                    fix=command_batch_fix(
+                        fix(
+                            "Grow the batch while the GPU is under-used.",
+                            "memory.larger_batch"
+                            if view.ev.loader is not None
+                            else "memory.larger_batch_tensors",
+                            peak_gib=rnd(peak / gib),
+                            capacity_gib=rnd(cap / gib),
+                            factor=factor,
+                            suggested=batch * factor,
+                        ),
+                        view.ev,
+                        batch,
+                        batch * factor,
                     ),
                 )
             )

@@ -8,6 +8,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from ..fixes.cell_patch import CellSource
+from ..script_command import BatchCommand
 from .between_steps import PhaseSeen
 from .host_line_fix import HostLine
 from .stalls import Stall, find_stalls
@@ -253,6 +254,9 @@ class WorkloadEvidence:
     """A model or inputs in float64, where the watched model has them (``float64_math.py``)."""
     host_lines: list[HostLine] = field(default_factory=list)
     """The host's time by line of the user's code, costliest first (``host_line_fix.py``)."""
+    batch_command: BatchCommand | None = None
+    """The script's batch option and command line (``gpusight run``): a larger batch is fixed
+    by the command that passes it."""
 
 
 def mean(xs: list[float]) -> float:

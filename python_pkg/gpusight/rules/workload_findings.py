@@ -17,6 +17,7 @@ from ..durations import format_ms
 from ..fixes import fix
 from ..fixes import workload as _workload_snippets  # noqa: F401  (registers the snippets)
 from ..fixes.workload_patches import (
+    command_batch_fix,
     knob_batch_fix,
     loader_pin_fix,
     loader_values_fix,
@@ -240,9 +241,14 @@ def unbatched(view: StepView) -> list[Finding]:
                     Evidence("forward step", rnd(total, 3), "ms"),
                 ],
                 impact=batch_impact(batch, 64, busy, "forward"),
-                fix=knob_batch_fix(
-                    fix("Group requests into batches.", "infer.batch_requests", batch=64),
-                    ev.forward_source,
+                fix=command_batch_fix(
+                    knob_batch_fix(
+                        fix("Group requests into batches.", "infer.batch_requests", batch=64),
+                        ev.forward_source,
+                        64,
+                    ),
+                    ev,
+                    batch,
                     64,
                 ),
             )

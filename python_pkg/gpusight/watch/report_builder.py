@@ -24,6 +24,7 @@ from ..rules.workload import (
     steady_from,
     steady_steps,
 )
+from .batch_hint import batch_command, hinted_batch
 from .calibration import UNSEEN_FACTOR_FORWARD, unseen_factor
 from .code_sources import _sync_source, forward_source, loader_source, optimizer_info
 from .float64_evidence import float64_use
@@ -158,20 +159,6 @@ def _loader_feeds(w: WatchedRun) -> bool:
         and rec is not None
         and batches_per_step(loaders[0].calls, rec.completed) is not None
     )
-
-
-def _hinted_batch(w: WatchedRun) -> int | None:
-    """The command line's batch size where it is a size of the model's first input other than
-    its first (``[seq, batch]`` inputs): the script's items then, not dim 0."""
-    try:
-        value = w.batch_hint() if w.batch_hint is not None else None
-    except Exception:
-        return None
-    mods = [m for m in w.collected.modules.values() if m.calls > 0]
-    if not value or not mods:
-        return None
-    shape = max(mods, key=lambda m: (m.n_params, m.calls)).input_shape or []
-    return int(value) if value in shape[1:] and shape[:1] != [value] else None
 
 
 def _memory(w: WatchedRun) -> tuple[int | None, int | None, int | None]:
@@ -528,6 +515,7 @@ def build_report(w: WatchedRun) -> Report:
         phases=phase_evidence(w, rec, clean),
         optimizer=optimizer_info(w),
         optimizer_ms=_optimizer_ms(clean),
+        batch_command=batch_command(w),
     )
     ev.float64 = float64_use(w, ev.forward_source)
     ev.host_lines = host_line_evidence(w.lines.result, ((s.file, s.line) for s in ev.syncs))
@@ -662,7 +650,7 @@ def _add_run_extras(
     if result.stall is not None:
         run["stall"] = result.stall.as_dict()
     items = items_per_step(w, ev.placement.batch_size if ev.placement else None)
-    hinted = _hinted_batch(w)
+    hinted = hinted_batch(w)
     if hinted is not None and not _loader_feeds(w):
         items = hinted
     if items:

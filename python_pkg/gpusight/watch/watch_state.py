@@ -33,6 +33,9 @@ from .recorder import StepRecorder
 from .sampler_process import WatchSampler
 from .source_lines import SourceMap
 
+if TYPE_CHECKING:
+    from ..script_command import BatchCommand
+
 DEFAULT_DEVICE_TYPES = ("cuda", "xpu", "mps", "hpu", "privateuseone")
 
 
@@ -89,9 +92,10 @@ class WatchState:
         self.stop_after_steps = steps is not None if stop_after_steps is None else stop_after_steps
         self.sample_interval_s = sample_interval_s
         self.label = label
-        self.batch_hint: Callable[[], int | None] | None = None
-        """The batch size the script was given on its command line (``gpusight run``), asked
-        when the report is built: the items of a step whose model input is not batch-first."""
+        self.batch_hint: Callable[[], BatchCommand | None] | None = None
+        """The batch option the script was given on its command line (``gpusight run``), asked
+        when the report is built: the items of a step whose model input is not batch-first,
+        and the command a larger batch's fix runs."""
         self.device_types = device_types
         self.sources = SourceMap(names=dict(source_names or {}))
         self._namespaces = namespaces

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from ..script_command import BatchCommand
     from .calibration import Calibration
     from .collected import Collected
     from .detail import DetailPlan
@@ -74,7 +75,7 @@ class WatchedRun(Protocol):
         """What it raised and where, when it ``raised``."""
 
     @property
-    def batch_hint(self) -> Callable[[], int | None] | None: ...
+    def batch_hint(self) -> Callable[[], BatchCommand | None] | None: ...
 
     @property
     def end_drain_ms(self) -> float | None: ...
