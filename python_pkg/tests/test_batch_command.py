@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from gpusight.cli import main
 from gpusight.report import Report
 from gpusight.rules.workload import analyse
@@ -111,3 +112,43 @@ def test_one_request_per_forward_is_fixed_by_the_command_the_script_ran_with(
     assert f["fix"]["language"] == "shell"
     assert f["fix"]["text"] == "Run the script with --batch-size 64."
     assert script.read_text() == INFER
+
+
+SMALL_TRAIN = (
+    "import argparse\n"
+    "import torch\n"
+    "p = argparse.ArgumentParser()\n"
+    "p.add_argument('--batch-size', type=int, default=8)\n"
+    "args = p.parse_args()\n"
+    "model = torch.nn.Linear(4, 2)\n"
+    "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    "for _ in range(30):\n"
+    "    model(torch.randn(args.batch_size, 4)).sum().backward()\n"
+    "    opt.step()\n"
+    "    opt.zero_grad()\n"
+)
+
+
+def test_a_re_run_in_a_scratch_copy_names_the_script_as_the_user_ran_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The what-if runs a scratch copy of the folder: its fix's command is still the user's
+    (``python train.py --batch-size 32``), never the copy's path, which is gone afterwards."""
+    from gpusight.rerun import sandbox
+    from gpusight.rerun.driver import ScriptRunner
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text(SMALL_TRAIN)
+    monkeypatch.chdir(project)
+    box = sandbox.make(str(project))
+    try:
+        runner = ScriptRunner("train.py", ["--batch-size", "8"], steps=5, warmup=1, sandbox=box)
+        assert runner.script != "train.py"  # the copy's
+        res = runner("baseline", {}, False, 120.0)
+        assert res.ok, res.error
+        assert res.facts is not None
+        assert res.facts["command"] == {"script": "train.py", "args": ["--batch-size", "8"]}
+    finally:
+        runner.close()
+        box.remove()

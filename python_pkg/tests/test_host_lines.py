@@ -195,7 +195,7 @@ def test_a_tokenizer_in_the_loop_is_named_and_moved_to_workers(
     assert top["line"] == _line_of(TOKENIZER, "ids = [[VOCAB.get"), rep["run"]["host_lines"]
     assert top["function"] == "tokenize" and top["share_pct"] >= 60.0
     f = next(f for f in rep["findings"] if f["id"] == "load.cpu_preprocessing")
-    assert f["fix"]["text"].startswith("Tokenize once before training")
+    assert f["fix"]["text"].startswith("Tokenize once before the loop")
 
 
 def test_a_traced_process_is_left_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -231,6 +231,27 @@ def test_without_steps_the_steps_timed_by_line_come_before_the_measured_ones(
     assert hl["steps"] == 2
     # 40 steps: 3 of warm-up, 4 profiled, 2 timed by line, the rest measured.
     assert rep["run"]["steps"] == 40 - 3 - 4 - 2
+
+
+def test_a_minimum_window_that_outlasts_the_script_still_times_its_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A what-if's baseline asks for 20 steps and a 2 s window: a script that ends first (a
+    500-request server on a fast step) was measured to its end, and its lines never timed. Its
+    fix fell back to a template (a tokenizer's line got "do per-batch transforms on the GPU")."""
+    from gpusight.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    src = TOKENIZER.replace("range(300)", "range(40)")
+    (tmp_path / "train.py").write_text(src, encoding="utf-8")
+    args = ["--steps", "8", "--min-window", "60", "--profile-steps", "3"]
+    assert main(["run", "--quiet", *args, "--json", "r.json", "train.py"]) == 0
+    rep = load_report(tmp_path / "r.json")
+    validate(rep)
+    assert rep["run"]["host_lines"]["steps"] == 2
+    assert _top(rep)["line"] == _line_of(src, "ids = [[VOCAB.get")
+    f = next(f for f in rep["findings"] if f["id"] == "load.cpu_preprocessing")
+    assert f["fix"]["text"].startswith("Tokenize once before the loop")
 
 
 def test_a_cell_watched_without_steps_gets_its_lines(ip: Any) -> None:

@@ -126,6 +126,9 @@ def register(subparsers: Any) -> None:
     # Used by --what-if for its re-runs: what to change, where to write what the run saw.
     p.add_argument("--inject", default=None, help=argparse.SUPPRESS)
     p.add_argument("--facts", default=None, help=argparse.SUPPRESS)
+    # A what-if's re-run runs a scratch copy of the script: a command in its fixes names the
+    # script as the user ran it.
+    p.add_argument("--shown-as", default=None, help=argparse.SUPPRESS)
     p.add_argument("--lean", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--min-window", type=float, default=0.0, help=argparse.SUPPRESS)
     p.add_argument("--max-window", type=float, default=0.0, help=argparse.SUPPRESS)
@@ -265,8 +268,9 @@ def run(args: argparse.Namespace) -> int:
     # The batch size among the script's options: a what-if's knob, and a step's items where the
     # model's input is not batch-first.
     batch_arg = Recorder().install()
+    shown = args.shown_as or args.script
     w.batch_hint = lambda: (
-        found.command(args.script, args.args) if (found := batch_arg.result(args.args)) else None
+        found.command(shown, args.args) if (found := batch_arg.result(args.args)) else None
     )
     from ..knobs import framework_precision
 
@@ -302,7 +306,7 @@ def run(args: argparse.Namespace) -> int:
             "batch_arg": found.as_dict() if found is not None else None,
             "framework": framework_precision.trained_through(frameworks),
             "writes_outside": guard.outside if guard is not None else [],
-            "command": {"script": args.script, "args": list(args.args)},
+            "command": {"script": shown, "args": list(args.args)},
         }
         _write_facts(w, injected, args.facts, time.monotonic() - t_start, extra)
     if report is not None and rank is not None:

@@ -162,6 +162,7 @@ class ScriptRunner:
         ]  # fmt: skip
         if self.lean and not profile:
             cmd.append("--lean")
+        cmd += ["--shown-as", self._asked[0]]
         if changes:
             cmd += ["--inject", json.dumps(changes)]
         edited = self._edited(changes)

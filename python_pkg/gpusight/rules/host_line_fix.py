@@ -167,7 +167,7 @@ def fix_text(ln: HostLine) -> str | None:
         )
     if kind == "tokenizer":
         return (
-            f"Tokenize once before training, or in the Dataset's __getitem__ (or a collate_fn) "
+            f"Tokenize once before the loop, or in the Dataset's __getitem__ (or a collate_fn) "
             f"with DataLoader workers, instead of in the loop at {at}."
         )
     return None

@@ -205,10 +205,11 @@ class Watch(
         self._rec = StepRecorder(self.warmup, profile, self.steps, self._t0_ns)
         self._rec.min_window_ns = int(self.min_window_s * 1e9)
         self._rec.max_window_ns = int(self.max_window_s * 1e9)
-        if self.steps is None and self.lines.enabled and profile > 0:
-            # Measured to the code's end: the steps timed by line come after the profiled ones,
-            # before the measured ones, or a run that ends before the cap would have none. A
-            # watch asked for no profiled steps takes no other unmeasured ones either.
+        if (self.steps is None or self.min_window_s > 0) and self.lines.enabled and profile > 0:
+            # Measured to the code's end (no steps, or a minimum window that may outlast the
+            # code): the steps timed by line come after the profiled ones, before the measured
+            # ones, or a run that ends first would have none (a what-if's baseline of a 500-step
+            # script). A watch asked for no profiled steps takes no other unmeasured ones either.
             self._rec.line_steps = LINE_STEPS
         _ACTIVE = self
         if not _FORK_HOOK and hasattr(os, "register_at_fork"):
