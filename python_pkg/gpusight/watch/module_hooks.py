@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 from threading import get_ident
 from time import perf_counter_ns
+from types import FrameType
 from typing import Any
 
 from . import call_shim
@@ -106,7 +107,8 @@ class ModuleHooks(WatchState):
             info = self._first_call(module)
         if info is not None and info.calls < INSPECT_CALLS:
             try:
-                observe_call(info, args if isinstance(args, tuple) else (args,), None)
+                kwargs = call_kwargs(sys._getframe(1))
+                observe_call(info, args if isinstance(args, tuple) else (args,), kwargs)
             except Exception:
                 info.calls = INSPECT_CALLS
             self._note_forward_site(module)
@@ -197,3 +199,19 @@ class ModuleHooks(WatchState):
                 f"the loop calls {cycle.period} models in turn ({', '.join(names)}): a step is "
                 f"one round of them, ended by the last one's call"
             )
+
+
+def call_kwargs(frame: FrameType | None) -> dict[str, Any] | None:
+    """The keyword arguments of the module call this hook runs in: torch gives a global
+    pre-hook the positional ones only, and a Hugging Face model is called with ``**batch``
+    (its batch seen nowhere else). Read from torch's ``Module._call_impl`` or the call shim's
+    wrapper, a frame or two up."""
+    for _ in range(3):
+        if frame is None:
+            return None
+        code = frame.f_code
+        if code.co_name == "_call_impl" or code.co_filename == call_shim.__file__:
+            kw = frame.f_locals.get("kwargs")
+            return kw if isinstance(kw, dict) else None
+        frame = frame.f_back
+    return None
