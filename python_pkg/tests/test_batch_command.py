@@ -152,3 +152,18 @@ def test_a_re_run_in_a_scratch_copy_names_the_script_as_the_user_ran_it(
     finally:
         runner.close()
         box.remove()
+
+
+def test_a_measured_inference_batch_has_no_learning_rate_to_scale() -> None:
+    from gpusight.knobs import by_name
+    from gpusight.rerun.plan import Arm
+
+    arg = {"option": "--batch-size", "aliases": ["--batch-size"], "value": 64, "was": 1}
+    facts = {"command": {"script": "serve.py", "args": ["--batch-size", "1"]}}
+    knob = by_name("batch")
+    assert knob is not None
+    for finding, said in (("infer.unbatched", ""), ("load.small_batch", " (and scale")):
+        arm = Arm("batch", "--batch-size 64", {"script_arg": arg}, finding)
+        f = knob.fix(arm, 1, facts)
+        assert f.text.startswith(f"Run the script with --batch-size 64{said}")
+        assert f.code == "python serve.py --batch-size 64"

@@ -310,7 +310,7 @@ class Batch(Knob):
         if arm.finding_id == "infer.unbatched" and not arg:
             f = fix(f"Group {new} requests per forward.", "infer.batch_requests", batch=new)
         elif arg:
-            text = command_text(str(arg["option"]), new)
+            text = command_text(str(arg["option"]), new, arm.finding_id != "infer.unbatched")
             return _command_fix(text, arg, new, facts) or fix(
                 text, "batch.larger", batch_size=int(items or 1), suggested=new
             )
