@@ -688,3 +688,30 @@ def test_a_tokenizer_that_is_most_of_the_host_work_outside_the_model_is_named_wi
     ]
     g = report_of(ev).finding("load.cpu_preprocessing")
     assert g is not None and "infer.py" not in g.title
+
+
+def test_a_training_frameworks_loop_is_named_as_its_own_not_as_host_work_to_move() -> None:
+    from gpusight.rules.host_line_fix import HostLine, kind_of
+
+    # hf_trainer_defaults on a CPU build: the model is the library's, so its time, the update's
+    # and the Trainer's own per-step code all sit under the one line that calls train().
+    ev = _small_batch_evidence(other_cpu=1.2, launch=0.4)
+    ev.host_lines = [HostLine("train.py", 141, "trainer.train()", "main", 30.7, 98.0)]
+    f = report_of(ev).finding("load.cpu_preprocessing")
+    assert f is not None
+    assert f.title.endswith(
+        "inside the training framework's loop at train.py:141 (`trainer.train()`)"
+    )
+    assert "98%" not in f.title  # that share holds the model's time too
+    assert f.fix.text.startswith(
+        "The host time at train.py:141 (`trainer.train()`) is the training"
+    )
+    assert "per-batch transforms" not in f.fix.text
+    # Lightning's fit: the same; the mode switch model.train() is never a loop.
+    ev.host_lines = [
+        HostLine("fit.py", 133, "trainer.fit(model, datamodule=dm)", "main", 5.1, 88.0)
+    ]
+    g = report_of(ev).finding("load.cpu_preprocessing")
+    assert g is not None and "framework's loop at fit.py:133" in g.title
+    mode = HostLine("fit.py", 20, "model.train(); x = prep(x)", "<module>", 5.1, 88.0)
+    assert kind_of(mode) == "other" and kind_of(ev.host_lines[0]) == "framework_loop"

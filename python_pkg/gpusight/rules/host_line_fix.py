@@ -115,6 +115,15 @@ def is_loss(ln: HostLine) -> bool:
     return any("loss" in n or "criterion" in n or n in _LOSSES for n in last)
 
 
+def _is_loop(name: str) -> bool:
+    """A training framework's loop called from the user's file: ``trainer.fit(model, dm)``
+    (Lightning, Keras-like trainers), ``trainer.train()`` (Hugging Face; ``model.train()`` only
+    sets a mode). The library's per-step code runs under that one line, and the model's too
+    where the model is the library's."""
+    head, _, last = name.rpartition(".")
+    return bool(head) and (last == "fit" or (last == "train" and "trainer" in head.lower()))
+
+
 def kind_of(ln: HostLine) -> str:
     """What the line does, as its fix needs it."""
     names = calls(ln.code)
@@ -132,6 +141,8 @@ def kind_of(ln: HostLine) -> str:
         return "logging"
     if any(n.split(".", 1)[0] in ("np", "numpy") for n in names) or "numpy" in last:
         return "numpy_in_forward" if ln.in_forward else "numpy"
+    if any(_is_loop(n) for n in names) and not ln.in_forward:
+        return "framework_loop"
     # A logger's call, not torch.log or np.log (their heads are the maths libraries).
     maths = ("torch", "np", "numpy", "math", "F", "nn")
     if any(n.rsplit(".", 1)[-1] in _LOGGING and n.split(".", 1)[0] not in maths for n in names):
@@ -164,6 +175,14 @@ def fix_text(ln: HostLine) -> str | None:
         return (
             f"Do the work of {at} in torch on the device, or in the Dataset where DataLoader "
             "workers run it beside the step."
+        )
+    if kind == "framework_loop":
+        return (
+            f"The host time at {at} is the training framework's own per-step code (gpusight "
+            "times your lines, not the library's), not a line of yours to move. What it runs "
+            "every step is set by its options: how often it logs (logging_steps, "
+            "log_every_n_steps), its progress bar's refresh rate, your callbacks; and its "
+            "DataLoader's num_workers where it waits for data."
         )
     if kind == "tokenizer":
         return (

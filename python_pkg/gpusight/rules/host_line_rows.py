@@ -57,10 +57,15 @@ def on_its_line(f: Finding, ev: WorkloadEvidence) -> Finding:
     if top.share_pct < TOP_SHARE_PCT and not most:
         return f
     inside = " inside forward" if top.in_forward else ""
-    f.title = (
-        f"{top.where}{inside} (`{(top.code or '').strip()}`) takes {top.share_pct:.0f}% of "
-        "the step's host time"
-    )
+    code = (top.code or "").strip()
+    if kind_of(top) == "framework_loop":
+        # Its share of the host time holds the library's model and update too: the finding's
+        # own share (outside the model's calls) is the one to show.
+        f.title = f"{f.title}, inside the training framework's loop at {top.where} (`{code}`)"
+    else:
+        f.title = (
+            f"{top.where}{inside} (`{code}`) takes {top.share_pct:.0f}% of the step's host time"
+        )
     text = fix_text(top)
     if text is not None:
         f.fix = Fix(text=text)
