@@ -361,3 +361,38 @@ def test_gradient_clipping_is_the_steps_own_update_not_host_work_to_move(
     assert row["share_pct"] >= 10.0, rep["run"]["host_lines"]
     f = next((f for f in rep["findings"] if f["id"] == "load.cpu_preprocessing"), None)
     assert f is None or f"train.py:{clip}" not in f["title"], f
+
+
+EMA = (
+    HEAD
+    + """\
+model = nn.Sequential(*[nn.Sequential(nn.Linear(32, 32), nn.LayerNorm(32)) for _ in range(16)])
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+ema = copy.deepcopy(model)
+decay = 0.999
+for step in range(300):
+    x = torch.randn(8, 32)
+    loss = model(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    with torch.no_grad():
+        for pe, p in zip(ema.parameters(), model.parameters()):
+            pe.mul_(decay).add_(p.detach(), alpha=1 - decay)
+"""
+)
+
+
+def test_an_ema_update_over_the_parameters_is_one_loop_with_a_foreach_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Python loop over the parameters is host work of its own: its header is not the wait
+    for the next batch (that is the header of the loop around the model's call), and its
+    lines are one piece of work, fixed by one foreach call, not by moving transforms."""
+    src = EMA.replace("import gc\n", "import copy\nimport gc\n")
+    rep = _run(tmp_path, src, monkeypatch)
+    header = _line_of(src, "for pe, p in zip(")
+    f = next(f for f in rep["findings"] if f["id"] == "load.cpu_preprocessing")
+    assert f["title"].startswith(f"train.py:{header}-{header + 1} (`for pe, p in zip(")
+    assert f["fix"]["text"].startswith(f"Update the tensors of the loop at train.py:{header}-")
+    assert "torch._foreach_lerp_" in f["fix"]["text"]

@@ -6,7 +6,7 @@ import ast
 import math
 
 import pytest
-from gpusight.report import Finding, Report, SourceLine
+from gpusight.report import Finding, Report
 from gpusight.report_schema import bottlenecks, finding_ids
 from gpusight.rules.workload import (
     BREAKDOWN_KEYS,
@@ -667,6 +667,7 @@ def test_a_tokenizer_that_is_most_of_the_host_work_outside_the_model_is_named_wi
     None
 ):
     from gpusight.rules.host_line_fix import HostLine
+    from gpusight.rules.workload import CodeSource
 
     # bert_infer_batch1 at batch 1: the model's call holds most of the host time, the
     # tokenizer nearly all the rest.
@@ -676,7 +677,7 @@ def test_a_tokenizer_that_is_most_of_the_host_work_outside_the_model_is_named_wi
         HostLine("infer.py", 119, "enc = tokenizer(", "main", 0.60, 14.0),
         HostLine("infer.py", 125, ").to(dev)", "main", 0.06, 2.0),
     ]
-    ev.forward_source = SourceLine(file="infer.py", line=126, code="out = model(**enc)")
+    ev.forward_source = CodeSource("infer.py", "out = model(**enc)\n", 126)
     f = report_of(ev).finding("load.cpu_preprocessing")
     assert f is not None
     assert f.title.startswith("infer.py:119 (`enc = tokenizer(`) takes 14%")
@@ -715,3 +716,43 @@ def test_a_training_frameworks_loop_is_named_as_its_own_not_as_host_work_to_move
     assert g is not None and "framework's loop at fit.py:133" in g.title
     mode = HostLine("fit.py", 20, "model.train(); x = prep(x)", "<module>", 5.1, 88.0)
     assert kind_of(mode) == "other" and kind_of(ev.host_lines[0]) == "framework_loop"
+
+
+EMA_LOOP = """for x, y in loader:
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    with torch.no_grad():
+        for pe, p in zip(ema.parameters(), model.parameters()):
+            pe.mul_(decay).add_(p, alpha=1 - decay)
+"""
+
+
+def test_a_loop_over_the_parameters_is_one_piece_of_host_work_and_the_data_loop_is_not() -> None:
+    from gpusight.rules.host_line_fix import HostLine
+    from gpusight.rules.host_line_rows import own_lines, step_math_fraction
+    from gpusight.rules.workload import CodeSource
+
+    ev = _small_batch_evidence(other_cpu=1.2, launch=0.4)
+    ev.forward_source = CodeSource("train.py", EMA_LOOP, 2)
+    ev.host_lines = [
+        HostLine("train.py", 4, "opt.step()", "<module>", 2.0, 34.0),
+        HostLine("train.py", 2, "loss = F.cross_entropy(model(x), y)", "<module>", 1.4, 24.0),
+        HostLine("train.py", 1, "for x, y in loader:", "<module>", 0.9, 15.0),
+        HostLine("train.py", 6, "for pe, p in zip(ema.parameters(), model.parameters()):",
+                 "<module>", 0.76, 12.0),
+        HostLine("train.py", 7, "pe.mul_(decay).add_(p, alpha=1 - decay)", "<module>", 0.55, 9.0),
+    ]  # fmt: skip
+    # The data loop's header is the wait for the next batch; the parameters' loop's is not.
+    assert [ln.line for ln in own_lines(ev)] == [6, 7]
+    # The loss on the model's call: the line's time is mostly the forward's, not the loss's.
+    assert step_math_fraction(ev) == 0.0
+    f = report_of(ev).finding("load.cpu_preprocessing")
+    assert f is not None
+    assert f.title.startswith("train.py:6-7 (`for pe, p in zip(ema.parameters(), model.parame")
+    assert "21% of the step's host time" in f.title  # the loop's two lines together
+    assert f.fix.text.startswith("Update the tensors of the loop at train.py:6-7")
+    # A logger inside such a loop keeps its own fix.
+    ev.host_lines[4] = HostLine("train.py", 7, "writer.add_histogram(n, p)", "<module>", 0.55, 9.0)
+    g = report_of(ev).finding("load.cpu_preprocessing")
+    assert g is not None and g.fix.text.startswith("Log less often at train.py:6-7 (`writer.add")

@@ -24,10 +24,14 @@ class HostLine:
     share_pct: float
     in_forward: bool = False
     waiting: bool = False
+    last_line: int | None = None
+    """A loop over a model's tensors taken as one line (``host_line_loops.grouped``): its
+    header is ``line``, its last line this."""
 
     @property
     def where(self) -> str:
-        return site_text(self.file, self.line)
+        at = site_text(self.file, self.line)
+        return at if self.last_line is None else f"{at}-{self.last_line}"
 
 
 _FRAMEWORK = ("backward", "step", "zero_grad")
@@ -125,7 +129,15 @@ def _is_loop(name: str) -> bool:
 
 
 def kind_of(ln: HostLine) -> str:
-    """What the line does, as its fix needs it."""
+    """What the line does, as its fix needs it: a loop over a model's tensors taken as one
+    line is a ``parameter_loop`` unless what it runs has a kind of its own (a logger)."""
+    kind = _kind_of_code(ln)
+    if ln.last_line is not None and kind == "other":
+        return "parameter_loop"
+    return kind
+
+
+def _kind_of_code(ln: HostLine) -> str:
     names = calls(ln.code)
     last = [n.rsplit(".", 1)[-1] for n in names]
     if "collect" in last and any(n.startswith("gc.") or n == "collect" for n in names):
@@ -175,6 +187,15 @@ def fix_text(ln: HostLine) -> str | None:
         return (
             f"Do the work of {at} in torch on the device, or in the Dataset where DataLoader "
             "workers run it beside the step."
+        )
+    if kind == "parameter_loop":
+        return (
+            f"Update the tensors of the loop at {at} in one call instead of one op per tensor "
+            "from Python: torch._foreach_mul_ / _foreach_add_ over the lists of tensors "
+            "(torch._foreach_lerp_(ema_params, params, 1 - decay) for a moving average, as "
+            "timm's ModelEmaV3 does), or torch.optim.swa_utils.AveragedModel(model, "
+            "multi_avg_fn=get_ema_multi_avg_fn(decay)). On the GPU each tensor's op is a kernel "
+            "launch of its own."
         )
     if kind == "framework_loop":
         return (

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..report import Evidence, Finding, Fix, SourceLine
 from .host_line_fix import HostLine, fix_text, is_framework, is_step_math, kind_of
+from .host_line_loops import grouped, is_tensor_loop, same_file
 from .workload_evidence import WorkloadEvidence
 from .workload_impacts import rnd
 
@@ -20,9 +21,31 @@ SHOWN = 3
 
 
 def own_lines(ev: WorkloadEvidence) -> list[HostLine]:
-    """The user's lines of work, the step's framework calls and its wait for data left out."""
+    """The user's lines of work, the step's framework calls and its wait for data left out
+    (a loop's header, but not one over a model's tensors: ``host_line_loops.py``)."""
     call = ev.forward_source.line if ev.forward_source is not None else None
-    return [ln for ln in ev.host_lines if not is_framework(ln, call)]
+    text, path = _file_of(ev)
+    return [
+        ln
+        for ln in ev.host_lines
+        if not is_framework(ln, call)
+        or (
+            text is not None
+            and path is not None
+            and (ln.code or "").lstrip().startswith("for ")
+            and same_file(ln, path)
+            and is_tensor_loop(text, ln.line)
+        )
+    ]
+
+
+def _file_of(ev: WorkloadEvidence) -> tuple[str | None, str | None]:
+    """The text and path of the file that calls the model, where it is a file (a notebook
+    cell's lines are numbered in the cell)."""
+    src = ev.forward_source
+    if src is None or src.cell is not None:
+        return None, None
+    return src.text, src.path
 
 
 def step_math_fraction(ev: WorkloadEvidence) -> float:
@@ -31,7 +54,12 @@ def step_math_fraction(ev: WorkloadEvidence) -> float:
     gradients' clipping's lines (``host_line_fix.is_step_math``): the step's own computation,
     which the split counts outside the model. A fraction, as the timed steps are traced ones:
     their lines' times are not the measured steps'."""
-    math = [ln.ms for ln in ev.host_lines if not ln.in_forward and is_step_math(ln)]
+    call = ev.forward_source.line if ev.forward_source is not None else None
+    # The model's call on the loss's line (``loss = F.cross_entropy(model(x), y)``) is the
+    # forward's time there, which the split counts as the model's, not outside it.
+    math = [
+        ln.ms for ln in ev.host_lines if not ln.in_forward and is_step_math(ln) and ln.line != call
+    ]
     rest = [ln.ms for ln in own_lines(ev) if not ln.in_forward]
     total = sum(math) + sum(rest)
     return sum(math) / total if total > 0 else 0.0
@@ -40,7 +68,7 @@ def step_math_fraction(ev: WorkloadEvidence) -> float:
 def on_its_line(f: Finding, ev: WorkloadEvidence) -> Finding:
     """Host work outside the model (``load.cpu_preprocessing``) on the user's lines outside
     it: a line inside ``forward`` is the model's time, not this finding's."""
-    lines = [ln for ln in own_lines(ev) if not ln.in_forward]
+    lines = grouped([ln for ln in own_lines(ev) if not ln.in_forward], *_file_of(ev))
     if not lines:
         return f
     f.evidence.extend(
