@@ -40,6 +40,11 @@ LAYERS: dict[str, str] = {
 _PROBE = "Environment probe (`gpusight check`): no GPU work needed."
 _NVML = "NVML query of the GPU (`gpusight check`), no GPU work needed."
 _FLAGS = "The torch flags as found (`gpusight check`, and at the start of a watched run)."
+_SWITCH = (
+    "The torch flags as found (`gpusight check`), and as a watched run's measured steps ran "
+    "with them, where the script turns it on itself"
+)
+_LEADS = "; there it leads the report, whose every figure carries its cost."
 _WATCH = "Watched run (`%%gpusight`, `gpusight.watch`, `gpusight run`)"
 
 CATALOGUE: dict[str, CatalogueEntry] = {
@@ -112,7 +117,8 @@ CATALOGUE: dict[str, CatalogueEntry] = {
     "env.launch_blocking": CatalogueEntry(
         "`CUDA_LAUNCH_BLOCKING=1` makes every kernel launch wait for the GPU: a debugging aid "
         "that serialises host and device.",
-        "The environment variable (`gpusight check`, and at the start of a watched run).",
+        "The environment variable (`gpusight check`, and a watched run on a GPU, where it "
+        "leads the report, whose every figure carries its cost).",
     ),
     "cfg.tf32_disabled": CatalogueEntry(
         "On compute capability 8.0 and newer, float32 matmuls or convolutions could run on "
@@ -131,12 +137,12 @@ CATALOGUE: dict[str, CatalogueEntry] = {
     "cfg.deterministic": CatalogueEntry(
         "Deterministic algorithms are forced on, swapping fast kernels for slower reproducible "
         "ones.",
-        _FLAGS,
+        _SWITCH + ".",
     ),
     "cfg.anomaly_detection": CatalogueEntry(
         "Autograd anomaly detection is on: a traceback for every op and a NaN check on every "
         "backward result, many times slower.",
-        _FLAGS,
+        _SWITCH + _LEADS,
     ),
     "code.cpu_model": CatalogueEntry(
         "The model's parameters stay on the CPU although a GPU is available: all of them (a "

@@ -189,10 +189,10 @@ def report_json(data: dict[str, Any]) -> str:
     return text
 
 
-LEADS = frozenset({"code.cpu_model"})
+LEADS = frozenset({"code.cpu_model", "cfg.anomaly_detection", "env.launch_blocking"})
 """Findings that come before every other: the whole model on the CPU beside a usable GPU, where
-every other figure of the step was measured on the CPU (``src/view/findings.ts`` keeps the
-same)."""
+every other figure of the step was measured on the CPU; a debugging switch that slowed every
+measured step (``rules/debug_switches.py``). ``src/view/findings.ts`` keeps the same."""
 
 
 def sort_findings(findings: list[Finding]) -> list[Finding]:

@@ -33,4 +33,15 @@ describe('sortFindings', () => {
       'load.small_batch'
     ]);
   });
+
+  it('puts a debugging switch the steps ran with before the figures it distorted', () => {
+    const host = finding('load.cpu_preprocessing', 46.3);
+    const anomaly = finding('cfg.anomaly_detection', 0);
+    const blocking = finding('env.launch_blocking', 0);
+    expect(sortFindings([host, anomaly, blocking]).map(f => f.id)).toEqual([
+      'cfg.anomaly_detection',
+      'env.launch_blocking',
+      'load.cpu_preprocessing'
+    ]);
+  });
 });

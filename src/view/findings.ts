@@ -31,8 +31,13 @@ export function impactShare(f: Finding): number {
   return Math.max(share, speed > 1 ? (1 - 1 / speed) * 100 : 0);
 }
 
-/** Findings before every other (report.LEADS): the whole model on the CPU beside a GPU. */
-const LEADS = new Set(['code.cpu_model']);
+/** Findings before every other (report.LEADS): the whole model on the CPU beside a GPU, a
+ * debugging switch that slowed every measured step. */
+const LEADS = new Set([
+  'code.cpu_model',
+  'cfg.anomaly_detection',
+  'env.launch_blocking'
+]);
 
 /**
  * Leads first, then the largest impact, then severity, then id: the order the Python side

@@ -68,8 +68,8 @@ def _settings_rules(facts: Facts, out: EnvironmentResult) -> None:
             out.notes.append(f"torch setting {key.removeprefix('settings.')} unreadable: {err}")
     _tf32_check(facts, s, out)
     _cudnn_benchmark_check(facts, s, out)
-    _deterministic_check(s, out)
-    _anomaly_check(s, out)
+    deterministic_check(s, out)
+    anomaly_check(s, out)
 
 
 def _tf32_check(facts: Facts, s: Mapping[str, Scalar], out: EnvironmentResult) -> None:
@@ -175,7 +175,7 @@ def _cudnn_benchmark_check(facts: Facts, s: Mapping[str, Scalar], out: Environme
         )
 
 
-def _deterministic_check(s: Mapping[str, Scalar], out: EnvironmentResult) -> None:
+def deterministic_check(s: Mapping[str, Scalar], out: EnvironmentResult) -> None:
     """``cfg.deterministic``: deterministic algorithms forced on."""
     det = s.get("deterministic_algorithms") is True or s.get("cudnn.deterministic") is True
     if det:
@@ -212,7 +212,7 @@ def _deterministic_check(s: Mapping[str, Scalar], out: EnvironmentResult) -> Non
         out.check("torch.deterministic", "deterministic algorithms", "pass", "off")
 
 
-def _anomaly_check(s: Mapping[str, Scalar], out: EnvironmentResult) -> None:
+def anomaly_check(s: Mapping[str, Scalar], out: EnvironmentResult) -> None:
     """``cfg.anomaly_detection``: autograd anomaly detection on."""
     if s.get("anomaly_enabled") is True:
         out.check(

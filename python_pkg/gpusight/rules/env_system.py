@@ -98,24 +98,29 @@ def _system_rules(facts: Facts, out: EnvironmentResult) -> None:
             "CUDA_LAUNCH_BLOCKING",
             "fail",
             str(value),
-            finding=Finding(
-                id="env.launch_blocking",
-                severity="critical" if gpu else "warn",
-                title=f"CUDA_LAUNCH_BLOCKING={value}: every kernel launch waits for the GPU",
-                detail=(
-                    "With it set, the CPU waits for each kernel to finish before launching the "
-                    "next, so the GPU idles while Python prepares every op. It is a debugging "
-                    "aid for locating CUDA errors, not for runs that should be fast."
-                ),
-                evidence=[_ev("CUDA_LAUNCH_BLOCKING", value)],
-                impact=Impact(
-                    basis="estimated",
-                    text="Often several times slower for models with many small kernels.",
-                ),
-                fix=fix("Unset it, and restart the process or kernel.", "env.launch_blocking"),
-            ),
+            finding=launch_blocking_finding(str(value), bool(gpu)),
         )
     elif value is None:
         out.check("env.cuda_launch_blocking", "CUDA_LAUNCH_BLOCKING", "pass", "unset")
     else:
         out.check("env.cuda_launch_blocking", "CUDA_LAUNCH_BLOCKING", "pass", f"{value} (off)")
+
+
+def launch_blocking_finding(value: str, gpu: bool) -> Finding:
+    """``env.launch_blocking``: CUDA_LAUNCH_BLOCKING set to a value that blocks."""
+    return Finding(
+        id="env.launch_blocking",
+        severity="critical" if gpu else "warn",
+        title=f"CUDA_LAUNCH_BLOCKING={value}: every kernel launch waits for the GPU",
+        detail=(
+            "With it set, the CPU waits for each kernel to finish before launching the "
+            "next, so the GPU idles while Python prepares every op. It is a debugging "
+            "aid for locating CUDA errors, not for runs that should be fast."
+        ),
+        evidence=[_ev("CUDA_LAUNCH_BLOCKING", value)],
+        impact=Impact(
+            basis="estimated",
+            text="Often several times slower for models with many small kernels.",
+        ),
+        fix=fix("Unset it, and restart the process or kernel.", "env.launch_blocking"),
+    )

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..machine_facts import build_machine
 from ..report import Report, Verdict
 from ..rules.cpu_only_build import lead_with_cpu_only_build
+from ..rules.debug_switches import debug_switches
 from ..rules.env_versions import pcie_gbps
 from ..rules.raised_run import outcome_note as raised_note
 from ..rules.raised_run import report_raised
@@ -588,17 +589,18 @@ def build_report(w: WatchedRun) -> Report:
         notes=notes,
         title=w.label,
     )
-    return _finish(report, run, rec)
+    return _finish(report, run, rec, w)
 
 
-def _finish(report: Report, run: dict[str, Any], rec: Any) -> Report:
+def _finish(report: Report, run: dict[str, Any], rec: Any, w: WatchedRun) -> Report:
     """The verdict's last word: a run that raised before its first measured step is that
-    exception (nothing was measured); a run with no step claims nothing; else a CPU-only
-    build leads."""
+    exception (nothing was measured); a run with no step claims nothing; else the debugging
+    switches the steps ran with are found, and a CPU-only build leads."""
     if "error" in run and run["error"]["measured_steps"] == 0:
         return report_raised(report, run)
     if rec.kind is None:
         return report
+    report.findings.extend(debug_switches(w.flags(), os.environ, bool(w.cuda_available)))
     return lead_with_cpu_only_build(report)
 
 
