@@ -396,3 +396,31 @@ def test_an_ema_update_over_the_parameters_is_one_loop_with_a_foreach_fix(
     assert f["title"].startswith(f"train.py:{header}-{header + 1} (`for pe, p in zip(")
     assert f["fix"]["text"].startswith(f"Update the tensors of the loop at train.py:{header}-")
     assert "torch._foreach_lerp_" in f["fix"]["text"]
+
+
+GRAD_NORM = (
+    HEAD
+    + """\
+model = nn.Sequential(*[nn.Linear(32, 32) for _ in range(24)])
+opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+norms = []
+for step in range(300):
+    loss = model(torch.randn(4, 32)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    total_norm = sum(p.grad.norm().item() ** 2 for p in model.parameters()) ** 0.5
+    norms.append(total_norm)
+    opt.step()
+"""
+)
+
+
+def test_a_norm_read_per_parameter_is_named_with_one_read_for_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rep = _run(tmp_path, GRAD_NORM, monkeypatch)
+    at = _line_of(GRAD_NORM, "total_norm = sum(")
+    f = next(f for f in rep["findings"] if f["id"] == "load.cpu_preprocessing")
+    assert f["title"].startswith(f"train.py:{at} (`total_norm = sum(")
+    assert f["fix"]["text"].startswith(f"Read one value for all the tensors at train.py:{at}")
+    assert "get_total_norm" in f["fix"]["text"]

@@ -756,3 +756,23 @@ def test_a_loop_over_the_parameters_is_one_piece_of_host_work_and_the_data_loop_
     ev.host_lines[4] = HostLine("train.py", 7, "writer.add_histogram(n, p)", "<module>", 0.55, 9.0)
     g = report_of(ev).finding("load.cpu_preprocessing")
     assert g is not None and g.fix.text.startswith("Log less often at train.py:6-7 (`writer.add")
+
+
+def test_a_loop_that_reads_each_parameters_value_is_fixed_by_one_read() -> None:
+    from gpusight.rules.host_line_fix import HostLine
+    from gpusight.rules.workload import CodeSource
+
+    text = EMA_LOOP.replace(
+        "            pe.mul_(decay).add_(p, alpha=1 - decay)\n",
+        "            total += p.grad.norm().item() ** 2\n",
+    )
+    ev = _small_batch_evidence(other_cpu=1.2, launch=0.4)
+    ev.forward_source = CodeSource("train.py", text, 2)
+    ev.host_lines = [
+        HostLine("train.py", 6, "for pe, p in zip(ema.parameters(), model.parameters()):",
+                 "<module>", 0.76, 12.0),
+        HostLine("train.py", 7, "total += p.grad.norm().item() ** 2", "<module>", 0.55, 9.0),
+    ]  # fmt: skip
+    f = report_of(ev).finding("load.cpu_preprocessing")
+    assert f is not None
+    assert f.fix.text.startswith("Read one value for all the tensors at train.py:6-7")

@@ -39,6 +39,10 @@ _FRAMEWORK = ("backward", "step", "zero_grad")
 _CLIPPING = ("clip_grad_norm_", "clip_grad_value_", "unscale_")
 # torch.nn.functional's losses whose names do not say "loss".
 _LOSSES = ("cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div")
+# What a loop over a model's tensors iterates (``zip(ema.parameters(), model.parameters())``,
+# ``model.named_parameters()``, ``state_dict().items()``).
+TENSOR_ITERS = ("parameters(", "named_parameters(", "buffers(", "named_buffers(", "state_dict(")
+_READS = ("item", "tolist")
 _LOGGING = ("print", "log", "info", "debug", "add_scalar", "add_scalars", "add_histogram",
             "add_image", "set_postfix", "write", "warning")  # fmt: skip
 
@@ -132,9 +136,28 @@ def kind_of(ln: HostLine) -> str:
     """What the line does, as its fix needs it: a loop over a model's tensors taken as one
     line is a ``parameter_loop`` unless what it runs has a kind of its own (a logger)."""
     kind = _kind_of_code(ln)
-    if ln.last_line is not None and kind == "other":
-        return "parameter_loop"
+    if kind == "other" and (ln.last_line is not None or _over_tensors(ln.code)):
+        return "parameter_reads" if reads_values(ln) else "parameter_loop"
     return kind
+
+
+def reads_values(ln: HostLine) -> bool:
+    """The line reads a tensor's value into Python (``.item()``, ``.tolist()``)."""
+    return any(c.rsplit(".", 1)[-1] in _READS for c in calls(ln.code))
+
+
+def _over_tensors(code: str | None) -> bool:
+    """A comprehension over a model's tensors on the line (``sum(p.grad.norm().item() ** 2
+    for p in model.parameters())``)."""
+    try:
+        tree = ast.parse((code or "").strip())
+    except SyntaxError:
+        return False
+    return any(
+        isinstance(node, ast.comprehension)
+        and any(t in ast.unparse(node.iter) for t in TENSOR_ITERS)
+        for node in ast.walk(tree)
+    )
 
 
 def _kind_of_code(ln: HostLine) -> str:
@@ -196,6 +219,13 @@ def fix_text(ln: HostLine) -> str | None:
             "timm's ModelEmaV3 does), or torch.optim.swa_utils.AveragedModel(model, "
             "multi_avg_fn=get_ema_multi_avg_fn(decay)). On the GPU each tensor's op is a kernel "
             "launch of its own."
+        )
+    if kind == "parameter_reads":
+        return (
+            f"Read one value for all the tensors at {at}, not one .item() per tensor: "
+            "torch.nn.utils.get_total_norm(grads) for a gradient norm (or the total that "
+            "clip_grad_norm_ returns), torch._foreach_norm or torch.stack for others, then "
+            ".item() once, or every N steps. On the GPU each .item() waits for it."
         )
     if kind == "framework_loop":
         return (

@@ -12,11 +12,7 @@ import functools
 import os
 from dataclasses import replace
 
-from .host_line_fix import HostLine, kind_of
-
-# What a loop over a model's tensors iterates (``zip(ema.parameters(), model.parameters())``,
-# ``model.named_parameters()``, ``state_dict().items()``).
-_TENSORS = ("parameters(", "named_parameters(", "buffers(", "named_buffers(", "state_dict(")
+from .host_line_fix import TENSOR_ITERS, HostLine, kind_of, reads_values
 
 
 @functools.lru_cache(maxsize=8)
@@ -41,13 +37,13 @@ def is_tensor_loop(text: str, header: int) -> bool:
     """The ``for`` statement at ``header`` iterates a model's tensors. Another loop's header
     stays the wait for data: the loop around the model's call may be in another function than
     the call (``for batch in loader: train_step(batch)``)."""
-    return any(a == header and any(t in it for t in _TENSORS) for a, _, it in _loops(text))
+    return any(a == header and any(t in it for t in TENSOR_ITERS) for a, _, it in _loops(text))
 
 
 def parameter_loop(text: str, line: int) -> tuple[int, int] | None:
     """The innermost loop over a model's tensors that holds ``line``, as (first, last) line."""
     spans = [
-        (a, b) for a, b, it in _loops(text) if a <= line <= b and any(t in it for t in _TENSORS)
+        (a, b) for a, b, it in _loops(text) if a <= line <= b and any(t in it for t in TENSOR_ITERS)
     ]
     return max(spans) if spans else None
 
@@ -66,7 +62,7 @@ def grouped(lines: list[HostLine], text: str | None, path: str | None) -> list[H
             spans.setdefault(span, []).append(ln)
     out = list(lines)
     for (a, b), members in spans.items():
-        own = [m.code for m in members if kind_of(m) != "other"]
+        own = [m.code for m in members if kind_of(m) != "other" or reads_values(m)]
         source = text.splitlines()
         code = own[0] if own else (source[a - 1].strip() if a <= len(source) else None)
         loop = replace(members[0], line=a, code=code, ms=sum(m.ms for m in members),

@@ -110,7 +110,7 @@ def sync_on_its_line(
     if not lines or (lines[0].file, lines[0].line) != (file, line):
         return f
     top = lines[0]
-    if kind_of(top) not in ("numpy_in_forward", "numpy", "logging"):
+    if kind_of(top) not in ("numpy_in_forward", "numpy", "logging", "parameter_reads"):
         return f
     text = fix_text(top)
     if text is not None:
