@@ -714,8 +714,15 @@ def test_a_training_frameworks_loop_is_named_as_its_own_not_as_host_work_to_move
     ]
     g = report_of(ev).finding("load.cpu_preprocessing")
     assert g is not None and "framework's loop at fit.py:133" in g.title
+    # Hugging Face's generate(): the library's decoding loop under one line.
+    ev.host_lines = [HostLine("gen.py", 10, "out = model.generate(ids, max_new_tokens=16)",
+                              "<module>", 5.1, 100.0)]  # fmt: skip
+    h = report_of(ev).finding("load.cpu_preprocessing")
+    assert h is not None and "inside the library's generation loop at gen.py:10" in h.title
+    assert "a batch of prompts at once" in h.fix.text and "per-batch transforms" not in h.fix.text
     mode = HostLine("fit.py", 20, "model.train(); x = prep(x)", "<module>", 5.1, 88.0)
-    assert kind_of(mode) == "other" and kind_of(ev.host_lines[0]) == "framework_loop"
+    fit = HostLine("fit.py", 133, "trainer.fit(model, datamodule=dm)", "main", 5.1, 88.0)
+    assert kind_of(mode) == "other" and kind_of(fit) == "framework_loop"
 
 
 EMA_LOOP = """for x, y in loader:

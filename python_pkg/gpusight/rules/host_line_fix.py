@@ -178,6 +178,8 @@ def _kind_of_code(ln: HostLine) -> str:
         return "numpy_in_forward" if ln.in_forward else "numpy"
     if any(_is_loop(n) for n in names) and not ln.in_forward:
         return "framework_loop"
+    if any(n.endswith(".generate") for n in names) and not ln.in_forward:
+        return "generation_loop"
     # A logger's call, not torch.log or np.log (their heads are the maths libraries).
     maths = ("torch", "np", "numpy", "math", "F", "nn")
     if any(n.rsplit(".", 1)[-1] in _LOGGING and n.split(".", 1)[0] not in maths for n in names):
@@ -226,6 +228,14 @@ def fix_text(ln: HostLine) -> str | None:
             "torch.nn.utils.get_total_norm(grads) for a gradient norm (or the total that "
             "clip_grad_norm_ returns), torch._foreach_norm or torch.stack for others, then "
             ".item() once, or every N steps. On the GPU each .item() waits for it."
+        )
+    if kind == "generation_loop":
+        return (
+            f"The host time at {at} is the library's generation loop (each new token's logits "
+            "processing, stopping checks and cache updates), not a line of yours to move: "
+            "generate for a batch of prompts at once (padded, with their attention mask), and "
+            "with a static cache under torch.compile (generation_config.cache_implementation="
+            '"static") its per-token steps run as one compiled graph.'
         )
     if kind == "framework_loop":
         return (

@@ -86,10 +86,12 @@ def on_its_line(f: Finding, ev: WorkloadEvidence) -> Finding:
         return f
     inside = " inside forward" if top.in_forward else ""
     code = (top.code or "").strip()
-    if kind_of(top) == "framework_loop":
-        # Its share of the host time holds the library's model and update too: the finding's
-        # own share (outside the model's calls) is the one to show.
-        f.title = f"{f.title}, inside the training framework's loop at {top.where} (`{code}`)"
+    library = {"framework_loop": "the training framework's", "generation_loop": "the library's "
+               "generation"}.get(kind_of(top))  # fmt: skip
+    if library is not None:
+        # Its share of the host time holds the library's model (and update) too: the
+        # finding's own share (outside the model's calls) is the one to show.
+        f.title = f"{f.title}, inside {library} loop at {top.where} (`{code}`)"
     else:
         f.title = (
             f"{top.where}{inside} (`{code}`) takes {top.share_pct:.0f}% of the step's host time"
