@@ -383,21 +383,6 @@ for step in range(300):
 )
 
 
-def test_an_ema_update_over_the_parameters_is_one_loop_with_a_foreach_fix(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A Python loop over the parameters is host work of its own: its header is not the wait
-    for the next batch (that is the header of the loop around the model's call), and its
-    lines are one piece of work, fixed by one foreach call, not by moving transforms."""
-    src = EMA.replace("import gc\n", "import copy\nimport gc\n")
-    rep = _run(tmp_path, src, monkeypatch)
-    header = _line_of(src, "for pe, p in zip(")
-    f = next(f for f in rep["findings"] if f["id"] == "load.cpu_preprocessing")
-    assert f["title"].startswith(f"train.py:{header}-{header + 1} (`for pe, p in zip(")
-    assert f["fix"]["text"].startswith(f"Update the tensors of the loop at train.py:{header}-")
-    assert "torch._foreach_lerp_" in f["fix"]["text"]
-
-
 GRAD_NORM = (
     HEAD
     + """\
@@ -415,12 +400,31 @@ for step in range(300):
 )
 
 
-def test_a_norm_read_per_parameter_is_named_with_one_read_for_all(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("source", "anchor", "span", "fix_start", "names"),
+    [
+        # An EMA update: a Python loop over the parameters is host work of its own (its header
+        # is not the wait for the next batch), its two lines one piece of work.
+        (EMA.replace("import gc\n", "import copy\nimport gc\n"), "for pe, p in zip(", 1,
+         "Update the tensors of the loop", "torch._foreach_lerp_"),
+        # A norm read per parameter: one read for all, not one .item() per tensor.
+        (GRAD_NORM, "total_norm = sum(", 0, "Read one value for all the tensors",
+         "get_total_norm"),
+    ],
+)  # fmt: skip
+def test_work_over_every_parameter_is_named_with_a_fix_for_all_of_them(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    source: str,
+    anchor: str,
+    span: int,
+    fix_start: str,
+    names: str,
 ) -> None:
-    rep = _run(tmp_path, GRAD_NORM, monkeypatch)
-    at = _line_of(GRAD_NORM, "total_norm = sum(")
+    rep = _run(tmp_path, source, monkeypatch)
+    at = _line_of(source, anchor)
+    where = f"train.py:{at}" + (f"-{at + span}" if span else "")
     f = next(f for f in rep["findings"] if f["id"] == "load.cpu_preprocessing")
-    assert f["title"].startswith(f"train.py:{at} (`total_norm = sum(")
-    assert f["fix"]["text"].startswith(f"Read one value for all the tensors at train.py:{at}")
-    assert "get_total_norm" in f["fix"]["text"]
+    assert f["title"].startswith(f"{where} (`{anchor}")
+    assert f["fix"]["text"].startswith(f"{fix_start} at {where}")
+    assert names in f["fix"]["text"]
