@@ -91,7 +91,9 @@ def pick(report: dict[str, Any], how: str) -> dict[str, Any] | None:
         "tf32",
         "fused_optimizer",
     ):
-        got = [r for r in rows if group(r) == how]
+        # A row stacked on another winner (bf16 autocast on top of a larger batch) is its
+        # gain over that winner's run: another computation than the script's --fix.
+        got = [r for r in rows if group(r) == how and not (r.get("params") or {}).get("stacked_on")]
         return max(got, key=lambda r: r["speedup"]) if got else None
     if how == "together":
         tog = [r for r in rows if group(r) == "together"]

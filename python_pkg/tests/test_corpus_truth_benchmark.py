@@ -145,3 +145,17 @@ def test_the_table_says_which_what_ifs_forked_their_runs_and_why_the_others_did_
     assert "the re-runs forked from the warm start on 1 of 2" in text
     assert "started fresh: each re-run imported its libraries afresh: an import started" in text
     assert corpus.how_runs_started({"notes": ["no such note"]}) is None
+
+
+def test_a_row_stacked_on_another_winner_is_not_held_to_the_scripts_fix() -> None:
+    # hf_bert_custom_loop on an H100 (h100-run35): bf16 autocast read 3.29x on top of batch 64
+    # (over the batch-64 run), 0.25x alone; --fix is autocast at the script's batch of 16.
+    with benchmark("whatifs.truth") as truth:
+        rows = [
+            {"change": "bf16 autocast", "speedup": 0.25, "params": {"group": "autocast"}},
+            {"change": "bf16 autocast on top of --batch-size 64", "speedup": 3.29,
+             "params": {"group": "autocast", "stacked_on": "--batch-size 64"}},
+        ]  # fmt: skip
+        got = truth.pick({"what_if": rows}, "autocast")
+        assert got is not None and got["speedup"] == 0.25
+        assert truth.pick({"what_if": rows[1:]}, "autocast") is None
