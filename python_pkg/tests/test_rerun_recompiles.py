@@ -157,3 +157,71 @@ def test_a_loader_of_many_shapes_has_none_set_apart() -> None:
     assert rare.steady_times_ms[7] == statistics.median(
         [x for i, x in enumerate(xs) if i not in (7, 30)]
     )
+
+
+def test_many_new_shapes_that_each_cost_a_one_off_are_set_apart() -> None:
+    """bf16 attention in cuDNN builds a plan for each new sequence length: early in a run most
+    steps are at a new length and cost several times a step at a length seen before."""
+    xs = [30.0 if i % 3 else 300.0 for i in range(30)]  # every third step at a new length
+    run = {"step_time_ms": statistics.fmean(xs), "steps": len(xs), "step_times_ms": xs}
+    marked = list(range(0, 30, 3))
+    res = RunResult("arm", {}, True, 1.0, {"run": run}, {"new_shape_steps": marked})
+    assert res.shapes_cost_once and res.new_shapes == marked
+    assert res.step_ms == 30.0
+    # Too few steps at a length seen before to tell the steady step from.
+    few = {"step_time_ms": 100.0, "steps": 8, "step_times_ms": xs[:8]}
+    res = RunResult("arm", {}, True, 1.0, {"run": few}, {"new_shape_steps": [0, 3, 6, 7]})
+    assert not res.shapes_cost_once and res.new_shapes == []
+
+
+LENGTHS = """import random
+import time
+from collections import UserDict
+
+import torch
+from torch.utils.data import DataLoader
+
+random.seed(0)
+torch.manual_seed(0)
+
+
+class Planned(torch.nn.Module):
+    \"\"\"Pays once for each new sequence length, as cuDNN's attention plans in bf16.\"\"\"
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(100, 8)
+        self.planned = set()
+
+    def forward(self, input_ids):
+        if input_ids.shape[1] not in self.planned:
+            self.planned.add(input_ids.shape[1])
+            time.sleep(0.05)
+        return self.emb(input_ids).mean()
+
+
+def pad(items):  # Hugging Face's collators return a BatchEncoding, a UserDict
+    n = max(len(x) for x in items)
+    return UserDict({"input_ids": torch.stack([torch.nn.functional.pad(x, (0, n - len(x)))
+                                               for x in items])})
+
+
+texts = [torch.randint(1, 100, (random.choice([8, 16, 24, 32, 40, 48]),)) for _ in range(4000)]
+model = Planned()
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for batch in DataLoader(texts, batch_size=2, collate_fn=pad):
+    loss = model(**batch)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_text_loaders_lengths_each_paid_for_once_are_set_apart(tmp_path: Path) -> None:
+    _, facts, xs, marked = _watched(tmp_path, LENGTHS, "new_shape_steps")
+    assert marked  # a BatchEncoding-like mapping's shapes are seen
+    report = json.loads((tmp_path / "r.json").read_text())
+    res = RunResult("arm", {}, True, 1.0, report, facts)
+    others = [x for i, x in enumerate(xs) if i not in marked]
+    assert res.shapes_cost_once and res.new_shapes == marked
+    assert res.step_ms is not None and res.step_ms < 1.5 * statistics.fmean(others)

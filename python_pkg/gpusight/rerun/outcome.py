@@ -14,7 +14,13 @@ from .plan import Arm
 
 RARE_SHAPES = 0.05
 """Steps at a new batch shape are set apart where they are at most this share of the measured
-steps (one at least)."""
+steps (one at least)..."""
+ONE_OFF_RATIO = 2.0
+MIN_SEEN_STEPS = 5
+"""... or where, by their median, they took ``ONE_OFF_RATIO`` times the steps at a shape seen
+before, of which there were ``MIN_SEEN_STEPS`` at least: a cost paid once per shape (cuDNN's
+attention plans for each new sequence length in bf16: a BERT step of 34 ms read 384 ms over a
+short window, ``h100-run35``), which a long run pays off once its lengths have all come."""
 
 
 @dataclass
@@ -54,10 +60,24 @@ class RunResult:
     @property
     def new_shapes(self) -> list[int]:
         """The measured steps whose batch had a shape new to the run, where such steps are
-        rare (``RARE_SHAPES``): an epoch's short last batch, whose shape cuDNN autotunes once.
-        A loader of many shapes pays for each new one as it comes: nothing is set apart."""
+        rare (``RARE_SHAPES``: an epoch's short last batch, whose shape cuDNN autotunes once)
+        or cost several times the others (``shapes_cost_once``). Otherwise a loader of many
+        shapes pays for each new one as it comes, as its other steps do: nothing is set
+        apart."""
         xs = [int(i) for i in (self.facts or {}).get("new_shape_steps") or []]
-        return xs if len(xs) <= max(1, RARE_SHAPES * self.steps) else []
+        return xs if len(xs) <= max(1, RARE_SHAPES * self.steps) or self.shapes_cost_once else []
+
+    @property
+    def shapes_cost_once(self) -> bool:
+        """The steps at a new batch shape took, by their median, ``ONE_OFF_RATIO`` times those
+        at a shape seen before (``MIN_SEEN_STEPS`` of them at least)."""
+        marked = {int(i) for i in (self.facts or {}).get("new_shape_steps") or []}
+        times = [float(x) for x in self.run.get("step_times_ms") or []]
+        new = [x for i, x in enumerate(times) if i in marked]
+        seen = [x for i, x in enumerate(times) if i not in marked]
+        if not new or len(seen) < MIN_SEEN_STEPS:
+            return False
+        return statistics.median(new) >= ONE_OFF_RATIO * statistics.median(seen)
 
     @property
     def one_off_steps(self) -> list[int]:

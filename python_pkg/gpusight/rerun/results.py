@@ -234,8 +234,8 @@ def _recompiles(out: Outcome) -> str | None:
         _marked(runs, "recompiled", "torch.compile compiled anew in a measured step of ",
                 " (a new input shape, such as an epoch's short last batch)"),
         _marked(runs, "new_shapes", "a measured step of ",
-                " took a batch of a shape new to the run (an epoch's short last batch: cuDNN "
-                "autotunes and the allocator grows for it once)"),
+                " took a batch of a shape new to the run (an epoch's short last batch, a new "
+                "sequence length: cuDNN autotunes or plans for it, the allocator grows, once)"),
     )  # fmt: skip
     said = [s for s in found if s]
     if not said:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from threading import get_ident
 from time import perf_counter_ns, thread_time_ns
 from typing import Any
@@ -19,7 +19,7 @@ from .watch_state import WatchState, never_compiling
 MAX_LOADER_WARMUP = 32
 MAX_LOADER_STEPS = 128
 MAX_EPOCH_STARTS = 8
-MAX_BATCH_SHAPES = 16
+MAX_BATCH_SHAPES = 1024
 
 _is_compiling: Callable[[], bool] = never_compiling
 """``watch_state._is_compiling``, as this module's own global (``session._use_is_compiling``)."""
@@ -154,7 +154,7 @@ def _first_shape(batch: Any) -> tuple[int, ...] | None:
     tuple, list or dict."""
     if isinstance(batch, (tuple, list)):
         batch = batch[0] if batch else None
-    elif isinstance(batch, dict):
+    elif isinstance(batch, Mapping):  # a dict, Hugging Face's BatchEncoding (a UserDict)
         batch = next(iter(batch.values()), None)
     shape = getattr(batch, "shape", None)
     return shape if isinstance(shape, tuple) else None  # torch.Size and numpy's are tuples
