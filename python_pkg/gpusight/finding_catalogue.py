@@ -258,8 +258,10 @@ CATALOGUE: dict[str, CatalogueEntry] = {
     "load.amp_unused": CatalogueEntry(
         "Matmuls run in float32 without Tensor Cores, where bf16 autocast would run them "
         "several times faster.",
-        _WATCH + ": the profiler trace's float32 matmul kernels. `gpusight.diagnose` and "
-        "`diagnose_inference` measure bf16 autocast.",
+        _WATCH + ": the profiler trace's float32 matmul kernels; where the loader's batches "
+        "came in eight shapes or more (text padded to each batch's longest), the fix pads them "
+        "to a multiple of 64, as bf16 attention builds a cuDNN plan for each new length. "
+        "`gpusight.diagnose` and `diagnose_inference` measure bf16 autocast.",
         title="The model computes in float32, without mixed precision",
         bottleneck="precision",
     ),

@@ -347,6 +347,14 @@ def test_precision_fp32_without_tensor_cores() -> None:
     assert f is not None
     assert f.impact.recoverable_pct == pytest.approx(52.5)  # 0.75 x 70 ms of a 100 ms step
     assert "autocast" in (f.fix.code or "")
+    assert "pad_to_multiple_of" not in f.fix.text  # one batch shape
+    # Text padded to each batch's longest sequence: many shapes, each a cuDNN plan in bf16.
+    ev.batch_shapes = 40
+    g = report_of(ev).finding("load.amp_unused")
+    assert g is not None and "The batches came in 40 shapes: pad them to a multiple of 64" in (
+        g.fix.text
+    )
+    assert any(e.label == "batch shapes seen" and e.value == 40 for e in g.evidence)
 
 
 def test_compute_bound_conv_without_channels_last() -> None:

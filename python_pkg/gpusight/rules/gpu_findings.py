@@ -16,7 +16,7 @@ from ..fixes.workload_patches import (
     loader_batch_fix,
     optimizer_fused_fix,
 )
-from ..report import Evidence, Finding, Impact
+from ..report import Evidence, Finding, Fix, Impact
 from .step_view import StepView
 from .workload_evidence import OptimizerInfo
 from .workload_impacts import (
@@ -41,6 +41,7 @@ from .workload_thresholds import (
     LAUNCH_IDLE_PCT,
     LAUNCH_IDLE_WARN_PCT,
     LAUNCH_RECOVERY,
+    MANY_SHAPES,
     NCHW_CONV_SHARE,
     OOM_CRITICAL_SHARE,
     OOM_RISK_SHARE,
@@ -201,16 +202,21 @@ def precision(view: StepView) -> list[Finding]:
                     impact=idle_impact(
                         rec, "bf16 on Tensor Cores runs these matmuls several times faster."
                     ),
-                    fix=autocast_fix(
-                        fix(
-                            "Train under bf16 autocast; allow TF32 for what stays float32.",
-                            "precision.autocast",
-                            dtype="bfloat16",
+                    fix=_padded(
+                        autocast_fix(
+                            fix(
+                                "Train under bf16 autocast; allow TF32 for what stays float32.",
+                                "precision.autocast",
+                                dtype="bfloat16",
+                            ),
+                            ev.forward_source,
                         ),
-                        ev.forward_source,
+                        ev.batch_shapes,
                     ),
                 )
             )
+            if ev.batch_shapes >= MANY_SHAPES:
+                out[-1].evidence.append(Evidence("batch shapes seen", ev.batch_shapes))
         not_nhwc = p.input_channels_last is False or p.model_channels_last is False
         if (
             p.has_conv
@@ -313,6 +319,19 @@ def memory_fit(view: StepView) -> list[Finding]:
                 )
             )
     return out
+
+
+def _padded(f: Fix, shapes: int) -> Fix:
+    """The autocast fix, where the batches came in many shapes (sequence lengths), with them
+    padded to a few: in bf16, cuDNN's attention builds a plan for each new length, a cost that
+    a run of many lengths pays over hundreds of steps."""
+    if shapes >= MANY_SHAPES:
+        f.text += (
+            f" The batches came in {shapes} shapes: pad them to a multiple of 64 "
+            "(DataCollatorWithPadding(tokenizer, pad_to_multiple_of=64), or the tokenizer's "
+            "pad_to_multiple_of=64), as bf16 attention builds a cuDNN plan for each new length."
+        )
+    return f
 
 
 def optimizer_unfused(view: StepView) -> list[Finding]:

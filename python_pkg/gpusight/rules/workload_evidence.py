@@ -254,6 +254,9 @@ class WorkloadEvidence:
     """A model or inputs in float64, where the watched model has them (``float64_math.py``)."""
     host_lines: list[HostLine] = field(default_factory=list)
     """The host's time by line of the user's code, costliest first (``host_line_fix.py``)."""
+    batch_shapes: int = 0
+    """The shapes the DataLoader's batches came in over the run (``MAX_BATCH_SHAPES`` at
+    most): many where text is padded to each batch's longest sequence."""
     batch_command: BatchCommand | None = None
     """The script's batch option and command line (``gpusight run``): a larger batch is fixed
     by the command that passes it."""

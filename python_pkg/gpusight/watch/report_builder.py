@@ -517,6 +517,7 @@ def build_report(w: WatchedRun) -> Report:
         optimizer=optimizer_info(w),
         optimizer_ms=_optimizer_ms(clean),
         batch_command=batch_command(w),
+        batch_shapes=w.batch_shapes,
     )
     ev.float64 = float64_use(w, ev.forward_source)
     ev.host_lines = host_line_evidence(w.lines.result, ((s.file, s.line) for s in ev.syncs))

@@ -377,6 +377,10 @@ class Watch(
         return self._end_ns
 
     @property
+    def batch_shapes(self) -> int:
+        return len(self._batch_shapes)
+
+    @property
     def torch(self) -> Any:
         return self._torch
 

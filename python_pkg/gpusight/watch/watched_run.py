@@ -81,6 +81,10 @@ class WatchedRun(Protocol):
     def end_drain_ms(self) -> float | None: ...
 
     @property
+    def batch_shapes(self) -> int:
+        """The shapes the DataLoader's batches came in (``loader_hooks._note_shape``)."""
+
+    @property
     def window_start_ms(self) -> float: ...
 
     @property
