@@ -45,7 +45,8 @@ FP32_MATMUL_MIN_MS = 0.05
 FP32_MATMUL_CRITICAL_PCT = 50.0
 # ... and where the loader's batches came in this many shapes (sequence lengths) or more, its
 # fix pads them to a multiple of 64: bf16 attention in cuDNN builds a plan for each new length
-# (a BERT step of 34 ms took 267 ms over the first 25 steps of a run, h100-run35's probe).
+# (BERT's bf16 steps took 267 ms over the first 25 steps of a run, 34 ms once its lengths were
+# padded to a multiple of 64: h100-run35's probe on an H200).
 MANY_SHAPES = 8
 # Tensor Cores run bf16 matmuls several times faster than float32 without them; claim a
 # conservative three quarters of that kernel time back.
