@@ -730,7 +730,8 @@ def test_a_training_frameworks_loop_is_named_as_its_own_not_as_host_work_to_move
     assert "a batch of prompts at once" in h.fix.text and "per-batch transforms" not in h.fix.text
     mode = HostLine("fit.py", 20, "model.train(); x = prep(x)", "<module>", 5.1, 88.0)
     fit = HostLine("fit.py", 133, "trainer.fit(model, datamodule=dm)", "main", 5.1, 88.0)
-    assert kind_of(mode) == "other" and kind_of(fit) == "framework_loop"
+    scaler = HostLine("fit.py", 21, "x = scaler.fit(x).transform(x)", "<module>", 5.1, 88.0)
+    assert kind_of(mode) == kind_of(scaler) == "other" and kind_of(fit) == "framework_loop"
 
 
 EMA_LOOP = """for x, y in loader:

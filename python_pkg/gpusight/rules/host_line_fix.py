@@ -125,11 +125,11 @@ def is_loss(ln: HostLine) -> bool:
 
 def _is_loop(name: str) -> bool:
     """A training framework's loop called from the user's file: ``trainer.fit(model, dm)``
-    (Lightning, Keras-like trainers), ``trainer.train()`` (Hugging Face; ``model.train()`` only
-    sets a mode). The library's per-step code runs under that one line, and the model's too
-    where the model is the library's."""
+    (Lightning), ``trainer.train()`` (Hugging Face). The library's per-step code runs under that
+    one line, and the model's too where the model is the library's. ``model.train()`` only sets
+    a mode, and a scaler's ``fit`` in the loop is host work of the user's."""
     head, _, last = name.rpartition(".")
-    return bool(head) and (last == "fit" or (last == "train" and "trainer" in head.lower()))
+    return last in ("fit", "train") and "trainer" in head.lower()
 
 
 def kind_of(ln: HostLine) -> str:
