@@ -516,10 +516,9 @@ def build_report(w: WatchedRun) -> Report:
         phases=phase_evidence(w, rec, clean),
         optimizer=optimizer_info(w),
         optimizer_ms=_optimizer_ms(clean),
-        batch_command=batch_command(w),
-        batch_shapes=w.batch_shapes,
     )
     ev.float64 = float64_use(w, ev.forward_source)
+    ev.batch_command, ev.batch_shapes = batch_command(w), w.batch_shapes
     ev.host_lines = host_line_evidence(w.lines.result, ((s.file, s.line) for s in ev.syncs))
     result = analyse(ev)
     if rec.kind is None:
