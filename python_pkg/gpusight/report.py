@@ -192,7 +192,8 @@ def report_json(data: dict[str, Any]) -> str:
 LEADS = frozenset({"code.cpu_model", "cfg.anomaly_detection", "env.launch_blocking"})
 """Findings that come before every other: the whole model on the CPU beside a usable GPU, where
 every other figure of the step was measured on the CPU; a debugging switch that slowed every
-measured step (``rules/debug_switches.py``). ``src/view/findings.ts`` keeps the same."""
+measured step (``rules/debug_switches.py``); as information (a check's "unset"), none leads.
+``src/view/findings.ts`` keeps the same."""
 
 
 def sort_findings(findings: list[Finding]) -> list[Finding]:
@@ -203,7 +204,7 @@ def sort_findings(findings: list[Finding]) -> list[Finding]:
         share = f.impact.recoverable_pct or 0.0
         speed = f.impact.speedup or 1.0
         return (
-            0 if f.id in LEADS else 1,
+            0 if f.id in LEADS and f.severity != "info" else 1,
             0 if f.impact.basis == "measured" and speed > 1 else 1,
             -max(share, (1 - 1 / speed) * 100 if speed > 1 else 0.0),
             SEVERITY_ORDER[f.severity],

@@ -29,6 +29,10 @@ def test_each_switch_on_is_a_finding_and_the_costly_ones_are_critical_on_a_gpu()
         "cfg.anomaly_detection",
         "env.launch_blocking",
     ]
+    # As information (a check's "unset"), a lead's id leads nothing.
+    info = found["env.launch_blocking"]
+    info.severity = "info"
+    assert sort_findings([info, found["cfg.deterministic"]])[0].id == "cfg.deterministic"
     # Without a GPU no launch blocks, and anomaly detection costs the CPU's steps less.
     cpu = {f.id: f for f in debug_switches(on, {"CUDA_LAUNCH_BLOCKING": "1"}, gpu=False)}
     assert set(cpu) == {"cfg.anomaly_detection", "cfg.deterministic"}

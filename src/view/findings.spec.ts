@@ -43,5 +43,11 @@ describe('sortFindings', () => {
       'env.launch_blocking',
       'load.cpu_preprocessing'
     ]);
+    // As information (a check's "CUDA_LAUNCH_BLOCKING is unset") it leads nothing.
+    const unset = { ...blocking, severity: 'info' } as Finding;
+    expect(sortFindings([unset, host]).map(f => f.id)).toEqual([
+      'load.cpu_preprocessing',
+      'env.launch_blocking'
+    ]);
   });
 });

@@ -44,7 +44,8 @@ const LEADS = new Set([
  * writes (report.sort_findings). Re-sorted here so a hand-edited report reads the same way.
  */
 export function sortFindings(findings: Finding[]): Finding[] {
-  const lead = (f: Finding) => (LEADS.has(f.id) ? 0 : 1);
+  const lead = (f: Finding) =>
+    LEADS.has(f.id) && f.severity !== 'info' ? 0 : 1;
   return [...findings].sort(
     (a, b) =>
       lead(a) - lead(b) ||
