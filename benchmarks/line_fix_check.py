@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -33,8 +34,15 @@ def check(script: Path, out: Path) -> dict[str, Any]:
     rp = out / f"{script.stem}.json"
     cmd = [sys.executable, "-m", "gpusight", "run", "--quiet", "--steps", "20",
            "--json", str(rp), script.name]  # fmt: skip
+    # The gpusight this file imports, in the scripts' folder too (a relative PYTHONPATH would
+    # not reach it there, and an installed one would run instead).
+    import gpusight
+
+    root = str(Path(gpusight.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
     t = time.monotonic()
-    done = subprocess.run(cmd, cwd=script.parent, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(cmd, cwd=script.parent, env=env, capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
     row: dict[str, Any] = {"script": script.stem, "rc": done.returncode,
                            "wall_s": round(time.monotonic() - t, 1),
                            "expect": expected(script)}  # fmt: skip
