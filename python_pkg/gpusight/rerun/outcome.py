@@ -10,18 +10,12 @@ from typing import Any
 from ..knobs import run_items
 from ..knobs.gain_rule import mean_noise_pct
 from ..knobs.loader import keeps_workers, workers_of
+from ..watch.shape_costs import costly_new_shapes
 from .plan import Arm
 
 RARE_SHAPES = 0.05
 """Steps at a new batch shape are set apart where they are at most this share of the measured
-steps (one at least)..."""
-ONE_OFF_RATIO = 2.0
-MIN_SEEN_STEPS = 5
-"""... or where, by their median, they took ``ONE_OFF_RATIO`` times the steps at a shape seen
-before, of which there were ``MIN_SEEN_STEPS`` at least: a cost paid once per shape (cuDNN's
-attention plans for each new sequence length in bf16: BERT's bf16 steps read 384 ms against
-fp32's 97 over a short window on an H100, and settle at 34 ms on an H200 against fp32's 94,
-``h100-run35``), which a long run pays off once its lengths have all come."""
+steps (one at least), or where they cost several times the others (``watch/shape_costs.py``)."""
 
 
 @dataclass
@@ -70,15 +64,11 @@ class RunResult:
 
     @property
     def shapes_cost_once(self) -> bool:
-        """The steps at a new batch shape took, by their median, ``ONE_OFF_RATIO`` times those
-        at a shape seen before (``MIN_SEEN_STEPS`` of them at least)."""
+        """The steps at a new batch shape took, by their median, several times those at a
+        shape seen before (``watch.shape_costs.costly_new_shapes``)."""
         marked = {int(i) for i in (self.facts or {}).get("new_shape_steps") or []}
         times = [float(x) for x in self.run.get("step_times_ms") or []]
-        new = [x for i, x in enumerate(times) if i in marked]
-        seen = [x for i, x in enumerate(times) if i not in marked]
-        if not new or len(seen) < MIN_SEEN_STEPS:
-            return False
-        return statistics.median(new) >= ONE_OFF_RATIO * statistics.median(seen)
+        return costly_new_shapes(times, marked) is not None
 
     @property
     def one_off_steps(self) -> list[int]:

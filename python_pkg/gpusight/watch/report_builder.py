@@ -34,6 +34,7 @@ from .machine import machine_facts, tf32_matmul
 from .phase_report import phase_evidence, phase_free_run, phase_rows, settle, unmeasured_note
 from .placement_report import placement
 from .recorder import StepRecord, StepRecorder
+from .shape_costs import shape_cost_note
 from .speed_of_light import BUSY_VERDICTS, measure_ceilings, speed_of_light, summary_line
 from .trace_analysis import HostRecord
 from .trace_analysis import analyse as analyse_trace
@@ -264,9 +265,9 @@ def _reported_steps(
             f"the run ended before any clean step: {len(clean)} {phase.replace('_', ' ')} step(s) "
             "are reported instead (profiler and start-up costs included)"
         )
-    said = _recompiled(clean)
-    if said:
-        notes.append(said)
+    marked = {i for i, r in enumerate(clean) if r.new_shape}
+    times = [r.duration_ns - r.phase_ns for r in clean]  # as ``run.step_times_ms``
+    notes.extend(s for s in (_recompiled(clean), shape_cost_note(times, marked)) if s)
     return clean, phase
 
 
