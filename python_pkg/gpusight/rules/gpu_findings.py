@@ -16,7 +16,7 @@ from ..fixes.workload_patches import (
     loader_batch_fix,
     optimizer_fused_fix,
 )
-from ..report import Evidence, Finding, Fix, Impact
+from ..report import Evidence, Finding, Impact
 from .step_view import StepView
 from .workload_evidence import OptimizerInfo
 from .workload_impacts import (
@@ -202,21 +202,17 @@ def precision(view: StepView) -> list[Finding]:
                     impact=idle_impact(
                         rec, "bf16 on Tensor Cores runs these matmuls several times faster."
                     ),
-                    fix=_padded(
-                        autocast_fix(
-                            fix(
-                                "Train under bf16 autocast; allow TF32 for what stays float32.",
-                                "precision.autocast",
-                                dtype="bfloat16",
-                            ),
-                            ev.forward_source,
+                    fix=autocast_fix(
+                        fix(
+                            "Train under bf16 autocast; allow TF32 for what stays float32.",
+                            "precision.autocast",
+                            dtype="bfloat16",
                         ),
-                        ev.batch_shapes,
+                        ev.forward_source,
                     ),
                 )
             )
-            if ev.batch_shapes >= MANY_SHAPES:
-                out[-1].evidence.append(Evidence("batch shapes seen", ev.batch_shapes))
+            _padded(out[-1], ev.batch_shapes)
         not_nhwc = p.input_channels_last is False or p.model_channels_last is False
         if (
             p.has_conv
@@ -321,17 +317,18 @@ def memory_fit(view: StepView) -> list[Finding]:
     return out
 
 
-def _padded(f: Fix, shapes: int) -> Fix:
-    """The autocast fix, where the batches came in many shapes (sequence lengths), with them
-    padded to a few: in bf16, cuDNN's attention builds a plan for each new length, a cost that
-    a run of many lengths pays over hundreds of steps."""
-    if shapes >= MANY_SHAPES:
-        f.text += (
-            f" The batches came in {shapes} shapes: pad them to a multiple of 64 "
-            "(DataCollatorWithPadding(tokenizer, pad_to_multiple_of=64), or the tokenizer's "
-            "pad_to_multiple_of=64), as bf16 attention builds a cuDNN plan for each new length."
-        )
-    return f
+def _padded(f: Finding, shapes: int) -> None:
+    """The autocast finding, where the batches came in many shapes (sequence lengths), with
+    them padded to a few: in bf16, cuDNN's attention builds a plan for each new length, a cost
+    that a run of many lengths pays over hundreds of steps."""
+    if shapes < MANY_SHAPES:
+        return
+    f.evidence.append(Evidence("batch shapes seen", shapes))
+    f.fix.text += (
+        f" The batches came in {shapes} shapes: pad them to a multiple of 64 "
+        "(DataCollatorWithPadding(tokenizer, pad_to_multiple_of=64), or the tokenizer's "
+        "pad_to_multiple_of=64), as bf16 attention builds a cuDNN plan for each new length."
+    )
 
 
 def optimizer_unfused(view: StepView) -> list[Finding]:

@@ -60,10 +60,9 @@ def grouped(lines: list[HostLine], text: str | None, path: str | None) -> list[H
         span = parameter_loop(text, ln.line) if same_file(ln, path) and not ln.in_forward else None
         if span is not None:
             spans.setdefault(span, []).append(ln)
-    out = list(lines)
+    out, source = list(lines), text.splitlines()
     for (a, b), members in spans.items():
         own = [m.code for m in members if kind_of(m) != "other" or reads_values(m)]
-        source = text.splitlines()
         code = own[0] if own else (source[a - 1].strip() if a <= len(source) else None)
         loop = replace(members[0], line=a, code=code, ms=sum(m.ms for m in members),
                        share_pct=sum(m.share_pct for m in members), last_line=b)  # fmt: skip

@@ -18,10 +18,10 @@ def batch_command(w: WatchedRun) -> BatchCommand | None:
         return None
 
 
-def hinted_batch(w: WatchedRun) -> int | None:
-    """The command line's batch size where it is a size of the model's first input other than
-    its first (``[seq, batch]`` inputs): the script's items then, not dim 0."""
-    cmd = batch_command(w)
+def hinted_batch(w: WatchedRun, cmd: BatchCommand | None) -> int | None:
+    """The command line's batch size (``cmd``, ``batch_command``'s) where it is a size of the
+    model's first input other than its first (``[seq, batch]`` inputs): the script's items
+    then, not dim 0."""
     value = cmd.value if cmd is not None else None
     mods = [m for m in w.collected.modules.values() if m.calls > 0]
     if not value or not mods:

@@ -265,17 +265,16 @@ def _reported_steps(
             f"the run ended before any clean step: {len(clean)} {phase.replace('_', ' ')} step(s) "
             "are reported instead (profiler and start-up costs included)"
         )
-    marked = {i for i, r in enumerate(clean) if r.new_shape}
     times = [r.duration_ns - r.phase_ns for r in clean]  # as ``run.step_times_ms``
-    notes.extend(s for s in (_recompiled(clean), shape_cost_note(times, marked)) if s)
+    shaped = {i for i, r in enumerate(clean) if r.new_shape}
+    notes.extend(s for s in (_recompiled(clean, times), shape_cost_note(times, shaped)) if s)
     return clean, phase
 
 
-def _recompiled(clean: list[StepRecord]) -> str | None:
+def _recompiled(clean: list[StepRecord], times: list[int]) -> str | None:
     """Say where torch.compile compiled anew in a measured step (``StepRecord.compiled``): its
     time is in the mean step, though a shape is compiled once, not every step."""
     marked = [i for i, r in enumerate(clean) if r.compiled]
-    times = [r.duration_ns - r.phase_ns for r in clean]  # as ``run.step_times_ms``
     rest = [t for t, r in zip(times, clean, strict=True) if not r.compiled]
     if not marked or not rest:
         return None
@@ -653,7 +652,7 @@ def _add_run_extras(
     if result.stall is not None:
         run["stall"] = result.stall.as_dict()
     items = items_per_step(w, ev.placement.batch_size if ev.placement else None)
-    hinted = hinted_batch(w)
+    hinted = hinted_batch(w, ev.batch_command)
     if hinted is not None and not _loader_feeds(w):
         items = hinted
     if items:
