@@ -690,10 +690,12 @@ def test_a_tokenizer_that_is_most_of_the_host_work_outside_the_model_is_named_wi
     assert f is not None
     assert f.title.startswith("infer.py:119 (`enc = tokenizer(`) takes 14%")
     assert f.fix.text.startswith("Tokenize once before the loop")
-    # A line that is neither most of it nor a fifth of the host time names nothing.
+    # A line that is neither the largest part of it (a third) nor a fifth of the host time
+    # names nothing.
     ev.host_lines[2:] = [
-        HostLine("infer.py", 125, "x = x.float()", "main", 0.45, 11.0),
-        HostLine("infer.py", 127, "y = y.float()", "main", 0.40, 10.0),
+        HostLine("infer.py", 125, "x = x.float()", "main", 0.45, 12.0),
+        HostLine("infer.py", 127, "y = y.float()", "main", 0.40, 11.0),
+        HostLine("infer.py", 128, "m = m.float()", "main", 0.40, 10.0),
     ]
     g = report_of(ev).finding("load.cpu_preprocessing")
     assert g is not None and "infer.py" not in g.title

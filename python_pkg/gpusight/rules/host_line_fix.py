@@ -27,6 +27,9 @@ class HostLine:
     last_line: int | None = None
     """A loop over a model's tensors taken as one line (``host_line_loops.grouped``): its
     header is ``line``, its last line this."""
+    on_output: bool = False
+    """The line works on what the model's call returned (``output_reads.py``): a metric or a
+    record of the step, not a transform of the batch."""
 
     @property
     def where(self) -> str:
@@ -114,7 +117,7 @@ def is_loss(ln: HostLine) -> bool:
     ``self.loss_fn``) or a line of a function of the user's named for it (``loss_function``,
     ``compute_loss``). It computes the step's own gradients' source, so no worker or thinning
     can take it over; numpy, logging and syncs in it keep their own kinds."""
-    if kind_of(ln) != "other":
+    if kind_of(ln) not in ("other", "metric"):
         return False
     func = ln.function.rsplit(".", 1)[-1].lower()
     if "loss" in func or "criterion" in func:
@@ -136,7 +139,8 @@ def kind_of(ln: HostLine) -> str:
     """What the line does, as its fix needs it: a loop over a model's tensors taken as one
     line is a ``parameter_loop`` unless what it runs has a kind of its own (a logger)."""
     kind = _kind_of_code(ln)
-    if kind == "other" and (ln.last_line is not None or _over_tensors(ln.code)):
+    grouped = ln.last_line is not None and not ln.on_output  # not a run of the step's record
+    if kind in ("other", "metric") and (grouped or _over_tensors(ln.code)):
         return "parameter_reads" if reads_values(ln) else "parameter_loop"
     return kind
 
@@ -171,10 +175,12 @@ def _kind_of_code(ln: HostLine) -> str:
     # user's own (its own lines call str.split, np.histogram, ...).
     func = ln.function.rsplit(".", 1)[-1]
     if "token" in func.lower() or any("token" in n.lower() for n in names):
-        return "tokenizer"
+        return "metric" if ln.on_output else "tokenizer"  # a decode of the predictions
     if func in _LOGGING or func.startswith(("log_", "add_")):
         return "logging"
     if any(n.split(".", 1)[0] in ("np", "numpy") for n in names) or "numpy" in last:
+        if ln.on_output:
+            return "metric"
         return "numpy_in_forward" if ln.in_forward else "numpy"
     if any(_is_loop(n) for n in names) and not ln.in_forward:
         return "framework_loop"
@@ -184,7 +190,7 @@ def _kind_of_code(ln: HostLine) -> str:
     maths = ("torch", "np", "numpy", "math", "F", "nn")
     if any(n.rsplit(".", 1)[-1] in _LOGGING and n.split(".", 1)[0] not in maths for n in names):
         return "logging"
-    return "other"
+    return "metric" if ln.on_output else "other"
 
 
 def fix_text(ln: HostLine) -> str | None:
@@ -244,6 +250,16 @@ def fix_text(ln: HostLine) -> str | None:
             "every step is set by its options: how often it logs (logging_steps, "
             "log_every_n_steps), its progress bar's refresh rate, your callbacks; and its "
             "DataLoader's num_workers where it waits for data."
+        )
+    if kind == "metric":
+        names = calls(ln.code)
+        host = any(n.split(".", 1)[0] in ("np", "numpy") or n.endswith("numpy") for n in names)
+        how = " in torch on the device instead of numpy on a copy to the host," if host else ""
+        return (
+            f"Compute what {at} makes from the model's output{how} every N steps, or keep "
+            "its running total on the device (a tensor, or torchmetrics) and read it once per "
+            "epoch: it runs after every step's forward, and each read of a GPU value waits for "
+            "the GPU."
         )
     if kind == "tokenizer":
         return (

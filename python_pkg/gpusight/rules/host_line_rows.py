@@ -4,29 +4,34 @@ Without timed lines (a lean watch, a traced process) the finding stays as its ru
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..report import Evidence, Finding, Fix, SourceLine
 from .host_line_fix import HostLine, fix_text, is_framework, is_step_math, kind_of
 from .host_line_loops import grouped, is_tensor_loop, same_file
+from .output_reads import grouped_output, reads_output
 from .workload_evidence import WorkloadEvidence
 from .workload_impacts import rnd
 
 TOP_SHARE_PCT = 20.0
 """A line is the finding's own where it holds this share of the timed steps' host time..."""
-MOST_OF_IT = 0.5
+LARGEST_PART = 1 / 3
 MIN_SHARE_PCT = 5.0
-"""... or at least ``MIN_SHARE_PCT`` of it and ``MOST_OF_IT`` of the host time on the user's
-lines outside the model: a tokenizer's 14 % beside a forward's 83 % is all of the host work
-outside the model (an inference script at batch 1)."""
+"""... or ``LARGEST_PART`` of the host time on the user's lines outside the model, where those
+hold ``MIN_SHARE_PCT`` of it together: a tokenizer's 14 % beside a forward's 83 % is all of the
+host work outside the model (an inference script at batch 1); a batch stacked from numpy rows
+is half of the three lines that build it, beside a CPU model's step."""
 SHOWN = 3
 
 
 def own_lines(ev: WorkloadEvidence) -> list[HostLine]:
     """The user's lines of work, the step's framework calls and its wait for data left out
-    (a loop's header, but not one over a model's tensors: ``host_line_loops.py``)."""
+    (a loop's header, but not one over a model's tensors: ``host_line_loops.py``), each marked
+    where it works on the model's output (``output_reads.py``)."""
     call = ev.forward_source.line if ev.forward_source is not None else None
     text, path = _file_of(ev)
     return [
-        ln
+        _marked(ln, text, path, call)
         for ln in ev.host_lines
         if not is_framework(ln, call)
         or (
@@ -37,6 +42,12 @@ def own_lines(ev: WorkloadEvidence) -> list[HostLine]:
             and is_tensor_loop(text, ln.line)
         )
     ]
+
+
+def _marked(ln: HostLine, text: str | None, path: str | None, call: int | None) -> HostLine:
+    if ln.in_forward or path is None or not same_file(ln, path):
+        return ln
+    return replace(ln, on_output=reads_output(text, call, ln.line))
 
 
 def _file_of(ev: WorkloadEvidence) -> tuple[str | None, str | None]:
@@ -68,7 +79,9 @@ def step_math_fraction(ev: WorkloadEvidence) -> float:
 def on_its_line(f: Finding, ev: WorkloadEvidence) -> Finding:
     """Host work outside the model (``load.cpu_preprocessing``) on the user's lines outside
     it: a line inside ``forward`` is the model's time, not this finding's."""
+    call = ev.forward_source.line if ev.forward_source is not None else None
     lines = grouped([ln for ln in own_lines(ev) if not ln.in_forward], *_file_of(ev))
+    lines = grouped_output(lines, *_file_of(ev), call)
     if not lines:
         return f
     f.evidence.extend(
@@ -81,7 +94,8 @@ def on_its_line(f: Finding, ev: WorkloadEvidence) -> Finding:
         for ln in lines[:SHOWN]
     )
     top = lines[0]
-    most = top.share_pct >= MIN_SHARE_PCT and top.ms >= MOST_OF_IT * sum(ln.ms for ln in lines)
+    mine = sum(ln.share_pct for ln in lines)
+    most = mine >= MIN_SHARE_PCT and top.share_pct >= LARGEST_PART * mine
     if top.share_pct < TOP_SHARE_PCT and not most:
         return f
     inside = " inside forward" if top.in_forward else ""
@@ -112,7 +126,7 @@ def sync_on_its_line(
     if not lines or (lines[0].file, lines[0].line) != (file, line):
         return f
     top = lines[0]
-    if kind_of(top) not in ("numpy_in_forward", "numpy", "logging", "parameter_reads"):
+    if kind_of(top) not in ("numpy_in_forward", "numpy", "logging", "parameter_reads", "metric"):
         return f
     text = fix_text(top)
     if text is not None:

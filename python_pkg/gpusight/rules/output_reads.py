@@ -1,0 +1,125 @@
+"""The lines of the loop that work on what the model's call returned (pure: ``ast`` on the
+file's text as the run saw it). After ``out = model(x)``, a line that reads ``out``, or a name a
+line before it made from ``out`` (``pred = out.detach().cpu().numpy()``, then
+``np.mean(np.argmax(pred, 1) == y)``), computes a metric or a log of the step: the fix is to
+compute it on the device and read it every N steps, not to move it into the DataLoader's
+workers as a transform of the batch would be."""
+
+from __future__ import annotations
+
+import ast
+import functools
+from dataclasses import replace
+
+from .host_line_fix import HostLine, kind_of
+from .host_line_loops import same_file
+
+_SCOPES = (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef)
+_COMPOUND = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try,
+             ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Match)  # fmt: skip
+
+
+@functools.lru_cache(maxsize=8)
+def _tree(text: str) -> ast.Module | None:
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _simple(node: ast.AST) -> list[ast.stmt]:
+    """The statements under ``node`` that hold no others, in the order of their lines."""
+    out = [n for n in ast.walk(node) if isinstance(n, ast.stmt) and not isinstance(n, _COMPOUND)]
+    return sorted(out, key=lambda n: n.lineno)
+
+
+def _loop_around(tree: ast.Module, line: int) -> ast.AST | None:
+    """The innermost loop whose body holds ``line``; the function (or module) holding it where
+    no loop does (a ``train_step`` called from the loop)."""
+    spans = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, _SCOPES) and n.lineno < line <= (n.end_lineno or n.lineno)
+    ]
+    loops = [n for n in spans if isinstance(n, ast.For | ast.AsyncFor | ast.While)]
+    inner = max(loops or spans, key=lambda n: n.lineno, default=None)
+    return inner if inner is not None else tree
+
+
+def _names(stmt: ast.stmt, ctx: type[ast.expr_context]) -> set[str]:
+    return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ctx)}
+
+
+@functools.lru_cache(maxsize=32)
+def _after_call(text: str, call_line: int) -> tuple[tuple[int, int, bool], ...]:
+    """Each statement after the model's call at ``call_line``, in the loop around it, as (first
+    line, last line, whether it reads the call's output or a name made from it)."""
+    tree = _tree(text)
+    if tree is None:
+        return ()
+    made: set[str] = set()
+    out: list[tuple[int, int, bool]] = []
+    for stmt in _simple(_loop_around(tree, call_line) or tree):
+        end = stmt.end_lineno or stmt.lineno
+        if stmt.lineno <= call_line <= end:
+            made |= _names(stmt, ast.Store)
+        elif stmt.lineno > call_line and made:
+            reads = bool(_names(stmt, ast.Load) & made)
+            if reads:
+                made |= _names(stmt, ast.Store)
+            out.append((stmt.lineno, end, reads))
+    return tuple(out)
+
+
+def output_lines(text: str, call_line: int) -> frozenset[int]:
+    """The lines after the model's call that read its output or a name made from it (each
+    line of a statement that goes on over several)."""
+    return frozenset(
+        n for a, b, reads in _after_call(text, call_line) if reads for n in range(a, b + 1)
+    )
+
+
+def output_runs(text: str | None, call_line: int | None) -> list[tuple[int, int]]:
+    """The runs of statements, one after another, that all read the model's output, as (first
+    line, last line): ``acc = (out.argmax(1) == y).float().mean()`` then a logger's line that
+    reads ``acc`` and ``loss`` are one piece of work, the step's record."""
+    if text is None or call_line is None:
+        return []
+    runs: list[tuple[int, int]] = []
+    last = False
+    for a, b, reads in _after_call(text, call_line):
+        if reads and last:
+            runs[-1] = (runs[-1][0], b)
+        elif reads:
+            runs.append((a, b))
+        last = reads
+    return runs
+
+
+def reads_output(text: str | None, call_line: int | None, line: int) -> bool:
+    """``line`` works on the model's output (``output_lines``)."""
+    if text is None or call_line is None:
+        return False
+    return line in output_lines(text, call_line)
+
+
+def grouped_output(
+    lines: list[HostLine], text: str | None, path: str | None, call_line: int | None
+) -> list[HostLine]:
+    """``lines`` (costliest first) with the user's lines of each run of ``output_runs`` as one
+    line from the run's first line to its last, holding their time. Its code is that of a line
+    of it with a kind of its own (a logger, numpy), else the first's: that line's fix fits."""
+    if text is None or path is None:
+        return lines
+    out = list(lines)
+    for a, b in output_runs(text, call_line):
+        members = [ln for ln in lines if same_file(ln, path) and a <= ln.line <= b]
+        if len(members) < 2:
+            continue
+        members.sort(key=lambda ln: ln.line)
+        own = [m for m in members if kind_of(m) not in ("other", "metric")]
+        code = max(own or members, key=lambda m: m.ms).code
+        run = replace(members[0], code=code, ms=sum(m.ms for m in members), on_output=True,
+                      share_pct=sum(m.share_pct for m in members), last_line=b)  # fmt: skip
+        out = [ln for ln in out if ln not in members] + [run]
+    return sorted(out, key=lambda ln: -ln.ms)

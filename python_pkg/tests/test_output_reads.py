@@ -1,0 +1,116 @@
+"""The step's own record: lines after the model's call that work on its output (a metric in
+numpy, an accuracy logged with ``.item()``) are named as that, with a fix that computes it on the
+device and reads it less often, not the DataLoader-workers advice for a batch's transforms.
+Real CPU torch through ``gpusight run``, and the ``ast`` reading on the code people write."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gpusight.report import load_report
+from gpusight.report_schema import validate
+from gpusight.rules.host_line_fix import HostLine, fix_text, is_loss, kind_of
+from gpusight.rules.output_reads import output_lines, output_runs
+
+LOOP = """\
+for step, (x, y) in enumerate(loader):
+    x = x.to(dev)
+    out = model(x)
+    loss = crit(out, y)
+    loss.backward()
+    opt.step()
+    batch_next = next(other)
+    pred = out.detach().cpu().numpy()
+    acc = np.mean(pred.argmax(1) == y.numpy())
+    if step % 10 == 0:
+        print(step, loss.item(),
+              acc)
+seen = out
+"""
+
+
+def test_the_lines_after_the_call_that_read_its_output_are_found() -> None:
+    lines = output_lines(LOOP, 3)
+    assert {4, 5, 8, 9, 11, 12} <= lines  # through the names made from it (pred, acc, loss)
+    assert not {2, 6, 7, 10, 13} & lines  # before the call, unrelated, the if's test, outside
+    # Runs of statements one after another: the loss and backward; the metric and its print.
+    assert output_runs(LOOP, 3) == [(4, 5), (8, 12)]
+
+
+def test_a_step_function_called_from_the_loop_is_read_the_same_way() -> None:
+    text = "def train_step(batch):\n    logits = net(batch)\n    return logits.softmax(-1)\n"
+    assert output_lines(text, 2) == frozenset({3})
+    assert output_lines("x = (\n", 1) == frozenset()  # a file that does not parse
+
+
+def _line(code: str, on_output: bool, function: str = "<module>") -> HostLine:
+    return HostLine("train.py", 9, code, function, 1.0, 30.0, on_output=on_output)
+
+
+def test_what_the_line_does_on_the_output_picks_its_fix() -> None:
+    numpy_metric = _line("acc = np.mean(np.argmax(pred, 1) == labels)", True)
+    assert kind_of(numpy_metric) == "metric"
+    assert "in torch on the device instead of numpy" in (fix_text(numpy_metric) or "")
+    # The same numpy on the batch before the model's call is a transform for the workers.
+    assert kind_of(_line("x = np.stack(rows)", False)) == "numpy"
+    # A decode of the predictions is not the inputs' tokenizer.
+    assert kind_of(_line("texts = tokenizer.batch_decode(ids)", True)) == "metric"
+    assert kind_of(_line("texts = tokenizer.batch_decode(ids)", False)) == "tokenizer"
+    # A logger keeps its own fix; the loss on the output is still the step's own.
+    assert kind_of(_line("logger.info(acc.item())", True)) == "logging"
+    assert is_loss(_line("loss = criterion(out, y)", True))
+
+
+HEAD = """\
+import numpy as np
+import torch
+from torch import nn
+
+torch.set_num_threads(1)
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1000))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+"""
+
+NUMPY_METRIC = (
+    HEAD
+    + """\
+accs = []
+for step in range(300):
+    x, y = torch.randn(256, 32), torch.randint(0, 1000, (256,))
+    out = model(x)
+    loss = nn.functional.cross_entropy(out, y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    pred = out.detach().cpu().numpy()
+    top5 = np.argsort(pred, axis=1)[:, -5:]
+    accs.append(float(np.mean(np.any(top5 == y.numpy()[:, None], axis=1))))
+"""
+)
+
+
+def _run(tmp_path: Path, source: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    from gpusight.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text(source, encoding="utf-8")
+    assert main(["run", "--quiet", "--steps", "8", "--json", "r.json", "train.py"]) == 0
+    rep = load_report(tmp_path / "r.json")
+    validate(rep)
+    return rep
+
+
+def test_a_numpy_metric_on_the_output_is_one_piece_with_its_own_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rep = _run(tmp_path, NUMPY_METRIC, monkeypatch)
+    host = next(f for f in rep["findings"] if f["id"] == "load.cpu_preprocessing")
+    first = NUMPY_METRIC.splitlines().index("    pred = out.detach().cpu().numpy()") + 1
+    assert host["title"].startswith(f"train.py:{first}-{first + 2} ("), host["title"]
+    fix = host["fix"]["text"]
+    assert fix.startswith(f"Compute what train.py:{first}-{first + 2} "), fix
+    assert "in torch on the device instead of numpy" in fix
+    assert "DataLoader" not in fix and "transforms" not in fix
