@@ -1,14 +1,16 @@
 """The finding to act on first, as every surface shows it (``src/view/first-fix.ts`` is its twin).
 
 A CPU-only build on a machine with an NVIDIA GPU comes before anything: nothing else matters
-until that GPU can be used. Otherwise the largest measured gain, then the largest estimated
+until that GPU can be used. Then a lead (``report.LEADS``: anomaly detection or a blocking
+launch slowed every step measured, so every other figure is the switch's too). Otherwise the
+largest measured gain, then the largest estimated
 share (``report.sort_findings``), among findings with a fix: a critical one with a gain figure,
 else any that is more than information.
 """
 
 from __future__ import annotations
 
-from .report import Finding, Impact, Report, sort_findings
+from .report import LEADS, Finding, Impact, Report, sort_findings
 
 CPU_ONLY_ID = "env.cpu_only_build"
 
@@ -21,7 +23,8 @@ def first_finding(report: Report) -> Finding | None:
         if lead is not None:
             return lead
     ranked = [f for f in sort_findings(findings) if f.fix.text]
-    return next(
+    lead = next((f for f in ranked if f.id in LEADS and f.severity != "info"), None)
+    return lead or next(
         (f for f in ranked if f.severity == "critical" and f.impact.basis != "none"),
         next((f for f in ranked if f.severity != "info"), None),
     )

@@ -165,6 +165,16 @@ def test_the_first_finding_follows_the_machine() -> None:
     assert first_finding(r).id == "load.input_bound"  # type: ignore[union-attr]
 
 
+def test_a_debugging_switch_leads_over_a_critical_finding() -> None:
+    r = _report()
+    switch = Finding(id="cfg.anomaly_detection", severity="warn", title="anomaly detection",
+                     fix=Fix(text="Turn it off outside debugging."))  # fmt: skip
+    r.findings.append(switch)
+    assert first_finding(r) is switch  # every figure of the step is the switch's too
+    switch.severity = "info"  # a check's note, not a switch that slowed the steps
+    assert first_finding(r).id == "load.input_bound"  # type: ignore[union-attr]
+
+
 def test_gain_and_changed_lines() -> None:
     assert gain_text(Impact(basis="none", text="x")) is None
     assert gain_text(Impact(basis="estimated", recoverable_pct=18.0)) == (

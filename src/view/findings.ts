@@ -43,9 +43,10 @@ const LEADS = new Set([
  * Leads first, then the largest impact, then severity, then id: the order the Python side
  * writes (report.sort_findings). Re-sorted here so a hand-edited report reads the same way.
  */
+export const isLead = (f: Finding) => LEADS.has(f.id) && f.severity !== 'info';
+
 export function sortFindings(findings: Finding[]): Finding[] {
-  const lead = (f: Finding) =>
-    LEADS.has(f.id) && f.severity !== 'info' ? 0 : 1;
+  const lead = (f: Finding) => (isLead(f) ? 0 : 1);
   return [...findings].sort(
     (a, b) =>
       lead(a) - lead(b) ||

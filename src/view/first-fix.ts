@@ -10,6 +10,7 @@ import {
   evidenceList,
   evidenceStyles,
   impactText,
+  isLead,
   sortFindings,
   unifyTimes
 } from './findings';
@@ -42,7 +43,8 @@ export function cpuOnlyFinding(version: string): Finding {
 /**
  * The finding to act on first: the exception of a run that raised before measuring anything,
  * then a CPU-only build on a machine with a GPU before anything (nothing
- * else matters until that GPU can be used), else the largest measured or estimated impact,
+ * else matters until that GPU can be used), then a lead (report.LEADS: a debugging switch that
+ * slowed every step it measured), else the largest measured or estimated impact,
  * skipping info-only findings. On a machine without a GPU a CUDA build would change nothing: the
  * run's own fix comes first.
  */
@@ -68,6 +70,7 @@ export function firstFinding(report: GpusightReport): Finding | null {
   );
   const ranked = sortFindings(findings).filter(f => f.fix?.text);
   return (
+    ranked.find(isLead) ??
     ranked.find(f => f.severity === 'critical' && f.impact.basis !== 'none') ??
     ranked.find(f => f.severity !== 'info') ??
     null

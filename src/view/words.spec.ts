@@ -154,6 +154,24 @@ describe('words that follow the machine', () => {
     expect(f?.id).toBe('code.pageable_copy');
     expect(f && gainText(f)).toMatch(/^(Measured|Estimated): /);
   });
+
+  it('leads with a debugging switch over a critical finding, not with its note', () => {
+    const r = clone(full) as unknown as GpusightReport;
+    const own = firstFinding(r)?.id;
+    const fix = { text: 'Turn it off outside debugging.' };
+    const impact = { basis: 'none' as const, text: '' };
+    const sw = {
+      id: 'cfg.anomaly_detection' as const,
+      title: 't',
+      evidence: [],
+      impact,
+      fix
+    };
+    r.findings.push({ ...sw, severity: 'warn' });
+    expect(firstFinding(r)?.id).toBe('cfg.anomaly_detection');
+    r.findings[r.findings.length - 1].severity = 'info';
+    expect(firstFinding(r)?.id).toBe(own);
+  });
 });
 
 describe('clutter', () => {
