@@ -27,6 +27,9 @@ class HostLine:
     last_line: int | None = None
     """A loop over a model's tensors taken as one line (``host_line_loops.grouped``): its
     header is ``line``, its last line this."""
+    per_item: str | None = None
+    """A loop over the batch's items taken as one line (``item_loops.grouped_items``): what it
+    computes per item (``loss``, ``transform``, ``other``)."""
     on_output: bool = False
     """The line works on what the model's call returned (``output_reads.py``): a metric or a
     record of the step, not a transform of the batch."""
@@ -138,6 +141,8 @@ def _is_loop(name: str) -> bool:
 def kind_of(ln: HostLine) -> str:
     """What the line does, as its fix needs it: a loop over a model's tensors taken as one
     line is a ``parameter_loop`` unless what it runs has a kind of its own (a logger)."""
+    if ln.per_item:
+        return "item_loop"
     kind = _kind_of_code(ln)
     grouped = ln.last_line is not None and not ln.on_output  # not a run of the step's record
     if kind in ("other", "metric") and (grouped or _over_tensors(ln.code)):
@@ -250,6 +255,19 @@ def fix_text(ln: HostLine) -> str | None:
             "every step is set by its options: how often it logs (logging_steps, "
             "log_every_n_steps), its progress bar's refresh rate, your callbacks; and its "
             "DataLoader's num_workers where it waits for data."
+        )
+    if kind == "item_loop":
+        how = {
+            "loss": "the loss function once on all of the batch's outputs and targets (its "
+            "reduction='mean' averages over the items)",
+            "transform": "a random flip or noise for all items at once (torch.where with a "
+            "mask of one draw per item, torchvision.transforms.v2 on the batch tensor)",
+        }.get(ln.per_item or "", "torch.vmap over a function written for one item, or the op "
+                                 "on the batch's leading dimension")  # fmt: skip
+        return (
+            f"Do the work of the loop at {at} in one call over the whole batch instead of "
+            f"one op per item from Python: {how}. On the GPU each item's op is a kernel "
+            "launch of its own."
         )
     if kind == "metric":
         names = calls(ln.code)

@@ -9,6 +9,7 @@ from dataclasses import replace
 from ..report import Evidence, Finding, Fix, SourceLine
 from .host_line_fix import HostLine, fix_text, is_framework, is_step_math, kind_of
 from .host_line_loops import grouped, is_tensor_loop, same_file
+from .item_loops import grouped_items, in_item_loop
 from .output_reads import grouped_output, reads_output
 from .workload_evidence import WorkloadEvidence
 from .workload_impacts import rnd
@@ -26,22 +27,21 @@ SHOWN = 3
 
 def own_lines(ev: WorkloadEvidence) -> list[HostLine]:
     """The user's lines of work, the step's framework calls and its wait for data left out
-    (a loop's header, but not one over a model's tensors: ``host_line_loops.py``), each marked
+    (a loop's header, but not one over a model's tensors, ``host_line_loops.py``, nor one over
+    the batch's items, ``item_loops.py``), each marked
     where it works on the model's output (``output_reads.py``)."""
     call = ev.forward_source.line if ev.forward_source is not None else None
     text, path = _file_of(ev)
-    return [
-        _marked(ln, text, path, call)
-        for ln in ev.host_lines
-        if not is_framework(ln, call)
-        or (
-            text is not None
-            and path is not None
-            and (ln.code or "").lstrip().startswith("for ")
-            and same_file(ln, path)
-            and is_tensor_loop(text, ln.line)
-        )
-    ]
+    return [_marked(ln, text, path, call) for ln in ev.host_lines if _own(ln, text, path, call)]
+
+
+def _own(ln: HostLine, text: str | None, path: str | None, call: int | None) -> bool:
+    if not is_framework(ln, call):
+        return True
+    if text is None or path is None or not same_file(ln, path) or ln.in_forward:
+        return False
+    header = (ln.code or "").lstrip().startswith("for ")
+    return (header and is_tensor_loop(text, ln.line)) or in_item_loop(text, call, ln.line)
 
 
 def _marked(ln: HostLine, text: str | None, path: str | None, call: int | None) -> HostLine:
@@ -68,8 +68,14 @@ def step_math_fraction(ev: WorkloadEvidence) -> float:
     call = ev.forward_source.line if ev.forward_source is not None else None
     # The model's call on the loss's line (``loss = F.cross_entropy(model(x), y)``) is the
     # forward's time there, which the split counts as the model's, not outside it.
+    text, path = _file_of(ev)
     math = [
-        ln.ms for ln in ev.host_lines if not ln.in_forward and is_step_math(ln) and ln.line != call
+        ln.ms
+        for ln in ev.host_lines
+        if not ln.in_forward
+        and is_step_math(ln)
+        and ln.line != call
+        and not _own(ln, text, path, call)
     ]
     rest = [ln.ms for ln in own_lines(ev) if not ln.in_forward]
     total = sum(math) + sum(rest)
@@ -80,8 +86,8 @@ def on_its_line(f: Finding, ev: WorkloadEvidence) -> Finding:
     """Host work outside the model (``load.cpu_preprocessing``) on the user's lines outside
     it: a line inside ``forward`` is the model's time, not this finding's."""
     call = ev.forward_source.line if ev.forward_source is not None else None
-    lines = grouped([ln for ln in own_lines(ev) if not ln.in_forward], *_file_of(ev))
-    lines = grouped_output(lines, *_file_of(ev), call)
+    lines = grouped_items([ln for ln in own_lines(ev) if not ln.in_forward], *_file_of(ev), call)
+    lines = grouped_output(grouped(lines, *_file_of(ev)), *_file_of(ev), call)
     if not lines:
         return f
     f.evidence.extend(

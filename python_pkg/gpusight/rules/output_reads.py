@@ -113,7 +113,10 @@ def grouped_output(
         return lines
     out = list(lines)
     for a, b in output_runs(text, call_line):
-        members = [ln for ln in lines if same_file(ln, path) and a <= ln.line <= b]
+        # A loop already taken as one piece (over the items, over the tensors) stays its own.
+        members = [
+            ln for ln in lines if same_file(ln, path) and a <= ln.line <= b and ln.last_line is None
+        ]
         if len(members) < 2:
             continue
         members.sort(key=lambda ln: ln.line)
