@@ -349,3 +349,63 @@ def test_the_statement_knob_offers_no_arm_for_a_line_of_the_models_forward(
     model_only = Situation.of(facts(("torch.cuda.empty_cache()", "Net.forward", 40.0)))
     assert knob.groups(model_only) == []
     assert "are in `Net.forward`, the model's own computation" in knob.not_planned(model_only)
+
+
+METRIC_LOG = """\
+import json
+import torch
+
+log = open("metrics.jsonl", "w")
+for step in range(600):
+    x, y = next(batches)
+    out = model(x)
+    loss = loss_fn(out, y)
+    loss.backward()
+    opt.step()
+    acc = (out.argmax(1) == y).float().mean()
+    log.write(json.dumps({"step": step, "loss": loss.item(),
+                          "acc": acc.item()}) + "\\n")
+    seen = step
+"""
+
+
+def test_a_metric_and_the_logger_line_that_reads_it_run_less_often_together() -> None:
+    first = _line(METRIC_LOG, "acc = ")
+    alone = _plan(METRIC_LOG, "acc = ")
+    assert isinstance(alone, str) and "assigns `acc`" in alone  # the logger reads it
+    t = _plan(METRIC_LOG, "acc = ", through=first + 2)
+    assert isinstance(t, Thinning), t
+    assert (t.mode, t.first, t.last) == ("every", first, first + 2)
+    assert (
+        said(t)
+        == f"lines {first}-{first + 2} `acc = (out.argmax(1) == y).float().mean()` every 10 steps"
+    )
+    new = thinned_text(METRIC_LOG, t)
+    assert new is not None and "    if step % 10 == 0:" in new
+    compile(new, "train.py", "exec")
+    # A run that takes in a line whose name the loop reads later is refused.
+    kept = METRIC_LOG.replace("    seen = step\n", "    seen = acc\n")
+    assert isinstance(_plan(kept, "acc = ", through=first + 2), str)
+
+
+def test_the_statement_knob_offers_a_run_of_the_steps_record_as_one_arm(
+    tmp_path: object,
+) -> None:
+    from pathlib import Path
+
+    from gpusight.knobs import Situation
+    from gpusight.knobs.statement import Statement
+
+    root = Path(str(tmp_path))
+    (root / "train.py").write_text(METRIC_LOG)
+    first = _line(METRIC_LOG, "acc = ")
+    rows = [{"file": str(root / "train.py"), "line": _line(METRIC_LOG, code), "code": code,
+             "function": "<module>", "ms_per_step": pct / 10, "share_pct": pct}
+            for code, pct in (("acc = (out", 4.0), ("log.write(", 3.0))]  # fmt: skip
+    site = {"file": str(root / "train.py"), "line": _line(METRIC_LOG, "model(")}
+    facts = {"host_lines": {"lines": rows}, "step_time_ms": 10.0, "forward_site": site}
+    groups = Statement().groups(Situation.of(facts))
+    # Neither line holds 5% alone; together they do, and only together can they be thinned.
+    assert [a.label for g in groups for a in g.arms] == [
+        f"lines {first}-{first + 2} `acc = (out.argmax(1) == y).float().mean()` every 10 steps"
+    ]

@@ -231,12 +231,14 @@ def plan(
     function: str | None = None,
     elsewhere: str | None = None,
     every: int = EVERY,
+    through: int | None = None,
 ) -> Thinning | str:
     """What to change for the costly ``line`` of ``source`` (its loop around the model's call
     at ``call_line``), or why it cannot be left out of a step. ``function``: where the line is
     in a function of the user's called from the loop (``Logger.add_histogram``), its name; the
     call of it in the loop is then the statement. ``elsewhere``: the text of the file that holds
-    ``line`` where that is not ``source``."""
+    ``line`` where that is not ``source``. ``through``: the statements after it in its block
+    up to this line go with it (a metric and the logger's line that reads it)."""
     try:
         tree = ast.parse(source)
         other = ast.parse(elsewhere) if elsewhere is not None else None
@@ -263,7 +265,7 @@ def plan(
     if not chain:
         return f"line {line} is in the loop's header"
     reader = _Reader(tree) if other is None else _Reader(tree, other)
-    return _choose(source, tree, reader, loop, chain, every)
+    return _choose(source, tree, reader, loop, chain, every, through if other is None else None)
 
 
 def _choose(
@@ -273,6 +275,7 @@ def _choose(
     loop: ast.For | ast.While,
     chain: list[ast.stmt],
     every: int,
+    through: int | None = None,
 ) -> Thinning | str:
     inner = chain[-1]
     why = reader.why_not(inner)
@@ -286,6 +289,8 @@ def _choose(
         at -= 1
     block = _block_of(loop, chain, at)
     group = _on_its_lines(block, chain[at])
+    if through is not None:
+        group += [s for s in block[block.index(group[-1]) + 1 :] if s.lineno <= through]
     for s in group:
         why = reader.why_not(s)
         if why is not None:
@@ -456,9 +461,16 @@ def thinned_patch(source: str, t: Thinning, shown: str) -> str | None:
 
 
 def said(t: Thinning, offset: int = 0) -> str:
-    """The change in words: "line 24 `gc.collect()` skipped" (``offset``: lines the user is
-    shown above the code, a cell's magic line)."""
+    """The change in words: "line 24 `gc.collect()` skipped", "lines 27-29 `acc = ...` every 10
+    steps" (``offset``: lines the user is shown above the code, a cell's magic line)."""
     code = t.code if len(t.code) <= 48 else t.code[:45] + "..."
+    where = f"line {t.first + offset}" if t.last == t.first else f"lines {span(t, offset)}"
     if t.mode == "skip":
-        return f"line {t.first + offset} `{code}` skipped"
-    return f"line {t.first + offset} `{code}` every {t.every} steps"
+        return f"{where} `{code}` skipped"
+    return f"{where} `{code}` every {t.every} steps"
+
+
+def span(t: Thinning, offset: int = 0) -> str:
+    """``27`` for one line, ``27-29`` for more."""
+    a, b = t.first + offset, t.last + offset
+    return str(a) if a == b else f"{a}-{b}"

@@ -44,6 +44,31 @@ def _big_lines(facts: dict[str, Any]) -> list[dict[str, Any]]:
     return [r for r in _own_lines(facts) if float(r.get("share_pct") or 0) >= MIN_SHARE_PCT]
 
 
+def _runs(facts: dict[str, Any], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The user's lines of each run of statements that work on the model's output
+    (``rules.output_reads.output_runs``: a metric and the logger's line that reads it) as one
+    row from its first line to its last (``last``), where they hold ``MIN_SHARE_PCT`` of the
+    step's host time together."""
+    from ..rules.output_reads import output_runs
+
+    site = facts.get("forward_site") or {}
+    source = _read(str(site.get("file") or "")) if site.get("file") else None
+    out = []
+    for a, b in output_runs(source, site.get("line")):
+        members = [r for r in rows if r.get("file") == site.get("file")
+                   and a <= int(r.get("line") or 0) <= b]  # fmt: skip
+        share = sum(float(r.get("share_pct") or 0.0) for r in members)
+        if len(members) >= 2 and share >= MIN_SHARE_PCT:
+            first = min(members, key=lambda r: int(r.get("line") or 0))
+            ms = sum(float(r.get("ms_per_step") or 0.0) for r in members)
+            out.append({**first, "line": a, "last": b, "share_pct": share, "ms_per_step": ms})
+    return out
+
+
+def _holds(run: dict[str, Any], row: dict[str, Any]) -> bool:
+    return bool(run["line"] <= int(row.get("line") or 0) <= run["last"])
+
+
 def _in_forward(row: dict[str, Any]) -> bool:
     """A line of a module's ``forward``: never thinned (``statement_thinning.plan`` refuses
     it), so no arm of its own."""
@@ -82,7 +107,10 @@ def _arm(row: dict[str, Any], site: dict[str, Any], ids: set[str], step_ms: floa
     """The arm for one timed line: its change, or why it is refused."""
     code = str(row.get("code") or "").strip()
     offset = int(row.get("offset") or 0)
-    label = f"line {int(row.get('line') or 0) + offset} `{code[:48]}`"
+    first = int(row.get("line") or 0) + offset
+    last = int(row.get("last") or 0) + offset
+    label = f"lines {first}-{last}" if last > first else f"line {first}"
+    label = f"{label} `{code[:48]}`"
     waits = bool(row.get("waiting")) and "code.host_sync" in ids
     finding = "code.host_sync" if waits else "load.cpu_preprocessing"
     loop_file = str(site.get("file") or "")
@@ -93,7 +121,8 @@ def _arm(row: dict[str, Any], site: dict[str, Any], ids: set[str], step_ms: floa
     elsewhere = None if same else _read(str(row.get("file")))
     got = thin.plan(source, int(site.get("line") or 0), int(row.get("line") or 0),
                     function=str(row.get("function") or ""), elsewhere=elsewhere,
-                    every=every_for(float(row.get("ms_per_step") or 0.0), step_ms))  # fmt: skip
+                    every=every_for(float(row.get("ms_per_step") or 0.0), step_ms),
+                    through=row.get("last"))  # fmt: skip
     if isinstance(got, str):
         return Arm(KEY, label, {}, finding, skipped=f"not tried: {got}")
     change = {"file": loop_file, "first": got.first, "last": got.last, "mode": got.mode,
@@ -111,7 +140,12 @@ class Statement(Knob):
 
     def groups(self, s: Situation) -> list[Group]:
         site = s.facts.get("forward_site") or {}
-        rows = [r for r in _big_lines(s.facts) if not _in_forward(r)]
+        own = [r for r in _own_lines(s.facts) if not _in_forward(r)]
+        runs = _runs(s.facts, own) if site.get("file") else []
+        # A line of a run goes with it: alone, it may assign what the run's logger reads.
+        alone = [r for r in _big_lines(s.facts)
+                 if not _in_forward(r) and not any(_holds(u, r) for u in runs)]  # fmt: skip
+        rows = sorted(alone + runs, key=lambda r: -float(r.get("share_pct") or 0.0))
         if not rows or not site.get("file"):
             return []
         arms, seen = [], set()
@@ -185,7 +219,7 @@ class Statement(Knob):
 
 
 def _fix_text(t: thin.Thinning, shown: str, offset: int) -> str:
-    at = f"{shown}:{t.first + offset} (`{t.code}`)"
+    at = f"{shown}:{thin.span(t, offset)} (`{t.code}`)"
     if t.mode == "skip":
         why = (
             " If memory was the reason, run it between epochs, or let the allocator reuse "
