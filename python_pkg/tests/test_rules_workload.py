@@ -665,10 +665,17 @@ def test_host_work_outside_the_model_is_put_on_a_line_outside_it_never_one_in_fo
     assert "gc.collect()" in f.fix.text
     lines = [e.source.line for e in f.evidence if e.source is not None]
     assert lines == [131]
-    # With only the model's lines, the finding keeps its own words.
+    # With only the model's lines timed, no line of the user's holds the time: the finding
+    # keeps its own title, as information, and moves no transform that is not there.
     ev.host_lines = ev.host_lines[:1]
     g = report_of(ev).finding("load.cpu_preprocessing")
     assert g is not None and "vae.py" not in g.title
+    assert g.severity == "info" and g.fix.text.startswith("No line of your own code")
+    assert "transforms on the GPU" not in g.fix.text
+    # Without timed lines (a lean watch), the finding stays as its rule made it.
+    ev.host_lines = []
+    h = report_of(ev).finding("load.cpu_preprocessing")
+    assert h is not None and h.severity != "info" and "transforms" in h.fix.text
 
 
 def test_a_tokenizer_that_is_most_of_the_host_work_outside_the_model_is_named_with_its_fix() -> (

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..report import Evidence, Finding, Fix, SourceLine
+from ..report import Evidence, Finding, Fix, Impact, SourceLine
 from .host_line_fix import HostLine, fix_text, is_framework, is_step_math, kind_of
 from .host_line_loops import grouped, is_tensor_loop, same_file
 from .item_loops import grouped_items, in_item_loop
@@ -88,6 +88,9 @@ def on_its_line(f: Finding, ev: WorkloadEvidence) -> Finding:
     call = ev.forward_source.line if ev.forward_source is not None else None
     lines = grouped_items([ln for ln in own_lines(ev) if not ln.in_forward], *_file_of(ev), call)
     lines = grouped_output(grouped(lines, *_file_of(ev)), *_file_of(ev), call)
+    mine = sum(ln.share_pct for ln in lines)
+    if ev.host_lines and mine < MIN_SHARE_PCT:
+        return _on_no_line(f, mine)
     if not lines:
         return f
     f.evidence.extend(
@@ -100,8 +103,7 @@ def on_its_line(f: Finding, ev: WorkloadEvidence) -> Finding:
         for ln in lines[:SHOWN]
     )
     top = lines[0]
-    mine = sum(ln.share_pct for ln in lines)
-    most = mine >= MIN_SHARE_PCT and top.share_pct >= LARGEST_PART * mine
+    most = top.share_pct >= LARGEST_PART * mine
     if top.share_pct < TOP_SHARE_PCT and not most:
         return f
     inside = " inside forward" if top.in_forward else ""
@@ -119,6 +121,23 @@ def on_its_line(f: Finding, ev: WorkloadEvidence) -> Finding:
     text = fix_text(top)
     if text is not None:
         f.fix = Fix(text=text)
+    return f
+
+
+def _on_no_line(f: Finding, mine: float) -> Finding:
+    """The lines were timed, and the user's own outside the model hold less than
+    ``MIN_SHARE_PCT`` of the host time: there is no transform or logger of theirs to move. The
+    time is the loop's own around the framework's calls (the loss on the model's line, the
+    batch's slicing, Python's dispatch): information, not the first fix."""
+    f.severity = "info"
+    f.impact = Impact(basis="none", text="No line of yours holds it: nothing to move.")
+    f.evidence.append(Evidence("your lines outside the model", rnd(mine), "% of host time"))
+    f.fix = Fix(
+        text="No line of your own code outside the model holds this time: it is the loop's "
+        "own work around the framework's calls (the loss on the model's line, the batch's "
+        "slicing, Python's dispatch between calls), with no transform or logger to move. "
+        "Fewer, larger steps (a larger batch) or a compiled step (torch.compile) spread it."
+    )
     return f
 
 
