@@ -801,3 +801,36 @@ def test_a_loop_that_reads_each_parameters_value_is_fixed_by_one_read() -> None:
     f = report_of(ev).finding("load.cpu_preprocessing")
     assert f is not None
     assert f.fix.text.startswith("Read one value for all the tensors at train.py:6-7")
+
+
+def test_a_mask_built_from_python_lists_in_forward_is_named_on_the_launch_finding() -> None:
+    from gpusight.rules.host_line_fix import HostLine, kind_of
+
+    mask = (
+        "mask = torch.tensor([[j > i for j in range(self.t)] for i in range(self.t)]).to(x.device)"
+    )
+    ev = _small_batch_evidence(other_cpu=0.1, launch=1.6)
+    ev.host_lines = [
+        HostLine("gpt.py", 21, mask, "Block.forward", 20.7, 70.0, in_forward=True),
+        HostLine("gpt.py", 32, "loss.backward()", "<module>", 4.3, 14.6),
+    ]  # fmt: skip
+    f = report_of(ev).finding("load.launch_bound")
+    assert f is not None
+    assert f.title.startswith("gpt.py:21 inside forward (`mask = torch.tensor(")
+    assert f.fix.text.startswith("Build the tensor at gpt.py:21 ")
+    assert "register_buffer" in f.fix.text and "CUDA graphs" not in f.fix.text
+    # The same factory made on the device needs no fix; nor does a module's own call.
+    on_device = "m = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)"
+    for code in (on_device, "h = self.attn(x, x, x)"):
+        assert (
+            kind_of(HostLine("gpt.py", 21, code, "Block.forward", 1.0, 70.0, in_forward=True))
+            == "other"
+        )
+    ev.host_lines[0] = HostLine(
+        "gpt.py", 21, on_device, "Block.forward", 20.7, 70.0, in_forward=True
+    )
+    g = report_of(ev).finding("load.launch_bound")
+    assert g is not None and g.title == "Kernel launches, not the GPU, set the pace"
+    # Outside forward, a batch built from a list is the loop's, not this finding's.
+    built = HostLine("train.py", 9, "y = torch.tensor(labels).to(dev)", "<module>", 1.0, 30.0)
+    assert kind_of(built) == "other"

@@ -17,6 +17,7 @@ from ..fixes.workload_patches import (
     optimizer_fused_fix,
 )
 from ..report import Evidence, Finding, Impact
+from .host_line_rows import forward_on_its_line
 from .step_view import StepView
 from .workload_evidence import OptimizerInfo
 from .workload_impacts import (
@@ -90,35 +91,38 @@ def launch_bound(view: StepView) -> list[Finding]:
     out: list[Finding] = []
     if gpu_run and w is not None and share["launch_overhead"] >= LAUNCH_IDLE_PCT:
         out.append(
-            Finding(
-                id="load.launch_bound",
-                severity=severity_of(
-                    share["launch_overhead"], LAUNCH_IDLE_WARN_PCT, LAUNCH_IDLE_CRITICAL_PCT
-                ),
-                title="Kernel launches, not the GPU, set the pace",
-                evidence=[
-                    Evidence(
-                        "GPU idle inside forward/backward/optimizer",
-                        rnd(split["launch_overhead"], 2),
-                        "ms/step",
+            forward_on_its_line(
+                Finding(
+                    id="load.launch_bound",
+                    severity=severity_of(
+                        share["launch_overhead"], LAUNCH_IDLE_WARN_PCT, LAUNCH_IDLE_CRITICAL_PCT
                     ),
-                    *phase_evidence(w.launch_by_phase_ms),
-                    Evidence("share of step", rnd(share["launch_overhead"]), "%"),
-                    Evidence("kernel launches", rnd(w.launches_per_step), "per step"),
-                    Evidence(
-                        "median kernel", w.median_kernel_us and rnd(w.median_kernel_us, 1), "µs"
+                    title="Kernel launches, not the GPU, set the pace",
+                    evidence=[
+                        Evidence(
+                            "GPU idle inside forward/backward/optimizer",
+                            rnd(split["launch_overhead"], 2),
+                            "ms/step",
+                        ),
+                        *phase_evidence(w.launch_by_phase_ms),
+                        Evidence("share of step", rnd(share["launch_overhead"]), "%"),
+                        Evidence("kernel launches", rnd(w.launches_per_step), "per step"),
+                        Evidence(
+                            "median kernel", w.median_kernel_us and rnd(w.median_kernel_us, 1), "µs"
+                        ),
+                        Evidence("GPU busy", busy and rnd(busy), "%"),
+                    ],
+                    impact=idle_impact(
+                        share["launch_overhead"] * LAUNCH_RECOVERY,
+                        "CUDA graphs replay the step's launches at once; fusion removes many.",
                     ),
-                    Evidence("GPU busy", busy and rnd(busy), "%"),
-                ],
-                impact=idle_impact(
-                    share["launch_overhead"] * LAUNCH_RECOVERY,
-                    "CUDA graphs replay the step's launches at once; fusion removes many.",
+                    fix=fix(
+                        launch_fix_text(w.launch_by_phase_ms),
+                        "launch.compile",
+                        launches=int(w.launches_per_step),
+                    ),
                 ),
-                fix=fix(
-                    launch_fix_text(w.launch_by_phase_ms),
-                    "launch.compile",
-                    launches=int(w.launches_per_step),
-                ),
+                view.ev,
             )
         )
     return out

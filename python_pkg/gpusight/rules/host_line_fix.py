@@ -169,6 +169,21 @@ def _over_tensors(code: str | None) -> bool:
     )
 
 
+# Tensors made from Python data on the host (``torch.tensor([[j > i for j in ...]])``), and
+# factories whose result the line then copies to a device (``torch.ones(t, t).to(x.device)``).
+_FROM_PYTHON = ("torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor")
+_FACTORIES = ("ones", "zeros", "arange", "full", "eye", "empty", "rand", "randn", "triu", "tril",
+              "linspace", "ones_like", "zeros_like")  # fmt: skip
+
+
+def _host_tensor(names: list[str]) -> bool:
+    """The line builds a tensor on the host to use on the device."""
+    if any(n in _FROM_PYTHON for n in names):
+        return True
+    made = any(n.startswith("torch.") and n.rsplit(".", 1)[-1] in _FACTORIES for n in names)
+    return made and any(n.rsplit(".", 1)[-1] in ("to", "cuda") for n in names)
+
+
 def _kind_of_code(ln: HostLine) -> str:
     names = calls(ln.code)
     last = [n.rsplit(".", 1)[-1] for n in names]
@@ -187,6 +202,8 @@ def _kind_of_code(ln: HostLine) -> str:
         if ln.on_output:
             return "metric"
         return "numpy_in_forward" if ln.in_forward else "numpy"
+    if ln.in_forward and _host_tensor(names):
+        return "host_tensor_in_forward"
     if any(_is_loop(n) for n in names) and not ln.in_forward:
         return "framework_loop"
     if any(n.endswith(".generate") for n in names) and not ln.in_forward:
@@ -255,6 +272,14 @@ def fix_text(ln: HostLine) -> str | None:
             "every step is set by its options: how often it logs (logging_steps, "
             "log_every_n_steps), its progress bar's refresh rate, your callbacks; and its "
             "DataLoader's num_workers where it waits for data."
+        )
+    if kind == "host_tensor_in_forward":
+        return (
+            f"Build the tensor at {at} once, not in every forward: in __init__ as a buffer "
+            '(self.register_buffer("mask", ..., persistent=False), which model.to() moves with '
+            "the parameters), or with torch ops on the input's device (torch.triu(torch.ones("
+            "t, t, dtype=torch.bool, device=x.device), diagonal=1) for a causal mask). Made "
+            "on the host, it is built and copied to the GPU at every call while the GPU waits."
         )
     if kind == "item_loop":
         how = {

@@ -165,3 +165,37 @@ def sync_on_its_line(
             )
         )
     return f
+
+
+_HOST_IN_FORWARD = ("host_tensor_in_forward", "gc", "empty_cache", "logging", "tokenizer")
+"""What a line of ``forward`` does on the host that no kernel launch explains (numpy there is
+the sync finding's: it copies the activation back)."""
+
+
+def forward_on_its_line(f: Finding, ev: WorkloadEvidence) -> Finding:
+    """The launch-bound finding where the GPU waits on host work of the user's inside a
+    ``forward`` (a mask built from Python lists at every call), not on launches: that line,
+    where it holds ``TOP_SHARE_PCT`` of the host time, is named with its fix."""
+    lines = [ln for ln in ev.host_lines if ln.in_forward and kind_of(ln) in _HOST_IN_FORWARD]
+    if not lines:
+        return f
+    top = max(lines, key=lambda ln: ln.ms)
+    if top.share_pct < TOP_SHARE_PCT:
+        return f
+    code = (top.code or "").strip()
+    f.title = (
+        f"{top.where} inside forward (`{code}`) keeps the GPU waiting: "
+        f"{top.share_pct:.0f}% of the step's host time"
+    )
+    f.evidence.append(
+        Evidence(
+            "host time at (in forward)",
+            rnd(top.ms, 2),
+            "ms/step",
+            SourceLine(file=top.file, line=top.line, code=top.code),
+        )
+    )
+    text = fix_text(top)
+    if text is not None:
+        f.fix = Fix(text=text)
+    return f
