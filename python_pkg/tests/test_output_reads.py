@@ -12,7 +12,7 @@ import pytest
 from gpusight.report import load_report
 from gpusight.report_schema import validate
 from gpusight.rules.host_line_fix import HostLine, fix_text, is_loss, kind_of
-from gpusight.rules.output_reads import output_lines, output_runs
+from gpusight.rules.output_reads import output_lines, output_runs, statement_text
 
 LOOP = """\
 for step, (x, y) in enumerate(loader):
@@ -37,6 +37,9 @@ def test_the_lines_after_the_call_that_read_its_output_are_found() -> None:
     assert not {2, 6, 7, 10, 13} & lines  # before the call, unrelated, the if's test, outside
     # Runs of statements one after another: the loss and backward; the metric and its print.
     assert output_runs(LOOP, 3) == [(4, 5), (8, 12)]
+    # A statement over two lines is shown whole; one too long to show by its first line.
+    assert statement_text(LOOP, 11) == "print(step, loss.item(), acc)"
+    assert statement_text(LOOP.replace("acc)", "acc" + ", acc" * 40 + ")"), 11) is None
 
 
 def test_a_step_function_called_from_the_loop_is_read_the_same_way() -> None:

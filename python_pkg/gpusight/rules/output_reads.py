@@ -71,6 +71,24 @@ def _after_call(text: str, call_line: int) -> tuple[tuple[int, int, bool], ...]:
     return tuple(out)
 
 
+SHOWN_CHARS = 120
+
+
+def statement_text(text: str, line: int) -> str | None:
+    """The simple statement that starts at ``line``, on one line, where that is at most
+    ``SHOWN_CHARS`` long: a statement over several lines is shown whole, not by its first
+    (``log.write(``); a longer one by its first line (cut, it would not parse for its kind)."""
+    tree = _tree(text)
+    if tree is None:
+        return None
+    stmt = next((n for n in _simple(tree) if n.lineno == line), None)
+    if stmt is None:
+        return None
+    lines = text.splitlines()[stmt.lineno - 1 : stmt.end_lineno or stmt.lineno]
+    one = " ".join(ln.strip() for ln in lines).replace("( ", "(").replace("{ ", "{")
+    return one if len(one) <= SHOWN_CHARS else None
+
+
 def output_lines(text: str, call_line: int) -> frozenset[int]:
     """The lines after the model's call that read its output or a name made from it (each
     line of a statement that goes on over several)."""
@@ -121,7 +139,8 @@ def grouped_output(
             continue
         members.sort(key=lambda ln: ln.line)
         own = [m for m in members if kind_of(m) not in ("other", "metric")]
-        code = max(own or members, key=lambda m: m.ms).code
+        chosen = max(own or members, key=lambda m: m.ms)
+        code = statement_text(text, chosen.line) or chosen.code
         run = replace(members[0], code=code, ms=sum(m.ms for m in members), on_output=True,
                       share_pct=sum(m.share_pct for m in members), last_line=b)  # fmt: skip
         out = [ln for ln in out if ln not in members] + [run]
