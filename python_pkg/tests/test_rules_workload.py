@@ -834,3 +834,26 @@ def test_a_mask_built_from_python_lists_in_forward_is_named_on_the_launch_findin
     # Outside forward, a batch built from a list is the loop's, not this finding's.
     built = HostLine("train.py", 9, "y = torch.tensor(labels).to(dev)", "<module>", 1.0, 30.0)
     assert kind_of(built) == "other"
+
+
+def test_host_time_on_no_line_of_the_users_points_at_a_model_line_that_does_more() -> None:
+    from gpusight.rules.host_line_fix import HostLine
+    from gpusight.rules.workload import CodeSource
+
+    # float64 from numpy on a CPU build: the loss and the slicing share the model's line.
+    call = "loss = nn.functional.cross_entropy(model(x_all[i : i + 128]), y_all[i : i + 128])"
+    ev = _small_batch_evidence(other_cpu=1.2, launch=0.4)
+    ev.host_lines = [
+        HostLine("train.py", 21, "loss.backward()", "<module>", 2.2, 38.0),
+        HostLine("train.py", 19, call, "<module>", 1.3, 23.0),
+        HostLine("train.py", 18, "for i in range(0, 20000, 128):", "<module>", 0.02, 0.3),
+    ]
+    ev.forward_source = CodeSource("train.py", call + "\n", 19)
+    f = report_of(ev).finding("load.cpu_preprocessing")
+    assert f is not None and f.severity == "info" and f.impact.basis == "none"
+    assert "Part of it may be on train.py:19 (`loss = nn.functional" in f.fix.text
+    # A model's line that only calls the model points nowhere.
+    ev.host_lines[1] = HostLine("train.py", 19, "out = model(x)", "<module>", 1.3, 23.0)
+    ev.forward_source = CodeSource("train.py", "out = model(x)\n", 19)
+    g = report_of(ev).finding("load.cpu_preprocessing")
+    assert g is not None and g.severity == "info" and "Part of it" not in g.fix.text

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..report import Evidence, Finding, Fix, Impact, SourceLine
-from .host_line_fix import HostLine, fix_text, is_framework, is_step_math, kind_of
+from .host_line_fix import HostLine, calls, fix_text, is_framework, is_step_math, kind_of
 from .host_line_loops import grouped, is_tensor_loop, same_file
 from .item_loops import grouped_items, in_item_loop
 from .output_reads import grouped_output, reads_output
@@ -90,7 +90,7 @@ def on_its_line(f: Finding, ev: WorkloadEvidence) -> Finding:
     lines = grouped_output(grouped(lines, *_file_of(ev)), *_file_of(ev), call)
     mine = sum(ln.share_pct for ln in lines)
     if ev.host_lines and mine < MIN_SHARE_PCT:
-        return _on_no_line(f, mine)
+        return _on_no_line(f, mine, _call_line(ev))
     if not lines:
         return f
     f.evidence.extend(
@@ -124,7 +124,18 @@ def on_its_line(f: Finding, ev: WorkloadEvidence) -> Finding:
     return f
 
 
-def _on_no_line(f: Finding, mine: float) -> Finding:
+def _call_line(ev: WorkloadEvidence) -> HostLine | None:
+    """The model's call line where it calls more than the model (``loss = F.cross_entropy(
+    model(x[i : i + 128]), y[i : i + 128])``, ``out = model(tokenizer(texts))``): what else
+    runs there is timed with the model's call, not apart."""
+    src = ev.forward_source
+    if src is None:
+        return None
+    at = next((ln for ln in ev.host_lines if ln.line == src.line and not ln.in_forward), None)
+    return at if at is not None and len(calls(at.code)) > 1 else None
+
+
+def _on_no_line(f: Finding, mine: float, call: HostLine | None) -> Finding:
     """The lines were timed, and the user's own outside the model hold less than
     ``MIN_SHARE_PCT`` of the host time: there is no transform or logger of theirs to move. The
     time is the loop's own around the framework's calls (the loss on the model's line, the
@@ -137,6 +148,13 @@ def _on_no_line(f: Finding, mine: float) -> Finding:
         "own work around the framework's calls (the loss on the model's line, the batch's "
         "slicing, Python's dispatch between calls), with no transform or logger to move. "
         "Fewer, larger steps (a larger batch) or a compiled step (torch.compile) spread it."
+        + (
+            f" Part of it may be on {call.where} (`{(call.code or '').strip()}`), timed with the "
+            "model's call: put what else that line computes on lines of its own to see it "
+            "apart."
+            if call is not None
+            else ""
+        )
     )
     return f
 
