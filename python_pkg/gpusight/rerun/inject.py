@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..hook_copies import WatchHook
 from ..knobs import KNOWN_KEYS, LOADER_KEYS, REGISTRY, Knob
 
 __all__ = ["KNOWN_KEYS", "LOADER_KEYS", "InjectError", "Injected", "check", "install"]
@@ -191,8 +192,10 @@ class _ModelHooks:
         except StopIteration:
             return
         self.model_id = id(module)
-        pre = module.register_forward_pre_hook(self.model_pre, with_kwargs=True)
-        post = module.register_forward_hook(self.model_post, with_kwargs=True, always_call=True)
+        pre = module.register_forward_pre_hook(WatchHook(self.model_pre), with_kwargs=True)
+        post = module.register_forward_hook(
+            WatchHook(self.model_post), with_kwargs=True, always_call=True
+        )
         self.inj.on_undo(pre.remove)
         self.inj.on_undo(post.remove)
 

@@ -11,6 +11,7 @@ from time import perf_counter_ns
 from types import FrameType
 from typing import Any
 
+from ..hook_copies import WatchHook
 from . import call_shim
 from .call_cycle import Cycle, find_cycle
 from .call_sites import SiteCounts, call_site
@@ -66,11 +67,11 @@ class ModuleHooks(WatchState):
                 # is seen as the script made it (a what-if's hook that repeats the batch comes
                 # after).
                 self._pre_handles[key] = module.register_forward_pre_hook(
-                    self._fwd_pre, prepend=True
+                    WatchHook(self._fwd_pre), prepend=True
                 )
             if key not in self._post_handles:
                 self._post_handles[key] = module.register_forward_hook(
-                    self._fwd_post, always_call=True
+                    WatchHook(self._fwd_post), always_call=True
                 )
 
     def _unhook_top_modules(self) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..hook_copies import WatchHook
 from ..knobs import owners
 from ..knobs.base import After, Knob
 from ..knobs.tensors import batch_len, map_tensors, tensors_of
@@ -68,8 +69,10 @@ class KnobHooks:
             return
         for knob in self.knobs:
             knob.prepare(self, model)
-        pre = model.register_forward_pre_hook(self._pre, with_kwargs=True)
-        post = model.register_forward_hook(self._post, with_kwargs=True, always_call=True)
+        pre = model.register_forward_pre_hook(WatchHook(self._pre), with_kwargs=True)
+        post = model.register_forward_hook(
+            WatchHook(self._post), with_kwargs=True, always_call=True
+        )
         self.on_undo(pre.remove)
         self.on_undo(post.remove)
 

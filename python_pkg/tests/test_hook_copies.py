@@ -1,0 +1,73 @@
+"""A watched model copied or saved mid-run: ``copy.deepcopy(model)`` (a teacher or EMA copy)
+and ``torch.save(model)`` work as they do unwatched, and the copy carries no watch. Real CPU
+torch through ``gpusight run``."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from pathlib import Path
+
+import pytest
+import torch
+from gpusight.hook_copies import WatchHook, unwatched
+from gpusight.report import load_report
+
+TEACHER = """\
+import copy
+import sys
+
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in range(40):
+    x = torch.randn(8, 16)
+    teacher = copy.deepcopy(model).eval()
+    # A copy carries no watch (the watch may hook it later, as any model it sees called).
+    hooks = [*teacher._forward_pre_hooks.values(), *teacher._forward_hooks.values()]
+    assert all(getattr(h, "__name__", "") == "unwatched" for h in hooks), hooks
+    with torch.no_grad():
+        target = teacher(x).softmax(-1)
+        assert torch.equal(teacher(x), model(x))  # the same weights, computing the same
+    out = model(x)
+    loss = nn.functional.kl_div(out.log_softmax(-1), target, reduction="batchmean")
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if step == 30:
+        torch.save(model, "model.pt")
+        torch.save(model.state_dict(), "weights.pt")
+print("done", file=sys.stderr)
+"""
+
+
+def test_a_hook_copies_and_pickles_as_one_that_does_nothing() -> None:
+    calls: list[int] = []
+    hook = WatchHook(lambda *a: calls.append(len(a)))
+    hook(1, 2)
+    assert calls == [2]
+    assert copy.deepcopy(hook) is unwatched
+    assert pickle.loads(pickle.dumps(hook)) is unwatched
+    assert unwatched(1, 2, kw=3) is None
+
+
+def test_a_model_deep_copied_and_saved_mid_run_works_as_unwatched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpusight.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text(TEACHER, encoding="utf-8")
+    assert main(["run", "--quiet", "--steps", "8", "--json", "r.json", "train.py"]) == 0
+    rep = load_report(tmp_path / "r.json")
+    assert "error" not in rep["run"], rep["run"].get("error")
+    assert rep["run"]["steps"] >= 8
+    saved = torch.load(tmp_path / "model.pt", weights_only=False)
+    weights = torch.load(tmp_path / "weights.pt")
+    for name, p in saved.state_dict().items():
+        assert torch.equal(p, weights[name])
+    x = torch.randn(2, 16)
+    assert saved(x).shape == (2, 4)  # its hooks do nothing
