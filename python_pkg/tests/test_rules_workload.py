@@ -857,3 +857,27 @@ def test_host_time_on_no_line_of_the_users_points_at_a_model_line_that_does_more
     ev.forward_source = CodeSource("train.py", "out = model(x)\n", 19)
     g = report_of(ev).finding("load.cpu_preprocessing")
     assert g is not None and g.severity == "info" and "Part of it" not in g.fix.text
+
+
+def test_a_second_models_call_is_the_steps_computation_and_a_deep_copy_is_named() -> None:
+    from gpusight.rules.host_line_fix import HostLine
+    from gpusight.rules.workload import CodeSource
+
+    # Distillation with a teacher deep-copied every step: the teacher's call is a model's, the
+    # copy is the waste.
+    ev = _small_batch_evidence(other_cpu=1.2, launch=0.4)
+    ev.host_lines = [
+        HostLine("train.py", 20, "target = teacher(x).softmax(-1)", "<module>", 9.0, 40.0),
+        HostLine("train.py", 18, "teacher = copy.deepcopy(model).eval()", "<module>", 5.0, 22.0),
+        HostLine("train.py", 21, "out = model(x)", "<module>", 8.0, 30.0),
+    ]  # fmt: skip
+    ev.forward_source = CodeSource("train.py", "out = model(x)\n", 21)
+    ev.model_calls = frozenset({("train.py", 20), ("train.py", 21)})
+    f = report_of(ev).finding("load.cpu_preprocessing")
+    assert f is not None
+    assert f.title.startswith("train.py:18 (`teacher = copy.deepcopy(model).eval()`)"), f.title
+    assert f.fix.text.startswith("Copy the model once, before the loop")
+    # Without the watch's record of the teacher's calls, its line would be the one named.
+    ev.model_calls = frozenset()
+    g = report_of(ev).finding("load.cpu_preprocessing")
+    assert g is not None and g.title.startswith("train.py:20 ")

@@ -191,6 +191,8 @@ def _kind_of_code(ln: HostLine) -> str:
         return "gc"
     if "empty_cache" in last:
         return "empty_cache"
+    if "deepcopy" in last and not ln.in_forward:
+        return "model_copy"
     # The function the line is in says it too: the body of a tokenizer or a logger of the
     # user's own (its own lines call str.split, np.histogram, ...).
     func = ln.function.rsplit(".", 1)[-1]
@@ -272,6 +274,14 @@ def fix_text(ln: HostLine) -> str | None:
             "every step is set by its options: how often it logs (logging_steps, "
             "log_every_n_steps), its progress bar's refresh rate, your callbacks; and its "
             "DataLoader's num_workers where it waits for data."
+        )
+    if kind == "model_copy":
+        return (
+            "Copy the model once, before the loop, and refresh that copy in place each step "
+            f"instead of copying it anew at {at}: torch._foreach_copy_(list(copy.parameters()), "
+            "list(model.parameters())) (torch._foreach_lerp_ for a moving-average teacher, "
+            "buffers alike). A deep copy rebuilds every module and allocates every tensor again "
+            "at every step."
         )
     if kind == "host_tensor_in_forward":
         return (

@@ -4,6 +4,7 @@ Without timed lines (a lean watch, a traced process) the finding stays as its ru
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 from ..report import Evidence, Finding, Fix, Impact, SourceLine
@@ -32,11 +33,27 @@ def own_lines(ev: WorkloadEvidence) -> list[HostLine]:
     where it works on the model's output (``output_reads.py``)."""
     call = ev.forward_source.line if ev.forward_source is not None else None
     text, path = _file_of(ev)
-    return [_marked(ln, text, path, call) for ln in ev.host_lines if _own(ln, text, path, call)]
+    return [
+        _marked(ln, text, path, call)
+        for ln in ev.host_lines
+        if _own(ln, text, path, call, ev.model_calls)
+    ]
 
 
-def _own(ln: HostLine, text: str | None, path: str | None, call: int | None) -> bool:
-    if not is_framework(ln, call):
+def _calls_a_model(ln: HostLine, models: frozenset[tuple[str, int]]) -> bool:
+    """A line seen calling an outermost module (a GAN's other model, a teacher copy): the
+    step's computation."""
+    return not ln.in_forward and (os.path.basename(ln.file), ln.line) in models
+
+
+def _own(
+    ln: HostLine,
+    text: str | None,
+    path: str | None,
+    call: int | None,
+    models: frozenset[tuple[str, int]] = frozenset(),
+) -> bool:
+    if not is_framework(ln, call) and not _calls_a_model(ln, models):
         return True
     if text is None or path is None or not same_file(ln, path) or ln.in_forward:
         return False
@@ -73,9 +90,9 @@ def step_math_fraction(ev: WorkloadEvidence) -> float:
         ln.ms
         for ln in ev.host_lines
         if not ln.in_forward
-        and is_step_math(ln)
+        and (is_step_math(ln) or _calls_a_model(ln, ev.model_calls))
         and ln.line != call
-        and not _own(ln, text, path, call)
+        and not _own(ln, text, path, call, ev.model_calls)
     ]
     rest = [ln.ms for ln in own_lines(ev) if not ln.in_forward]
     total = sum(math) + sum(rest)

@@ -242,6 +242,10 @@ class WorkloadEvidence:
     forward_source: CodeSource | None = None
     """Where the user's code calls the model (the main module's top-level forward): autocast
     wraps that statement."""
+    model_calls: frozenset[tuple[str, int]] = frozenset()
+    """Every line of the user's seen calling an outermost module, as (file name, line): a
+    second model's call (a GAN's discriminator, a teacher) is the step's computation, not host
+    work of the user's."""
     h2d_link_gbps: float | None = None
     """One direction of the GPU's PCIe link at its best, after encoding (NVML; GB/s)."""
     phases: list[PhaseSeen] = field(default_factory=list)

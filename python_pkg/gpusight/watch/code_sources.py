@@ -4,6 +4,7 @@ the text of its file or notebook cell."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +51,15 @@ def forward_site(w: WatchedRun) -> CallSite | None:
     key, _main = max(mods, key=lambda km: (km[1].n_params, km[1].calls))
     counts = w.collected.forward_sites.get(key)
     return counts.top() if counts is not None else None
+
+
+def model_calls(w: WatchedRun) -> frozenset[tuple[str, int]]:
+    """Every user's line seen calling an outermost module, as (file name, line)."""
+    return frozenset(
+        (os.path.basename(site.filename), site.line)
+        for counts in w.collected.forward_sites.values()
+        for site, _n in counts.seen.values()
+    )
 
 
 def forward_source(w: WatchedRun) -> CodeSource | None:

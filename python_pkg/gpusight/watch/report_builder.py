@@ -27,7 +27,7 @@ from ..rules.workload import (
 )
 from .batch_hint import batch_command, hinted_batch
 from .calibration import UNSEEN_FACTOR_FORWARD, unseen_factor
-from .code_sources import _sync_source, forward_source, loader_source, optimizer_info
+from .code_sources import _sync_source, forward_source, loader_source, model_calls, optimizer_info
 from .float64_evidence import float64_use
 from .host_lines_report import host_line_evidence, host_lines_run
 from .machine import machine_facts, tf32_matmul
@@ -517,7 +517,7 @@ def build_report(w: WatchedRun) -> Report:
         optimizer=optimizer_info(w),
         optimizer_ms=_optimizer_ms(clean),
     )
-    ev.float64 = float64_use(w, ev.forward_source)
+    ev.float64, ev.model_calls = float64_use(w, ev.forward_source), model_calls(w)
     ev.batch_command, ev.batch_shapes = batch_command(w), w.batch_shapes
     ev.host_lines = host_line_evidence(w.lines.result, ((s.file, s.line) for s in ev.syncs))
     result = analyse(ev)
