@@ -229,3 +229,39 @@ def test_a_text_loaders_lengths_each_paid_for_once_are_set_apart(tmp_path: Path)
     said = next(n for n in report["notes"] if "took a batch of a shape new to the run" in n)
     assert said.startswith(f"{len(marked)} of {len(xs)} measured steps")
     assert "padded to a few shapes (a multiple of 64)" in said
+
+
+def test_a_loss_over_a_window_of_new_shapes_is_not_the_changes() -> None:
+    """bf16 BERT at batch 16 on an H100: 9 measured steps, nearly all at a new sequence length,
+    each building its attention plan: 896 ms a step against fp32's 99 (``h100-run36``). Too few
+    steps at a length seen before to tell the steady step: the row says so, with no gain."""
+    from gpusight.report import Report
+    from gpusight.rerun.driver import Outcome
+    from gpusight.rerun.plan import Arm
+    from gpusight.rerun.results import apply
+
+    def result(label: str, xs: list[float], marked: list[int]) -> RunResult:
+        run = {"steps": len(xs), "step_time_ms": statistics.fmean(xs), "items_per_step": 16,
+               "step_times_ms": xs}  # fmt: skip
+        return RunResult(label, {}, True, 5.0, {"run": run}, {"new_shape_steps": marked})
+
+    base = [99.0] * 20
+    bf16 = Arm("autocast", "bf16 autocast", {"autocast": "bfloat16"}, "load.amp_unused")
+    tf32 = Arm("tf32", "TF32", {"tf32": True}, "cfg.tf32_disabled")
+    out = Outcome(baseline=result("baseline", base, []), control=result("control", base, []),
+                  noise_pct=1.0)  # fmt: skip
+    slow = result("bf16", [900.0, 850.0, 880.0, 300.0, 900.0, 860.0, 910.0, 870.0, 890.0],
+                  [0, 1, 2, 4, 5, 6, 7, 8])  # fmt: skip
+    fast = result("tf32", [60.0] * 9, [0, 1, 2, 4, 5, 6, 7, 8])  # a gain would stand
+    out.arms = [(bf16, slow), (tf32, fast)]
+    rep = Report(kind="watch", machine={"platform": "x", "python": "3", "cpu_count": 2,
+                                        "gpus": []})  # fmt: skip
+    apply(rep, out)
+    rep.validate()
+    row, kept = rep.what_if
+    assert row.speedup is None and row.skipped is not None
+    assert row.skipped.startswith("not measured steady: 8 of its 9 measured steps")
+    assert kept.speedup == 1.65 and kept.skipped is None
+    # With enough steps at a length seen before, the usual rule decides.
+    settled = result("bf16", [900.0] * 3 + [80.0] * 17, [0, 1, 2])
+    assert settled.shapes_unsettled is None

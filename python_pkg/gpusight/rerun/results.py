@@ -68,11 +68,26 @@ def _row(
         params["items_per_step"] = res.items
         params["items_per_s"] = round(res.items / res.step_ms * 1000.0, 1) if res.step_ms else 0
     speedup = round(before / after, 3) if before and after else None
+    unsettled = res.shapes_unsettled
+    if speedup is not None and speedup < 1.0 and unsettled is not None:
+        # A cost paid once per shape only slows a short window: a loss here is not the
+        # change's, a gain would stand.
+        return WhatIf(arm.label, before, None, None, arm.finding_id, params, None,
+                      unsettled_text(unsettled, res.steps))  # fmt: skip
     knob = by_name(arm.group)
     if knob is not None and ref is not None:
         params.update(knob.cost(res.facts, ref.facts, after, before))
     return WhatIf(arm.label, before, round(after, 4) if after else None, speedup,
                   arm.finding_id, params, round(noise, 2), scope=arm.scope)  # fmt: skip
+
+
+def unsettled_text(new: int, steps: int) -> str:
+    return (
+        f"not measured steady: {new} of its {steps} measured steps took a batch of a shape new "
+        "to the run, too few one seen before to tell a cost paid once per shape (in bf16, "
+        "cuDNN's attention plan for each sequence length) from the step's own: batches padded "
+        "to a few shapes (pad_to_multiple_of=64), or more --steps, measure it"
+    )
 
 
 def apply(report: Report, out: Outcome) -> Report:
