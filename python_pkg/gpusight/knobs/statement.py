@@ -1,7 +1,9 @@
-"""One costly statement of the loop run less often, or not at all (issue #50).
+"""One costly statement of the loop run less often, or not at all (issue #50): a logger, a
+``gc.collect()``, or a metric with the logger's line that reads it, thinned together.
 
 Offered for the costliest lines of the user's own work the baseline timed (``run.host_lines``),
-each an arm of one group, ordered by the host time measured on it. The re-run runs a copy of the
+and for runs of lines that work on the model's output (``rules.output_reads``), each an arm of
+one group, ordered by the host time measured on it. The re-run runs a copy of the
 user's folder whose loop file has the change made (``source_edits``): the computation measured
 is the one the patch makes. A statement that can change what the training computes is refused
 with the reason, as a row that says it (``fixes/statement_thinning.py`` decides).
