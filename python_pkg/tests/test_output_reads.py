@@ -117,3 +117,14 @@ def test_a_numpy_metric_on_the_output_is_one_piece_with_its_own_fix(
     assert fix.startswith(f"Compute what train.py:{first}-{first + 2} "), fix
     assert "in torch on the device instead of numpy" in fix
     assert "DataLoader" not in fix and "transforms" not in fix
+
+
+def test_trackers_and_progress_bars_log_and_a_tensors_log_softmax_does_not() -> None:
+    for code in (
+        'mlflow.log_metric("loss", loss.item(), step=step)',
+        'logger.log_metrics({"loss": loss.item()})',
+        'pbar.set_description(f"loss {loss.item():.3f}")',
+    ):
+        assert kind_of(_line(code, True)) == "logging", code
+    for code in ("y = out.log_softmax(-1)", "lp = dist.log_prob(x)"):
+        assert kind_of(_line(code, False)) == "other", code

@@ -50,7 +50,7 @@ _LOSSES = ("cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_l
 TENSOR_ITERS = ("parameters(", "named_parameters(", "buffers(", "named_buffers(", "state_dict(")
 _READS = ("item", "tolist")
 _LOGGING = ("print", "log", "info", "debug", "add_scalar", "add_scalars", "add_histogram",
-            "add_image", "set_postfix", "write", "warning")  # fmt: skip
+            "add_image", "set_postfix", "set_description", "write", "warning")  # fmt: skip
 
 
 def calls(code: str | None) -> list[str]:
@@ -212,9 +212,22 @@ def _kind_of_code(ln: HostLine) -> str:
         return "generation_loop"
     # A logger's call, not torch.log or np.log (their heads are the maths libraries).
     maths = ("torch", "np", "numpy", "math", "F", "nn")
-    if any(n.rsplit(".", 1)[-1] in _LOGGING and n.split(".", 1)[0] not in maths for n in names):
+    if any(_logs(n) and n.split(".", 1)[0] not in maths for n in names):
         return "logging"
     return "metric" if ln.on_output else "other"
+
+
+# Experiment trackers' calls (mlflow, Lightning's loggers, wandb, comet, neptune); not a
+# tensor's ``log_softmax`` or a distribution's ``log_prob``.
+_TRACKER_CALLS = ("log_metric", "log_metrics", "log_dict", "log_scalar", "log_scalars",
+                  "log_image", "log_text", "log_table", "log_param", "log_params")  # fmt: skip
+
+
+def _logs(name: str) -> bool:
+    """A logger's call: ``print``, ``writer.add_scalar``, ``mlflow.log_metric``,
+    ``logger.log_metrics``, ``pbar.set_description``."""
+    last = name.rsplit(".", 1)[-1]
+    return last in _LOGGING or last in _TRACKER_CALLS
 
 
 def fix_text(ln: HostLine) -> str | None:
