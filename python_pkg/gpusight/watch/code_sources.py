@@ -45,19 +45,27 @@ def _quietly(find: Callable[[], CellSource | None]) -> CellSource | None:
 def forward_site(w: WatchedRun) -> CallSite | None:
     """The user's line that called the main model most often (the most parameters, then the
     most calls: the model the placement findings speak of)."""
-    mods = [(key, m) for key, m in w.collected.modules.items() if m.calls > 0]
-    if not mods:
-        return None
-    key, _main = max(mods, key=lambda km: (km[1].n_params, km[1].calls))
-    counts = w.collected.forward_sites.get(key)
+    key = _main_key(w)
+    counts = w.collected.forward_sites.get(key) if key is not None else None
     return counts.top() if counts is not None else None
 
 
+def _main_key(w: WatchedRun) -> int | None:
+    mods = [(key, m) for key, m in w.collected.modules.items() if m.calls > 0]
+    if not mods:
+        return None
+    return max(mods, key=lambda km: (km[1].n_params, km[1].calls))[0]
+
+
 def model_calls(w: WatchedRun) -> frozenset[tuple[str, int]]:
-    """Every user's line seen calling an outermost module, as (file name, line)."""
+    """Every user's line seen calling an outermost module other than the main model, as (file
+    name, line): a GAN's other half, a teacher. The main model's other calls (a validation
+    batch every step) stay the user's work."""
+    main = _main_key(w)
     return frozenset(
         (os.path.basename(site.filename), site.line)
-        for counts in w.collected.forward_sites.values()
+        for key, counts in w.collected.forward_sites.items()
+        if key != main
         for site, _n in counts.seen.values()
     )
 
