@@ -37,12 +37,35 @@ def test_the_watch_tells_another_models_calls_from_the_main_models_own() -> None
     site = forward_site(w)
     assert site is not None and site.line == lines["student"]
     name = os.path.basename(__file__)
-    calls = model_calls(w)
-    assert (name, lines["teacher"]) in calls
-    assert (name, lines["student"]) not in calls and (name, lines["val"]) not in calls
+    others, mains = model_calls(w)
+    assert (name, lines["teacher"]) in others
+    assert (name, lines["student"]) not in others and (name, lines["val"]) not in others
+    assert {(name, lines["student"]), (name, lines["val"])} <= mains
 
 
 def _here() -> int:
     import sys
 
     return sys._getframe(1).f_lineno
+
+
+def test_the_main_model_run_again_every_step_is_named_with_its_fix() -> None:
+    from gpusight.rules.host_line_fix import HostLine
+    from gpusight.rules.workload import CodeSource
+    from test_rules_workload import _small_batch_evidence, report_of
+
+    ev = _small_batch_evidence(other_cpu=1.2, launch=0.4)
+    val = "val_loss = crit(model(xv), yv).item()"
+    ev.host_lines = [
+        HostLine("train.py", 30, val, "<module>", 6.0, 30.0),
+        HostLine("train.py", 21, "out = model(x)", "<module>", 8.0, 40.0),
+    ]
+    ev.forward_source = CodeSource("train.py", "out = model(x)\n", 21)
+    ev.main_model_calls = frozenset({("train.py", 21), ("train.py", 30)})
+    f = report_of(ev).finding("load.cpu_preprocessing")
+    assert f is not None and f.title.startswith("train.py:30 (`val_loss")
+    assert f.fix.text.startswith("The model runs again at train.py:30 ")
+    # The watch not having seen that line call the model: no such claim.
+    ev.main_model_calls = frozenset({("train.py", 21)})
+    g = report_of(ev).finding("load.cpu_preprocessing")
+    assert g is not None and "runs again" not in g.fix.text

@@ -27,6 +27,9 @@ class HostLine:
     last_line: int | None = None
     """A loop over a model's tensors taken as one line (``host_line_loops.grouped``): its
     header is ``line``, its last line this."""
+    model_again: bool = False
+    """The line calls the main model again, beside the step's own call (a validation batch
+    every step)."""
     per_item: str | None = None
     """A loop over the batch's items taken as one line (``item_loops.grouped_items``): what it
     computes per item (``loss``, ``transform``, ``other``)."""
@@ -143,6 +146,8 @@ def kind_of(ln: HostLine) -> str:
     line is a ``parameter_loop`` unless what it runs has a kind of its own (a logger)."""
     if ln.per_item:
         return "item_loop"
+    if ln.model_again:
+        return "model_again"
     kind = _kind_of_code(ln)
     grouped = ln.last_line is not None and not ln.on_output  # not a run of the step's record
     if kind in ("other", "metric") and (grouped or _over_tensors(ln.code)):
@@ -287,6 +292,13 @@ def fix_text(ln: HostLine) -> str | None:
             "every step is set by its options: how often it logs (logging_steps, "
             "log_every_n_steps), its progress bar's refresh rate, your callbacks; and its "
             "DataLoader's num_workers where it waits for data."
+        )
+    if kind == "model_again":
+        return (
+            f"The model runs again at {at}, every step, beside the step's own forward (a "
+            "validation or monitoring batch): run it every N steps, or read what you need "
+            "from the outputs the step computed already. Each call costs a forward, and a "
+            "value read from it (.item()) waits for the GPU."
         )
     if kind == "model_copy":
         return (

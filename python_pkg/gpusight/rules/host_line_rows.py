@@ -34,7 +34,7 @@ def own_lines(ev: WorkloadEvidence) -> list[HostLine]:
     call = ev.forward_source.line if ev.forward_source is not None else None
     text, path = _file_of(ev)
     return [
-        _marked(ln, text, path, call)
+        _marked(ln, text, path, call, ev.main_model_calls)
         for ln in ev.host_lines
         if _own(ln, text, path, call, ev.model_calls)
     ]
@@ -61,8 +61,20 @@ def _own(
     return (header and is_tensor_loop(text, ln.line)) or in_item_loop(text, call, ln.line)
 
 
-def _marked(ln: HostLine, text: str | None, path: str | None, call: int | None) -> HostLine:
-    if ln.in_forward or path is None or not same_file(ln, path):
+def _marked(
+    ln: HostLine,
+    text: str | None,
+    path: str | None,
+    call: int | None,
+    mains: frozenset[tuple[str, int]] = frozenset(),
+) -> HostLine:
+    """The line marked where it works on the model's output, or calls the main model again
+    (not its step's own call, which is the framework's)."""
+    if ln.in_forward:
+        return ln
+    if _calls_a_model(ln, mains):
+        return replace(ln, model_again=True)
+    if path is None or not same_file(ln, path):
         return ln
     return replace(ln, on_output=reads_output(text, call, ln.line))
 

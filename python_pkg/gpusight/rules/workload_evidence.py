@@ -243,9 +243,13 @@ class WorkloadEvidence:
     """Where the user's code calls the model (the main module's top-level forward): autocast
     wraps that statement."""
     model_calls: frozenset[tuple[str, int]] = frozenset()
-    """Every line of the user's seen calling an outermost module, as (file name, line): a
-    second model's call (a GAN's discriminator, a teacher) is the step's computation, not host
-    work of the user's."""
+    """The user's lines seen calling an outermost module other than the main model, as (file
+    name, line): a second model's call (a GAN's discriminator, a teacher) is the step's
+    computation, not host work of the user's."""
+    main_model_calls: frozenset[tuple[str, int]] = frozenset()
+    """The user's lines seen calling the main model: besides the step's own call, one that runs
+    it again every step (a validation batch) is host work of the user's with a fix of its
+    own."""
     h2d_link_gbps: float | None = None
     """One direction of the GPU's PCIe link at its best, after encoding (NVML; GB/s)."""
     phases: list[PhaseSeen] = field(default_factory=list)

@@ -57,17 +57,21 @@ def _main_key(w: WatchedRun) -> int | None:
     return max(mods, key=lambda km: (km[1].n_params, km[1].calls))[0]
 
 
-def model_calls(w: WatchedRun) -> frozenset[tuple[str, int]]:
-    """Every user's line seen calling an outermost module other than the main model, as (file
-    name, line): a GAN's other half, a teacher. The main model's other calls (a validation
-    batch every step) stay the user's work."""
+def model_calls(
+    w: WatchedRun,
+) -> tuple[frozenset[tuple[str, int]], frozenset[tuple[str, int]]]:
+    """The user's lines seen calling an outermost module, as (file name, line): those of the
+    other modules (a GAN's other half, a teacher: the step's computation), and the main
+    model's (its own call, and any other, such as a validation batch every step)."""
     main = _main_key(w)
-    return frozenset(
-        (os.path.basename(site.filename), site.line)
-        for key, counts in w.collected.forward_sites.items()
-        if key != main
-        for site, _n in counts.seen.values()
-    )
+    others: set[tuple[str, int]] = set()
+    mains: set[tuple[str, int]] = set()
+    for key, counts in w.collected.forward_sites.items():
+        into = mains if key == main else others
+        into.update(
+            (os.path.basename(site.filename), site.line) for site, _n in counts.seen.values()
+        )
+    return frozenset(others), frozenset(mains)
 
 
 def forward_source(w: WatchedRun) -> CodeSource | None:

@@ -440,6 +440,12 @@ def _claim_nothing(result: Any) -> None:
     result.stall = None
 
 
+def _line_evidence(ev: WorkloadEvidence, w: WatchedRun) -> None:
+    """The lines timed, and the lines that call the models, for the host-work findings."""
+    ev.host_lines = host_line_evidence(w.lines.result, ((s.file, s.line) for s in ev.syncs))
+    ev.model_calls, ev.main_model_calls = model_calls(w)
+
+
 def build_report(w: WatchedRun) -> Report:
     rec = w.recorder
     assert rec is not None
@@ -517,9 +523,9 @@ def build_report(w: WatchedRun) -> Report:
         optimizer=optimizer_info(w),
         optimizer_ms=_optimizer_ms(clean),
     )
-    ev.float64, ev.model_calls = float64_use(w, ev.forward_source), model_calls(w)
+    ev.float64 = float64_use(w, ev.forward_source)
     ev.batch_command, ev.batch_shapes = batch_command(w), w.batch_shapes
-    ev.host_lines = host_line_evidence(w.lines.result, ((s.file, s.line) for s in ev.syncs))
+    _line_evidence(ev, w)
     result = analyse(ev)
     if rec.kind is None:
         _claim_nothing(result)
