@@ -7,7 +7,8 @@ numpy every step, a JSON line of metrics every step, the loss printed every step
 ``gc.collect()`` every step, a checkpoint every 10 steps, a Python collate_fn with no workers,
 float64 from numpy, a loss summed one sample at a time, a flip per image in a Python loop, a
 validation pass every 25 steps, a mask built from Python lists in every forward, a teacher
-deep-copied every step, predictions gathered on the host every step) and says in its
+deep-copied every step, predictions gathered on the host every step, a validation batch every
+step) and says in its
 docstring what the first fix must say (``EXPECT:``, a finding id or the start of the fix's
 text). Each is watched with ``gpusight run --steps 20``; the table gives the first fix's
 finding, whether it says what was expected, and its text. Runs on the CPU or a GPU.

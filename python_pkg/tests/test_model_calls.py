@@ -69,3 +69,25 @@ def test_the_main_model_run_again_every_step_is_named_with_its_fix() -> None:
     ev.main_model_calls = frozenset({("train.py", 21)})
     g = report_of(ev).finding("load.cpu_preprocessing")
     assert g is not None and "runs again" not in g.fix.text
+
+
+def test_a_sync_on_the_main_models_second_call_gets_that_lines_fix() -> None:
+    """On a GPU the validation forward is the GPU's work, and its .item() the host's wait: the
+    sync finding names the line, with the fix for running the model again."""
+    from gpusight.rules.host_line_fix import HostLine
+    from gpusight.rules.workload import CodeSource, SyncSite
+    from test_rules_workload import evidence, gpu_window, report_of
+
+    code = "history.append(F.cross_entropy(model(xv), yv).item())"
+    ev = evidence(
+        window=gpu_window(compute=30.0, sync_stall=60.0, launch_overhead=10.0),
+        syncs=[SyncSite(kind="item", count=6, file="train.py", line=24, code=code, idle_ms=300.0)],
+        host_lines=[
+            HostLine("train.py", 24, code, "<module>", 6.2, 60.0),
+            HostLine("train.py", 19, "loss = F.cross_entropy(model(x), y)", "<module>", 3.0, 30.0),
+        ],
+    )
+    ev.forward_source = CodeSource("train.py", "loss = F.cross_entropy(model(x), y)\n", 19)
+    ev.main_model_calls = frozenset({("train.py", 19), ("train.py", 24)})
+    f = report_of(ev).finding("code.host_sync")
+    assert f is not None and f.fix.text.startswith("The model runs again at train.py:24 ")

@@ -36,7 +36,7 @@ def own_lines(ev: WorkloadEvidence) -> list[HostLine]:
     return [
         _marked(ln, text, path, call, ev.main_model_calls)
         for ln in ev.host_lines
-        if _own(ln, text, path, call, ev.model_calls)
+        if _own(ln, text, path, call, ev.model_calls, ev.main_model_calls)
     ]
 
 
@@ -52,7 +52,10 @@ def _own(
     path: str | None,
     call: int | None,
     models: frozenset[tuple[str, int]] = frozenset(),
+    mains: frozenset[tuple[str, int]] = frozenset(),
 ) -> bool:
+    if ln.line != call and _calls_a_model(ln, mains):
+        return True  # the main model run again (a validation loss), not the step's own call
     if not is_framework(ln, call) and not _calls_a_model(ln, models):
         return True
     if text is None or path is None or not same_file(ln, path) or ln.in_forward:
@@ -104,7 +107,7 @@ def step_math_fraction(ev: WorkloadEvidence) -> float:
         if not ln.in_forward
         and (is_step_math(ln) or _calls_a_model(ln, ev.model_calls))
         and ln.line != call
-        and not _own(ln, text, path, call, ev.model_calls)
+        and not _own(ln, text, path, call, ev.model_calls, ev.main_model_calls)
     ]
     rest = [ln.ms for ln in own_lines(ev) if not ln.in_forward]
     total = sum(math) + sum(rest)
@@ -198,7 +201,8 @@ def sync_on_its_line(
     if not lines or (lines[0].file, lines[0].line) != (file, line):
         return f
     top = lines[0]
-    if kind_of(top) not in ("numpy_in_forward", "numpy", "logging", "parameter_reads", "metric"):
+    waits = ("numpy_in_forward", "numpy", "logging", "parameter_reads", "metric", "model_again")
+    if kind_of(top) not in waits:
         return f
     text = fix_text(top)
     if text is not None:
