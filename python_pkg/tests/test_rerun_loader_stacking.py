@@ -158,6 +158,9 @@ def test_a_workers_sweep_that_could_not_clear_the_noise_is_not_run(
     assert rerun_plan.hidden_by_noise(workers, 2.0) is None
     why = rerun_plan.hidden_by_noise(workers, 22.0)
     assert why is not None and "at most 1.12x" in why and "must reach 1.28x" in why
+    # A band of 100% or more: no gain can clear it (not "a gain must reach infx").
+    wide = rerun_plan.hidden_by_noise(workers, 103.0)
+    assert wide is not None and "no gain can clear it" in wide and "inf" not in wide
 
     import gpusight.rerun.driver as driver_mod
 

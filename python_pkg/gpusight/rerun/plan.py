@@ -10,6 +10,7 @@ batch.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..knobs import Arm, Group, plan_groups
@@ -51,9 +52,10 @@ def hidden_by_noise(g: Group, noise_pct: float) -> str | None:
     need = threshold(noise_pct)
     if g.bound is None or g.bound >= need:
         return None
+    reach = f"a gain must reach {need:.2f}x" if math.isfinite(need) else "no gain can clear it"
     return (
         f"not run: at most {g.bound:.2f}x from the share of the step it acts on, inside the "
-        f"noise band (±{noise_pct:.0f}%: a gain must reach {need:.2f}x)"
+        f"noise band (±{noise_pct:.0f}%: {reach})"
     )
 
 
