@@ -1,6 +1,6 @@
 """A teacher copy of the model made with copy.deepcopy every step for a consistency loss.
 
-EXPECT: once before the loop
+EXPECT: Copy the model once
 """
 
 import copy

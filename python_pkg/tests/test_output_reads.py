@@ -128,3 +128,16 @@ def test_trackers_and_progress_bars_log_and_a_tensors_log_softmax_does_not() -> 
         assert kind_of(_line(code, True)) == "logging", code
     for code in ("y = out.log_softmax(-1)", "lp = dist.log_prob(x)"):
         assert kind_of(_line(code, False)) == "other", code
+
+
+def test_the_labels_copied_beside_the_predictions_are_the_same_record() -> None:
+    text = (
+        "for x, y in loader:\n"
+        "    out = model(x)\n"
+        "    preds.extend(out.argmax(1).cpu().tolist())\n"
+        "    labels.extend(y.cpu().tolist())\n"
+        "    step += 1\n"
+        "    x = x.cpu()\n"
+    )
+    # The copy of y right after the predictions', not one after another statement.
+    assert output_runs(text, 2) == [(3, 4)]

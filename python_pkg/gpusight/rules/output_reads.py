@@ -53,7 +53,9 @@ def _names(stmt: ast.stmt, ctx: type[ast.expr_context]) -> set[str]:
 @functools.lru_cache(maxsize=32)
 def _after_call(text: str, call_line: int) -> tuple[tuple[int, int, bool], ...]:
     """Each statement after the model's call at ``call_line``, in the loop around it, as (first
-    line, last line, whether it reads the call's output or a name made from it)."""
+    line, last line, whether it reads the call's output or a name made from it). A statement
+    right after one that does, which copies a value to the host (``labels.extend(y.cpu()
+    .tolist())`` beside the predictions'), is part of the same record."""
     tree = _tree(text)
     if tree is None:
         return ()
@@ -64,11 +66,20 @@ def _after_call(text: str, call_line: int) -> tuple[tuple[int, int, bool], ...]:
         if stmt.lineno <= call_line <= end:
             made |= _names(stmt, ast.Store)
         elif stmt.lineno > call_line and made:
-            reads = bool(_names(stmt, ast.Load) & made)
+            after = bool(out) and out[-1][2]
+            reads = bool(_names(stmt, ast.Load) & made) or (after and _to_host(stmt))
             if reads:
                 made |= _names(stmt, ast.Store)
             out.append((stmt.lineno, end, reads))
     return tuple(out)
+
+
+def _to_host(stmt: ast.stmt) -> bool:
+    """The statement reads a tensor's value on the host (``.cpu()``, ``.item()``, ...)."""
+    return any(
+        isinstance(n, ast.Attribute) and n.attr in ("cpu", "item", "tolist", "numpy")
+        for n in ast.walk(stmt)
+    )
 
 
 SHOWN_CHARS = 120
