@@ -1,7 +1,6 @@
 """A validation batch run through the model, and its loss read, at every training step.
 
-On a GPU the host waits on its .item() (the sync finding names the line); on a CPU build the
-second forward is the model's own compute, which no finding names.
+On a GPU the host also waits on its .item(), and the sync finding names the line too.
 
 EXPECT: The model runs again at
 """
