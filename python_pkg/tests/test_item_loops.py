@@ -6,12 +6,10 @@ over a batch's fields and the loop around the model's call are not. Real CPU tor
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
-from gpusight.report import load_report
-from gpusight.report_schema import validate
 from gpusight.rules.item_loops import in_item_loop, item_loop, what_it_does
+from test_host_lines import _run
 
 STEP = """\
 for step in range(100):
@@ -78,17 +76,6 @@ for step in range(300):
     opt.step()
 """
 )
-
-
-def _run(tmp_path: Path, source: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    from gpusight.cli import main
-
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "train.py").write_text(source, encoding="utf-8")
-    assert main(["run", "--quiet", "--steps", "8", "--json", "r.json", "train.py"]) == 0
-    rep = load_report(tmp_path / "r.json")
-    validate(rep)
-    return rep
 
 
 def test_a_loss_summed_one_sample_at_a_time_is_named_as_the_loop_with_a_batch_fix(

@@ -6,13 +6,11 @@ Real CPU torch through ``gpusight run``, and the ``ast`` reading on the code peo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
-from gpusight.report import load_report
-from gpusight.report_schema import validate
 from gpusight.rules.host_line_fix import HostLine, fix_text, is_loss, kind_of
 from gpusight.rules.output_reads import output_lines, output_runs, statement_text
+from test_host_lines import _run
 
 LOOP = """\
 for step, (x, y) in enumerate(loader):
@@ -93,17 +91,6 @@ for step in range(300):
     accs.append(float(np.mean(np.any(top5 == y.numpy()[:, None], axis=1))))
 """
 )
-
-
-def _run(tmp_path: Path, source: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    from gpusight.cli import main
-
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "train.py").write_text(source, encoding="utf-8")
-    assert main(["run", "--quiet", "--steps", "8", "--json", "r.json", "train.py"]) == 0
-    rep = load_report(tmp_path / "r.json")
-    validate(rep)
-    return rep
 
 
 def test_a_numpy_metric_on_the_output_is_one_piece_with_its_own_fix(
