@@ -128,3 +128,15 @@ def test_the_labels_copied_beside_the_predictions_are_the_same_record() -> None:
     )
     # The copy of y right after the predictions', not one after another statement.
     assert output_runs(text, 2) == [(3, 4)]
+
+
+def test_a_host_read_after_the_backward_is_not_the_outputs_record() -> None:
+    text = (
+        "for x in loader:\n"
+        "    loss = model(x).pow(2).mean()\n"
+        "    loss.backward()\n"
+        "    total = sum(p.grad.norm().item() for p in model.parameters())\n"
+        "    norms.append(total)\n"
+    )
+    # The backward reads the loss; the norm read after it is the gradients', not the record's.
+    assert output_runs(text, 2) == [(3, 3)]

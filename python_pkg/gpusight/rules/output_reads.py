@@ -61,17 +61,28 @@ def _after_call(text: str, call_line: int) -> tuple[tuple[int, int, bool], ...]:
         return ()
     made: set[str] = set()
     out: list[tuple[int, int, bool]] = []
+    record = False  # the statement before is of the step's record (not its backward or update)
     for stmt in _simple(_loop_around(tree, call_line) or tree):
         end = stmt.end_lineno or stmt.lineno
         if stmt.lineno <= call_line <= end:
             made |= _names(stmt, ast.Store)
         elif stmt.lineno > call_line and made:
-            after = bool(out) and out[-1][2]
-            reads = bool(_names(stmt, ast.Load) & made) or (after and _to_host(stmt))
+            reads = bool(_names(stmt, ast.Load) & made) or (record and _to_host(stmt))
             if reads:
                 made |= _names(stmt, ast.Store)
+            record = reads and not _updates(stmt)
             out.append((stmt.lineno, end, reads))
     return tuple(out)
+
+
+def _updates(stmt: ast.stmt) -> bool:
+    """The step's own calls on what it computed (``loss.backward()``, ``opt.step()``)."""
+    return any(
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr in ("backward", "step", "zero_grad")
+        for n in ast.walk(stmt)
+    )
 
 
 def _to_host(stmt: ast.stmt) -> bool:
