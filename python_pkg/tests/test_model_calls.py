@@ -91,3 +91,33 @@ def test_a_sync_on_the_main_models_second_call_gets_that_lines_fix() -> None:
     ev.main_model_calls = frozenset({("train.py", 19), ("train.py", 24)})
     f = report_of(ev).finding("code.host_sync")
     assert f is not None and f.fix.text.startswith("The model runs again at train.py:24 ")
+
+
+def test_the_step_call_is_the_training_one_not_an_evaluation_that_came_first() -> None:
+    """An evaluation of 50 batches under no_grad after the first step outnumbers the training
+    call in the first calls the watch looks at: the model's call is still the training
+    step's."""
+    from gpusight.watch.code_sources import forward_site
+    from gpusight.watch.session import Watch
+    from torch import nn
+
+    model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    val = [torch.randn(8, 16) for _ in range(50)]
+    lines: dict[str, int] = {}
+    step = 0
+    with Watch(steps=6, warmup=2, profile_steps=0) as w:
+        while True:
+            if step % 25 == 1:
+                with torch.no_grad():
+                    for xv in val:
+                        lines["eval"] = _here() + 1
+                        model(xv)
+            lines["train"] = _here() + 1
+            loss = model(torch.randn(8, 16)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            step += 1
+    site = forward_site(w)
+    assert site is not None and site.line == lines["train"], (site, lines)

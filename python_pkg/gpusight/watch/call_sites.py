@@ -103,12 +103,20 @@ class SiteCounts:
     before the loop is outnumbered by the loop's own."""
 
     seen: dict[tuple[str, int], tuple[CallSite, int]] = field(default_factory=dict)
+    training: set[tuple[str, int]] = field(default_factory=set)
+    """The lines that called it with autograd on: a training step's, not an evaluation's."""
 
-    def add(self, site: CallSite) -> None:
+    def add(self, site: CallSite, grad: bool = False) -> None:
         key = (site.filename, site.line)
         known = self.seen.get(key)
         self.seen[key] = (site, (known[1] if known else 0) + 1)
+        if grad:
+            self.training.add(key)
 
     def top(self) -> CallSite | None:
-        best = max(self.seen.values(), key=lambda v: v[1], default=None)
+        """The line that called it most often, among those that did with autograd on where
+        any did: an evaluation of 50 batches under ``no_grad`` at step 0 outnumbers the
+        training step's call in the first calls the watch looks at."""
+        keys = [k for k in self.seen if k in self.training] or list(self.seen)
+        best = max((self.seen[k] for k in keys), key=lambda v: v[1], default=None)
         return best[0] if best is not None else None

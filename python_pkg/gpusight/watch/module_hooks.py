@@ -127,7 +127,8 @@ class ModuleHooks(WatchState):
         except Exception:  # a fix's call site is a nicety: never the user's problem
             return
         if site is not None:
-            self.collected.forward_sites.setdefault(id(module), SiteCounts()).add(site)
+            grad = bool(self._torch is not None and self._torch.is_grad_enabled())
+            self.collected.forward_sites.setdefault(id(module), SiteCounts()).add(site, grad)
 
     def _first_call(self, module: Any) -> ModuleInfo | None:
         try:
