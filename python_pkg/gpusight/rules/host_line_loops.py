@@ -16,11 +16,20 @@ from .host_line_fix import TENSOR_ITERS, HostLine, kind_of, reads_values
 
 
 @functools.lru_cache(maxsize=8)
+def parsed(text: str) -> ast.Module | None:
+    """The user's file as the run saw it, parsed once for every rule that reads it; None where
+    it does not parse."""
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+
+
+@functools.lru_cache(maxsize=8)
 def _loops(text: str) -> tuple[tuple[int, int, str], ...]:
     """Each ``for`` statement's first and last line and its iterable's source."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    tree = parsed(text)
+    if tree is None:
         return ()
     return tuple(
         (node.lineno, node.end_lineno or node.lineno, ast.unparse(node.iter))

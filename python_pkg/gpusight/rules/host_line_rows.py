@@ -118,8 +118,9 @@ def on_its_line(f: Finding, ev: WorkloadEvidence) -> Finding:
     """Host work outside the model (``load.cpu_preprocessing``) on the user's lines outside
     it: a line inside ``forward`` is the model's time, not this finding's."""
     call = ev.forward_source.line if ev.forward_source is not None else None
-    lines = grouped_items([ln for ln in own_lines(ev) if not ln.in_forward], *_file_of(ev), call)
-    lines = grouped_output(grouped(lines, *_file_of(ev)), *_file_of(ev), call)
+    text, path = _file_of(ev)
+    lines = grouped_items([ln for ln in own_lines(ev) if not ln.in_forward], text, path, call)
+    lines = grouped_output(grouped(lines, text, path), text, path, call)
     mine = sum(ln.share_pct for ln in lines)
     if ev.host_lines and mine < MIN_SHARE_PCT:
         return _on_no_line(f, mine, _call_line(ev))
@@ -163,7 +164,14 @@ def _call_line(ev: WorkloadEvidence) -> HostLine | None:
     src = ev.forward_source
     if src is None:
         return None
-    at = next((ln for ln in ev.host_lines if ln.line == src.line and not ln.in_forward), None)
+    at = next(
+        (
+            ln
+            for ln in ev.host_lines
+            if ln.line == src.line and not ln.in_forward and same_file(ln, src.path)
+        ),
+        None,
+    )
     return at if at is not None and len(calls(at.code)) > 1 else None
 
 

@@ -11,19 +11,11 @@ import functools
 from dataclasses import replace
 
 from .host_line_fix import HostLine
-from .host_line_loops import same_file
+from .host_line_loops import parsed, same_file
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef)
 _LOSSES = ("cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
            "mse_loss", "l1_loss", "nll_loss", "smooth_l1_loss")  # fmt: skip
-
-
-@functools.lru_cache(maxsize=8)
-def _tree(text: str) -> ast.Module | None:
-    try:
-        return ast.parse(text)
-    except (SyntaxError, ValueError):
-        return None
 
 
 def _over_items(loop: ast.For | ast.AsyncFor) -> bool:
@@ -70,7 +62,7 @@ def what_it_does(text: str, header: int) -> str:
     """What the loop at ``header`` computes per item, as its fix needs it: ``loss`` (a loss
     function's call), ``transform`` (an item of a tensor written: ``x[i] = x[i].flip(-1)``),
     else ``other``."""
-    tree = _tree(text)
+    tree = parsed(text)
     loop = _loop_at(tree, header) if tree is not None else None
     if loop is None:
         return "other"
@@ -96,7 +88,7 @@ def _last(node: ast.expr) -> str:
 def item_loop(text: str, call_line: int, line: int) -> tuple[int, int] | None:
     """The innermost loop over the batch's items that holds ``line``, as (first, last) line:
     in the same function as the model's call at ``call_line`` and not around it."""
-    tree = _tree(text)
+    tree = parsed(text)
     if tree is None:
         return None
     scope = _scope(tree, call_line)

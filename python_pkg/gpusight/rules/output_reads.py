@@ -12,19 +12,11 @@ import functools
 from dataclasses import replace
 
 from .host_line_fix import HostLine, kind_of
-from .host_line_loops import same_file
+from .host_line_loops import parsed, same_file
 
 _SCOPES = (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef)
 _COMPOUND = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try,
              ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Match)  # fmt: skip
-
-
-@functools.lru_cache(maxsize=8)
-def _tree(text: str) -> ast.Module | None:
-    try:
-        return ast.parse(text)
-    except (SyntaxError, ValueError):
-        return None
 
 
 def _simple(node: ast.AST) -> list[ast.stmt]:
@@ -56,7 +48,7 @@ def _after_call(text: str, call_line: int) -> tuple[tuple[int, int, bool], ...]:
     line, last line, whether it reads the call's output or a name made from it). A statement
     right after one that does, which copies a value to the host (``labels.extend(y.cpu()
     .tolist())`` beside the predictions'), is part of the same record."""
-    tree = _tree(text)
+    tree = parsed(text)
     if tree is None:
         return ()
     made: set[str] = set()
@@ -100,7 +92,7 @@ def statement_text(text: str, line: int) -> str | None:
     """The simple statement that starts at ``line``, on one line, where that is at most
     ``SHOWN_CHARS`` long: a statement over several lines is shown whole, not by its first
     (``log.write(``); a longer one by its first line (cut, it would not parse for its kind)."""
-    tree = _tree(text)
+    tree = parsed(text)
     if tree is None:
         return None
     stmt = next((n for n in _simple(tree) if n.lineno == line), None)
