@@ -409,3 +409,46 @@ def test_the_statement_knob_offers_a_run_of_the_steps_record_as_one_arm(
     assert [a.label for g in groups for a in g.arms] == [
         f"lines {first}-{first + 2} `acc = (out.argmax(1) == y).float().mean()` every 10 steps"
     ]
+
+
+LIGHTNING = """\
+import lightning as L
+import torch.nn.functional as F
+
+
+class Classifier(L.LightningModule):
+    def forward(self, x):
+        return self.net(x)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return F.cross_entropy(self(x), y)
+
+
+trainer = L.Trainer(max_steps=1000)
+trainer.fit(model, datamodule=dm)
+"""
+
+
+def test_a_frameworks_fit_call_is_not_a_statement_to_run_less_often(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from gpusight.knobs import Situation
+    from gpusight.knobs.statement import Statement
+
+    root = Path(str(tmp_path))
+    (root / "train.py").write_text(LIGHTNING)
+    fit = _line(LIGHTNING, "trainer.fit(")
+    # As a Lightning script measured on a CPU build: the fit line holds the framework's step.
+    timed = ((fit, "trainer.fit(model, datamodule=dm)", "<module>", 86.0),
+             (7, "return self.net(x)", "Classifier.forward", 6.0))  # fmt: skip
+    rows = [{"file": str(root / "train.py"), "line": line, "code": code, "function": fn,
+             "ms_per_step": pct / 10, "share_pct": pct}
+            for line, code, fn, pct in timed]  # fmt: skip
+    site = {"file": str(root / "train.py"), "line": _line(LIGHTNING, "F.cross_entropy")}
+    s = Situation.of({"host_lines": {"lines": rows}, "step_time_ms": 10.0, "forward_site": site})
+    assert Statement().groups(s) == []
+    said = Statement().not_planned(s)
+    assert (
+        f"line {fit} `trainer.fit(model, datamodule=dm)` runs the training framework's loop" in said
+    )

@@ -18,6 +18,7 @@ from .base import MIN_WINDOW_S, Arm, Group, Knob, Situation
 
 if TYPE_CHECKING:
     from ..report import Fix
+    from ..rules.host_line_fix import HostLine
 
 KEY = "statement"
 MIN_SHARE_PCT = 5.0
@@ -26,17 +27,33 @@ LINES = 3
 """The costliest lines offered, at most."""
 
 
+def _host_line(row: dict[str, Any]) -> HostLine:
+    from ..rules.host_line_fix import HostLine
+
+    return HostLine(str(row.get("file")), int(row.get("line") or 0), row.get("code"),
+                    str(row.get("function") or ""), float(row.get("ms_per_step") or 0.0),
+                    float(row.get("share_pct") or 0.0), bool(row.get("in_forward")))  # fmt: skip
+
+
+def _framework_loops(facts: dict[str, Any]) -> list[dict[str, Any]]:
+    """Lines that run a training framework's loop (``trainer.fit(...)``, ``trainer.train()``):
+    the framework's whole step runs under them, so they are not a statement to run less often."""
+    from ..rules.host_line_fix import kind_of
+
+    rows = (facts.get("host_lines") or {}).get("lines") or []
+    return [r for r in rows if kind_of(_host_line(r)) == "framework_loop"]
+
+
 def _own_lines(facts: dict[str, Any]) -> list[dict[str, Any]]:
-    from ..rules.host_line_fix import HostLine, is_framework
+    from ..rules.host_line_fix import is_framework
 
     site = facts.get("forward_site") or {}
     call = site.get("line")
+    loops = [id(r) for r in _framework_loops(facts)]
     out = []
     for row in (facts.get("host_lines") or {}).get("lines") or []:
-        ln = HostLine(str(row.get("file")), int(row.get("line") or 0), row.get("code"),
-                      str(row.get("function") or ""), float(row.get("ms_per_step") or 0.0),
-                      float(row.get("share_pct") or 0.0), bool(row.get("in_forward")))  # fmt: skip
-        if not is_framework(ln, call if row.get("file") == site.get("file") else None):
+        call_here = call if row.get("file") == site.get("file") else None
+        if id(row) not in loops and not is_framework(_host_line(row), call_here):
             out.append(row)
     return out
 
@@ -163,6 +180,16 @@ class Statement(Knob):
     def not_planned(self, s: Situation) -> str:
         if not (s.facts.get("host_lines") or {}).get("lines"):
             return "no line of the loop was timed (the run ended before the steps timed by line)"
+        loops = [r for r in _framework_loops(s.facts)
+                 if float(r.get("share_pct") or 0) >= MIN_SHARE_PCT]  # fmt: skip
+        if loops:
+            r = loops[0]
+            return (
+                f"line {r.get('line')} `{str(r.get('code') or '').strip()[:48]}` runs the "
+                "training framework's loop, under which its whole step runs; no other line of "
+                f"your own code outside the model's took {MIN_SHARE_PCT:g}% or more of the "
+                "step's host time"
+            )
         model = sorted({str(r.get("function")) for r in _big_lines(s.facts) if _in_forward(r)})
         if model:
             return (
