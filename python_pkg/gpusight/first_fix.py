@@ -10,6 +10,7 @@ else any that is more than information.
 
 from __future__ import annotations
 
+from .knobs.gain_rule import loses
 from .report import LEADS, Finding, Impact, Report, sort_findings
 
 CPU_ONLY_ID = "env.cpu_only_build"
@@ -34,7 +35,9 @@ def gain_text(impact: Impact) -> str | None:
     """``measured 2.31x``, ``estimated 1.21x to 1.54x``, ``estimated up to 18% of the step``;
     None without a figure."""
     if impact.basis == "measured" and impact.speedup:
-        return f"measured {impact.speedup:.2f}x"
+        # Slower by more than a win must gain: said, so no reader takes it for a gain.
+        slower = ", slower" if loses(impact.speedup, 0.0) else ""
+        return f"measured {impact.speedup:.2f}x{slower}"
     if impact.basis != "estimated":
         return None
     if impact.speedup_range:

@@ -225,3 +225,29 @@ def _moved_outcome() -> Outcome:
     out = Outcome(baseline=_result("baseline", {}, 20.0), control=None, noise_pct=1.0)
     out.arms = [(arm, _result("moved", arm.changes, 5.0))]
     return out
+
+
+def _workers_lost(arm_ms: float) -> Report:
+    """The rule's input-bound finding, and a workers arm measured at ``arm_ms`` per step."""
+    from gpusight.report import Finding, Fix
+
+    arm = Arm("workers", "DataLoader num_workers=2", {"num_workers": 2}, "load.input_bound")
+    out = Outcome(baseline=_result("baseline", {}, 10.0), control=None, noise_pct=5.0)
+    out.arms = [(arm, _result("workers", arm.changes, arm_ms))]
+    rep = Report(kind="watch", machine={"platform": "x", "python": "3", "cpu_count": 2,
+                                        "gpus": []})  # fmt: skip
+    rep.findings.append(Finding(id="load.input_bound", severity="warn", title="starved",
+                                fix=Fix(text="more workers")))  # fmt: skip
+    apply(rep, out)
+    rep.validate()
+    return rep
+
+
+def test_a_fix_measured_slower_says_slower_not_within_the_noise() -> None:
+    f = _workers_lost(26.0).finding("load.input_bound")
+    assert f is not None and f.impact.basis == "measured"
+    assert (f.impact.speedup or 1.0) < 0.4
+    assert "slower beyond the noise (±5.0%)" in f.impact.text
+    assert "within the noise" not in f.impact.text
+    g = _workers_lost(10.2).finding("load.input_bound")
+    assert g is not None and "within the noise (±5.0%): not significant" in g.impact.text

@@ -180,6 +180,9 @@ def test_gain_and_changed_lines() -> None:
     assert gain_text(Impact(basis="estimated", recoverable_pct=18.0)) == (
         "estimated up to 18% of the step"
     )
+    # A fix measured slower says so beside its figure; one within a few percent of 1x does not.
+    assert gain_text(Impact(basis="measured", speedup=0.38)) == "measured 0.38x, slower"
+    assert gain_text(Impact(basis="measured", speedup=0.98)) == "measured 0.98x"
     assert changed_lines(PATCH) == [
         "-loader = DataLoader(ds, batch_size=8)",
         "+loader = DataLoader(ds, batch_size=8, num_workers=4)",

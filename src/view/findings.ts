@@ -120,10 +120,15 @@ export function unifyTimes(text: string): string {
 
 export function impactText(f: Finding): string {
   const parts: string[] = [];
-  if (typeof f.impact.speedup === 'number') {
-    parts.push(`${formatSpeedup(f.impact.speedup)} faster`);
+  const s = f.impact.speedup;
+  // A fix measured slower saves nothing: said, never "0.38× faster, saves 0%". Slower as
+  // gain_rule.loses says at no noise (Python's gain_text).
+  const slower = typeof s === 'number' && s < 1;
+  if (typeof s === 'number') {
+    const word = s >= 1 ? ' faster' : s * 1.05 <= 1 ? ' (slower)' : '';
+    parts.push(`${formatSpeedup(s)}${word}`);
   }
-  if (typeof f.impact.recoverable_pct === 'number') {
+  if (typeof f.impact.recoverable_pct === 'number' && !slower) {
     // A measured change saved that share; an estimate is a ceiling.
     const share = formatPct(f.impact.recoverable_pct);
     parts.push(

@@ -55,6 +55,11 @@ describe('words that follow the machine', () => {
     expect(gainText(f)).toBe(
       'Estimated: 1.41× faster, up to 29.1% of step time'
     );
+    f.impact = { ...f.impact, basis: 'measured', speedup: 0.38 };
+    f.impact.recoverable_pct = 0;
+    expect(gainText(f)).toBe('Measured: 0.38× (slower)');
+    f.impact.speedup = 0.98;
+    expect(gainText(f)).toBe('Measured: 0.98×');
   });
 
   it('tells a CPU-only build and a CPU run from a GPU one', () => {

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..finding_catalogue import title
 from ..knobs import by_name, owners
-from ..knobs.gain_rule import threshold, wins
+from ..knobs.gain_rule import loses, threshold, wins
 from ..one_gain import REPEAT_OF, one_gain_per_change, repeat_of
 from ..report import Evidence, Finding, Fix, Impact, Report, WhatIf
 from ..rules.severity import settle
@@ -150,11 +150,16 @@ def apply(report: Report, out: Outcome) -> Report:
             fix_text = _fix_for(arm, base_items, facts)
         elif f is not None:
             # A measured change that did not beat the noise: the estimate does not stand.
+            said = (
+                f", slower beyond the noise (±{noise:.1f}%): this change does not help here."
+                if loses(gain, noise)
+                else f", within the noise (±{noise:.1f}%): not significant."
+            )
             f.impact = Impact(
                 basis="measured",
                 text=f"Measured end to end: {arm.label} gave {gain:.2f}x{rate}"
                 + (" over that batch alone" if arm.stacked_on else "")
-                + f", within the noise (±{noise:.1f}%): not significant.",
+                + said,
                 speedup=round(gain, 2),
                 recoverable_pct=0.0,
             )
