@@ -71,3 +71,80 @@ def test_a_model_deep_copied_and_saved_mid_run_works_as_unwatched(
         assert torch.equal(p, weights[name])
     x = torch.randn(2, 16)
     assert saved(x).shape == (2, 4)  # its hooks do nothing
+
+
+SCRIPTED = """\
+import sys
+
+import torch
+from torch import nn
+
+@torch.jit.script
+def doubled(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+@torch.jit.script
+class Running:
+    def __init__(self, total: torch.Tensor):
+        self.total = total
+
+    def add(self, x: torch.Tensor) -> torch.Tensor:
+        # Names resolved in the scripting caller's frame: the script's ``torch``.
+        self.total = self.total + torch.abs(x).sum()
+        return self.total
+
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+running = Running(torch.zeros(()))
+for step in range(40):
+    x = torch.randn(8, 16)
+    loss = doubled(model(x)).pow(2).mean()
+    running.add(loss.detach())
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if step % 5 == 0:  # an export every few steps, while the watch's hooks are on
+        scripted = torch.jit.script(model)
+        with torch.no_grad():
+            assert torch.equal(scripted(x), model(x))
+        scripted.save("model.pt")
+print("done", file=sys.stderr)
+"""
+
+
+def test_a_model_scripted_mid_run_is_the_users_without_the_watchs_hooks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpusight.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text(SCRIPTED, encoding="utf-8")
+    assert main(["run", "--quiet", "--steps", "8", "--json", "r.json", "train.py"]) == 0
+    rep = load_report(tmp_path / "r.json")
+    assert "error" not in rep["run"], rep["run"].get("error")
+    assert rep["run"]["steps"] >= 8
+    loaded = torch.jit.load(str(tmp_path / "model.pt"))
+    assert loaded(torch.randn(2, 16)).shape == (2, 4)
+    assert torch.jit.script is torch.jit._script.script  # torch's own, back after the run
+
+
+def test_the_watchs_hooks_are_set_aside_and_put_back_in_their_places() -> None:
+    from gpusight.hook_copies import set_aside
+    from torch import nn
+
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    mine = model.register_forward_pre_hook(lambda m, a: None)
+    ours = model.register_forward_pre_hook(WatchHook(lambda m, a: None), prepend=True)
+    inner = model[0].register_forward_hook(WatchHook(lambda m, a, o: None))
+    before = list(model._forward_pre_hooks)
+    with set_aside(model):
+        assert list(model._forward_pre_hooks) == [mine.id]
+        assert not model[0]._forward_hooks
+        later = model.register_forward_pre_hook(lambda m, a: None)
+    assert list(model._forward_pre_hooks) == [*before, later.id]  # ours first again
+    assert list(model[0]._forward_hooks) == [inner.id]
+    ours.remove()
+    assert list(model._forward_pre_hooks) == [mine.id, later.id]

@@ -23,6 +23,13 @@ MIN_WINDOW_S = 2.0
 what a knob's arm can count on seeing."""
 
 
+SCRIPTED_MODEL = (
+    "the model is a TorchScript module (torch.jit.script or torch.jit.load), which takes no "
+    "hooks: a re-run cannot change its calls; make the change in the script itself"
+)
+"""Why a change made around the model's calls did not reach a TorchScript model."""
+
+
 class Record(Protocol):
     """Where a knob tells its driver what took effect and how to undo what it patched."""
 
@@ -326,7 +333,8 @@ class Knob:
         """Why a re-run with ``changes`` does not show this knob's change (None: it does)."""
         applied = (facts or {}).get("injected") or {}
         if any(k in changes and not applied.get(self.applied_name(k)) for k in self.keys):
-            return self.unapplied or self.name
+            notes = (facts or {}).get("inject_notes") or []
+            return next((n for n in notes if n == SCRIPTED_MODEL), self.unapplied or self.name)
         return None
 
     def install(self, hooks: Target) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..hook_copies import WatchHook
 from ..knobs import KNOWN_KEYS, LOADER_KEYS, REGISTRY, Knob
+from ..knobs.base import SCRIPTED_MODEL
 
 __all__ = ["KNOWN_KEYS", "LOADER_KEYS", "InjectError", "Injected", "check", "install"]
 
@@ -192,6 +193,9 @@ class _ModelHooks:
         except StopIteration:
             return
         self.model_id = id(module)
+        if isinstance(module, self.torch.jit.ScriptModule):
+            self.inj.notes.append(SCRIPTED_MODEL)  # its knobs' rows say it (took_effect)
+            return
         pre = module.register_forward_pre_hook(WatchHook(self.model_pre), with_kwargs=True)
         post = module.register_forward_hook(
             WatchHook(self.model_post), with_kwargs=True, always_call=True

@@ -62,6 +62,14 @@ class ModuleHooks(WatchState):
                 call_shim.remove(shim)
             if key in self._around:  # compiled in place: its hooks would run traced
                 continue
+            if scripted(module):
+                # TorchScript takes no hooks: its calls are seen from a call shim, the one a
+                # light step uses (its full-step work is the hooks').
+                shim = call_shim.install(module, self._shim_end, _is_compiling,
+                                         before=self._shim_begin)  # fmt: skip
+                if shim is not None:
+                    self._shims[key] = shim
+                continue
             if key not in self._pre_handles:
                 # First of the module's pre-hooks: the clock starts before theirs, and the call
                 # is seen as the script made it (a what-if's hook that repeats the batch comes
@@ -201,6 +209,14 @@ class ModuleHooks(WatchState):
                 f"the loop calls {cycle.period} models in turn ({', '.join(names)}): a step is "
                 f"one round of them, ended by the last one's call"
             )
+
+
+def scripted(module: Any) -> bool:
+    """A TorchScript module (``torch.jit.script``, ``torch.jit.load``): registering a hook on it
+    raises, and its ``forward`` runs in TorchScript."""
+    from torch.jit import ScriptModule
+
+    return isinstance(module, ScriptModule)
 
 
 def call_kwargs(frame: FrameType | None) -> dict[str, Any] | None:

@@ -45,6 +45,7 @@ from collections.abc import Callable
 from time import perf_counter_ns
 from typing import Any
 
+from .. import hook_copies
 from ..report import Report
 from . import (
     compiled_models,
@@ -323,6 +324,7 @@ class Watch(
         p.handle("module forward hook", h_post)
         module_cls = nn_module.Module
         p.set_attr(module_cls, "compile", self._wrap_module_compile(module_cls.compile))
+        p.set_attr(torch.jit, "script", hook_copies.scripting(torch.jit.script))
 
         p.set_attr(torch.Tensor, "backward", self._wrap_backward(torch.Tensor.backward))
         p.set_attr(torch.autograd, "backward", self._wrap_backward(torch.autograd.backward))
