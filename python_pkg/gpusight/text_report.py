@@ -330,6 +330,22 @@ def _host_lines(timed: dict[str, Any], most: int = 3) -> str:
     )
 
 
+SLOWED = 1.5
+"""A traced step this many times the measured one is said beside the lines' times."""
+
+
+def _traced(timed: dict[str, Any], step_ms: float) -> str:
+    """`` (in steps traced line by line: 7.4 ms each, 1.37 ms measured)`` where the line clock
+    slowed the steps it timed (a framework's loop of many Python calls): the lines' shares
+    hold, their times are the traced steps'."""
+    traced = float(timed.get("step_ms") or 0.0)
+    if not step_ms or traced < SLOWED * step_ms:
+        return ""
+    return (
+        f" (in steps traced line by line: {format_ms(traced)} each, {format_ms(step_ms)} measured)"
+    )
+
+
 def _part(key: str, gpu: bool) -> str:
     """A part of the step in words ("waiting for data"), not its key (``data_wait``)."""
     if key == "compute" and not gpu:
@@ -356,9 +372,10 @@ def render_summary(report: Report) -> str:
             f"{_part(k, gpu)} {format_ms(v)}" for k, v in split.items() if v >= 0.005 * total
         )
         out.add(f"  step {format_ms(total)} over {run.get('steps')} steps: {parts}")
-    lines = _host_lines(run.get("host_lines") or {})
+    timed = run.get("host_lines") or {}
+    lines = _host_lines(timed)
     if lines:
-        out.add(f"  host time by line: {lines}")
+        out.add(f"  host time by line{_traced(timed, total)}: {lines}")
     mfu = mfu_text(run.get("speed_of_light") or {})
     if mfu:
         out.add(f"  MFU: {mfu}")

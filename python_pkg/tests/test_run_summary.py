@@ -249,3 +249,17 @@ def test_the_steps_split_is_said_in_words_not_keys() -> None:
     assert "data_wait" not in text and "other_cpu" not in text
     r.machine = {"gpus": []}  # a CPU run: its compute is the host's
     assert "compute (CPU) 31.0 ms" in render_summary(r)
+
+
+def test_lines_timed_in_slowed_steps_say_the_traced_steps_time() -> None:
+    r = _report()
+    row = {"file": "fit.py", "line": 133, "code": "trainer.fit(model, datamodule=dm)",
+           "function": "<module>", "ms_per_step": 6.97, "share_pct": 86.0}  # fmt: skip
+    r.run = {"steps": 1000, "step_time_ms": 1.37, "breakdown_ms": {"compute": 1.24},
+             "host_lines": {"steps": 2, "step_ms": 8.1, "lines": [row]}}  # fmt: skip
+    text = render_summary(r)
+    # A Lightning step of many Python calls ran 6x slower under the line clock.
+    assert "host time by line (in steps traced line by line: 8.10 ms each, 1.37 ms measured): " \
+        "fit.py:133 trainer.fit(model, datamodule=dm) 6.97 ms (86%)" in text  # fmt: skip
+    r.run["host_lines"]["step_ms"] = 1.6  # about the measured step: nothing to say
+    assert "host time by line: fit.py:133" in render_summary(r)

@@ -86,11 +86,22 @@ export class GsHostLines extends LitElement {
         lines.length && timed.steps
           ? html`<p class="jp-GpusightHostLines-why">
               Timed over ${timed.steps} steps after the measured ones; each
-              line's time leaves out the lines of yours it calls.
+              line's time leaves out the lines of yours it
+              calls.${this._slowed()}
             </p>`
           : nothing
       }
     </section>`;
+  }
+
+  /** Where the line clock slowed its steps (a framework's loop of many Python calls), as
+   * text_report's `_traced` says it: the shares hold, the times are the traced steps'. */
+  private _slowed(): string {
+    const traced = this.run?.host_lines?.step_ms ?? 0;
+    const step = this.run?.step_time_ms ?? 0;
+    return step && traced >= 1.5 * step
+      ? ` Tracing slowed those steps to ${formatMs(traced)} each (${formatMs(step)} measured): the shares hold.`
+      : '';
   }
 
   private _line(l: HostLine) {

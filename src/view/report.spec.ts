@@ -241,6 +241,22 @@ describe('<gs-report>', () => {
     ).toEqual(['train.py:15', 'train.py:11']);
     expect(items[0].textContent).toContain('gc.collect()');
     expect(items[0].textContent).toMatch(/98\.7\s*%/);
+    const foot = () =>
+      (deepAll(el, 'gs-host-lines')[0].shadowRoot?.textContent ?? '').replace(
+        /\s+/g,
+        ' '
+      );
+    const host = deepAll(el, 'gs-host-lines')[0] as HTMLElement & {
+      run: typeof r.run;
+      updateComplete: Promise<boolean>;
+    };
+    host.run = { ...r.run!, step_time_ms: 150 };
+    await host.updateComplete;
+    expect(foot()).not.toContain('Tracing slowed');
+    host.run = { ...r.run!, step_time_ms: 15.72 };
+    await host.updateComplete;
+    expect(foot()).toContain('Tracing slowed those steps to 157');
+    expect(foot()).toContain('(15.7 ms measured): the shares hold.');
     r.run!.host_lines = {
       steps: 0,
       lines: [],
