@@ -881,3 +881,30 @@ def test_a_second_models_call_is_the_steps_computation_and_a_deep_copy_is_named(
     ev.model_calls = frozenset()
     g = report_of(ev).finding("load.cpu_preprocessing")
     assert g is not None and g.title.startswith("train.py:20 ")
+
+
+def test_a_with_of_torchs_modes_is_the_steps_own_line_not_a_transform() -> None:
+    from gpusight.rules.host_line_fix import HostLine, is_framework
+
+    def line(code: str) -> HostLine:
+        return HostLine("train.py", 17, code, "main", 0.02, 4.0)
+
+    # Entering autocast (its cast cache cleared on exit) is the mode's cost, not the user's.
+    assert is_framework(line('with torch.autocast("cuda", dtype=torch.bfloat16):'), None)
+    assert is_framework(line("with torch.no_grad(), torch.autocast(device_type='cuda'):"), None)
+    assert is_framework(line("with accelerator.accumulate(model):"), None)
+    # A with of the user's own (a file, a timer of theirs) is their work.
+    assert not is_framework(line('with open("log.txt", "a") as fh:'), None)
+    assert not is_framework(line("with torch.no_grad(), open('x') as fh:"), None)
+    # As a dict-batch script on a CPU build: the autocast line is the only line outside the
+    # framework's; it is not named as a transform to move.
+    ev = _small_batch_evidence(other_cpu=1.2, launch=0.4)
+    ev.host_lines = [
+        HostLine("train.py", 20, "opt.zero_grad(); loss.backward(); opt.step()", "<module>",
+                 0.89, 53.0),
+        HostLine("train.py", 18, "out = model(batch)", "<module>", 0.32, 19.0),
+        HostLine("train.py", 17, 'with torch.autocast("cpu", dtype=torch.bfloat16):',
+                 "<module>", 0.07, 4.0),
+    ]  # fmt: skip
+    f = report_of(ev).finding("load.cpu_preprocessing")
+    assert f is None or "autocast" not in f.title

@@ -51,6 +51,10 @@ _LOSSES = ("cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_l
 # What a loop over a model's tensors iterates (``zip(ema.parameters(), model.parameters())``,
 # ``model.named_parameters()``, ``state_dict().items()``).
 TENSOR_ITERS = ("parameters(", "named_parameters(", "buffers(", "named_buffers(", "state_dict(")
+# torch's modes a ``with`` line enters: the step's own setting, not work of the user's (entering
+# and leaving autocast clears its cast cache, a cost of the mode).
+_MODES = ("autocast", "no_grad", "enable_grad", "inference_mode", "set_grad_enabled",
+          "sdpa_kernel", "record_function", "accumulate", "no_sync")  # fmt: skip
 _READS = ("item", "tolist")
 _LOGGING = ("print", "log", "info", "debug", "add_scalar", "add_scalars", "add_histogram",
             "add_image", "set_postfix", "set_description", "write", "warning")  # fmt: skip
@@ -102,12 +106,15 @@ def _dotted(node: ast.expr) -> str:
 
 def is_framework(ln: HostLine, model_call_line: int | None) -> bool:
     """The step's own calls: the model's (its line), backward, the optimizer, the gradients'
-    clipping, the loader's loop, the loss on the model's output."""
+    clipping, the loader's loop, the loss on the model's output, a ``with`` of torch's modes."""
     code = (ln.code or "").strip()
     if code.startswith(("for ", "async for ")) and not ln.in_forward:
         return True  # the loop's header: the wait for the next batch, load.input_bound's
     if model_call_line is not None and ln.line == model_call_line and not ln.in_forward:
         return True
+    entered = calls(ln.code) if code.startswith(("with ", "async with ")) else []
+    if entered and all(c.rsplit(".", 1)[-1] in _MODES for c in entered):
+        return True  # ``with torch.autocast(...)``, ``with accelerator.accumulate(model)``
     return any(c.rsplit(".", 1)[-1] in _FRAMEWORK for c in calls(ln.code)) or is_step_math(ln)
 
 
