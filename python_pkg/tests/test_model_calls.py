@@ -121,3 +121,66 @@ def test_the_step_call_is_the_training_one_not_an_evaluation_that_came_first() -
             step += 1
     site = forward_site(w)
     assert site is not None and site.line == lines["train"], (site, lines)
+
+
+SIMCLR = """\
+for step, (x1, x2) in enumerate(loader):
+    z1 = model(x1)
+    z2 = model(x2)
+    loss = nt_xent(z1, z2)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    val = crit(model(xv), yv).item()
+"""
+
+
+def test_a_second_call_the_backward_differentiates_is_the_steps_own_not_run_again() -> None:
+    """A contrastive step's second view (``z2 = model(x2)``) feeds the loss: the step's own
+    computation, never "the model runs again"; a validation call beside it still is."""
+    from gpusight.rules.host_line_fix import HostLine
+    from gpusight.rules.workload import CodeSource
+    from test_rules_workload import _small_batch_evidence, report_of
+
+    ev = _small_batch_evidence(other_cpu=1.2, launch=0.4)
+    ev.host_lines = [
+        HostLine("train.py", 3, "z2 = model(x2)", "<module>", 8.0, 40.0),
+        HostLine("train.py", 2, "z1 = model(x1)", "<module>", 8.0, 40.0),
+        HostLine("train.py", 8, "val = crit(model(xv), yv).item()", "<module>", 2.0, 10.0),
+    ]
+    ev.forward_source = CodeSource("train.py", SIMCLR, 2)
+    ev.main_model_calls = frozenset({("train.py", 2), ("train.py", 3), ("train.py", 8)})
+    f = report_of(ev).finding("load.cpu_preprocessing")
+    assert f is not None and f.title.startswith("train.py:8 (`val = ")
+    assert "train.py:3" not in f.fix.text and "runs again at train.py:8" in f.fix.text
+
+
+MAML_STEP = """\
+for step in range(steps):
+    inner = F.mse_loss(functional_call(model, params, (x,)), y)
+    grads = torch.autograd.grad(inner, list(params.values()), create_graph=True)
+    fast = {k: v - 0.1 * g for (k, v), g in zip(params.items(), grads)}
+    outer = F.mse_loss(functional_call(model, fast, (x,)), y)
+    opt.zero_grad()
+    outer.backward()
+    opt.step()
+"""
+
+
+def test_a_meta_learning_steps_inner_update_is_not_host_work_to_move() -> None:
+    from gpusight.rules.host_line_fix import HostLine
+    from gpusight.rules.workload import CodeSource
+    from test_rules_workload import _small_batch_evidence, report_of
+
+    ev = _small_batch_evidence(other_cpu=1.2, launch=0.4)
+    ev.host_lines = [
+        HostLine("train.py", 3, MAML_STEP.splitlines()[2].strip(), "<module>", 4.0, 25.0),
+        HostLine("train.py", 4, MAML_STEP.splitlines()[3].strip(), "<module>", 2.0, 12.0),
+        HostLine("train.py", 5, MAML_STEP.splitlines()[4].strip(), "<module>", 3.0, 20.0),
+    ]
+    ev.forward_source = CodeSource("train.py", MAML_STEP, 2)
+    ev.main_model_calls = frozenset({("train.py", 2), ("train.py", 5)})
+    f = report_of(ev).finding("load.cpu_preprocessing")
+    # No line of the user's is named: each is the step's computation the backward runs through.
+    assert f is None or not any(f"train.py:{n}" in f.title for n in (3, 4, 5))
+    assert f is None or "transforms on the GPU" not in f.fix.text

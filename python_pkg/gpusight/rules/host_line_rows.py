@@ -11,7 +11,7 @@ from ..report import Evidence, Finding, Fix, Impact, SourceLine
 from .host_line_fix import HostLine, calls, fix_text, is_framework, is_step_math, kind_of
 from .host_line_loops import grouped, is_tensor_loop, same_file
 from .item_loops import grouped_items, in_item_loop
-from .output_reads import grouped_output, reads_output
+from .output_reads import feeds_backward, grouped_output, reads_output
 from .workload_evidence import WorkloadEvidence
 from .workload_impacts import rnd
 
@@ -54,8 +54,12 @@ def _own(
     models: frozenset[tuple[str, int]] = frozenset(),
     mains: frozenset[tuple[str, int]] = frozenset(),
 ) -> bool:
-    if ln.line != call and _calls_a_model(ln, mains):
+    if ln.line != call and _again(ln, text, path, call, mains):
         return True  # the main model run again (a validation loss), not the step's own call
+    if _calls_a_model(ln, mains) and ln.line != call:
+        return False  # a call the backward differentiates: the step's own (a second view)
+    if _differentiated(ln, text, path, call):
+        return False
     if not is_framework(ln, call) and not _calls_a_model(ln, models):
         return True
     if text is None or path is None or not same_file(ln, path) or ln.in_forward:
@@ -75,11 +79,36 @@ def _marked(
     (not its step's own call, which is the framework's)."""
     if ln.in_forward:
         return ln
-    if _calls_a_model(ln, mains):
+    if _again(ln, text, path, call, mains):
         return replace(ln, model_again=True)
     if path is None or not same_file(ln, path):
         return ln
     return replace(ln, on_output=reads_output(text, call, ln.line))
+
+
+def _again(
+    ln: HostLine, text: str | None, path: str | None, call: int | None,
+    mains: frozenset[tuple[str, int]],
+) -> bool:  # fmt: skip
+    """The line calls the main model again beside the step's own call, for something the
+    backward does not differentiate (a validation batch); a second view's forward in a
+    contrastive step, or a meta-learning step's outer loss, is the step's own computation."""
+    if not _calls_a_model(ln, mains):
+        return False
+    mine = text is not None and path is not None and same_file(ln, path)
+    return not (mine and feeds_backward(text, call, ln.line))
+
+
+def _differentiated(ln: HostLine, text: str | None, path: str | None, call: int | None) -> bool:
+    """A line after the model's call that computes what the backward differentiates (a
+    meta-learning step's inner gradients and fast weights, a loss of the user's own terms): the
+    step's computation, as the loss is. A loop over the batch's items stays the user's: it has
+    a fix of its own (``item_loops.py``)."""
+    if text is None or path is None or call is None or ln.in_forward or ln.line <= call:
+        return False
+    if not same_file(ln, path) or in_item_loop(text, call, ln.line):
+        return False
+    return feeds_backward(text, call, ln.line)
 
 
 def _file_of(ev: WorkloadEvidence) -> tuple[str | None, str | None]:
@@ -105,7 +134,11 @@ def step_math_fraction(ev: WorkloadEvidence) -> float:
         ln.ms
         for ln in ev.host_lines
         if not ln.in_forward
-        and (is_step_math(ln) or _calls_a_model(ln, ev.model_calls))
+        and (
+            is_step_math(ln)
+            or _calls_a_model(ln, ev.model_calls | ev.main_model_calls)
+            or _differentiated(ln, text, path, call)
+        )
         and ln.line != call
         and not _own(ln, text, path, call, ev.model_calls, ev.main_model_calls)
     ]

@@ -54,7 +54,9 @@ def _after_call(text: str, call_line: int) -> tuple[tuple[int, int, bool], ...]:
     made: set[str] = set()
     out: list[tuple[int, int, bool]] = []
     record = False  # the statement before is of the step's record (not its backward or update)
-    for stmt in _simple(_loop_around(tree, call_line) or tree):
+    stmts = _simple(_loop_around(tree, call_line) or tree)
+    feeds = _feeding_backward(stmts)
+    for stmt in stmts:
         end = stmt.end_lineno or stmt.lineno
         if stmt.lineno <= call_line <= end:
             made |= _names(stmt, ast.Store)
@@ -62,9 +64,42 @@ def _after_call(text: str, call_line: int) -> tuple[tuple[int, int, bool], ...]:
             reads = bool(_names(stmt, ast.Load) & made) or (record and _to_host(stmt))
             if reads:
                 made |= _names(stmt, ast.Store)
-            record = reads and not _updates(stmt)
+            # What the backward differentiates (the loss, a meta-learning step's inner
+            # gradients and fast weights), and the backward and update themselves, are the
+            # step's computation, not its record.
+            reads = reads and not (_names(stmt, ast.Store) & feeds) and not _updates(stmt)
+            record = reads
             out.append((stmt.lineno, end, reads))
     return tuple(out)
+
+
+def _feeding_backward(stmts: list[ast.stmt]) -> set[str]:
+    """The names the step's backward differentiates, and those they are made from: the
+    receiver or argument of a ``.backward(...)`` call (``loss.backward()``,
+    ``accelerator.backward(loss)``, ``scaler.scale(loss).backward()``), back through the
+    statements that assign them."""
+    feeds: set[str] = set()
+    for stmt in reversed(stmts):
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+                if n.func.attr == "backward":
+                    parts = [n.func.value, *n.args]
+                    feeds |= {m.id for p in parts for m in ast.walk(p) if isinstance(m, ast.Name)}
+        if _names(stmt, ast.Store) & feeds:
+            feeds |= _names(stmt, ast.Load)
+    return feeds
+
+
+def feeds_backward(text: str | None, call_line: int | None, line: int) -> bool:
+    """The statement at ``line``, in the loop around the model's call, computes what the step's
+    backward differentiates (``_feeding_backward``): a second view's forward in a contrastive
+    step, a meta-learning step's outer loss."""
+    tree = parsed(text) if text is not None and call_line is not None else None
+    if tree is None or call_line is None:
+        return False
+    stmts = _simple(_loop_around(tree, call_line) or tree)
+    stmt = next((n for n in stmts if n.lineno <= line <= (n.end_lineno or n.lineno)), None)
+    return stmt is not None and bool(_names(stmt, ast.Store) & _feeding_backward(stmts))
 
 
 def _updates(stmt: ast.stmt) -> bool:
