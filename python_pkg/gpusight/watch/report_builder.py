@@ -14,6 +14,7 @@ from ..rules.debug_switches import debug_switches
 from ..rules.env_versions import pcie_gbps
 from ..rules.raised_run import outcome_note as raised_note
 from ..rules.raised_run import report_raised
+from ..rules.startup_run import unsized
 from ..rules.workload import (
     CopySite,
     GpuWindow,
@@ -440,6 +441,14 @@ def _claim_nothing(result: Any) -> None:
     result.stall = None
 
 
+def _settle_claims(result: Any, kind: str | None, phase: str, steps: int, raised: Any) -> None:
+    """No step seen: nothing claimed; start-up steps only: nothing sized (``startup_run``)."""
+    if kind is None:
+        _claim_nothing(result)
+    elif phase != "measure" and raised is None:
+        unsized(result.findings, result.verdict, steps)
+
+
 def _line_evidence(ev: WorkloadEvidence, w: WatchedRun) -> None:
     """The lines timed, and the lines that call the models, for the host-work findings."""
     ev.host_lines = host_line_evidence(w.lines.result, ((s.file, s.line) for s in ev.syncs))
@@ -527,8 +536,7 @@ def build_report(w: WatchedRun) -> Report:
     ev.batch_command, ev.batch_shapes = batch_command(w), w.batch_shapes
     _line_evidence(ev, w)
     result = analyse(ev)
-    if rec.kind is None:
-        _claim_nothing(result)
+    _settle_claims(result, rec.kind, phase, len(clean), w.raised)
 
     kernels: dict[str, Any] = {"step_mode": ev.step_mode, "steps_from": phase}
     if stats is not None:
