@@ -62,6 +62,7 @@ class Clock:
         self.device = device
         self.ends: list[float] = []
         self.items: list[int] = []
+        self.shapes: list[object] = []
         self.events: list[torch.cuda.Event] = []
         self.device_s: float | None = None
         self.drained = False
@@ -69,6 +70,7 @@ class Clock:
     def __enter__(self) -> Clock:
         self.ends = [time.perf_counter()]
         self.items = []
+        self.shapes = []
         self.events = [self._event()] if self.device.type == "cuda" else []
         return self
 
@@ -77,9 +79,13 @@ class Clock:
         ev.record()
         return ev
 
-    def mark(self, items: int) -> None:
+    def mark(self, items: int, shape: object = None) -> None:
+        """``shape``: what a one-off cost is paid per (a batch's padded length, where bf16
+        attention builds a plan per length): the steady figure leaves out each shape's first
+        step (``steady``)."""
         self.ends.append(time.perf_counter())
         self.items.append(int(items))
+        self.shapes.append(shape)
         if self.events:
             self.events.append(self._event())
 
@@ -118,7 +124,29 @@ class Clock:
             "drained": self.drained,
             "tenths_ms": _tenths_ms(self.ends[w:]),
         }
+        if any(x is not None for x in self.shapes):
+            result.update(steady(self.ends, self.items, self.shapes, w))
         print("CORPUS_RESULT " + json.dumps(result), flush=True)
+
+
+def steady(ends: list[float], items: list[int], shapes: list[object], w: int) -> dict[str, object]:
+    """Items per second over the timed steps whose shape an earlier step had: the rate a long
+    run settles at, where each new shape's one-off cost (a plan built per padded length) is
+    paid once. The gpusight what-if counts such a step at its run's median for the same
+    reason; a truth of 100 steps, most of them new shapes, reads neither."""
+    seen = set(shapes[:w])
+    took, done, new = 0.0, 0, 0
+    for i in range(w, len(items)):
+        if shapes[i] in seen:
+            took += ends[i + 1] - ends[i]
+            done += items[i]
+        else:
+            new += 1
+            seen.add(shapes[i])
+    return {
+        "new_shape_steps": new,
+        "steady_items_per_s": round(done / took, 2) if took > 0 else None,
+    }
 
 
 def _tenths_ms(ends: list[float]) -> list[float]:

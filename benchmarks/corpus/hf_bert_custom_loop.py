@@ -151,7 +151,7 @@ def main() -> None:
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
                 step += 1
-                clock.mark(batch["input_ids"].shape[0])
+                clock.mark(batch["input_ids"].shape[0], shape=batch["input_ids"].shape[1])
                 if step >= args.iters:
                     break
         clock.done()

@@ -36,10 +36,12 @@ def scenario_results(text: str) -> list[dict[str, Any]]:
 
 def items_per_s(out: str) -> float | None:
     """Items per second from a scenario's ``SCENARIO_RESULT`` or a corpus script's
-    ``CORPUS_RESULT`` line (its own clock)."""
+    ``CORPUS_RESULT`` line (its own clock; its steady rate where it has one)."""
     for ln in out.splitlines():
         if ln.startswith("CORPUS_RESULT "):
-            return json.loads(ln.split(" ", 1)[1]).get("items_per_s")
+            r = json.loads(ln.split(" ", 1)[1])
+            # Where the script marks its batches' shapes: the steady rate (``_corpus.steady``).
+            return r.get("steady_items_per_s") or r.get("items_per_s")
     line = next((ln for ln in out.splitlines() if ln.startswith("SCENARIO_RESULT ")), None)
     if line is None:
         return None
