@@ -452,3 +452,13 @@ def test_a_frameworks_fit_call_is_not_a_statement_to_run_less_often(tmp_path: ob
     assert (
         f"line {fit} `trainer.fit(model, datamodule=dm)` runs the training framework's loop" in said
     )
+    # A costly line of the user's in training_step: no loop of theirs to thin it in, so no arm
+    # (a row "not run: no loop" for each was noise), and the plan says why.
+    metric = {**rows[1], "line": 10, "code": "x, y = batch",
+              "function": "Classifier.training_step", "share_pct": 30.0}  # fmt: skip
+    s = Situation.of({"host_lines": {"lines": [metric]}, "step_time_ms": 10.0,
+                      "forward_site": site})  # fmt: skip
+    assert Statement().groups(s) == []
+    assert f"the model's call (line {site['line']}) has no loop around it in its file" in (
+        Statement().not_planned(s)
+    )

@@ -94,6 +94,26 @@ def _in_forward(row: dict[str, Any]) -> bool:
     return thin.in_forward(str(row.get("function") or ""))
 
 
+def _no_loop(site: dict[str, Any]) -> str | None:
+    """Why no statement of the step can be thinned where the model's call has no loop around
+    it in its file: a framework's loop runs it (Lightning's ``training_step``, a Trainer's
+    ``compute_loss``), so a statement there runs on every step, by the framework's call."""
+    import ast
+
+    source = _read(str(site.get("file") or ""))
+    line = int(site.get("line") or 0)
+    try:
+        tree = ast.parse(source) if source is not None else None
+    except SyntaxError:
+        return None
+    if tree is None or thin.step_loop(tree, line) is not None:
+        return None
+    return (
+        f"the model's call (line {line}) has no loop around it in its file: the training "
+        "framework's loop calls it, so a statement beside it runs on every step"
+    )
+
+
 def _read(path: str) -> str | None:
     """The file's text; a notebook cell's (no file on disk) as the kernel compiled it."""
     try:
@@ -165,7 +185,7 @@ class Statement(Knob):
         alone = [r for r in _big_lines(s.facts)
                  if not _in_forward(r) and not any(_holds(u, r) for u in runs)]  # fmt: skip
         rows = sorted(alone + runs, key=lambda r: -float(r.get("share_pct") or 0.0))
-        if not rows or not site.get("file"):
+        if not rows or not site.get("file") or _no_loop(site) is not None:
             return []
         arms, seen = [], set()
         for row in rows[:LINES]:
@@ -186,10 +206,13 @@ class Statement(Knob):
             r = loops[0]
             return (
                 f"line {r.get('line')} `{str(r.get('code') or '').strip()[:48]}` runs the "
-                "training framework's loop, under which its whole step runs; no other line of "
-                f"your own code outside the model's took {MIN_SHARE_PCT:g}% or more of the "
-                "step's host time"
+                "training framework's loop, under which its whole step runs: a statement of "
+                "yours in its hooks runs on every step, by the framework's call"
             )
+        site = s.facts.get("forward_site") or {}
+        why = _no_loop(site) if site.get("file") and _big_lines(s.facts) else None
+        if why is not None:
+            return why
         model = sorted({str(r.get("function")) for r in _big_lines(s.facts) if _in_forward(r)})
         if model:
             return (
