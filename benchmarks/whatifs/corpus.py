@@ -100,6 +100,22 @@ def unlike_fix(row: dict[str, Any] | None, variant: list[str]) -> str | None:
     )
 
 
+def held_instead(
+    row: dict[str, Any] | None, report: dict[str, Any], meta: dict[str, Any]
+) -> tuple[dict[str, Any], list[str]] | None:
+    """For a combined row no truth can make, the largest single row among its winners' that the
+    script's own arguments can (hf_trainer_defaults: the batch row through
+    ``--per_device_train_batch_size``), with those arguments; None where there is none."""
+    params = (row or {}).get("params") or {}
+    winners = set(str(params.get("winners") or "").split(","))
+    rows = [r for r in report.get("what_if", []) if r.get("speedup") and not r.get("skipped")]
+    mine = [r for r in rows if (r.get("params") or {}).get("group") in winners
+            and not (r.get("params") or {}).get("stacked_on")]  # fmt: skip
+    made = [(r, same_change(r, report, meta)) for r in mine]
+    made = [(r, v) for r, v in made if v]
+    return max(made, key=lambda rv: rv[0]["speedup"]) if made else None
+
+
 BUDGET_SKIPS = ("over the budget", "raise --budget")
 """What a row left out for want of budget says (``rerun/driver.py``, ``rerun/stacking.py``)."""
 
@@ -149,14 +165,20 @@ def check(name: str, meta: dict[str, Any], args: argparse.Namespace, out: Path) 
     res["plan_done"] = plan_done(res["rows"])
     res["start"] = how_runs_started(rep)
     row = pick(rep, expected["pick"]) if what_if and rep else None
-    res["row"] = _row_view(row) if row else None
     # A row at another setting than --fix's: the truth of the row's own change, through the
     # script's own arguments (the batch argument the what-if passed, TRUTH_ARGS).
     variant = same_change(row, rep, meta) if row else []
+    unlike = unlike_fix(row, variant)
+    held = held_instead(row, rep, meta) if unlike else None
+    if unlike and held is not None:
+        # The combined row cannot be held to a truth: one of its winners' rows, which the
+        # script's own arguments can make, is held instead, and the table says so.
+        res["not_held"] = {"row": _row_view(row) if row else None, "why": unlike}
+        row, variant, unlike = held[0], held[1], None
+    res["row"] = _row_view(row) if row else None
     if variant and args.rounds > 0:
         res["truth_sized"] = truth(name, variant, None, args.rounds, folder=CORPUS)
     gain = (res.get("truth_sized") or res["truth_fix"]).get("gain")
-    unlike = unlike_fix(row, variant)
     if unlike:
         res["error_note"] = unlike
     elif row and gain:
@@ -193,6 +215,9 @@ def table(results: dict[str, dict[str, Any]]) -> str:
             f"{(row.get('speedup') or 0):8.2f} {(g or 0):7.2f} "
             f"{(f'{e:+.1f}%' if e is not None else 'n/a'):>7} {r.get('wall_s', 0):7.1f} {mark}"
         )
+        other = r.get("not_held") or {}
+        if other.get("row"):
+            lines.append(f"{'':26}   not held: {other['row']['change'][:60]}: {other['why'][:70]}")
         for skipped in (x for x in r.get("rows", []) if x.get("skipped")):
             lines.append(f"{'':26}   skipped: {skipped['change']}: {skipped['skipped'][:90]}")
         if r.get("start") and not r["start"].startswith(WARM):

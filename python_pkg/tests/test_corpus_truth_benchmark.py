@@ -159,3 +159,26 @@ def test_a_row_stacked_on_another_winner_is_not_held_to_the_scripts_fix() -> Non
         got = truth.pick({"what_if": rows}, "autocast")
         assert got is not None and got["speedup"] == 0.25
         assert truth.pick({"what_if": rows[1:]}, "autocast") is None
+
+
+def test_a_combined_row_no_truth_can_make_holds_its_largest_winner_row_instead(
+    corpus: ModuleType,
+) -> None:
+    # The H100's hf_trainer_defaults (h100-run37): batch 128, bf16, TF32 and compile together,
+    # which the script's arguments cannot make; its batch row can, through the script's own
+    # argument. bf16 on top of the batch is another computation than bf16 alone: left out.
+    rows = [
+        _row("batch", 2.80, set_script_arg="--per_device_train_batch_size 32"),
+        _row("batch", 4.44, set_script_arg="--per_device_train_batch_size 128"),
+        _row("autocast", 2.37, set_autocast="bfloat16", stacked_on="batch"),
+        _row("compile", 1.25),
+        _row("together", 14.79, winners="batch,autocast,tf32,compile"),
+    ]
+    report = {"what_if": rows}
+    held = corpus.held_instead(rows[-1], report, {})
+    assert held is not None
+    row, variant = held
+    assert row["speedup"] == 4.44 and variant == ["--per_device_train_batch_size", "128"]
+    # No winner the script's arguments can make: nothing held.
+    lone = {"what_if": [_row("compile", 1.25), _row("together", 1.3, winners="compile,tf32")]}
+    assert corpus.held_instead(lone["what_if"][-1], lone, {}) is None
