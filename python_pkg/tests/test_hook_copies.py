@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 import torch
 from gpusight.hook_copies import WatchHook, unwatched
-from gpusight.report import load_report
 
 TEACHER = """\
 import copy
@@ -44,6 +43,16 @@ print("done", file=sys.stderr)
 """
 
 
+def _ran_whole(tmp_path: Path, source: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The script ran to its end under ``gpusight run`` (``test_host_lines``' helper), with no
+    error: what it wrote is there to read."""
+    from test_host_lines import _run
+
+    rep = _run(tmp_path, source, monkeypatch)
+    assert "error" not in rep["run"], rep["run"].get("error")
+    assert rep["run"]["steps"] >= 8
+
+
 def test_a_hook_copies_and_pickles_as_one_that_does_nothing() -> None:
     calls: list[int] = []
     hook = WatchHook(lambda *a: calls.append(len(a)))
@@ -57,14 +66,7 @@ def test_a_hook_copies_and_pickles_as_one_that_does_nothing() -> None:
 def test_a_model_deep_copied_and_saved_mid_run_works_as_unwatched(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gpusight.cli import main
-
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "train.py").write_text(TEACHER, encoding="utf-8")
-    assert main(["run", "--quiet", "--steps", "8", "--json", "r.json", "train.py"]) == 0
-    rep = load_report(tmp_path / "r.json")
-    assert "error" not in rep["run"], rep["run"].get("error")
-    assert rep["run"]["steps"] >= 8
+    _ran_whole(tmp_path, TEACHER, monkeypatch)
     saved = torch.load(tmp_path / "model.pt", weights_only=False)
     weights = torch.load(tmp_path / "weights.pt")
     for name, p in saved.state_dict().items():
@@ -118,14 +120,7 @@ print("done", file=sys.stderr)
 def test_a_model_scripted_mid_run_is_the_users_without_the_watchs_hooks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gpusight.cli import main
-
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "train.py").write_text(SCRIPTED, encoding="utf-8")
-    assert main(["run", "--quiet", "--steps", "8", "--json", "r.json", "train.py"]) == 0
-    rep = load_report(tmp_path / "r.json")
-    assert "error" not in rep["run"], rep["run"].get("error")
-    assert rep["run"]["steps"] >= 8
+    _ran_whole(tmp_path, SCRIPTED, monkeypatch)
     loaded = torch.jit.load(str(tmp_path / "model.pt"))
     assert loaded(torch.randn(2, 16)).shape == (2, 4)
     assert torch.jit.script is torch.jit._script.script  # torch's own, back after the run
