@@ -908,3 +908,20 @@ def test_a_with_of_torchs_modes_is_the_steps_own_line_not_a_transform() -> None:
     ]  # fmt: skip
     f = report_of(ev).finding("load.cpu_preprocessing")
     assert f is None or "autocast" not in f.title
+
+
+def test_dataparallel_without_a_gpu_is_information_not_the_first_fix() -> None:
+    # A CPU run of a script that wraps its model in DataParallel (no device ids): the wrapper
+    # passes each call through, and the loader's 57 % wait is what to change first.
+    dp = Placement(module="DataParallel", param_devices=["cpu"], input_devices=["cpu"],
+                   dataparallel=True, dataparallel_devices=0)  # fmt: skip
+    ev = evidence(step_ms=2.3, framework_ms=[0.8] * 6, data_wait_ms=[1.3] * 6, placement=dp)
+    ev.cuda_available, ev.cuda_devices = False, 0
+    rep = report_of(ev)
+    f = rep.finding("code.dataparallel")
+    assert f is not None and f.severity == "info"
+    assert f.impact.text.startswith("Without a GPU it passes each call straight to the model")
+    from gpusight.first_fix import first_finding
+
+    first = first_finding(rep)
+    assert first is None or first.id != "code.dataparallel"

@@ -100,10 +100,12 @@ def dataparallel(view: StepView) -> list[Finding]:
     out: list[Finding] = []
     if p.dataparallel:
         n = p.dataparallel_devices
+        # Without a GPU it wraps nothing: each call goes straight to the model, at no cost here.
+        idle = not n
         out.append(
             Finding(
                 id="code.dataparallel",
-                severity="warn",
+                severity="info" if idle else "warn",
                 title="torch.nn.DataParallel wraps the model",
                 detail=(
                     "DataParallel replicates the model on every GPU each step and drives them from "
@@ -113,7 +115,12 @@ def dataparallel(view: StepView) -> list[Finding]:
                 evidence=[Evidence("DataParallel devices", n)],
                 impact=Impact(
                     basis="none",
-                    text="On one GPU it only adds scatter/gather; on several it is bound by one "
+                    text=(
+                        "Without a GPU it passes each call straight to the model: no cost here. "
+                        if idle
+                        else ""
+                    )
+                    + "On one GPU it only adds scatter/gather; on several it is bound by one "
                     "Python thread.",
                 ),
                 fix=fix(
