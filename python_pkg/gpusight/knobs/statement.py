@@ -35,13 +35,17 @@ def _host_line(row: dict[str, Any]) -> HostLine:
                     float(row.get("share_pct") or 0.0), bool(row.get("in_forward")))  # fmt: skip
 
 
-def _framework_loops(facts: dict[str, Any]) -> list[dict[str, Any]]:
-    """Lines that run a training framework's loop (``trainer.fit(...)``, ``trainer.train()``):
-    the framework's whole step runs under them, so they are not a statement to run less often."""
+def _runs_a_framework(ln: HostLine) -> bool:
+    """A line that runs a training framework's loop (``trainer.fit(...)``, ``trainer.train()``):
+    the framework's whole step runs under it, so it is not a statement to run less often."""
     from ..rules.host_line_fix import kind_of
 
+    return kind_of(ln) == "framework_loop"
+
+
+def _framework_loops(facts: dict[str, Any]) -> list[dict[str, Any]]:
     rows = (facts.get("host_lines") or {}).get("lines") or []
-    return [r for r in rows if kind_of(_host_line(r)) == "framework_loop"]
+    return [r for r in rows if _runs_a_framework(_host_line(r))]
 
 
 def _own_lines(facts: dict[str, Any]) -> list[dict[str, Any]]:
@@ -49,11 +53,11 @@ def _own_lines(facts: dict[str, Any]) -> list[dict[str, Any]]:
 
     site = facts.get("forward_site") or {}
     call = site.get("line")
-    loops = [id(r) for r in _framework_loops(facts)]
     out = []
     for row in (facts.get("host_lines") or {}).get("lines") or []:
+        ln = _host_line(row)
         call_here = call if row.get("file") == site.get("file") else None
-        if id(row) not in loops and not is_framework(_host_line(row), call_here):
+        if not _runs_a_framework(ln) and not is_framework(ln, call_here):
             out.append(row)
     return out
 
@@ -98,14 +102,11 @@ def _no_loop(site: dict[str, Any]) -> str | None:
     """Why no statement of the step can be thinned where the model's call has no loop around
     it in its file: a framework's loop runs it (Lightning's ``training_step``, a Trainer's
     ``compute_loss``), so a statement there runs on every step, by the framework's call."""
-    import ast
+    from ..rules.host_line_loops import parsed
 
     source = _read(str(site.get("file") or ""))
     line = int(site.get("line") or 0)
-    try:
-        tree = ast.parse(source) if source is not None else None
-    except SyntaxError:
-        return None
+    tree = parsed(source) if source is not None else None
     if tree is None or thin.step_loop(tree, line) is not None:
         return None
     return (

@@ -54,10 +54,10 @@ def _own(
     models: frozenset[tuple[str, int]] = frozenset(),
     mains: frozenset[tuple[str, int]] = frozenset(),
 ) -> bool:
-    if ln.line != call and _again(ln, text, path, call, mains):
-        return True  # the main model run again (a validation loss), not the step's own call
-    if _calls_a_model(ln, mains) and ln.line != call:
-        return False  # a call the backward differentiates: the step's own (a second view)
+    if ln.line != call and _calls_a_model(ln, mains):
+        # The main model run again (a validation loss) is the user's work; a call the backward
+        # differentiates (a second view) is the step's own.
+        return _again(ln, text, path, call, mains)
     if _differentiated(ln, text, path, call):
         return False
     if not is_framework(ln, call) and not _calls_a_model(ln, models):

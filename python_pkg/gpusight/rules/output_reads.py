@@ -94,12 +94,24 @@ def feeds_backward(text: str | None, call_line: int | None, line: int) -> bool:
     """The statement at ``line``, in the loop around the model's call, computes what the step's
     backward differentiates (``_feeding_backward``): a second view's forward in a contrastive
     step, a meta-learning step's outer loss."""
-    tree = parsed(text) if text is not None and call_line is not None else None
-    if tree is None or call_line is None:
-        return False
+    return text is not None and call_line is not None and line in _fed_lines(text, call_line)
+
+
+@functools.lru_cache(maxsize=32)
+def _fed_lines(text: str, call_line: int) -> frozenset[int]:
+    """Every line of the statements, in the loop around the call, that assign a name the
+    backward differentiates (read once per file and call, for each timed line's question)."""
+    tree = parsed(text)
+    if tree is None:
+        return frozenset()
     stmts = _simple(_loop_around(tree, call_line) or tree)
-    stmt = next((n for n in stmts if n.lineno <= line <= (n.end_lineno or n.lineno)), None)
-    return stmt is not None and bool(_names(stmt, ast.Store) & _feeding_backward(stmts))
+    feeds = _feeding_backward(stmts)
+    return frozenset(
+        n
+        for stmt in stmts
+        if _names(stmt, ast.Store) & feeds
+        for n in range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1)
+    )
 
 
 def _updates(stmt: ast.stmt) -> bool:
