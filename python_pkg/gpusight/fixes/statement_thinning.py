@@ -22,8 +22,11 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from .fresh_objects import made_here
+from .fresh_objects import root_in as _root
 from .patch import unified_diff
 from .statement_patches import bodies, compiles, indent_of, is_log_name, step_counter
+from .step_hooks import Function, reads_counter, step_hook
 
 Mode = Literal["skip", "every"]
 
@@ -54,6 +57,9 @@ _CHANGES = frozenset(
 
 
 _CLIMBED = (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)
+Scope = ast.For | ast.While | Function
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+"""What runs once a step: the loop around the model's call, or a framework's step hook."""
 
 
 @dataclass(frozen=True)
@@ -79,10 +85,11 @@ def _name(func: ast.expr) -> str:
     return ""
 
 
-def _changes_training(node: ast.AST) -> str | None:
-    """The first call in ``node`` that can change what the training computes."""
+def _changes_training(node: ast.AST, local: frozenset[str] = frozenset()) -> str | None:
+    """The first call in ``node`` that can change what the training computes (a method of
+    an object the statements being thinned made themselves, ``local``, changes only that)."""
     for n in ast.walk(node):
-        if isinstance(n, ast.Call):
+        if isinstance(n, ast.Call) and not _root(n.func, local):
             name = _name(n.func)
             in_place = name.endswith("_") and not name.endswith("__") and len(name) > 1
             if name in _CHANGES or in_place:
@@ -107,30 +114,36 @@ class _Reader:
                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     self.defs.setdefault(n.name, n)
 
-    def why_not(self, stmt: ast.stmt, in_def: bool = False) -> str | None:
+    def why_not(
+        self, stmt: ast.stmt, in_def: bool = False, local: frozenset[str] = frozenset()
+    ) -> str | None:
         """None where ``stmt`` only reports or cleans up; else what it does besides.
         A plain name assigned is its block's own: the caller checks who reads it. ``in_def``:
-        inside a function of the user's (a ``return`` ends only that)."""
-        bad = _changes_training(stmt)
+        inside a function of the user's (a ``return`` ends only that). ``local``: names bound
+        to objects the statements before it made (``made_here``), which it may fill."""
+        bad = _changes_training(stmt, local)
         if bad is not None:
             return f"it calls `{bad}()`, which can change what the training computes"
         if isinstance(stmt, ast.Expr):
-            return self._call_why_not(stmt.value)
+            return self._call_why_not(stmt.value, local)
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             for t in targets:
                 for n in ast.walk(t):
-                    if isinstance(n, (ast.Attribute, ast.Subscript)):
+                    if isinstance(n, (ast.Attribute, ast.Subscript)) and not _root(n, local):
                         return f"it writes `{ast.unparse(n)}`, which the training may read"
             return None
         if isinstance(stmt, ast.AugAssign):
+            if _root(stmt.target, local):
+                return None
             return f"it updates `{ast.unparse(stmt.target)}`"
         if isinstance(stmt, (ast.For, ast.AsyncFor, ast.If, ast.With, ast.AsyncWith, ast.Try)):
             for body in bodies(stmt):
                 for s in body:
-                    why = self.why_not(s, in_def)
+                    why = self.why_not(s, in_def, local)
                     if why is not None:
                         return why
+                    local = local | made_here(s)
             return None
         if isinstance(stmt, ast.Pass):
             return None
@@ -139,7 +152,7 @@ class _Reader:
         kind = type(stmt).__name__.lower()
         return f"it is a `{kind}` statement, which steers the loop"
 
-    def _call_why_not(self, value: ast.expr) -> str | None:
+    def _call_why_not(self, value: ast.expr, local: frozenset[str] = frozenset()) -> str | None:
         if isinstance(value, (ast.Constant, ast.Name)):
             return None
         if isinstance(value, ast.Await):
@@ -147,7 +160,7 @@ class _Reader:
         if not isinstance(value, ast.Call):
             return f"`{ast.unparse(value)[:40]}` is not a call gpusight can judge"
         name = _name(value.func)
-        if name in _CLEANUP or _is_report(name):
+        if name in _CLEANUP or _is_report(name) or _root(value.func, local):
             return None
         own = self.defs.get(name)
         if own is not None and self.depth > 0:
@@ -191,6 +204,16 @@ def step_loop(tree: ast.Module, call_line: int) -> ast.For | ast.While | None:
     return stepping[-1] if stepping else (loops[-1] if loops else None)
 
 
+def step_scope(tree: ast.Module, call_line: int) -> tuple[Scope, str | None] | None:
+    """What runs once a step around the model's call, with its step counter: the loop
+    (``_counter``), else the framework's step hook that holds the call (``step_hooks``)."""
+    loop = step_loop(tree, call_line)
+    if loop is not None:
+        return loop, _counter(loop)
+    hook = step_hook(tree, call_line)
+    return None if hook is None else (hook.function, hook.counter)
+
+
 def _names_read(nodes: list[ast.stmt]) -> set[str]:
     return {
         n.id
@@ -210,7 +233,7 @@ def _assigned(stmt: ast.stmt) -> set[str]:
     }
 
 
-def _names_read_outside(loop: ast.For | ast.While, group: list[ast.stmt]) -> set[str]:
+def _names_read_outside(loop: Scope, group: list[ast.stmt]) -> set[str]:
     inside = {id(n) for s in group for n in ast.walk(s)}
     return {
         n.id
@@ -244,9 +267,10 @@ def plan(
         other = ast.parse(elsewhere) if elsewhere is not None else None
     except SyntaxError:
         return "the file does not parse"
-    loop = step_loop(tree, call_line)
-    if loop is None:
+    scope = step_scope(tree, call_line)
+    if scope is None:
         return f"no loop around the model's call (line {call_line}) in this file"
+    loop, counter = scope
     end = loop.end_lineno or loop.lineno
     target_line = line
     if other is not None or not (loop.body[0].lineno <= line <= end):
@@ -265,18 +289,20 @@ def plan(
     if not chain:
         return f"line {line} is in the loop's header"
     reader = _Reader(tree) if other is None else _Reader(tree, other)
-    return _choose(source, tree, reader, loop, chain, every, through if other is None else None)
+    kept = through if other is None else None
+    return _choose(source, tree, reader, (loop, counter), chain, every, kept)
 
 
 def _choose(
     source: str,
     tree: ast.Module,
     reader: _Reader,
-    loop: ast.For | ast.While,
+    scope: tuple[Scope, str | None],
     chain: list[ast.stmt],
     every: int,
     through: int | None = None,
 ) -> Thinning | str:
+    loop, counter = scope
     inner = chain[-1]
     why = reader.why_not(inner)
     if why is not None:
@@ -291,10 +317,15 @@ def _choose(
     group = _on_its_lines(block, chain[at])
     if through is not None:
         group += [s for s in block[block.index(group[-1]) + 1 :] if s.lineno <= through]
+    local: frozenset[str] = frozenset()
     for s in group:
-        why = reader.why_not(s)
+        why = reader.why_not(s, local=local)
         if why is not None:
             return f"line {s.lineno} cannot be left out of a step: {why}"
+        local = local | made_here(s)
+    watched = _monitored_log(tree, group)
+    if watched is not None:
+        return watched
     first, last = group[0].lineno, max(s.end_lineno or s.lineno for s in group)
     # Who reads what the group assigns: the rest of the loop (its next step too), its header,
     # the code after it.
@@ -309,18 +340,58 @@ def _choose(
     if len(indent_of(lines, first).encode("utf-8")) != group[0].col_offset:
         return f"line {first} holds another statement before this one"
     mode: Mode = "skip" if all(is_cleanup(s) for s in group) else "every"
-    counter = _counter(loop)
     if mode == "every":
         if isinstance(loop, ast.While) and counter is None:
             return f"the loop at line {loop.lineno} has no step counter to run line {first} by"
         if counter is not None and any(
-            isinstance(p, ast.If) and counter in _names_read([ast.Expr(p.test)]) for p in chain[:at]
+            isinstance(p, ast.If) and reads_counter(p.test, counter) for p in chain[:at]
         ):
             return f"line {first} already runs only on some steps (a condition on `{counter}`)"
     return Thinning(first, last, mode, every, lines[first - 1].strip(), counter, loop.lineno)
 
 
-def _block_of(loop: ast.For | ast.While, chain: list[ast.stmt], at: int) -> list[ast.stmt]:
+def _monitored(tree: ast.Module) -> set[str]:
+    """The metrics a ``monitor`` names: a checkpoint's, early stopping's
+    (``ModelCheckpoint(monitor="val_loss")``), a scheduler's (``{"monitor": "train_loss"}``)."""
+    out = set()
+    for n in ast.walk(tree):
+        value: ast.expr | None
+        if isinstance(n, ast.keyword) and n.arg == "monitor":
+            value = n.value
+        elif isinstance(n, ast.Dict):
+            pairs = zip(n.keys, n.values, strict=True)
+            value = next((v for k, v in pairs if isinstance(k, ast.Constant)
+                          and k.value == "monitor"), None)  # fmt: skip
+        else:
+            continue
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            out.add(value.value)
+    return out
+
+
+def _monitored_log(tree: ast.Module, group: list[ast.stmt]) -> str | None:
+    """Why a logger's line of ``group`` must run on every step: it logs a metric that a
+    ``monitor`` reads, whose choice (the checkpoint kept, when to stop, the learning rate)
+    would change if it were logged on fewer steps."""
+    watched = _monitored(tree)
+    for s in group:
+        for n in ast.walk(s):
+            if not (isinstance(n, ast.Call) and n.args):
+                continue
+            keys = [n.args[0]]
+            if isinstance(keys[0], ast.Dict):
+                keys = [k for k in keys[0].keys if k is not None]
+            for k in keys:
+                if isinstance(k, ast.Constant) and k.value in watched:
+                    return (
+                        f"line {n.lineno} logs `{k.value}`, which a `monitor=` reads (a "
+                        "checkpoint, early stopping or a learning-rate schedule): logged on "
+                        "fewer steps, it could choose otherwise"
+                    )
+    return None
+
+
+def _block_of(loop: Scope, chain: list[ast.stmt], at: int) -> list[ast.stmt]:
     """The block that holds ``chain[at]``."""
     parent: ast.stmt = loop if at == 0 else chain[at - 1]
     return next(b for b in bodies(parent) if chain[at] in b)
@@ -335,11 +406,6 @@ def _on_its_lines(block: list[ast.stmt], stmt: ast.stmt) -> list[ast.stmt]:
             break
         group.append(s)
     return group
-
-
-def _loop_header_names(loop: ast.For | ast.While) -> set[str]:
-    test = loop.iter if isinstance(loop, ast.For) else loop.test
-    return _names_read([ast.Expr(test)])
 
 
 def in_forward(function: str | None) -> bool:
@@ -414,7 +480,7 @@ def thinned_text(source: str, t: Thinning) -> str | None:
             kept.insert(first - 1, indent + "pass\n")
         new = "".join(kept)
         return new if new != source and compiles(new) else None
-    loop = next((n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))
+    loop = next((n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While, *_FUNCTIONS))
                  and n.lineno == t.loop_line), None)  # fmt: skip
     if loop is None:
         return None
@@ -446,7 +512,7 @@ def _only_statement(tree: ast.Module, first: int, last: int) -> bool:
     return False
 
 
-def _unit_of(lines: list[str], loop: ast.For | ast.While, indent: str) -> str:
+def _unit_of(lines: list[str], loop: Scope, indent: str) -> str:
     """One indentation level as the loop writes it."""
     outer = indent_of(lines, loop.lineno)
     inner = indent_of(lines, loop.body[0].lineno)

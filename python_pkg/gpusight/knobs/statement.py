@@ -1,5 +1,7 @@
 """One costly statement of the loop run less often, or not at all (issue #50): a logger, a
-``gc.collect()``, or a metric with the logger's line that reads it, thinned together.
+``gc.collect()``, or a metric with the logger's line that reads it, thinned together; in a
+framework's step hook (Lightning's ``training_step``, a ``Trainer`` subclass's
+``compute_loss``), by the step counter the framework hands it.
 
 Offered for the costliest lines of the user's own work the baseline timed (``run.host_lines``),
 and for runs of lines that work on the model's output (``rules.output_reads``), each an arm of
@@ -84,7 +86,9 @@ def _runs(facts: dict[str, Any], rows: list[dict[str, Any]]) -> list[dict[str, A
         if len(members) >= 2 and share >= MIN_SHARE_PCT:
             first = min(members, key=lambda r: int(r.get("line") or 0))
             ms = sum(float(r.get("ms_per_step") or 0.0) for r in members)
-            out.append({**first, "line": a, "last": b, "share_pct": share, "ms_per_step": ms})
+            code = source.splitlines()[a - 1] if source else first.get("code")
+            out.append({**first, "line": a, "last": b, "share_pct": share, "ms_per_step": ms,
+                        "code": code})  # fmt: skip
     return out
 
 
@@ -100,18 +104,19 @@ def _in_forward(row: dict[str, Any]) -> bool:
 
 def _no_loop(site: dict[str, Any]) -> str | None:
     """Why no statement of the step can be thinned where the model's call has no loop around
-    it in its file: a framework's loop runs it (Lightning's ``training_step``, a Trainer's
-    ``compute_loss``), so a statement there runs on every step, by the framework's call."""
+    it in its file, and no framework's step hook that counts the steps holds it
+    (``step_hooks``: Lightning's ``training_step`` by its ``batch_idx``)."""
     from ..rules.host_line_loops import parsed
 
     source = _read(str(site.get("file") or ""))
     line = int(site.get("line") or 0)
     tree = parsed(source) if source is not None else None
-    if tree is None or thin.step_loop(tree, line) is not None:
+    if tree is None or thin.step_scope(tree, line) is not None:
         return None
     return (
-        f"the model's call (line {line}) has no loop around it in its file: the training "
-        "framework's loop calls it, so a statement beside it runs on every step"
+        f"the model's call (line {line}) has no loop around it in its file, nor is it in a "
+        "framework's step hook with a step counter (Lightning's `training_step`): a "
+        "statement beside it cannot be run every N steps"
     )
 
 

@@ -11,6 +11,7 @@ import ast
 import functools
 from dataclasses import replace
 
+from ..fixes.fresh_objects import filled, made_here
 from .host_line_fix import HostLine, kind_of
 from .host_line_loops import parsed, same_file
 
@@ -47,39 +48,79 @@ def _after_call(text: str, call_line: int) -> tuple[tuple[int, int, bool], ...]:
     """Each statement after the model's call at ``call_line``, in the loop around it, as (first
     line, last line, whether it reads the call's output or a name made from it). A statement
     right after one that does, which copies a value to the host (``labels.extend(y.cpu()
-    .tolist())`` beside the predictions'), is part of the same record."""
+    .tolist())`` beside the predictions'), is part of the same record; so is an object made
+    for it to fill (``cm = np.zeros(...)`` before the loop over the predictions that counts
+    them into it), and a loop's header over what the call made."""
     tree = parsed(text)
     if tree is None:
         return ()
     made: set[str] = set()
     out: list[tuple[int, int, bool]] = []
     record = False  # the statement before is of the step's record (not its backward or update)
-    stmts = _simple(_loop_around(tree, call_line) or tree)
-    feeds = _feeding_backward(stmts)
-    for stmt in stmts:
+    scope = _loop_around(tree, call_line) or tree
+    feeds = _feeding_backward(_simple(scope))
+    units = _units(scope)
+    for stmt in units:
         end = stmt.end_lineno or stmt.lineno
         if stmt.lineno <= call_line <= end:
             made |= _names(stmt, ast.Store)
         elif stmt.lineno > call_line and made:
             reads = bool(_names(stmt, ast.Load) & made) or (record and _to_host(stmt))
             if reads:
-                made |= _names(stmt, ast.Store)
+                made |= _names(stmt, ast.Store) | filled(stmt)
             # What the backward differentiates (the loss, a meta-learning step's inner
             # gradients and fast weights), and the backward and update themselves, are the
             # step's computation, not its record.
+            # A step function's ``return`` hands the loss to the framework's backward.
             reads = reads and not (_names(stmt, ast.Store) & feeds) and not _updates(stmt)
+            reads = reads and not isinstance(stmt, ast.Return)
             record = reads
             out.append((stmt.lineno, end, reads))
-    return tuple(out)
+    return _with_made_objects(out, units, made)
+
+
+def _units(scope: ast.AST) -> list[ast.stmt]:
+    """The simple statements under ``scope`` and, in their place, each ``for`` loop's header
+    as an assignment of its target from its iterable (``for p, t in zip(pred, y)``)."""
+    heads: list[ast.stmt] = [
+        ast.Assign(
+            targets=[n.target],
+            value=n.iter,
+            lineno=n.lineno,
+            end_lineno=n.iter.end_lineno or n.lineno,
+        )
+        for n in ast.walk(scope)
+        if isinstance(n, ast.For | ast.AsyncFor) and n is not scope
+    ]
+    return sorted(_simple(scope) + heads, key=lambda n: n.lineno)
+
+
+def _with_made_objects(
+    out: list[tuple[int, int, bool]], units: list[ast.stmt], made: set[str]
+) -> tuple[tuple[int, int, bool], ...]:
+    """``out`` with each object made for the record (``made_here``) counted in it, where the
+    statement after it is the record's."""
+    at = {u.lineno: u for u in units}
+    marked = list(out)
+    for i in range(len(out) - 2, -1, -1):
+        a, b, reads = marked[i]
+        fresh = made_here(at[a]) if a in at else set()
+        if not reads and fresh and fresh <= made and marked[i + 1][2]:
+            marked[i] = (a, b, True)
+    return tuple(marked)
 
 
 def _feeding_backward(stmts: list[ast.stmt]) -> set[str]:
     """The names the step's backward differentiates, and those they are made from: the
     receiver or argument of a ``.backward(...)`` call (``loss.backward()``,
     ``accelerator.backward(loss)``, ``scaler.scale(loss).backward()``), back through the
-    statements that assign them."""
+    statements that assign them; in a step function with no backward of its own (Lightning's
+    ``training_step``), what it returns as the loss (``_loss_returned``)."""
     feeds: set[str] = set()
+    backward = any(_calls_backward(s) for s in stmts)
     for stmt in reversed(stmts):
+        if not backward and isinstance(stmt, ast.Return) and stmt.value is not None:
+            feeds |= _loss_returned(stmt.value)
         for n in ast.walk(stmt):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
                 if n.func.attr == "backward":
@@ -88,6 +129,30 @@ def _feeding_backward(stmts: list[ast.stmt]) -> set[str]:
         if _names(stmt, ast.Store) & feeds:
             feeds |= _names(stmt, ast.Load)
     return feeds
+
+
+def _calls_backward(stmt: ast.stmt) -> bool:
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "backward"
+        for n in ast.walk(stmt)
+    )
+
+
+def _loss_returned(value: ast.expr) -> set[str]:
+    """The names a step function with no backward of its own returns for its caller's (a
+    framework's) backward: Lightning's ``training_step`` returns the loss, alone, as a dict's
+    ``"loss"`` or first in a tuple; the rest of a dict or tuple is the step's record."""
+    if isinstance(value, ast.Dict):
+        parts = [v for k, v in zip(value.keys, value.values, strict=True)
+                 if isinstance(k, ast.Constant) and k.value == "loss"]  # fmt: skip
+    elif isinstance(value, ast.Tuple) and value.elts:
+        named: list[ast.expr] = [
+            e for e in value.elts if isinstance(e, ast.Name) and "loss" in e.id
+        ]
+        parts = named or value.elts[:1]
+    else:
+        parts = [value]
+    return {m.id for p in parts for m in ast.walk(p) if isinstance(m, ast.Name)}
 
 
 def feeds_backward(text: str | None, call_line: int | None, line: int) -> bool:

@@ -1,0 +1,192 @@
+"""A statement in a framework's step hook run every N steps by the framework's own step counter
+(#53): a metric of Lightning's ``training_step``, a Trainer subclass's ``compute_loss``. Pure
+text work for the plans; real Lightning on the CPU for the run, whose thinned copy must train
+the same weights."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from gpusight.fixes.statement_thinning import Thinning, plan, thinned_text
+from gpusight.fixes.step_hooks import step_hook
+from gpusight.rules.output_reads import output_lines, output_runs
+
+LIT = """\
+import lightning as L
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Classifier(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+
+    def forward(self, x):
+        return self.net(x)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        logits = self(x)
+        loss = F.cross_entropy(logits, y)
+        pred = logits.argmax(1).cpu().numpy()
+        cm = np.zeros((4, 4))
+        for p, t in zip(pred, y.cpu().numpy()):
+            cm[t, p] += 1
+        self.log("train_acc", float(np.trace(cm) / cm.sum()))
+        self.log("train_loss", loss)
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+"""
+
+
+def _line(source: str, text: str) -> int:
+    return next(i for i, ln in enumerate(source.splitlines(), 1) if text in ln)
+
+
+def _plan(source: str, first: str, last: str | None = None) -> Thinning | str:
+    call = _line(source, "self(x)")
+    through = _line(source, last) if last else None
+    return plan(source, call, _line(source, first), through=through)
+
+
+def test_lightning_training_step_counts_by_its_batch_idx() -> None:
+    hook = step_hook(ast.parse(LIT), _line(LIT, "self(x)"))
+    assert hook is not None and hook.function.name == "training_step"
+    assert hook.counter == "batch_idx"
+    # Without the argument, the count of optimizer steps Lightning keeps.
+    src = LIT.replace("(self, batch, batch_idx):", "(self, batch):")
+    hook = step_hook(ast.parse(src), _line(src, "self(x)"))
+    assert hook is not None and hook.counter == "self.global_step"
+
+
+def test_a_trainer_subclass_counts_by_its_state_and_a_plain_class_has_no_hook() -> None:
+    src = """\
+from transformers import Trainer
+
+
+class MyTrainer(Trainer):
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        outputs = model(**inputs)
+        return outputs.loss
+"""
+    hook = step_hook(ast.parse(src), _line(src, "model(**inputs)"))
+    assert hook is not None and hook.counter == "self.state.global_step"
+    plain = src.replace("(Trainer)", "(object)")
+    assert step_hook(ast.parse(plain), _line(plain, "model(**inputs)")) is None
+
+
+def test_the_loss_a_training_step_returns_is_the_steps_not_its_record() -> None:
+    call = _line(LIT, "self(x)")
+    lines = output_lines(LIT, call)
+    assert _line(LIT, "loss = F.cross_entropy") not in lines
+    assert _line(LIT, "return loss") not in lines
+    # The confusion matrix made for the record, the loop that counts into it and the logger's
+    # lines are one run of the record.
+    assert output_runs(LIT, call) == [(_line(LIT, "pred = "), _line(LIT, '"train_loss"'))]
+
+
+def test_the_metric_in_training_step_runs_every_n_batches_and_computes_the_same() -> None:
+    t = _plan(LIT, "pred = ", '"train_loss"')
+    assert isinstance(t, Thinning), t
+    assert (t.mode, t.counter, t.loop_line) == ("every", "batch_idx", _line(LIT, "def training_"))
+    new = thinned_text(LIT, t)
+    assert new is not None
+    assert "        if batch_idx % 10 == 0:  # gpusight: every 10 steps\n            pred = " in new
+    assert "\n        return loss\n" in new  # the step's own return stays where it was
+
+
+def test_filling_an_object_of_the_step_is_allowed_and_filling_the_modules_is_not() -> None:
+    t = _plan(LIT.replace("cm[t, p] += 1", "self.cm[t, p] += 1"), "pred = ", '"train_loss"')
+    assert isinstance(t, str) and "it updates `self.cm[t, p]`" in t
+    # An object the step did not make (the batch's own array) is not the record's to change.
+    src = LIT.replace("cm = np.zeros((4, 4))", "cm = y.numpy()")
+    assert isinstance(_plan(src, "pred = ", '"train_loss"'), str)
+
+
+def test_a_metric_a_monitor_reads_runs_on_every_step() -> None:
+    src = LIT + '\n\ncheckpoint = L.pytorch.callbacks.ModelCheckpoint(monitor="train_acc")\n'
+    t = _plan(src, "pred = ", '"train_loss"')
+    assert isinstance(t, str)
+    assert "logs `train_acc`, which a `monitor=` reads" in t
+    # A scheduler's monitor, in configure_optimizers' dict, too.
+    src = LIT.replace(
+        "return torch.optim.SGD(self.parameters(), lr=0.1)",
+        "opt = torch.optim.SGD(self.parameters(), lr=0.1)\n"
+        "        sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt)\n"
+        '        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, '
+        '"monitor": "train_loss"}}',
+    )
+    t = _plan(src, "pred = ", '"train_loss"')
+    assert isinstance(t, str) and "logs `train_loss`" in t
+
+
+SCRIPT = (
+    LIT
+    + """
+
+def main():
+    import sys
+
+    from torch.utils.data import DataLoader, TensorDataset
+
+    torch.manual_seed(0)
+    ds = TensorDataset(torch.randn(2048, 16), torch.randint(0, 4, (2048,)))
+    trainer = L.Trainer(max_epochs=2, accelerator="cpu", logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False)
+    model = Classifier()
+    trainer.fit(model, DataLoader(ds, batch_size=32, shuffle=True))
+    torch.save(model.state_dict(), sys.argv[1])
+
+
+if __name__ == "__main__":
+    main()
+"""
+)
+
+
+def test_a_lightning_run_gets_the_arm_and_its_change_trains_the_same_weights(
+    tmp_path: Path,
+) -> None:
+    """End to end on the CPU: the watched run times the metric's lines in ``training_step``;
+    the statement knob plans them every N batches by ``batch_idx``; the changed script trains
+    the same weights as the user's."""
+    import torch
+    from gpusight.knobs import Situation
+    from gpusight.knobs.statement import Statement
+
+    script = tmp_path / "train_lit.py"
+    script.write_text(SCRIPT)
+    facts_path = tmp_path / "facts.json"
+    cmd = [sys.executable, "-m", "gpusight", "run", "--facts",
+           str(facts_path), "--json", str(tmp_path / "r.json"), str(script),
+           str(tmp_path / "w0.pt")]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    facts = json.loads(facts_path.read_text())
+    assert facts["forward_site"]["line"] == _line(SCRIPT, "self(x)")
+    groups = Statement().groups(Situation.of(facts))
+    arms = [a for g in groups for a in g.arms if not a.skipped]
+    assert arms, [a.skipped for g in groups for a in g.arms]
+    change = arms[0].changes["statement"]
+    assert (change["first"], change["counter"]) == (_line(SCRIPT, "pred = "), "batch_idx")
+    edits = Statement().source_edits(arms[0].changes)
+    assert isinstance(edits, dict)
+    thinned = tmp_path / "thinned.py"
+    thinned.write_text(edits[str(script)])
+    assert "        if batch_idx % " in edits[str(script)]
+    for name, path in (("w1.pt", script), ("w2.pt", thinned)):
+        done = subprocess.run([sys.executable, str(path), str(tmp_path / name)],
+                              capture_output=True, text=True, timeout=240)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+    before, after = torch.load(tmp_path / "w1.pt"), torch.load(tmp_path / "w2.pt")
+    assert before.keys() == after.keys()
+    assert all(torch.equal(before[k], after[k]) for k in before)
