@@ -240,6 +240,40 @@ def test_a_measured_replicated_batch_row_is_a_patch_of_the_knob(tmp_path: Path) 
     assert _fix_for(sized, 2, {"forward_site": site}).patch is None
 
 
+LIGHTNING_FIT = """\
+import lightning as L
+from torch.utils.data import DataLoader
+
+
+class Classifier(L.LightningModule):
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return self.loss(self(x), y)
+
+
+trainer = L.Trainer(max_epochs=3)
+trainer.fit(Classifier(), DataLoader(ds, batch_size=256, shuffle=True))
+"""
+
+
+def test_a_replicated_batch_row_where_a_framework_feeds_the_model_patches_its_loader(
+    tmp_path: Path,
+) -> None:
+    """Lightning calls the model in ``training_step`` with the batch of the user's DataLoader:
+    no knob of the user's cuts it, so the row's fix is that DataLoader's batch_size, not a
+    template with names the script does not have."""
+    script = tmp_path / "train.py"
+    script.write_text(LIGHTNING_FIT)
+    arm = Arm("batch", "4096 items per forward", {"replicate": 16}, "load.small_batch")
+    fwd = {"file": str(script), "shown": "train.py", "line": line_of(LIGHTNING_FIT, "self(x)")}
+    loader = {**fwd, "line": line_of(LIGHTNING_FIT, "trainer.fit(")}
+    f = _fix_for(arm, 256, {"forward_site": fwd, "loader_site": loader})
+    assert f.patch is not None, f.text
+    assert "+trainer.fit(Classifier(), DataLoader(ds, batch_size=4096, shuffle=True))" in f.patch
+    # Without the loader's site, no patch: the text alone, never another script's names.
+    assert _fix_for(arm, 256, {"forward_site": fwd}).patch is None
+
+
 @pytest.mark.slow
 def test_the_scenarios_patch_from_a_watched_run_applies_and_runs_on_the_cpu(
     tmp_path: Path,

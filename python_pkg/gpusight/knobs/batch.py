@@ -12,6 +12,7 @@ says "compute only".
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..script_command import command_fix, command_text, with_value
@@ -318,8 +319,13 @@ class Batch(Knob):
             text = f"Grow the batch to {new} (and scale the learning rate)."
             f = fix(text, "batch.larger", batch_size=int(items or 1), suggested=new)
         if ch.get("replicate") and not ch.get("batch_size"):
-            # No DataLoader made the batch (the what-if repeated the model's input).
-            return knob_batch_fix(f, forward_source(facts), new)
+            # The what-if repeated the model's input: the knob that sizes a batch the script
+            # cuts itself, else the DataLoader's batch_size where a framework's loop feeds the
+            # model from the user's DataLoader (Lightning's training_step).
+            f = knob_batch_fix(f, forward_source(facts), new)
+            if f.patch is not None:
+                return f
+            arm = replace(arm, changes={**ch, "batch_size": new})
         return patched_loader(f, arm, facts)
 
 
