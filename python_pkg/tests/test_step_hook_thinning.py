@@ -104,6 +104,17 @@ def test_the_metric_in_training_step_runs_every_n_batches_and_computes_the_same(
     assert "\n        return loss\n" in new  # the step's own return stays where it was
 
 
+def test_the_same_names_in_another_hook_are_that_hooks_own() -> None:
+    src = LIT.replace(
+        "    def configure_optimizers(self):",
+        "    def validation_step(self, batch, batch_idx):\n"
+        "        pred = self(batch[0]).argmax(1)\n"
+        '        self.log("val_acc", (pred == batch[1]).float().mean())\n\n'
+        "    def configure_optimizers(self):",
+    )
+    assert isinstance(_plan(src, "pred = logits", '"train_loss"'), Thinning)
+
+
 def test_filling_an_object_of_the_step_is_allowed_and_filling_the_modules_is_not() -> None:
     t = _plan(LIT.replace("cm[t, p] += 1", "self.cm[t, p] += 1"), "pred = ", '"train_loss"')
     assert isinstance(t, str) and "it updates `self.cm[t, p]`" in t
@@ -173,6 +184,14 @@ def test_a_lightning_run_gets_the_arm_and_its_change_trains_the_same_weights(
     assert out.returncode == 0, out.stderr[-2000:]
     facts = json.loads(facts_path.read_text())
     assert facts["forward_site"]["line"] == _line(SCRIPT, "self(x)")
+    # The metric runs in the closure Lightning hands the optimizer's step: host work outside
+    # the model, named on its lines ahead of trainer.fit's (the library's own per-step code).
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["run"]["breakdown_ms"]["other_cpu"] > 0
+    host = next(f for f in report["findings"] if f["id"] == "load.cpu_preprocessing")
+    lines = [e["source"]["line"] for e in host["evidence"] if e.get("source")]
+    assert lines[0] == _line(SCRIPT, "pred = "), host["evidence"]
+    assert f"train_lit.py:{_line(SCRIPT, 'pred = ')}-" in host["title"]
     groups = Statement().groups(Situation.of(facts))
     arms = [a for g in groups for a in g.arms if not a.skipped]
     assert arms, [a.skipped for g in groups for a in g.arms]

@@ -329,7 +329,9 @@ def _choose(
     first, last = group[0].lineno, max(s.end_lineno or s.lineno for s in group)
     # Who reads what the group assigns: the rest of the loop (its next step too), its header,
     # the code after it.
-    read = _names_read_outside(loop, group) | _names_read(_after_loop(tree, loop))
+    # A step hook's names are its own call's: no code after it reads them.
+    after = [] if isinstance(loop, _FUNCTIONS) else _after_loop(tree, loop)
+    read = _names_read_outside(loop, group) | _names_read(after)
     kept = sorted({n for s in group for n in _assigned(s)} & read)
     if kept:
         return (

@@ -10,6 +10,7 @@ from threading import get_ident
 from time import perf_counter_ns
 from typing import Any
 
+from .closure_timing import own_spans, timed_closure
 from .optimizers_seen import OptimizerSeen, describe
 from .watch_state import WatchState, never_compiling
 
@@ -23,9 +24,9 @@ _is_compiling: Callable[[], bool] = never_compiling
 class TrainingStepHooks(WatchState):
     """Optimizer step hooks and the ``backward`` wrapper."""
 
-    def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
+    def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> tuple[Any, Any] | None:
         if _is_compiling() or get_ident() != self._tid:
-            return
+            return None
         phases = self.phases
         phases.steps += 1
         if phases.tracker.active is not None:
@@ -40,12 +41,16 @@ class TrainingStepHooks(WatchState):
         open_.append(key)
         self._opt_frames.append(frame)
         if not self._full or len(open_) > 1:
-            return
+            return None
         if self._opt_clock is None:
             self._clock.start(opt)
             self._opt_clock = key
         if key == self._opt_clock or self._clock.same(opt):
+            self._closure_spans = []
+            timed = timed_closure(args, kwargs, self._closure_spans)
             self._opt_t0 = perf_counter_ns()
+            return timed
+        return None
 
     def _opt_post(self, opt: Any, args: Any, kwargs: Any) -> None:
         t = perf_counter_ns()
@@ -87,12 +92,16 @@ class TrainingStepHooks(WatchState):
             self._close_run()
             cur = rec.current
         if self._opt_t0:
-            cur.framework_ns += t - self._opt_t0
-            cur.optimizer_ns += t - self._opt_t0
+            # The closure's forward and backward are timed by their own hooks; the rest of it
+            # (a training_step's own lines) is the user's work, not the optimizer's.
+            own = own_spans(self._opt_t0, t, self._closure_spans)
+            cur.framework_ns += sum(b - a for a, b in own)
+            cur.optimizer_ns += sum(b - a for a, b in own)
             if rec.recording_window:
-                rec.window.framework.append((self._opt_t0, t))
-                rec.window.framework_phases.append("optimizer")
+                rec.window.framework.extend(own)
+                rec.window.framework_phases.extend(["optimizer"] * len(own))
             self._opt_t0 = 0
+            self._closure_spans = []
         if not self._boundary("optimizer", t):
             cur.overhead_ns += perf_counter_ns() - t
 

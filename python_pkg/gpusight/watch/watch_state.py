@@ -61,6 +61,11 @@ Each module whose hooks ask it holds it as a global of its own, set when a watch
 class WatchState:
     """The watch's settings and its hooks' state; the parts of ``session.Watch`` share it."""
 
+    _closure_spans: list[tuple[int, int]]
+    """The runs of the closure the timed optimizer step ran (Lightning's training step,
+    LBFGS's re-evaluations), not the optimizer's own time: set at each timed step's start
+    (``closure_timing.py``)."""
+
     def __init__(
         self,
         steps: int | None = None,
