@@ -164,7 +164,10 @@ class Autocast(Knob):
         dtype = str(arm.changes["autocast"])
         fw = framework_precision.by_name(arm.changes.get("autocast_via"))
         if fw is not None:
-            return _framework_fix(fw, dtype)
+            from .user_lines import patched_setup
+
+            switch = _SWITCHES[fw.name](dtype == "float16")
+            return patched_setup(_framework_fix(fw, dtype), {**facts, "framework": fw.name}, switch)
         f = fix("Run the forward under bf16 autocast.", "precision.autocast", dtype="bfloat16")
         return patched_statement(
             f,
@@ -175,6 +178,14 @@ class Autocast(Knob):
             lambda text, line, shown: autocast_patch(text, line, shown, dtype=dtype),
             [facts.get("forward_site")],
         )
+
+
+# Each framework's precision switch as keywords of the call that sets it up.
+_SWITCHES: dict[str, Callable[[bool], dict[str, object]]] = {
+    "transformers": lambda fp16: {"bf16": not fp16, "fp16": fp16} if fp16 else {"bf16": True},
+    "lightning": lambda fp16: {"precision": "16-mixed" if fp16 else "bf16-mixed"},
+    "accelerate": lambda fp16: {"mixed_precision": "fp16" if fp16 else "bf16"},
+}
 
 
 def _framework_fix(fw: framework_precision.Framework, dtype: str) -> Fix:

@@ -77,3 +77,24 @@ def patched_statement(
         if patch:
             return with_patch(f, patch, {shown: text})
     return f
+
+
+def patched_setup(f: Fix, facts: dict[str, Any], values: dict[str, object]) -> Fix:
+    """The fix as the user's call that sets up the framework the run trained through
+    (``facts["framework"]``) with ``values`` set: in the script's file, else the file that
+    calls the model; unchanged where neither holds exactly one such call."""
+    from ..fixes.framework_calls import setup_patch
+
+    framework = str(facts.get("framework") or "")
+    script = (facts.get("command") or {}).get("script")
+    sites = [{"file": script, "shown": script}] if script else []
+    sites.append(facts.get("forward_site") or {})
+    for site in sites:
+        text = site_text(site) if site.get("file") else None
+        if text is None:
+            continue
+        shown = str(site.get("shown") or site["file"])
+        patch = setup_patch(text, shown, framework, values)
+        if patch is not None:
+            return with_patch(f, patch, {shown: text})
+    return f
