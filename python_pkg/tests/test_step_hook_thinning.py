@@ -94,6 +94,28 @@ def test_the_loss_a_training_step_returns_is_the_steps_not_its_record() -> None:
     assert output_runs(LIT, call) == [(_line(LIT, "pred = "), _line(LIT, '"train_loss"'))]
 
 
+MANUAL = """\
+class GAN(L.LightningModule):
+    def training_step(self, batch, batch_idx):
+        opt_g, opt_d = self.optimizers()
+        fake = self.g(torch.randn(8, 16))
+        d_loss = F.softplus(self.d(fake.detach())).mean()
+        opt_d.zero_grad()
+        self.manual_backward(d_loss)
+        opt_d.step()
+        stats = fake.detach().cpu().numpy()
+        self.log("fake_std", float(stats.std()))
+"""
+
+
+def test_a_loss_lightnings_manual_backward_takes_is_the_steps_not_its_record() -> None:
+    call = _line(MANUAL, "self.g(")
+    lines = output_lines(MANUAL, call)
+    assert _line(MANUAL, "d_loss = ") not in lines
+    assert _line(MANUAL, "manual_backward") not in lines
+    assert output_runs(MANUAL, call) == [(_line(MANUAL, "stats = "), _line(MANUAL, "fake_std"))]
+
+
 def test_the_metric_in_training_step_runs_every_n_batches_and_computes_the_same() -> None:
     t = _plan(LIT, "pred = ", '"train_loss"')
     assert isinstance(t, Thinning), t

@@ -43,7 +43,7 @@ class HostLine:
         return at if self.last_line is None else f"{at}-{self.last_line}"
 
 
-_FRAMEWORK = ("backward", "step", "zero_grad")
+_FRAMEWORK = ("backward", "manual_backward", "step", "zero_grad")
 # The gradients' clipping and unscaling: the step's own update, outside the optimizer's call.
 _CLIPPING = ("clip_grad_norm_", "clip_grad_value_", "unscale_")
 # torch.nn.functional's losses whose names do not say "loss".

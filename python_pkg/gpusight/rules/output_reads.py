@@ -15,6 +15,8 @@ from ..fixes.fresh_objects import filled, made_here
 from .host_line_fix import HostLine, kind_of
 from .host_line_loops import parsed, same_file
 
+# A backward call: torch's, and Lightning's manual optimization's (``self.manual_backward(loss)``).
+_BACKWARDS = ("backward", "manual_backward")
 _SCOPES = (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef)
 _COMPOUND = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try,
              ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Match)  # fmt: skip
@@ -123,7 +125,7 @@ def _feeding_backward(stmts: list[ast.stmt]) -> set[str]:
             feeds |= _loss_returned(stmt.value)
         for n in ast.walk(stmt):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
-                if n.func.attr == "backward":
+                if n.func.attr in _BACKWARDS:
                     parts = [n.func.value, *n.args]
                     feeds |= {m.id for p in parts for m in ast.walk(p) if isinstance(m, ast.Name)}
         if _names(stmt, ast.Store) & feeds:
@@ -133,7 +135,7 @@ def _feeding_backward(stmts: list[ast.stmt]) -> set[str]:
 
 def _calls_backward(stmt: ast.stmt) -> bool:
     return any(
-        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "backward"
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _BACKWARDS
         for n in ast.walk(stmt)
     )
 
@@ -184,7 +186,7 @@ def _updates(stmt: ast.stmt) -> bool:
     return any(
         isinstance(n, ast.Call)
         and isinstance(n.func, ast.Attribute)
-        and n.func.attr in ("backward", "step", "zero_grad")
+        and n.func.attr in (*_BACKWARDS, "step", "zero_grad")
         for n in ast.walk(stmt)
     )
 
