@@ -231,3 +231,35 @@ def test_a_lightning_run_gets_the_arm_and_its_change_trains_the_same_weights(
     before, after = torch.load(tmp_path / "w1.pt"), torch.load(tmp_path / "w2.pt")
     assert before.keys() == after.keys()
     assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+PLAIN = """\
+import torch
+
+for step, (x, y) in enumerate(loader):
+    out = model(x)
+    loss = crit(out, y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    cm = torch.zeros(10, 10)
+    for t, p in zip(y, out.argmax(1)):
+        cm[t, p] += 1
+    print(step, (cm.diag().sum() / cm.sum()).item())
+"""
+
+
+def test_a_plain_loops_confusion_matrix_made_each_step_is_thinned_with_its_print() -> None:
+    call = _line(PLAIN, "model(x)")
+    assert output_runs(PLAIN, call) == [(_line(PLAIN, "cm = "), _line(PLAIN, "print("))]
+    t = plan(PLAIN, call, _line(PLAIN, "cm = "), through=_line(PLAIN, "print("))
+    assert isinstance(t, Thinning) and (t.counter, t.mode) == ("step", "every"), t
+    # A matrix kept across the steps (made before the loop) is the run's state: the count
+    # would change if it skipped steps.
+    kept = PLAIN.replace("    cm = torch.zeros(10, 10)\n", "").replace(
+        "for step,", "cm = torch.zeros(10, 10)\nfor step,"
+    )
+    got = plan(
+        kept, _line(kept, "model(x)"), _line(kept, "for t, p"), through=_line(kept, "print(")
+    )
+    assert isinstance(got, str) and "it updates `cm[t, p]`" in got
