@@ -3,7 +3,8 @@ outermost modules and the optimizers, and where the user's code built them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .call_sites import CallSite, SiteCounts
@@ -79,6 +80,20 @@ class LoaderSeen:
         if self.fetch_ns <= 0:
             return None
         return round(100.0 * self.fetch_cpu_ns / self.fetch_ns, 1)
+
+
+def busiest_loader(seen: Iterable[LoaderSeen]) -> LoaderSeen | None:
+    """The loader that fed the most batches, its epochs' iterators counted together: each
+    epoch's ``iter(loader)`` is an iterator of its own, and a step that spans two of them (two
+    micro-batches of an accumulation) takes its batches from both. The iterators of one loader
+    share its dataset and batch size."""
+    merged: dict[tuple[int, int | None], LoaderSeen] = {}
+    for s in seen:
+        # A loader whose dataset is not known stands alone.
+        key = (s.dataset_id, s.batch_size) if s.dataset_id else (id(s), None)
+        got = merged.get(key)
+        merged[key] = s if got is None else replace(got, calls=got.calls + s.calls)
+    return max(merged.values(), key=lambda s: s.calls, default=None)
 
 
 @dataclass

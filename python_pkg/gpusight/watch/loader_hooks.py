@@ -68,7 +68,7 @@ class LoaderHooks(WatchState):
                 elif c0 is not None and c1 is not None:
                     seen.fetch_ns += t1 - t0
                     seen.fetch_cpu_ns += c1 - c0
-                seen.calls += 1
+                seen.calls += batch is not None  # an epoch's end (StopIteration) is no batch
                 cur.overhead_ns += perf_counter_ns() - t1 + w.calibration.wrapper_ns
 
         return __next__

@@ -29,6 +29,7 @@ from ..rules.workload import (
 from .batch_hint import batch_command, hinted_batch
 from .calibration import UNSEEN_FACTOR_FORWARD, unseen_factor
 from .code_sources import _sync_source, forward_source, loader_source, model_calls, optimizer_info
+from .collected import busiest_loader
 from .float64_evidence import float64_use
 from .host_lines_report import host_line_evidence, host_lines_run
 from .machine import machine_facts, tf32_matmul
@@ -141,8 +142,7 @@ def items_per_step(w: WatchedRun, model_batch: int | None) -> int | None:
     """The items a step processes as the script counts them: the loader's batch (graphs,
     sequences, images) times its batches a step where a loader feeds the steps, else the
     leading size of the model's first input."""
-    loaders = sorted(w.collected.loaders.values(), key=lambda s: -s.calls)
-    ld = loaders[0] if loaders else None
+    ld = busiest_loader(w.collected.loaders.values())
     rec = w.recorder
     if ld is not None and ld.batch_size and rec is not None:
         per = batches_per_step(ld.calls, rec.completed)
@@ -154,13 +154,13 @@ def items_per_step(w: WatchedRun, model_batch: int | None) -> int | None:
 
 
 def _loader_feeds(w: WatchedRun) -> bool:
-    loaders = sorted(w.collected.loaders.values(), key=lambda s: -s.calls)
+    ld = busiest_loader(w.collected.loaders.values())
     rec = w.recorder
     return bool(
-        loaders
-        and loaders[0].batch_size
+        ld is not None
+        and ld.batch_size
         and rec is not None
-        and batches_per_step(loaders[0].calls, rec.completed) is not None
+        and batches_per_step(ld.calls, rec.completed) is not None
     )
 
 

@@ -1,0 +1,53 @@
+"""Items a step takes where its batches come from several epochs' iterators of one loader: each
+``iter(loader)`` is an iterator of its own, and a step of two micro-batches (gradient
+accumulation over a short epoch, Accelerate's prepared loader) takes them from both. Real CPU
+torch through ``gpusight run``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from gpusight.watch.collected import LoaderSeen, busiest_loader
+from test_host_lines import _run
+
+
+def test_one_loaders_epochs_are_counted_together_and_other_loaders_apart() -> None:
+    a1 = LoaderSeen(batch_size=16, calls=5, dataset_id=1)
+    a2 = LoaderSeen(batch_size=16, calls=5, dataset_id=1)
+    ev = LoaderSeen(batch_size=64, calls=8, dataset_id=2)
+    got = busiest_loader([a1, a2, ev])
+    assert got is not None and (got.calls, got.batch_size) == (10, 16)
+    assert (a1.calls, a2.calls) == (5, 5)  # the iterators' own records stay as they were
+    # Loaders whose dataset is not known are not merged.
+    unknown = [LoaderSeen(batch_size=16, calls=5), LoaderSeen(batch_size=16, calls=6)]
+    got = busiest_loader(unknown)
+    assert got is not None and got.calls == 6
+    assert busiest_loader([]) is None
+
+
+ACCUMULATE_OVER_EPOCHS = """\
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+model = nn.Linear(8, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(TensorDataset(torch.randn(80, 8), torch.randint(0, 2, (80,))), batch_size=16)
+micro = 0
+for epoch in range(40):
+    for x, y in loader:  # 5 batches an epoch: every other step spans two epochs
+        nn.functional.cross_entropy(model(x), y).backward()
+        micro += 1
+        if micro % 2 == 0:
+            opt.step()
+            opt.zero_grad()
+"""
+
+
+def test_a_step_of_two_micro_batches_over_epoch_ends_takes_two_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rep = _run(tmp_path, ACCUMULATE_OVER_EPOCHS, monkeypatch)
+    assert rep["run"]["items_per_step"] == 32
