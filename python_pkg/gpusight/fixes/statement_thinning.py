@@ -11,7 +11,10 @@ change the training is refused: a name assigned there and read later, an attribu
 written, an in-place tensor method, ``backward``/``step``/an optimizer's or a scheduler's
 update, drawing random numbers (the rest of the run would draw others), advancing an iterator,
 control flow. Cleanup (``gc.collect()``, ``torch.cuda.empty_cache()``) is skipped; reporting
-runs every ``every`` steps of the loop's own counter, or of one ``enumerate`` adds to the loop.
+runs every ``every`` steps of the loop's own counter, or of one ``enumerate`` adds to the loop;
+where no loop of the user's holds the model's call, of the counter a framework hands its step
+hook (``step_hooks``: Lightning's ``batch_idx``). Objects the statements make and fill
+themselves (a confusion matrix) are theirs to change (``fresh_objects``).
 Pure text work with ``ast``: no imports of the user's code.
 """
 
@@ -58,8 +61,8 @@ _CHANGES = frozenset(
 
 _CLIMBED = (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)
 Scope = ast.For | ast.While | Function
-_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 """What runs once a step: the loop around the model's call, or a framework's step hook."""
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 @dataclass(frozen=True)
