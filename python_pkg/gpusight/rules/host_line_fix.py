@@ -36,6 +36,9 @@ class HostLine:
     on_output: bool = False
     """The line works on what the model's call returned (``output_reads.py``): a metric or a
     record of the step, not a transform of the batch."""
+    batch_source: str | None = None
+    """The generator function of the user's the line is in, which the loop draws its batches
+    from (``batch_generators.py``)."""
 
     @property
     def where(self) -> str:
@@ -155,6 +158,8 @@ def kind_of(ln: HostLine) -> str:
         return "item_loop"
     if ln.model_again:
         return "model_again"
+    if ln.batch_source and not ln.on_output and not ln.in_forward:
+        return "batch_generator"
     kind = _kind_of_code(ln)
     grouped = ln.last_line is not None and not ln.on_output  # not a run of the step's record
     if kind in ("other", "metric") and (grouped or _over_tensors(ln.code)):
@@ -299,6 +304,16 @@ def fix_text(ln: HostLine) -> str | None:
             "every step is set by its options: how often it logs (logging_steps, "
             "log_every_n_steps), its progress bar's refresh rate, your callbacks; and its "
             "DataLoader's num_workers where it waits for data."
+        )
+    if kind == "batch_generator":
+        return (
+            f"{at} is in `{ln.batch_source}()`, a generator your loop draws its batches "
+            "from: its time is the input pipeline's, and the step waits for it. Make it a "
+            "torch.utils.data.IterableDataset (its __iter__ the generator's body) and load it "
+            "with DataLoader(dataset, batch_size=None, num_workers=N, persistent_workers=True) "
+            "so that workers make the next batches while the step runs (each worker runs its "
+            "own copy: split the items by torch.utils.data.get_worker_info()), or build the "
+            "batch with torch ops on the GPU."
         )
     if kind == "model_again":
         return (

@@ -8,6 +8,7 @@ import os
 from dataclasses import replace
 
 from ..report import Evidence, Finding, Fix, Impact, SourceLine
+from .batch_generators import generator_of
 from .host_line_fix import HostLine, calls, fix_text, is_framework, is_step_math, kind_of
 from .host_line_loops import grouped, is_tensor_loop, same_file
 from .item_loops import grouped_items, in_item_loop
@@ -83,7 +84,9 @@ def _marked(
         return replace(ln, model_again=True)
     if path is None or not same_file(ln, path):
         return ln
-    return replace(ln, on_output=reads_output(text, call, ln.line))
+    return replace(
+        ln, on_output=reads_output(text, call, ln.line), batch_source=generator_of(text, ln.line)
+    )
 
 
 def _again(
