@@ -925,3 +925,18 @@ def test_dataparallel_without_a_gpu_is_information_not_the_first_fix() -> None:
 
     first = first_finding(rep)
     assert first is None or first.id != "code.dataparallel"
+
+
+def test_a_batch_made_on_the_device_by_a_factory_is_the_steps_input_not_a_transform() -> None:
+    from gpusight.rules.host_line_fix import HostLine, is_framework
+
+    def line(code: str, function: str = "<module>") -> HostLine:
+        return HostLine("train.py", 15, code, function, 0.09, 5.6)
+
+    # A synthetic batch (a benchmark's, a quick test's): the data the step runs on.
+    assert is_framework(line("x = torch.randn(256, 64, device=dev)"), None)
+    assert is_framework(line("y = torch.randint(0, 100, (256,), device=dev)"), None)
+    # Made on the host and copied, or built from Python data: work of the user's to move.
+    assert not is_framework(line("x = torch.randn(256, 64).to(dev)"), None)
+    assert not is_framework(line("mask = torch.tensor(rows, device=dev)"), None)
+    assert not is_framework(line("x = x + torch.randn(256, 64, device=dev)"), None)

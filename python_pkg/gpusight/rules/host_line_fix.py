@@ -118,7 +118,27 @@ def is_framework(ln: HostLine, model_call_line: int | None) -> bool:
     entered = calls(ln.code) if code.startswith(("with ", "async with ")) else []
     if entered and all(c.rsplit(".", 1)[-1] in _MODES for c in entered):
         return True  # ``with torch.autocast(...)``, ``with accelerator.accumulate(model)``
+    if not ln.in_forward and _made_on_device(code):
+        return True  # ``x = torch.randn(64, 3, device=dev)``: the step's input, as a loader's
     return any(c.rsplit(".", 1)[-1] in _FRAMEWORK for c in calls(ln.code)) or is_step_math(ln)
+
+
+def _made_on_device(code: str) -> bool:
+    """A batch made by a torch factory on the device (a synthetic input, the random labels):
+    the data the step runs on, not a transform to move to the GPU or a DataLoader's workers."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return False
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assign):
+        return False
+    v = tree.body[0].value
+    return (
+        isinstance(v, ast.Call)
+        and _dotted(v.func).startswith("torch.")
+        and _dotted(v.func).rsplit(".", 1)[-1] in (*_FACTORIES, "randint", "normal")
+        and any(k.arg == "device" for k in v.keywords)
+    )
 
 
 def is_step_math(ln: HostLine) -> bool:
