@@ -75,3 +75,35 @@ def test_a_gain_inside_its_own_rows_noise_band_does_not_move_the_verdict() -> No
     quiet = [*H100[:2], _row("--per_device_train_batch_size 32", 1.10, "load.launch_bound")]
     settle_verdict(rep, quiet)
     assert rep.verdict.bottleneck == "launch_overhead"
+
+
+# lightning_small_batch on the H100 (benchmarks/results/h100-run38): Lightning's batch copied
+# from pageable memory took 0.66 ms of a 2.02 ms step, launches 0.64 ms.
+PAGEABLE = [
+    _row("DataLoader pin_memory=True", 0.977, "code.pageable_copy", 19.4),
+    _row("DataLoader num_workers=2", 0.761, "load.input_bound", 19.4),
+    _row("--batch_size 1024", 17.041, "load.small_batch", 31.6),
+]
+
+
+def test_a_copy_verdict_whose_pinned_batches_gain_nothing_yields_to_the_batch() -> None:
+    rep = _report("memory_transfer")
+    settle_verdict(rep, PAGEABLE)
+    assert rep.verdict.bottleneck == "launch_overhead"
+    assert "alone DataLoader pin_memory=True 0.98x (memory_transfer" in (rep.verdict.summary or "")
+
+
+def test_the_loaders_pinned_batches_are_the_pageable_copies_fix_when_that_was_found() -> None:
+    from gpusight.knobs import Situation
+    from gpusight.knobs.loader import LoaderSettings
+
+    facts = {"cuda": True, "loader": {"num_workers": 0, "pin_memory": False, "batch_size": 16},
+             "breakdown_ms": {"compute": 0.26, "data_wait": 0.16, "copy": 0.66,
+                              "launch_overhead": 0.64, "other_cpu": 0.31}}  # fmt: skip
+    pin = next(a for g in LoaderSettings().groups(Situation.of(facts)) for a in g.arms
+               if a.changes.get("pin_memory"))  # fmt: skip
+    assert pin.finding_id == "load.input_bound"
+    facts["finding_ids"] = ["code.pageable_copy", "load.small_batch"]
+    pin = next(a for g in LoaderSettings().groups(Situation.of(facts)) for a in g.arms
+               if a.changes.get("pin_memory"))  # fmt: skip
+    assert pin.finding_id == "code.pageable_copy"

@@ -275,8 +275,11 @@ class LoaderSettings(_LoaderKnob):
         g = Group("loader", max(s.data_share, between) * 0.5)
         feeds = s.data_share >= MIN_DATA_SHARE
         if feeds and s.cuda and not ld.get("pin_memory"):
+            # Pinned batches are the pageable copies' own fix: measured, the row settles that
+            # finding (and a memory_transfer verdict), not only the loader's.
+            pin = PIN_FINDING if PIN_FINDING in s.ids else FINDING
             g.arms.append(Arm("loader", "DataLoader pin_memory=True", {"pin_memory": True},
-                              FINDING))  # fmt: skip
+                              pin))  # fmt: skip
         if int(ld.get("num_workers") or 0) > 0:
             if not ld.get("persistent_workers") and int(s.facts.get("epochs_seen") or 0) > 1:
                 g.arms.append(Arm("loader", "DataLoader persistent_workers=True",
