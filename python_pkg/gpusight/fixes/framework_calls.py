@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 
-from .patch import call_patch
+from .patch import call_patch, called_name
 
 CALLS: dict[str, tuple[str, ...]] = {
     "transformers": ("TrainingArguments", "Seq2SeqTrainingArguments"),
@@ -17,23 +17,19 @@ CALLS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _name(func: ast.expr) -> str:
-    if isinstance(func, ast.Name):
-        return func.id
-    return func.attr if isinstance(func, ast.Attribute) else ""
-
-
 def setup_line(source: str, framework: str) -> int | None:
     """The line of the file's one call that sets ``framework`` up; None where it has none, or
     several (which one trains is not known from the text)."""
     names = CALLS.get(framework)
+    if names is None:
+        return None
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return None
-    if names is None:
-        return None
-    found = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and _name(n.func) in names]
+    found = [
+        n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and called_name(n) in names
+    ]
     return found[0] if len(found) == 1 else None
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ast
 
+from .patch import called_name
+
 # Calls that make a new object.
 _NEW = frozenset(
     {"zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like",
@@ -21,19 +23,13 @@ _FILLS = frozenset(
 )  # fmt: skip
 
 
-def _callee(func: ast.expr) -> str:
-    if isinstance(func, ast.Name):
-        return func.id
-    return func.attr if isinstance(func, ast.Attribute) else ""
-
-
 def made_here(stmt: ast.stmt) -> set[str]:
     """The names ``stmt`` binds to an object it makes (``cm = np.zeros((10, 10))``,
     ``rows = []``): changing that object changes nothing else."""
     if not isinstance(stmt, ast.Assign) or not all(isinstance(t, ast.Name) for t in stmt.targets):
         return set()
     v = stmt.value
-    fresh = isinstance(v, _FRESH) or (isinstance(v, ast.Call) and _callee(v.func) in _NEW)
+    fresh = isinstance(v, _FRESH) or (isinstance(v, ast.Call) and called_name(v) in _NEW)
     return {t.id for t in stmt.targets if isinstance(t, ast.Name)} if fresh else set()
 
 

@@ -182,7 +182,7 @@ class Autocast(Knob):
 
 # Each framework's precision switch as keywords of the call that sets it up.
 _SWITCHES: dict[str, Callable[[bool], dict[str, object]]] = {
-    "transformers": lambda fp16: {"bf16": not fp16, "fp16": fp16} if fp16 else {"bf16": True},
+    "transformers": lambda fp16: {"fp16": True} if fp16 else {"bf16": True},
     "lightning": lambda fp16: {"precision": "16-mixed" if fp16 else "bf16-mixed"},
     "accelerate": lambda fp16: {"mixed_precision": "fp16" if fp16 else "bf16"},
 }
