@@ -338,3 +338,55 @@ def test_a_watched_loop_names_the_head_it_left_on_the_cpu() -> None:
     assert f.fix.patch is not None
     assert "+    head = head.to(dev)\n" in f.fix.patch
     assert "-            out = head(feats.cpu())\n+            out = head(feats)\n" in f.fix.patch
+
+
+class LogMels(nn.Module):
+    """A feature transform the dataset runs per item, as torchaudio's ``MelSpectrogram`` or a
+    torchvision v2 transform is: a module with a buffer and no parameters, on the CPU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("fb", torch.rand(33, 8))
+
+    def forward(self, wave: torch.Tensor) -> torch.Tensor:
+        spec = torch.stft(wave, 64, 16, window=torch.hann_window(64), return_complex=True)
+        return torch.log1p(spec.abs().pow(2).transpose(-1, -2) @ self.fb).flatten()
+
+
+class Clips(torch.utils.data.Dataset[tuple[torch.Tensor, int]]):
+    def __init__(self) -> None:
+        self.features = LogMels()
+
+    def __len__(self) -> int:
+        return 4096
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        wave = torch.sin(torch.arange(512) * (0.01 * (i % 7 + 1)))
+        return self.features(wave), i % 4
+
+
+def test_a_transform_module_the_dataset_runs_is_the_input_pipeline_not_a_part_of_the_model() -> (
+    None
+):
+    """run39: audio_melspec_loader's ``MelSpectrogram`` Sequential, called in ``__getitem__``
+    with no workers, read as a part of the model left on the CPU (critical, device_placement)
+    where the loader starves the step."""
+    data = Clips()
+    loader = torch.utils.data.DataLoader(data, batch_size=16, num_workers=0)
+    width = data[0][0].numel()
+    model = nn.Sequential(nn.Linear(width, 64), nn.ReLU(), nn.Linear(64, 4)).to("meta")
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with Watch(steps=4, warmup=2, profile_steps=1, device_types=("meta",)) as w:
+        for x, _y in loader:
+            out = model(x.to("meta"))
+            out.sum().backward()
+            opt.step()
+            opt.zero_grad()
+    rep = w.report
+    assert rep is not None
+    rep.validate()
+    assert "code.device_mismatch" not in rep.finding_ids
+    assert "code.cpu_model" not in rep.finding_ids
+    assert "load.input_bound" in rep.finding_ids
+    seen = {info.name for info in w.collected.modules.values()}
+    assert "Sequential" in seen and "LogMels" not in seen

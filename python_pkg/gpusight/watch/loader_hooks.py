@@ -43,10 +43,13 @@ class LoaderHooks(WatchState):
             c0 = thread_time_ns() if getattr(it, "_num_workers", None) == 0 else None
             t0 = perf_counter_ns()
             batch = None
+            outer = w._fetching
+            w._fetching = True
             try:
                 batch = orig(it)
                 return batch
             finally:
+                w._fetching = outer
                 t1 = perf_counter_ns()
                 c1 = thread_time_ns() if c0 is not None else None
                 cur = rec.current

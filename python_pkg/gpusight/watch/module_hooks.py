@@ -94,7 +94,7 @@ class ModuleHooks(WatchState):
         self._fwd_top = None
 
     def _fwd_pre(self, module: Any, args: Any, dispatch_ns: int | None = None) -> None:
-        if _is_compiling() or self._bwd_depth or get_ident() != self._tid:
+        if _is_compiling() or self._bwd_depth or self._fetching or get_ident() != self._tid:
             return None
         depth = self._fwd_depth
         self._fwd_depth = depth + 1
@@ -149,7 +149,7 @@ class ModuleHooks(WatchState):
         return info
 
     def _fwd_post(self, module: Any, args: Any, output: Any) -> None:
-        if _is_compiling() or self._bwd_depth or get_ident() != self._tid:
+        if _is_compiling() or self._bwd_depth or self._fetching or get_ident() != self._tid:
             return None
         t = perf_counter_ns()
         if not self._full:

@@ -66,6 +66,11 @@ class WatchState:
     LBFGS's re-evaluations), not the optimizer's own time: set at each timed step's start
     (``closure_timing.py``)."""
 
+    _fetching: bool = False
+    """The loader's ``__next__`` is fetching a batch in this thread (no workers): a module the
+    dataset or collate function calls there is the input pipeline's work, not the model's
+    (``loader_hooks.py``; the module hooks pass it by)."""
+
     def __init__(
         self,
         steps: int | None = None,
