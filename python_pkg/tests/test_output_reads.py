@@ -123,6 +123,19 @@ def test_trackers_and_progress_bars_log_and_a_tensors_log_softmax_does_not() -> 
         assert kind_of(_line(code, False)) == "other", code
 
 
+def test_a_loggers_call_whose_value_is_worked_out_in_numpy_is_a_loggers_line() -> None:
+    """A Lightning callback's ``pl_module.log`` of a numpy accuracy had the transforms' fix
+    ("in the Dataset where DataLoader workers run it")."""
+    code = 'pl_module.log("train_acc", float(np.trace(cm) / cm.sum()))'
+    for on_output in (False, True):
+        line = _line(code, on_output, "ConfusionLogger.on_train_batch_end")
+        assert kind_of(line) == "logging"
+        assert (fix_text(line) or "").startswith("Log less often at train.py:9")
+    # The numpy work assigned for later is the numpy's, not a logger's.
+    assert kind_of(_line("acc = float(np.trace(cm) / cm.sum())", False)) == "numpy"
+    assert kind_of(_line("y = np.log(x)", False)) == "numpy"
+
+
 def test_the_labels_copied_beside_the_predictions_are_the_same_record() -> None:
     text = (
         "for x, y in loader:\n"

@@ -237,6 +237,10 @@ def _kind_of_code(ln: HostLine) -> str:
         return "metric" if ln.on_output else "tokenizer"  # a decode of the predictions
     if func in _LOGGING or func.startswith(("log_", "add_")):
         return "logging"
+    # A logger's call whose value is worked out in numpy (``pl_module.log("acc",
+    # float(np.trace(cm) / cm.sum()))``) is a logger's line: the call is the statement.
+    if names and _logs(names[0]) and _statement_call(ln.code) and not _maths(names[0]):
+        return "logging"
     if any(n.split(".", 1)[0] in ("np", "numpy") for n in names) or "numpy" in last:
         if ln.on_output:
             return "metric"
@@ -248,10 +252,22 @@ def _kind_of_code(ln: HostLine) -> str:
     if any(n.endswith(".generate") for n in names) and not ln.in_forward:
         return "generation_loop"
     # A logger's call, not torch.log or np.log (their heads are the maths libraries).
-    maths = ("torch", "np", "numpy", "math", "F", "nn")
-    if any(_logs(n) and n.split(".", 1)[0] not in maths for n in names):
+    if any(_logs(n) and not _maths(n) for n in names):
         return "logging"
     return "metric" if ln.on_output else "other"
+
+
+def _maths(name: str) -> bool:
+    return name.split(".", 1)[0] in ("torch", "np", "numpy", "math", "F", "nn")
+
+
+def _statement_call(code: str | None) -> bool:
+    """The line is a call alone (``print(...)``), not an assignment of what a call returns."""
+    try:
+        body = ast.parse((code or "").strip()).body
+    except SyntaxError:
+        return False
+    return len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Call)
 
 
 # Experiment trackers' calls (mlflow, Lightning's loggers, wandb, comet, neptune); not a
