@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from gpusight.fixes.statement_thinning import Thinning, plan, thinned_text
-from gpusight.fixes.step_hooks import step_hook
+from gpusight.fixes.step_hooks import batch_hook, step_hook
 from gpusight.rules.output_reads import output_lines, output_runs
 
 LIT = """\
@@ -263,3 +263,136 @@ def test_a_plain_loops_confusion_matrix_made_each_step_is_thinned_with_its_print
         kept, _line(kept, "model(x)"), _line(kept, "for t, p"), through=_line(kept, "print(")
     )
     assert isinstance(got, str) and "it updates `cm[t, p]`" in got
+
+
+HOOKS = """\
+import lightning as L
+import numpy as np
+from transformers import TrainerCallback
+
+
+class GradNorms(L.Callback):
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+        norms = [p.grad.norm().item() for p in pl_module.parameters() if p.grad is not None]
+        pl_module.log("grad_norm_max", max(norms))
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        print(f"step {batch_idx}: loss {outputs['loss'].item():.4f}")
+
+    def on_train_epoch_end(self, trainer, pl_module):
+        print("epoch", trainer.current_epoch)
+
+
+class Net(L.LightningModule):
+    def on_train_batch_end(self, outputs, batch, batch_idx):
+        self.log("np_loss", float(outputs["loss"].detach().cpu().numpy()))
+
+    def on_after_backward(self):
+        self.log("grad0", float(next(self.parameters()).grad.abs().mean()))
+
+
+class Printer(TrainerCallback):
+    def on_step_end(self, args, state, control, **kwargs):
+        print(state.global_step, np.mean(state.log_history[-1:] and [1.0]))
+"""
+
+
+def test_a_frameworks_once_a_batch_hooks_count_by_their_own_arguments() -> None:
+    """A callback's line is in no loop of the file: the framework calls the hook once a batch
+    (or a step), and it carries its counter (Lightning's ``batch_idx``, the trainer's
+    ``global_step``)."""
+    tree = ast.parse(HOOKS)
+    want = {
+        'pl_module.log("grad_norm_max': "trainer.global_step",
+        'print(f"step': "batch_idx",
+        'self.log("np_loss"': "batch_idx",
+        'self.log("grad0"': "self.global_step",
+        "print(state.global_step": "state.global_step",
+    }
+    for text, counter in want.items():
+        hook = batch_hook(tree, _line(HOOKS, text))
+        assert hook is not None and hook.counter == counter, text
+    # Once an epoch is not once a step; a plain method is no hook.
+    assert batch_hook(tree, _line(HOOKS, 'print("epoch"')) is None
+    # The call of the model elsewhere (no loop in this file): the callback's line is planned
+    # by its own hook.
+    t = plan(HOOKS, 1, _line(HOOKS, "norms = "), through=_line(HOOKS, "grad_norm_max"))
+    assert isinstance(t, Thinning), t
+    assert (t.counter, t.loop_line) == ("trainer.global_step", _line(HOOKS, "def on_before_o"))
+    new = thinned_text(HOOKS, t)
+    assert new is not None
+    assert "        if trainer.global_step % 10 == 0:  # gpusight: every 10 steps\n" in new
+    got = plan(HOOKS, 1, _line(HOOKS, 'print("epoch"'))
+    assert isinstance(got, str) and "no loop around the model's call" in got
+
+
+CALLBACK = LIT.replace(
+    "        return loss\n",
+    '        return {"loss": loss, "logits": logits.detach()}\n',
+).replace(
+    "        pred = logits.argmax(1).cpu().numpy()\n"
+    "        cm = np.zeros((4, 4))\n"
+    "        for p, t in zip(pred, y.cpu().numpy()):\n"
+    "            cm[t, p] += 1\n"
+    '        self.log("train_acc", float(np.trace(cm) / cm.sum()))\n'
+    '        self.log("train_loss", loss)\n',
+    "",
+).replace(
+    "class Classifier(",
+    "class ConfusionLogger(L.Callback):\n"
+    "    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):\n"
+    "        x, y = batch\n"
+    '        pred = outputs["logits"].argmax(1).cpu().numpy()\n'
+    "        cm = np.zeros((4, 4))\n"
+    "        for p, t in zip(pred, y.cpu().numpy()):\n"
+    "            cm[t, p] += 1\n"
+    '        pl_module.log("train_acc", float(np.trace(cm) / cm.sum()))\n\n\n'
+    "class Classifier(",
+) + SCRIPT[len(LIT) :].replace(
+    "enable_model_summary=False)",
+    "enable_model_summary=False,\n                        callbacks=[ConfusionLogger()])",
+)
+
+
+def test_a_lightning_callbacks_logger_gets_the_arm_and_trains_the_same_weights(
+    tmp_path: Path,
+) -> None:
+    """End to end on the CPU: a ``Callback``'s ``on_train_batch_end`` logs a numpy accuracy
+    every batch; its logger's line is named with a logger's fix, the statement knob plans it by
+    the hook's ``batch_idx``, and the changed script trains the same weights."""
+    import torch
+    from gpusight.knobs import Situation
+    from gpusight.knobs.statement import Statement
+
+    assert "callbacks=[ConfusionLogger()]" in CALLBACK and "return {" in CALLBACK
+    script = tmp_path / "train_cb.py"
+    script.write_text(CALLBACK)
+    facts_path = tmp_path / "facts.json"
+    cmd = [sys.executable, "-m", "gpusight", "run", "--facts", str(facts_path),
+           "--json", str(tmp_path / "r.json"), str(script), str(tmp_path / "w0.pt")]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    logged = _line(CALLBACK, "pl_module.log(")
+    report = json.loads((tmp_path / "r.json").read_text())
+    host = next(f for f in report["findings"] if f["id"] == "load.cpu_preprocessing")
+    assert f"train_cb.py:{logged} " in host["title"], host["title"]
+    assert host["fix"]["text"].startswith(f"Log less often at train_cb.py:{logged} ")
+    facts = json.loads(facts_path.read_text())
+    arms = [a for g in Statement().groups(Situation.of(facts)) for a in g.arms if not a.skipped]
+    change = next(a.changes["statement"] for a in arms if a.changes["statement"]["first"] == logged)
+    assert (change["counter"], change["loop_line"]) == (
+        "batch_idx",
+        _line(CALLBACK, "def on_train_batch_end"),
+    )
+    edits = Statement().source_edits({"statement": change})
+    assert isinstance(edits, dict)
+    assert "        if batch_idx % " in edits[str(script)]
+    thinned = tmp_path / "thinned.py"
+    thinned.write_text(edits[str(script)])
+    for name, path in (("w1.pt", script), ("w2.pt", thinned)):
+        done = subprocess.run([sys.executable, str(path), str(tmp_path / name)],
+                              capture_output=True, text=True, timeout=240)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+    before, after = torch.load(tmp_path / "w1.pt"), torch.load(tmp_path / "w2.pt")
+    assert before.keys() == after.keys()
+    assert all(torch.equal(before[k], after[k]) for k in before)

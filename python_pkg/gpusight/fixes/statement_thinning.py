@@ -29,7 +29,7 @@ from .fresh_objects import made_here
 from .fresh_objects import root_in as _root
 from .patch import unified_diff
 from .statement_patches import bodies, compiles, indent_of, is_log_name, step_counter
-from .step_hooks import Function, reads_counter, step_hook
+from .step_hooks import Function, batch_hook, reads_counter, step_hook
 
 Mode = Literal["skip", "every"]
 
@@ -270,7 +270,10 @@ def plan(
         other = ast.parse(elsewhere) if elsewhere is not None else None
     except SyntaxError:
         return "the file does not parse"
-    scope = step_scope(tree, call_line)
+    # A framework's once-a-batch hook that holds the line is its step (a callback's
+    # ``on_train_batch_end``), wherever the model's call is.
+    own = batch_hook(tree, line) if other is None else None
+    scope = (own.function, own.counter) if own is not None else step_scope(tree, call_line)
     if scope is None:
         return f"no loop around the model's call (line {call_line}) in this file"
     loop, counter = scope
