@@ -244,7 +244,8 @@ CATALOGUE: dict[str, CatalogueEntry] = {
         "`torch.cuda.empty_cache()`, a logger, a histogram of every parameter, a metric with "
         "its logger's line) skipped or run "
         "every 10 steps (in Lightning's `training_step` by its `batch_idx`, in a `Trainer` "
-        "subclass's `compute_loss` by `self.state.global_step`), and hand over that edit; one "
+        "subclass's `compute_loss` by `self.state.global_step`, in a callback's "
+        "`on_train_batch_end` by its `batch_idx`), and hand over that edit; one "
         "whose value the loop reads, that a `monitor=` reads, or that updates the model, the "
         "optimizer, the data or the random numbers, is not tried and its row says why.",
         title="A statement of the loop costs the step host time",

@@ -1,7 +1,8 @@
 """One costly statement of the loop run less often, or not at all (issue #50): a logger, a
 ``gc.collect()``, or a metric with the logger's line that reads it, thinned together; in a
 framework's step hook (Lightning's ``training_step``, a ``Trainer`` subclass's
-``compute_loss``), by the step counter the framework hands it.
+``compute_loss``) or once-a-batch hook (a Lightning ``Callback``'s ``on_train_batch_end``, a
+``TrainerCallback``'s ``on_step_end``), by the step counter the framework hands it.
 
 Offered for the costliest lines of the user's own work the baseline timed (``run.host_lines``),
 and for runs of lines that work on the model's output (``rules.output_reads``), each an arm of
