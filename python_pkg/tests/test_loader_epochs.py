@@ -51,3 +51,35 @@ def test_a_step_of_two_micro_batches_over_epoch_ends_takes_two_batches(
 ) -> None:
     rep = _run(tmp_path, ACCUMULATE_OVER_EPOCHS, monkeypatch)
     assert rep["run"]["items_per_step"] == 32
+
+
+def test_the_what_ifs_facts_count_a_loaders_epochs_together() -> None:
+    """A run over short epochs (a Lightning script's were 64 batches against 128 steps): the
+    facts read one epoch's iterator, said no loader fed the steps, and the batch knob fell back
+    to repeating the model's inputs (compute only) instead of the DataLoader's batch_size (end
+    to end)."""
+    import torch
+    from gpusight.knobs import Situation
+    from gpusight.knobs.batch import Batch
+    from gpusight.rerun.facts import from_watch
+    from gpusight.watch import Watch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    torch.manual_seed(0)
+    model = nn.Linear(8, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = TensorDataset(torch.randn(64, 8), torch.randint(0, 2, (64,)))
+    loader = DataLoader(data, batch_size=8)
+    with Watch(steps=30, warmup=3, profile_steps=0) as w:
+        for _epoch in range(8):
+            for x, y in loader:  # 8 batches an epoch: the watch spans several
+                nn.functional.cross_entropy(model(x), y).backward()
+                opt.step()
+                opt.zero_grad()
+    facts = from_watch(w)
+    assert facts["loader"]["batches_per_step"] == 1
+    assert facts["loader"]["batch_size"] == 8
+    arms = [a for g in Batch().groups(Situation.of(facts)) for a in g.arms if not a.skipped]
+    assert arms and all("batch_size" in a.changes for a in arms), [a.changes for a in arms]
+    assert not any(a.changes.get("replicate") for a in arms)

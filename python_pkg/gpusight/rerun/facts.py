@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..knobs import recorded
 from ..watch.code_sources import forward_site, forward_source, loader_source
+from ..watch.collected import busiest_loader
 from ..watch.report_builder import batches_per_step
 
 if TYPE_CHECKING:
@@ -22,8 +23,9 @@ if TYPE_CHECKING:
 def from_watch(w: Watch, wall_s: float | None = None) -> dict[str, Any]:
     rep = w.report
     run = (rep.run or {}) if rep is not None else {}
-    loaders = sorted(w.collected.loaders.values(), key=lambda s: -s.calls)
-    ld = loaders[0] if loaders else None
+    # A loader's epochs counted together, as the report's items per step are: a run over
+    # several short epochs is fed by the loader, a batch a step.
+    ld = busiest_loader(w.collected.loaders.values())
     mods = [m for m in w.collected.modules.values() if m.calls > 0]
     main = max(mods, key=lambda m: (m.n_params, m.calls)) if mods else None
     flags = w.flags()
