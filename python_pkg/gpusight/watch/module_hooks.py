@@ -99,6 +99,8 @@ class ModuleHooks(WatchState):
         depth = self._fwd_depth
         self._fwd_depth = depth + 1
         rec = self._rec
+        if not self._switched:  # the global hooks: every module's call, nested ones too
+            self._module_calls[depth == 0] += 1
         # torch's dispatch through this hook and its post-hook (before either's clock), or a
         # call shim's (``dispatch_ns``); in warm-up the global hooks fire on every module, and
         # warm-up is not reported.
@@ -111,6 +113,8 @@ class ModuleHooks(WatchState):
             return None
         t = perf_counter_ns()
         self._fwd_top = module
+        if rec is not None:
+            rec.current.forwards += 1
         info = self.collected.modules.get(id(module))
         if info is None:
             info = self._first_call(module)

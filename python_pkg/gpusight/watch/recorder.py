@@ -65,6 +65,9 @@ class StepRecord:
     new_shape: bool = False
     """The step's batch had a shape no batch had before in the run (an epoch's short last
     batch): cuDNN's autotuning and the allocator's growth for it are paid once per shape."""
+    forwards: int = 0
+    """Calls of the outermost modules in the step (full steps): with the modules a call runs
+    (``WatchState._module_calls``), how large a profiled step's trace will be."""
 
     @property
     def duration_ns(self) -> int:
@@ -82,6 +85,7 @@ class StepRecord:
         self.phase_ns += other.phase_ns
         self.optimizer_ns += other.optimizer_ns
         self.new_shape = self.new_shape or other.new_shape
+        self.forwards += other.forwards
 
 
 @dataclass

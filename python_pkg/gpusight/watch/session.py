@@ -197,6 +197,7 @@ class Watch(
         self._graphs_at_start = self._graphs_seen = _compiled_graphs()
         self._tid = threading.get_ident()
         self._native_tid = threading.get_native_id()
+        self._module_calls = [0, 0]
         self._pid = os.getpid()
         self._cuda = bool(torch.cuda.is_available())
         self._flags_before = torch_flags(torch)

@@ -66,6 +66,11 @@ class WatchState:
     LBFGS's re-evaluations), not the optimizer's own time: set at each timed step's start
     (``closure_timing.py``)."""
 
+    _module_calls: list[int]
+    """Module calls the global hooks saw in the warm-up: ``[nested, outermost]``; their ratio
+    is the modules one outermost call runs (``step_boundaries``: the profiler window's size).
+    Set at the start."""
+
     _fetching: bool = False
     """The loader's ``__next__`` is fetching a batch in this thread (no workers): a module the
     dataset or collate function calls there is the input pipeline's work, not the model's
