@@ -464,3 +464,36 @@ def test_a_frameworks_fit_call_is_not_a_statement_to_run_less_often(tmp_path: ob
     assert f"the model's call (line {site['line']}) has no loop around it in its file" in (
         Statement().not_planned(s)
     )
+
+
+DATASET = """\
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Clips(Dataset):
+    def __len__(self):
+        return 1000
+
+    def __getitem__(self, i):
+        wave = torch.sin(torch.arange(16000) * 0.01 * (i % 7 + 1))
+        return torch.stft(wave, 400, 160, return_complex=True).abs(), i % 4
+
+
+for x, y in DataLoader(Clips(), batch_size=64):
+    loss = model(x).mean()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_line_the_dataloader_runs_for_each_item_is_the_input_pipelines() -> None:
+    """audio_melspec_loader (run39): the Dataset's feature lines read "not in the loop around
+    the model's call", which says nothing of what to do with them."""
+    lines = DATASET.splitlines()
+    call = lines.index("    loss = model(x).mean()") + 1
+    wave = lines.index("        wave = torch.sin(torch.arange(16000) * 0.01 * (i % 7 + 1))") + 1
+    got = plan(DATASET, call, wave, function="Clips.__getitem__")
+    assert isinstance(got, str)
+    assert got.startswith(f"line {wave} is in `Clips.__getitem__`, which the DataLoader runs")
+    assert "DataLoader workers run it beside the step" in got

@@ -286,6 +286,11 @@ def plan(
                 f"line {line} is in `{function}`, which the model's call runs: the step "
                 "computes with it on every step"
             )
+        if in_loading(function):
+            return (
+                f"line {line} is in `{function}`, which the DataLoader runs to make each batch: "
+                "every item needs it; DataLoader workers run it beside the step"
+            )
         calls = [s for s in ast.walk(loop) if isinstance(s, ast.stmt) and short
                  and not any(True for _ in bodies(s)) and _calls_name(s, short)]  # fmt: skip
         if not calls:
@@ -420,6 +425,15 @@ def in_forward(function: str | None) -> bool:
     """Whether a line of ``function`` is a module's ``forward``: the step's computation, which
     every step runs and none is thinned."""
     return (function or "").rsplit(".", 1)[-1] == "forward"
+
+
+_LOADING = frozenset({"__getitem__", "__getitems__", "__iter__", "__next__", "collate_fn"})
+
+
+def in_loading(function: str | None) -> bool:
+    """Whether a line of ``function`` makes the batches: a Dataset's ``__getitem__`` (or an
+    iterable one's ``__iter__``), a collate function."""
+    return (function or "").rsplit(".", 1)[-1] in _LOADING
 
 
 def _after_loop(tree: ast.Module, loop: ast.stmt) -> list[ast.stmt]:
