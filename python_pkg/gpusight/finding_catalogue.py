@@ -160,7 +160,9 @@ CATALOGUE: dict[str, CatalogueEntry] = {
         "to, before the optimizer is built; `code.cpu_model` is then not raised.",
         _WATCH + ": the devices of parameters and inputs at each forward; the device of every "
         "parameter and buffer of each module the step calls, and the host time of each such "
-        "module's forward. The statement that builds a part and the copies that feed it are "
+        "module's forward. A module a Dataset or collate function calls while the loader "
+        "fetches a batch (a torchaudio or torchvision transform) is the input pipeline's, not "
+        "a part of the model. The statement that builds a part and the copies that feed it are "
         "found in the source of the line that calls it (`ast`), a copy counted where the watch "
         "saw its sync. The gain is estimated from the parts' forward, a backward of twice it and "
         "their optimizer update on the CPU: from that math 5x faster on the GPU to free.",
