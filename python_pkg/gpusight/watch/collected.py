@@ -62,6 +62,10 @@ class LoaderSeen:
     persistent_workers: bool | None = None
     prefetch_factor: int | None = None
     calls: int = 0
+    """Batches taken in the recorded steps (what a step's batches are counted over)."""
+    late: int = 0
+    """Batches taken in the steps after the measured ones (the FLOP count's, the line
+    clock's), which no record counts."""
     dataset_id: int = 0
     """``id`` of the loader's dataset: how a batch's loader is matched with where it was built."""
     batches_per_epoch: int | None = None

@@ -62,7 +62,7 @@ class LoaderHooks(WatchState):
                 if seen is None:
                     w.collected.loaders[id(it)] = seen = _loader_seen(it)
                     w._new_loader(seen)
-                if seen.calls == 0 or getattr(it, "_num_yielded", 2) == 1:
+                if seen.calls + seen.late == 0 or getattr(it, "_num_yielded", 2) == 1:
                     cur.epoch = True  # a first batch: a new epoch (persistent iterators too)
                     w.phases.first_batch(it, t1)
                     if len(seen.epoch_start_ns) < MAX_EPOCH_STARTS:
@@ -71,7 +71,13 @@ class LoaderHooks(WatchState):
                 elif c0 is not None and c1 is not None:
                     seen.fetch_ns += t1 - t0
                     seen.fetch_cpu_ns += c1 - c0
-                seen.calls += batch is not None  # an epoch's end (StopIteration) is no batch
+                # An epoch's end (StopIteration) is no batch; the batches of the steps after
+                # the measured ones are counted apart: no record counts those steps.
+                if batch is not None:
+                    if w._unrecorded:
+                        seen.late += 1
+                    else:
+                        seen.calls += 1
                 cur.overhead_ns += perf_counter_ns() - t1 + w.calibration.wrapper_ns
 
         return __next__

@@ -88,6 +88,7 @@ class MeasuringEnd(WatchState):
         """The hooks for a step after the measured ones (counted, timed by line): every step's
         boundary seen; its copies and syncs are not the report's steps': they pass through."""
         self._in_run, self._run_left = False, 0
+        self._unrecorded = True
         if not self._full:
             self._set_full(True)
         if self._detail:

@@ -71,6 +71,10 @@ class WatchState:
     is the modules one outermost call runs (``step_boundaries``: the profiler window's size).
     Set at the start."""
 
+    _unrecorded: bool = False
+    """The steps after the measured ones run (the FLOP count's, the line clock's): no record
+    of theirs counts, nor do the loader's batches in them (``loader_hooks``)."""
+
     _fetching: bool = False
     """The loader's ``__next__`` is fetching a batch in this thread (no workers): a module the
     dataset or collate function calls there is the input pipeline's work, not the model's
