@@ -186,13 +186,32 @@ if __name__ == "__main__":
 )
 
 
+def _thinned_trains_the_same(tmp_path: Path, script: Path, changes: dict[str, object]) -> None:
+    """The statement knob's edit of ``script`` runs the line by ``batch_idx``, and the user's
+    script and the thinned copy train the same weights from one seed, tensor for tensor."""
+    import torch
+    from gpusight.knobs.statement import Statement
+
+    edits = Statement().source_edits(changes)
+    assert isinstance(edits, dict)
+    assert "        if batch_idx % " in edits[str(script)]
+    thinned = tmp_path / "thinned.py"
+    thinned.write_text(edits[str(script)])
+    for name, path in (("w1.pt", script), ("w2.pt", thinned)):
+        done = subprocess.run([sys.executable, str(path), str(tmp_path / name)],
+                              capture_output=True, text=True, timeout=240)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+    before, after = torch.load(tmp_path / "w1.pt"), torch.load(tmp_path / "w2.pt")
+    assert before.keys() == after.keys()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
 def test_a_lightning_run_gets_the_arm_and_its_change_trains_the_same_weights(
     tmp_path: Path,
 ) -> None:
     """End to end on the CPU: the watched run times the metric's lines in ``training_step``;
     the statement knob plans them every N batches by ``batch_idx``; the changed script trains
     the same weights as the user's."""
-    import torch
     from gpusight.knobs import Situation
     from gpusight.knobs.statement import Statement
 
@@ -219,18 +238,7 @@ def test_a_lightning_run_gets_the_arm_and_its_change_trains_the_same_weights(
     assert arms, [a.skipped for g in groups for a in g.arms]
     change = arms[0].changes["statement"]
     assert (change["first"], change["counter"]) == (_line(SCRIPT, "pred = "), "batch_idx")
-    edits = Statement().source_edits(arms[0].changes)
-    assert isinstance(edits, dict)
-    thinned = tmp_path / "thinned.py"
-    thinned.write_text(edits[str(script)])
-    assert "        if batch_idx % " in edits[str(script)]
-    for name, path in (("w1.pt", script), ("w2.pt", thinned)):
-        done = subprocess.run([sys.executable, str(path), str(tmp_path / name)],
-                              capture_output=True, text=True, timeout=240)  # fmt: skip
-        assert done.returncode == 0, done.stderr[-2000:]
-    before, after = torch.load(tmp_path / "w1.pt"), torch.load(tmp_path / "w2.pt")
-    assert before.keys() == after.keys()
-    assert all(torch.equal(before[k], after[k]) for k in before)
+    _thinned_trains_the_same(tmp_path, script, arms[0].changes)
 
 
 PLAIN = """\
@@ -360,7 +368,6 @@ def test_a_lightning_callbacks_logger_gets_the_arm_and_trains_the_same_weights(
     """End to end on the CPU: a ``Callback``'s ``on_train_batch_end`` logs a numpy accuracy
     every batch; its logger's line is named with a logger's fix, the statement knob plans it by
     the hook's ``batch_idx``, and the changed script trains the same weights."""
-    import torch
     from gpusight.knobs import Situation
     from gpusight.knobs.statement import Statement
 
@@ -384,15 +391,4 @@ def test_a_lightning_callbacks_logger_gets_the_arm_and_trains_the_same_weights(
         "batch_idx",
         _line(CALLBACK, "def on_train_batch_end"),
     )
-    edits = Statement().source_edits({"statement": change})
-    assert isinstance(edits, dict)
-    assert "        if batch_idx % " in edits[str(script)]
-    thinned = tmp_path / "thinned.py"
-    thinned.write_text(edits[str(script)])
-    for name, path in (("w1.pt", script), ("w2.pt", thinned)):
-        done = subprocess.run([sys.executable, str(path), str(tmp_path / name)],
-                              capture_output=True, text=True, timeout=240)  # fmt: skip
-        assert done.returncode == 0, done.stderr[-2000:]
-    before, after = torch.load(tmp_path / "w1.pt"), torch.load(tmp_path / "w2.pt")
-    assert before.keys() == after.keys()
-    assert all(torch.equal(before[k], after[k]) for k in before)
+    _thinned_trains_the_same(tmp_path, script, {"statement": change})
