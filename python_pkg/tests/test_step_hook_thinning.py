@@ -366,8 +366,9 @@ def test_a_lightning_callbacks_logger_gets_the_arm_and_trains_the_same_weights(
     tmp_path: Path,
 ) -> None:
     """End to end on the CPU: a ``Callback``'s ``on_train_batch_end`` logs a numpy accuracy
-    every batch; its logger's line is named with a logger's fix, the statement knob plans it by
-    the hook's ``batch_idx``, and the changed script trains the same weights."""
+    every batch; the line clock times its logger's line, the statement knob plans it by the
+    hook's ``batch_idx``, and the changed script trains the same weights (the logger's fix
+    text: ``test_output_reads``)."""
     from gpusight.knobs import Situation
     from gpusight.knobs.statement import Statement
 
@@ -380,10 +381,11 @@ def test_a_lightning_callbacks_logger_gets_the_arm_and_trains_the_same_weights(
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
     logged = _line(CALLBACK, "pl_module.log(")
+    # The line clock times the callback's lines as the user's own (the finding's share of the
+    # step, and so whether it is raised, is the CPU's timing: a busy 2-core host moved it).
     report = json.loads((tmp_path / "r.json").read_text())
-    host = next(f for f in report["findings"] if f["id"] == "load.cpu_preprocessing")
-    assert f"train_cb.py:{logged} " in host["title"], host["title"]
-    assert host["fix"]["text"].startswith(f"Log less often at train_cb.py:{logged} ")
+    timed = [row["line"] for row in report["run"]["host_lines"]["lines"]]
+    assert logged in timed, timed
     facts = json.loads(facts_path.read_text())
     arms = [a for g in Statement().groups(Situation.of(facts)) for a in g.arms if not a.skipped]
     change = next(a.changes["statement"] for a in arms if a.changes["statement"]["first"] == logged)
