@@ -18,8 +18,9 @@ from .watch_state import WatchState
 LONG_STEP_NS = 1_000_000_000
 WINDOW_MODULE_CALLS = 2000
 """Module calls the profiler window (its start-up step and the profiled ones) may hold before
-it profiles fewer steps: a trace grows with the calls' ops, and reading it back took 3 s on
-this project's 2-core CPU for 3 steps of 730 calls (a ConvNeXt-like stack, 8 micro-batches)."""
+it profiles fewer steps: a trace grows with the calls' ops, and 3 steps of 730 calls (a
+ConvNeXt-like stack, 8 micro-batches) made 35 MB of JSON that took 1.8 s to load on this
+project's 2-core CPU."""
 SETTLED_RATIO = 1.25
 
 
