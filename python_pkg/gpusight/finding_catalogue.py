@@ -167,6 +167,19 @@ CATALOGUE: dict[str, CatalogueEntry] = {
         "saw its sync. The gain is estimated from the parts' forward, a backward of twice it and "
         "their optimizer update on the CPU: from that math 5x faster on the GPU to free.",
     ),
+    "code.framework_callback": CatalogueEntry(
+        "A callback that ships with the training framework takes a share of every step: "
+        "Lightning's progress bar redraws at every batch and reads the values logged with "
+        "`prog_bar=True` (on the GPU, a wait for it), `DeviceStatsMonitor` reads the device's "
+        "statistics, `LearningRateMonitor` logs at every step. The fix is the callback's own "
+        "option (`Trainer(enable_progress_bar=False)`, a refresh rate), patched into the "
+        "script's `Trainer(...)` call where it has one. The user's own callbacks are not this "
+        "finding: their lines are timed as theirs.",
+        _WATCH + ": Lightning names each hook it calls for its profiler; while the watch runs, "
+        "the default profiler's spans are timed on the measured steps that record copies and "
+        "syncs (each span's time less the named spans inside it, `run.framework_hooks`). "
+        "Raised from 3 % of the step.",
+    ),
     "code.host_sync": CatalogueEntry(
         "The host waits for the GPU inside the loop (`.item()`, `.cpu()`, `print(tensor)`, "
         "`nonzero`, ...), so it cannot queue the next work while the GPU computes. The "

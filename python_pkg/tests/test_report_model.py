@@ -70,7 +70,7 @@ def test_unknown_finding_id() -> None:
         load_report(data)
 
 
-@pytest.mark.parametrize("version", ["1.9", "2.0"])
+@pytest.mark.parametrize("version", ["1.10", "2.0"])
 def test_newer_schema_version(version: str) -> None:
     data = valid() | {"schema_version": version}
     with pytest.raises(ReportValidationError, match="newer than this gpusight reads") as err:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from ..fixes.cell_patch import CellSource
 from ..script_command import BatchCommand
 from .between_steps import PhaseSeen
+from .framework_hook_fix import HookTime
 from .host_line_fix import HostLine
 from .stalls import Stall, find_stalls
 
@@ -262,6 +263,9 @@ class WorkloadEvidence:
     """A model or inputs in float64, where the watched model has them (``float64_math.py``)."""
     host_lines: list[HostLine] = field(default_factory=list)
     """The host's time by line of the user's code, costliest first (``host_line_fix.py``)."""
+    framework_hooks: list[HookTime] = field(default_factory=list)
+    """A framework's named hooks (Lightning's), own time per measured step, costliest first
+    (``framework_hook_fix.py``)."""
     batch_shapes: int = 0
     """The shapes the DataLoader's batches came in over the run (``MAX_BATCH_SHAPES`` at
     most): many where text is padded to each batch's longest sequence."""

@@ -26,6 +26,7 @@ from ..fixes.workload_patches import (
 )
 from ..report import Evidence, Finding, Impact, Severity
 from .float64_math import float64_math
+from .framework_hook_fix import framework_callback
 from .gpu_findings import (
     FUSED_OPTIMIZERS,
     launch_bound,
@@ -407,6 +408,7 @@ RULES: tuple[Callable[[StepView], list[Finding]], ...] = (
     dataparallel,
     input_bound,
     cpu_preprocessing,
+    framework_callback,
     launch_bound,
     small_batch,
     unbatched,

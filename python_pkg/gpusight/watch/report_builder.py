@@ -31,6 +31,7 @@ from .calibration import UNSEEN_FACTOR_FORWARD, unseen_factor
 from .code_sources import _sync_source, forward_source, loader_source, model_calls, optimizer_info
 from .collected import busiest_loader
 from .float64_evidence import float64_use
+from .framework_hooks import framework_hook_evidence, hooks_run
 from .host_lines_report import host_line_evidence, host_lines_run
 from .machine import machine_facts, tf32_matmul
 from .phase_report import phase_evidence, phase_free_run, phase_rows, settle, unmeasured_note
@@ -40,6 +41,7 @@ from .shape_costs import shape_cost_note
 from .speed_of_light import BUSY_VERDICTS, measure_ceilings, speed_of_light, summary_line
 from .trace_analysis import HostRecord
 from .trace_analysis import analyse as analyse_trace
+from .window_cost import window_cost
 from .window_stats import WindowStats
 
 if TYPE_CHECKING:
@@ -449,9 +451,11 @@ def _settle_claims(result: Any, kind: str | None, phase: str, steps: int, raised
         unsized(result.findings, result.verdict, steps)
 
 
-def _line_evidence(ev: WorkloadEvidence, w: WatchedRun) -> None:
-    """The lines timed, and the lines that call the models, for the host-work findings."""
+def _line_evidence(ev: WorkloadEvidence, w: WatchedRun, clean: list[StepRecord]) -> None:
+    """The lines timed, the framework's named hooks, and the lines that call the models, for
+    the host-work findings."""
     ev.host_lines = host_line_evidence(w.lines.result, ((s.file, s.line) for s in ev.syncs))
+    ev.framework_hooks = framework_hook_evidence(w.framework_hooks, clean)
     ev.model_calls, ev.main_model_calls = model_calls(w)
 
 
@@ -534,7 +538,7 @@ def build_report(w: WatchedRun) -> Report:
     )
     ev.float64 = float64_use(w, ev.forward_source)
     ev.batch_command, ev.batch_shapes = batch_command(w), w.batch_shapes
-    _line_evidence(ev, w)
+    _line_evidence(ev, w, clean)
     result = analyse(ev)
     _settle_claims(result, rec.kind, phase, len(clean), w.raised)
 
@@ -658,6 +662,8 @@ def _add_run_extras(
     lines = host_lines_run(w.lines.result, ev.host_lines)
     if lines is not None:
         run["host_lines"] = lines
+    if (hooks := hooks_run(ev.framework_hooks)) is not None:
+        run["framework_hooks"] = hooks
     if w.end_drain_ms is not None and step_ms:
         run["end_drain_ms"] = round(w.end_drain_ms, 3)
     spread = _spread(step_ms)
@@ -709,26 +715,6 @@ def _outcome_note(
     if w.outcome.startswith("raised"):
         return f"the watched code {w.outcome}; the report covers what ran"
     return None
-
-
-def window_cost(w: WatchedRun, steady: list[Any], read_ms: float | None) -> dict[str, float]:
-    """What the profiler window cost the run (ms): starting and stopping it (the stop waits for
-    the GPU), the profiled steps' excess over the steady median, reading the trace back."""
-    rec = w.recorder
-    if rec is None or w.window is None or not w.window.started:
-        return {}
-    out = {
-        "window_start_ms": round(w.window_start_ms, 3),
-        "window_stop_ms": round(w.window_stop_ms, 3),
-    }
-    profiled = [r.duration_ns for r in rec.records if r.phase in ("profile_warmup", "profile")]
-    if steady and profiled:
-        med = statistics.median(r.duration_ns for r in steady)
-        out["window_steps_excess_ms"] = round(_ms(max(0, sum(profiled) - med * len(profiled))), 3)
-    if read_ms is not None:
-        out["window_read_ms"] = round(read_ms, 3)
-    out["window_cost_ms"] = round(sum(out.values()), 3)
-    return out
 
 
 def busy_cross_check(

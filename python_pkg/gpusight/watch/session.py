@@ -61,6 +61,7 @@ from .calibration import calibrate
 from .compiled_models import CompiledModels, _callers_namespaces, _compiled_graphs
 from .copy_sync_hooks import SYNC_MESSAGE, CopySyncHooks, classify_copy, non_blocking_arg, sync_kind
 from .flop_step import FLOPS_CUT_SHORT
+from .framework_hooks import FrameworkHookClock
 from .host_lines import LINES_CUT_SHORT
 from .host_lines import STEPS as LINE_STEPS
 from .light_steps import MAX_RUN, LightSteps
@@ -344,6 +345,10 @@ class Watch(
         p.set_attr(warnings, "showwarning", self._wrap_showwarning(warnings.showwarning))
         self.phases.install(torch)
         self.no_grad.install(torch)
+        self.framework_hooks = FrameworkHookClock(
+            lambda: self._detail and threading.get_ident() == self._tid
+        )
+        self.framework_hooks.install(p)
 
     @property
     def recorder(self) -> StepRecorder | None:

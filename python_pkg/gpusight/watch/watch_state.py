@@ -21,6 +21,7 @@ from .call_cycle import Cycle
 from .collected import Collected, CopySiteSeen, SyncAgg
 from .detail import DetailPlan
 from .flop_step import FlopStep
+from .framework_hooks import FrameworkHookClock
 from .host_lines import LineClock
 from .no_grad_evals import NoGradBlocks
 from .optimizer_clock import OptimizerClock
@@ -79,6 +80,10 @@ class WatchState:
     """The loader's ``__next__`` is fetching a batch in this thread (no workers): a module the
     dataset or collate function calls there is the input pipeline's work, not the model's
     (``loader_hooks.py``; the module hooks pass it by)."""
+
+    framework_hooks: FrameworkHookClock | None = None
+    """Lightning's named hooks, timed on the detailed steps (``framework_hooks.py``): set as
+    the hooks go in."""
 
     def __init__(
         self,

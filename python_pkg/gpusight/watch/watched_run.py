@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from .collected import Collected
     from .detail import DetailPlan
     from .flop_step import FlopStep
+    from .framework_hooks import FrameworkHookClock
     from .host_lines import LineClock
     from .phases import PhaseHooks
     from .profiler_window import ProfilerWindow
@@ -86,6 +87,10 @@ class WatchedRun(Protocol):
 
     @property
     def window_start_ms(self) -> float: ...
+
+    @property
+    def framework_hooks(self) -> FrameworkHookClock | None:
+        """Lightning's named hooks, timed (``framework_hooks.py``)."""
 
     @property
     def window_stop_ms(self) -> float: ...

@@ -1,0 +1,154 @@
+"""The fix for a training framework's own per-step time, chosen by which of its hooks takes it.
+
+The line clock times the user's lines; under ``trainer.fit(...)`` it sees Lightning's whole
+per-step code as one line's. The watch times Lightning's named hooks on the measured steps
+(``watch/framework_hooks.py``): where a callback that ships with Lightning takes a share of the
+step worth naming, the fix is that callback's option (a progress bar's refresh), not the generic
+list of options a framework loop has.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..fixes.framework_calls import setup_patch
+from ..fixes.patch_files import with_patch
+from ..report import Evidence, Finding, Fix
+from .host_line_fix import kind_of
+from .workload_impacts import idle_impact, pct, rnd
+
+if TYPE_CHECKING:
+    from .step_view import StepView
+
+NAMED_SHARE_PCT = 3.0
+"""A callback's share of the step, past which the fix names it."""
+PROGRESS_BARS = ("TQDMProgressBar", "RichProgressBar", "ProgressBar")
+REFRESH_EVERY = 50
+SHOWN_MS = 0.005
+"""A hook of the callback's is listed in the evidence from this time per step on."""
+OURS = ("GpusightCallback",)
+"""gpusight's own callback (``integrations/lightning.py``): its cost is the watch's."""
+
+
+@dataclass(frozen=True)
+class HookTime:
+    name: str
+    """As Lightning names it: ``[Callback]TQDMProgressBar.on_train_batch_end``."""
+    ms: float
+    """Own host time per step (the named hooks inside it left out)."""
+    calls: float
+    """Calls per step."""
+
+    @property
+    def kind(self) -> str:
+        """``Callback``, ``LightningModule``, ``Strategy``, ... or ``loop``."""
+        return self.name[1:].split("]", 1)[0] if self.name.startswith("[") else "loop"
+
+    @property
+    def owner(self) -> str:
+        """The hook's class (a callback's state key starts with its class name)."""
+        body = self.name.split("]", 1)[-1]
+        return body.rsplit(".", 1)[0].split("{", 1)[0] if "." in body else ""
+
+    @property
+    def hook(self) -> str:
+        return self.name.rsplit(".", 1)[-1]
+
+
+def callback_costs(hooks: list[HookTime], user_functions: set[str]) -> dict[str, float]:
+    """Each callback class's host time per step, over its hooks, costliest first; the user's
+    own callbacks (a class whose hook the line clock timed as the user's code) and gpusight's
+    left out: their lines are timed as the user's."""
+    out: dict[str, float] = {}
+    for h in hooks:
+        if h.kind != "Callback" or h.owner in OURS:
+            continue
+        if f"{h.owner}.{h.hook}" in user_functions:
+            continue
+        out[h.owner] = out.get(h.owner, 0.0) + h.ms
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def costliest_callback(
+    hooks: list[HookTime], user_functions: set[str], step_ms: float
+) -> tuple[str, float] | None:
+    """The framework's callback worth naming: (class, ms per step), or None."""
+    costs = callback_costs(hooks, user_functions)
+    if not costs or step_ms <= 0:
+        return None
+    owner, ms = next(iter(costs.items()))
+    return (owner, ms) if 100.0 * ms / step_ms >= NAMED_SHARE_PCT else None
+
+
+def callback_fix(owner: str, ms: float, step_ms: float, at: str) -> tuple[str, str | None]:
+    """The fix text for the callback ``owner`` taking ``ms`` of each ``step_ms`` step, called
+    from ``at``, and its code where it has one."""
+    share = f"{ms:.2f} ms of each {step_ms:.2f} ms step ({100.0 * ms / step_ms:.0f}%)"
+    if owner in PROGRESS_BARS:
+        bar = owner if owner != "ProgressBar" else "TQDMProgressBar"
+        return (
+            f"Lightning's progress bar ({owner}) takes {share} under {at}: it redraws at "
+            "every batch, and each redraw reads the values logged with prog_bar=True (on the "
+            "GPU, a wait for it). Turn it off for training runs (Trainer(..., "
+            f"enable_progress_bar=False)), or redraw it every {REFRESH_EVERY} batches "
+            f"(callbacks=[{bar}(refresh_rate={REFRESH_EVERY})]).",
+            "trainer = L.Trainer(..., enable_progress_bar=False)",
+        )
+    if owner == "DeviceStatsMonitor":
+        return (
+            f"Lightning's DeviceStatsMonitor takes {share} under {at}: it reads the device's "
+            "statistics at every batch. Keep it for a debugging run, not the training run.",
+            None,
+        )
+    if owner == "LearningRateMonitor":
+        return (
+            f"Lightning's LearningRateMonitor takes {share} under {at}: log the rate once an "
+            'epoch (LearningRateMonitor(logging_interval="epoch")), or less often through '
+            "Trainer(log_every_n_steps=N).",
+            None,
+        )
+    return (
+        f"The callback {owner} takes {share} under {at}, in its per-batch hooks: pass it to "
+        "the Trainer only where its work is needed, or give it an option to act every N "
+        "batches.",
+        None,
+    )
+
+
+def framework_callback(view: StepView) -> list[Finding]:
+    """``code.framework_callback``: a callback that ships with the training framework
+    (Lightning's progress bar) takes a share of every step worth naming."""
+    ev, total = view.ev, view.total
+    got = costliest_callback(ev.framework_hooks, {ln.function for ln in ev.host_lines}, total)
+    if got is None:
+        return []
+    owner, ms = got
+    share = pct(ms, total)
+    loop = next((ln for ln in ev.host_lines if kind_of(ln) == "framework_loop"), None)
+    at = f"{loop.where} (`{(loop.code or '').strip()}`)" if loop is not None else "trainer.fit()"
+    text, code = callback_fix(owner, ms, total, at)
+    # On a GPU only the host's idle share of the step can come back: past it the GPU is busy.
+    gain = share if not view.gpu_run or view.busy is None else min(share, 100.0 - view.busy)
+    f = Finding(
+        id="code.framework_callback",
+        severity="info",
+        title=f"Lightning's {owner} callback takes {share:.0f}% of every step",
+        evidence=[
+            Evidence("callback", owner),
+            Evidence("host time in its hooks", rnd(ms, 3), "ms/step"),
+            Evidence("share of step", rnd(share), "%"),
+            *(
+                Evidence(h.name, rnd(h.ms, 3), "ms/step")
+                for h in ev.framework_hooks
+                if h.kind == "Callback" and h.owner == owner and h.ms >= SHOWN_MS
+            ),
+        ],
+        impact=idle_impact(gain, f"{owner}'s hooks take {rnd(ms, 2)} ms of each step."),
+        fix=Fix(text=text, code=code, language="python" if code else None),
+    )
+    src = ev.forward_source
+    if owner in PROGRESS_BARS and src is not None and src.cell is None and src.text:
+        patch = setup_patch(src.text, src.path, "lightning", {"enable_progress_bar": False})
+        f.fix = with_patch(f.fix, patch, {src.path: src.text})
+    return [f]

@@ -1,0 +1,111 @@
+"""Lightning's per-step hooks, timed by the names Lightning gives them.
+
+Lightning wraps each hook it calls in ``trainer.profiler.profile(name)``: a callback's
+``[Callback]TQDMProgressBar.on_train_batch_end``, the module's ``[LightningModule]...``, the
+strategy's, the loop's ``run_training_batch``. Its default profiler (``PassThroughProfiler``)
+does nothing with them; while the watch runs, its ``start``/``stop`` time them on the detailed
+measured steps (``detail.py``), so the host time the line clock puts on ``trainer.fit(...)``
+has names: which callback's hook costs what. Each span's time is its own, less the named spans
+inside it. A Trainer given a profiler of the user's own keeps it, untouched.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable, Iterable
+from time import perf_counter_ns
+from typing import Any
+
+from ..after_import import after_import
+from ..rules.framework_hook_fix import HookTime
+
+PROFILER_MODULES = ("lightning.pytorch.profilers.base", "pytorch_lightning.profilers.base")
+MAX_SPANS = 100_000
+"""Spans kept (about 35 a step): the detailed steps of a long measured run fit many times."""
+SHOWN = 8
+
+
+class FrameworkHookClock:
+    """Spans of Lightning's named hooks: ``(name, start_ns, own_ns)``."""
+
+    def __init__(self, recording: Callable[[], bool]) -> None:
+        self._recording = recording
+        self.spans: list[tuple[str, int, int]] = []
+        self._open: list[list[Any]] = []  # [name, start_ns, named children's ns]
+
+    def install(self, patches: Any) -> None:
+        """Time the default profiler's spans from when Lightning is imported (now, if it is)."""
+
+        def apply(mod: Any) -> None:
+            cls = getattr(mod, "PassThroughProfiler", None)
+            if cls is not None:
+                patches.set_attr(cls, "start", self._start_method())
+                patches.set_attr(cls, "stop", self._stop_method())
+
+        patches.add("Lightning's hook names", after_import(dict.fromkeys(PROFILER_MODULES, apply)))
+
+    def _start_method(self) -> Callable[[Any, str], None]:
+        clock = self
+
+        def start(profiler: Any, action_name: str) -> None:
+            if clock._recording() and len(clock.spans) < MAX_SPANS:
+                clock._open.append([action_name, perf_counter_ns(), 0])
+
+        return start
+
+    def _stop_method(self) -> Callable[[Any, str], None]:
+        clock = self
+
+        def stop(profiler: Any, action_name: str) -> None:
+            stack = clock._open
+            if not stack or stack[-1][0] != action_name:
+                # Not begun on a recorded step (the step's end came inside it): not timed.
+                return
+            name, t0, inner = stack.pop()
+            took = perf_counter_ns() - t0
+            if stack:
+                stack[-1][2] += took
+            clock.spans.append((name, t0, max(0, took - inner)))
+
+        return stop
+
+
+def hook_times(
+    spans: Iterable[tuple[str, int, int]], steps: list[tuple[int, int]]
+) -> list[HookTime]:
+    """Each name's own time and calls per step over ``steps`` (their ``(start_ns, end_ns)``),
+    a span counted in the step it began in; the costliest first."""
+    if not steps:
+        return []
+    bounds = sorted(steps)
+    starts = [a for a, _ in bounds]
+    own: dict[str, int] = {}
+    calls: dict[str, int] = {}
+    for name, t0, ns in spans:
+        i = bisect_right(starts, t0) - 1
+        if i >= 0 and t0 < bounds[i][1]:
+            own[name] = own.get(name, 0) + ns
+            calls[name] = calls.get(name, 0) + 1
+    n = len(bounds)
+    out = [HookTime(k, v / 1e6 / n, calls[k] / n) for k, v in own.items()]
+    return sorted(out, key=lambda h: -h.ms)
+
+
+def framework_hook_evidence(
+    clock: FrameworkHookClock | None, steps: Iterable[Any]
+) -> list[HookTime]:
+    """The named hooks' times over the reported steps that were detailed (``StepRecord``)."""
+    if clock is None or not clock.spans:
+        return []
+    return hook_times(clock.spans, [(r.start_ns, r.end_ns) for r in steps if r.detail])
+
+
+def hooks_run(times: list[HookTime]) -> dict[str, Any] | None:
+    """The report's ``run.framework_hooks`` (schema 1.9)."""
+    if not times:
+        return None
+    rows = [
+        {"name": h.name, "ms_per_step": round(h.ms, 4), "calls_per_step": round(h.calls, 3)}
+        for h in times[:SHOWN]
+    ]
+    return {"hooks": rows}

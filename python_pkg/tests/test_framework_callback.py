@@ -1,0 +1,190 @@
+"""Lightning's named hooks timed on the measured steps (``watch/framework_hooks.py``), and the
+finding that names a callback shipped with Lightning when it takes a share of every step
+(``rules/framework_hook_fix.py``): real Lightning and real torch on the CPU."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gpusight.rules.framework_hook_fix import (
+    HookTime,
+    callback_costs,
+    callback_fix,
+    costliest_callback,
+)
+from gpusight.watch.framework_hooks import hook_times, hooks_run
+
+BAR = "[Callback]TQDMProgressBar.on_train_batch_end"
+
+
+def test_a_hook_name_gives_its_kind_class_and_hook() -> None:
+    ckpt = HookTime("[Callback]ModelCheckpoint{'monitor': None, 'mode': 'min'}.on_train_batch_end",
+                    0.1, 1.0)  # fmt: skip
+    assert (ckpt.kind, ckpt.owner, ckpt.hook) == (
+        "Callback",
+        "ModelCheckpoint",
+        "on_train_batch_end",
+    )
+    strategy = HookTime("[Strategy]SingleDeviceStrategy.backward", 0.2, 1.0)
+    assert (strategy.kind, strategy.owner) == ("Strategy", "SingleDeviceStrategy")
+    assert HookTime("run_training_batch", 0.1, 1.0).kind == "loop"
+
+
+def test_spans_count_in_the_step_they_began_in_and_only_in_the_steps_given() -> None:
+    spans = [("a", 5, 100), ("b", 15, 300), ("a", 25, 500), ("a", 45, 700)]
+    times = {h.name: h for h in hook_times(spans, [(20, 30), (0, 10)])}
+    assert times["a"].ms == pytest.approx((100 + 500) / 1e6 / 2)
+    assert times["a"].calls == 1.0
+    assert "b" not in times  # began between the steps given
+    assert hook_times(spans, []) == []
+    run = hooks_run(list(times.values()))
+    assert run is not None and run["hooks"][0]["name"] == "a"
+
+
+def test_the_users_own_callbacks_and_gpusights_are_not_named() -> None:
+    hooks = [
+        HookTime("[Callback]MyMetrics.on_train_batch_end", 0.5, 1.0),
+        HookTime("[Callback]GpusightCallback.on_train_batch_end", 0.4, 1.0),
+        HookTime(BAR, 0.05, 1.0),
+        HookTime("[Callback]TQDMProgressBar.on_train_batch_start", 0.01, 1.0),
+        HookTime("[Strategy]SingleDeviceStrategy.training_step", 0.9, 1.0),
+    ]
+    costs = callback_costs(hooks, {"MyMetrics.on_train_batch_end"})
+    assert list(costs) == ["TQDMProgressBar"]
+    assert costs["TQDMProgressBar"] == pytest.approx(0.06)
+    assert costliest_callback(hooks, {"MyMetrics.on_train_batch_end"}, 1.0) == (
+        "TQDMProgressBar",
+        pytest.approx(0.06),
+    )
+    # Under 3 % of the step: not worth naming.
+    assert costliest_callback(hooks, {"MyMetrics.on_train_batch_end"}, 10.0) is None
+
+
+def test_the_fix_is_chosen_by_the_callback() -> None:
+    at = "train.py:30 (`trainer.fit(model)`)"
+    bar, code = callback_fix("RichProgressBar", 0.1, 1.0, at)
+    assert "enable_progress_bar=False" in bar and "RichProgressBar(refresh_rate=50)" in bar
+    assert code is not None and "enable_progress_bar=False" in code
+    lr, _ = callback_fix("LearningRateMonitor", 0.1, 1.0, at)
+    assert 'logging_interval="epoch"' in lr
+    stats, _ = callback_fix("DeviceStatsMonitor", 0.1, 1.0, at)
+    assert "debugging run" in stats
+    other, code = callback_fix("SomeLibraryCallback", 0.1, 1.0, at)
+    assert "SomeLibraryCallback" in other and code is None
+
+
+def _fit(bar: bool, steps: int = 120) -> Any:
+    """A small classifier fit by Lightning under a watch, with a per-batch progress bar or
+    none; the watch's report."""
+    L = pytest.importorskip("lightning.pytorch")
+    import torch
+    from gpusight.watch import Watch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    class Classifier(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            x, y = batch
+            loss = nn.functional.cross_entropy(self.net(x), y)
+            self.log("train_loss", loss, prog_bar=True)
+            return loss
+
+        def configure_optimizers(self) -> Any:
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    torch.manual_seed(0)
+    data = TensorDataset(torch.randn(32 * steps, 16), torch.randint(0, 4, (32 * steps,)))
+    callbacks = [L.callbacks.TQDMProgressBar(refresh_rate=1)] if bar else []
+    trainer = L.Trainer(max_epochs=1, accelerator="cpu", logger=False,
+                        enable_checkpointing=False, enable_model_summary=False,
+                        enable_progress_bar=bar, callbacks=callbacks)  # fmt: skip
+    with Watch(steps=steps - 20, warmup=3, profile_steps=0) as w:
+        trainer.fit(Classifier(), DataLoader(data, batch_size=32))
+    return w.report
+
+
+def test_a_progress_bar_is_timed_by_its_hooks_and_named() -> None:
+    from lightning.pytorch.profilers import PassThroughProfiler
+
+    start, stop = vars(PassThroughProfiler)["start"], vars(PassThroughProfiler)["stop"]
+    report = _fit(bar=True)
+    hooks = {h["name"]: h for h in report.run["framework_hooks"]["hooks"]}
+    assert hooks[BAR]["calls_per_step"] == 1.0 and hooks[BAR]["ms_per_step"] > 0
+    assert any(n.startswith("[Strategy]") for n in hooks)
+    found = [f for f in report.findings if f.id == "code.framework_callback"]
+    assert len(found) == 1 and "TQDMProgressBar" in found[0].title, found
+    assert "enable_progress_bar=False" in found[0].fix.text
+    # Nothing lost: Lightning's default profiler is its own again.
+    assert vars(PassThroughProfiler)["start"] is start
+    assert vars(PassThroughProfiler)["stop"] is stop
+
+
+def test_no_progress_bar_no_finding() -> None:
+    report = _fit(bar=False)
+    names = [h["name"] for h in report.run["framework_hooks"]["hooks"]]
+    assert not any("ProgressBar" in n for n in names)
+    assert not [f for f in report.findings if f.id == "code.framework_callback"]
+
+
+SCRIPT = """\
+import sys
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+import lightning as L
+from lightning.pytorch.callbacks import TQDMProgressBar
+
+
+class Classifier(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = nn.functional.cross_entropy(self.net(x), y)
+        self.log("train_loss", loss, prog_bar=True)
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+def main():
+    steps = int(sys.argv[1])
+    data = TensorDataset(torch.randn(32 * steps, 16), torch.randint(0, 4, (32 * steps,)))
+    trainer = L.Trainer(max_epochs=1, accelerator="cpu", logger=False,
+                        enable_checkpointing=False, enable_model_summary=False,
+                        callbacks=[TQDMProgressBar(refresh_rate=1)])
+    trainer.fit(Classifier(), DataLoader(data, batch_size=32))
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_the_fix_patches_the_scripts_trainer_call(tmp_path: Path) -> None:
+    """``gpusight run`` on a script: the finding's patch turns the bar off in its Trainer."""
+    pytest.importorskip("lightning.pytorch")
+    (tmp_path / "train_bar.py").write_text(SCRIPT)
+    cmd = [sys.executable, "-m", "gpusight", "run", "--steps", "150", "--json",
+           str(tmp_path / "r.json"), "train_bar.py", "400"]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    report = json.loads((tmp_path / "r.json").read_text())
+    found = next(f for f in report["findings"] if f["id"] == "code.framework_callback")
+    assert found["fix"]["patch_files"][0]["path"] == "train_bar.py"
+    added = [ln for ln in found["fix"]["patch"].splitlines() if ln.startswith("+ ")]
+    assert added and "enable_progress_bar=False" in added[0], found["fix"]["patch"]
+    assert "train_bar.py:" in found["fix"]["text"] and "trainer.fit(" in found["fix"]["text"]
+    assert (tmp_path / "train_bar.py").read_text() == SCRIPT  # the user's file unchanged
