@@ -22,8 +22,9 @@ STATIC_REQUIRED = ("remoteEntry.", "style.js")
 # The production labextension's JavaScript measured 775 KiB (benchmarks/results/bundle-size.json,
 # 444 KiB without the lazily loaded HTML-export template, which embeds the renderer again); the
 # development build is about 1.3 MB. Raise this on purpose, with a new measurement: 833 KiB with
-# the report's "Where the host time goes" section (issue #49), in both bundles.
-JS_BUDGET_BYTES = 840 * 1024
+# the report's "Where the host time goes" section (issue #49), in both bundles; 851 KiB with the
+# 1.9 schema's validator (run.framework_hooks) and code.framework_callback's catalogue entry.
+JS_BUDGET_BYTES = 856 * 1024
 # lit's development build warns with this in every page's console; its production build does not.
 LIT_DEV_MARKER = b"Lit is in dev mode"
 # A development chunk ends pointing at its map (css-loader's runtime merely contains the word).
