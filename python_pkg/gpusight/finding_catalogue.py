@@ -172,13 +172,16 @@ CATALOGUE: dict[str, CatalogueEntry] = {
         "Lightning's progress bar redraws at every batch and reads the values logged with "
         "`prog_bar=True` (on the GPU, a wait for it), `DeviceStatsMonitor` reads the device's "
         "statistics, `LearningRateMonitor` logs at every step. The fix is the callback's own "
-        "option (`Trainer(enable_progress_bar=False)`, a refresh rate), patched into the "
-        "script's `Trainer(...)` call where it has one. The user's own callbacks are not this "
+        "option, patched into the script: the progress bar it makes redrawn every 50 batches "
+        "(`refresh_rate=50`), or, where it makes none, `enable_progress_bar=False` in its "
+        "`Trainer(...)` call. The user's own callbacks are not this "
         "finding: their lines are timed as theirs.",
         _WATCH + ": Lightning names each hook it calls for its profiler; while the watch runs, "
         "the default profiler's spans are timed on the measured steps that record copies and "
         "syncs (each span's time less the named spans inside it, `run.framework_hooks`). "
-        "Raised from 3 % of the step.",
+        "Raised from 3 % of the step. For a progress bar, `gpusight run --what-if` measures "
+        "the change the patch makes (the script's own bar at `refresh_rate=50`, else the "
+        "Trainer's switch off).",
     ),
     "code.host_sync": CatalogueEntry(
         "The host waits for the GPU inside the loop (`.item()`, `.cpu()`, `print(tensor)`, "

@@ -39,3 +39,31 @@ def setup_patch(source: str, path: str, framework: str, values: dict[str, object
     if line is None:
         return None
     return call_patch(source, line, path, values, CALLS[framework])
+
+
+PROGRESS_BARS = ("TQDMProgressBar", "RichProgressBar")
+REFRESH_EVERY = 50
+
+
+def progress_bar_patch(source: str, path: str) -> tuple[str, str] | None:
+    """Lightning's progress bar redrawn less often, as a diff and what it does: the bar the
+    file makes (``TQDMProgressBar(...)``, one call) with ``refresh_rate=50``, or, where it makes
+    none, its one ``Trainer(...)`` call with ``enable_progress_bar=False`` (Lightning refuses a
+    bar in ``callbacks`` with the switch off). None where neither is one call."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    bars = [
+        n.lineno
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and called_name(n) in PROGRESS_BARS
+    ]
+    if len(bars) > 1:
+        return None
+    if bars:
+        values: dict[str, object] = {"refresh_rate": REFRESH_EVERY}
+        patch = call_patch(source, bars[0], path, values, PROGRESS_BARS)
+        return (patch, f"refresh_rate={REFRESH_EVERY}") if patch else None
+    patch = setup_patch(source, path, "lightning", {"enable_progress_bar": False})
+    return (patch, "enable_progress_bar=False") if patch else None

@@ -20,6 +20,7 @@ from .dataset_on_device import DatasetOnDevice
 from .fused_optimizer import FusedOptimizer
 from .grad_mode import GradMode
 from .loader import LOADER_KEYS, LoaderSettings, Workers
+from .progress_bar import ProgressBar
 from .statement import Statement
 from .tf32 import Tf32
 from .to_device import ToDevice
@@ -36,6 +37,7 @@ REGISTRY: tuple[Knob, ...] = (
     Tf32(),
     CudnnBenchmark(),
     FusedOptimizer(),
+    ProgressBar(),
     Compile(),
     Statement(),
 )

@@ -17,6 +17,7 @@ from ..watch.collected import busiest_loader
 from ..watch.report_builder import batches_per_step
 
 if TYPE_CHECKING:
+    from ..report import Report
     from ..watch.session import Watch
 
 
@@ -113,9 +114,23 @@ def from_watch(w: Watch, wall_s: float | None = None) -> dict[str, Any]:
         "optimizer": _optimizer(w),
         "flags": {k: v for k, v in flags.items() if isinstance(v, (bool, str)) or v is None},
         "finding_ids": [f.id for f in rep.findings] if rep is not None else [],
+        "framework_callback": _framework_callback(rep),
         "bottleneck": rep.verdict.bottleneck if rep is not None else None,
         "outcome": w.outcome,
         "wall_s": wall_s,
+    }
+
+
+def _framework_callback(rep: Report | None) -> dict[str, Any] | None:
+    """The framework's callback ``code.framework_callback`` names, and its share of the step."""
+    f = next((f for f in rep.findings if f.id == "code.framework_callback"), None) if rep else None
+    if f is None:
+        return None
+    ev = {e.label: e.value for e in f.evidence}
+    return {
+        "name": ev.get("callback"),
+        "share_pct": ev.get("share of step"),
+        "change": ev.get("change"),
     }
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..fixes.framework_calls import setup_patch
+from ..fixes.framework_calls import REFRESH_EVERY, progress_bar_patch
 from ..fixes.patch_files import with_patch
 from ..report import Evidence, Finding, Fix
 from .host_line_fix import kind_of
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 NAMED_SHARE_PCT = 3.0
 """A callback's share of the step, past which the fix names it."""
 PROGRESS_BARS = ("TQDMProgressBar", "RichProgressBar", "ProgressBar")
-REFRESH_EVERY = 50
 SHOWN_MS = 0.005
 """A hook of the callback's is listed in the evidence from this time per step on."""
 OURS = ("GpusightCallback",)
@@ -90,10 +89,11 @@ def callback_fix(owner: str, ms: float, step_ms: float, at: str) -> tuple[str, s
         return (
             f"Lightning's progress bar ({owner}) takes {share} under {at}: it redraws at "
             "every batch, and each redraw reads the values logged with prog_bar=True (on the "
-            "GPU, a wait for it). Turn it off for training runs (Trainer(..., "
-            f"enable_progress_bar=False)), or redraw it every {REFRESH_EVERY} batches "
-            f"(callbacks=[{bar}(refresh_rate={REFRESH_EVERY})]).",
-            "trainer = L.Trainer(..., enable_progress_bar=False)",
+            f"GPU, a wait for it). Redraw it every {REFRESH_EVERY} batches "
+            f"({bar}(refresh_rate={REFRESH_EVERY}) in the Trainer's callbacks), or turn it off "
+            "for training runs (Trainer(..., enable_progress_bar=False), with no progress bar "
+            "in its callbacks).",
+            f"callbacks=[{bar}(refresh_rate={REFRESH_EVERY})]",
         )
     if owner == "DeviceStatsMonitor":
         return (
@@ -149,6 +149,10 @@ def framework_callback(view: StepView) -> list[Finding]:
     )
     src = ev.forward_source
     if owner in PROGRESS_BARS and src is not None and src.cell is None and src.text:
-        patch = setup_patch(src.text, src.path, "lightning", {"enable_progress_bar": False})
-        f.fix = with_patch(f.fix, patch, {src.path: src.text})
+        made = progress_bar_patch(src.text, src.path)
+        if made is not None:
+            if made[1] == "enable_progress_bar=False":  # the file makes no bar of its own
+                f.fix.code = f"trainer = L.Trainer(..., {made[1]})"
+            f.evidence.insert(1, Evidence("change", made[1]))
+            f.fix = with_patch(f.fix, made[0], {src.path: src.text})
     return [f]
