@@ -104,6 +104,26 @@ def test_inductor_cuda_graphs_keep_cupti_up(
     assert _window_env(cuda=True) == (None, None, True)
 
 
+def test_the_start_up_steps_events_are_not_kept() -> None:
+    """A real CPU window: what runs before ``record`` (the start-up step) is not in the trace
+    that is stopped and read back, what runs after it is, and the clocks align after it."""
+    import time
+
+    import torch
+
+    window = ProfilerWindow(cuda=False)
+    assert window.start(), window.error
+    torch.cumsum(torch.ones(64), 0)  # the start-up step's
+    t_record = time.perf_counter_ns()
+    window.record()
+    torch.cumprod(torch.ones(64), 0)  # a profiled step's
+    got = window.trace()
+    assert got is not None, window.error
+    names = {e.get("name") for e in got[0]["traceEvents"]}
+    assert "aten::cumprod" in names and "aten::cumsum" not in names
+    assert got[1].perf_ns >= t_record
+
+
 def test_a_trace_that_cannot_be_written_leaves_no_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

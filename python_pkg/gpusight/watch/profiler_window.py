@@ -44,6 +44,8 @@ class ProfilerWindow:
         self._align_ns: int | None = None
         self._align_end_ns: int | None = None
         self.started = False
+        self.recording = False
+        """Events are kept (``record``): the start-up step's are not."""
         self.stopped = False
         self._teardown_asked = False
         self.cupti_left_on = False
@@ -74,13 +76,17 @@ class ProfilerWindow:
                 use_kineto=True,
             )
             with without_profiler_chatter():
-                self._prof.__enter__()
+                if hasattr(self._prof, "_prepare_trace") and hasattr(self._prof, "_start_trace"):
+                    # As torch.profiler's schedule warms up: CUPTI on, nothing kept until
+                    # ``record`` (the profiled steps), so the start-up step's events are
+                    # neither stopped nor read back (a trace's cost grows with its events).
+                    self._prof._prepare_trace()
+                else:
+                    self._prof.__enter__()
+                    self.recording = True
             self.started = True
-            # The first record_function pays one-off costs; the marker must be cheap to place.
-            with torch.autograd.profiler.record_function("gpusight::warm"):
-                pass
-            with torch.autograd.profiler.record_function(ALIGN_MARKER):
-                self._align_ns = time.perf_counter_ns()
+            if self.recording:
+                self._mark(torch)
         except Exception as exc:
             self.error = f"profiler window failed to start: {type(exc).__name__}: {exc}"
             self._stop_quietly()
@@ -88,7 +94,30 @@ class ProfilerWindow:
             return False
         return True
 
+    def record(self) -> None:
+        """Keep what the profiler sees from now on (the steps after the start-up one)."""
+        if not self.started or self.stopped or self.recording:
+            return
+        try:
+            import torch
+
+            with without_profiler_chatter():
+                self._prof._start_trace()
+            self.recording = True
+            self._mark(torch)
+        except Exception as exc:
+            self.error = f"profiler window failed to start: {type(exc).__name__}: {exc}"
+            self._stop_quietly()
+
+    def _mark(self, torch: Any) -> None:
+        # The first record_function pays one-off costs; the marker must be cheap to place.
+        with torch.autograd.profiler.record_function("gpusight::warm"):
+            pass
+        with torch.autograd.profiler.record_function(ALIGN_MARKER):
+            self._align_ns = time.perf_counter_ns()
+
     def stop(self) -> None:
+        self.record()  # a window stopped in its start-up step: exit needs a started trace
         if self.started and not self.stopped:
             self.stopped = True
             try:
@@ -119,9 +148,11 @@ class ProfilerWindow:
 
     def trace(self) -> tuple[dict[str, Any], Alignment] | None:
         """The exported Chrome trace and the clock alignment, or None (``error`` says why)."""
-        if not self.started or self._prof is None or self._align_ns is None:
+        if not self.started or self._prof is None:
             return None
         self.stop()
+        if self._align_ns is None:
+            return None
         fd, path = tempfile.mkstemp(prefix="gpusight-trace-", suffix=".json")
         os.close(fd)
         try:

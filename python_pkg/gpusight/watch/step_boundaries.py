@@ -160,6 +160,14 @@ class StepBoundaries(WatchState):
         elif (
             self._window is not None
             and rec.recording_window
+            and not self._window.recording
+            and n >= rec.warmup + 1
+        ):
+            self._start_window(record=True)  # the start-up step is behind: keep what follows
+            transition = True
+        elif (
+            self._window is not None
+            and rec.recording_window
             and n >= rec.warmup + 1 + rec.profile_steps
         ):
             self._stop_window()
@@ -193,13 +201,16 @@ class StepBoundaries(WatchState):
             "before it had been taken for steps): the window ran again over the new steps"
         )
 
-    def _start_window(self) -> None:
+    def _start_window(self, record: bool = False) -> None:
         t0 = perf_counter_ns()
         # The profiler's own work (a device sync when it starts or stops) is not the user's:
         # every hook passes it through.
         tid, self._tid = self._tid, None
         try:
-            self._start_window_now()
+            if record and self._window is not None:
+                self._window.record()
+            else:
+                self._start_window_now()
         finally:
             self._tid = tid
             self.window_start_ms += (perf_counter_ns() - t0) / 1e6
