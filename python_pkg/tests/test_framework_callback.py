@@ -16,6 +16,7 @@ from gpusight.rules.framework_hook_fix import (
     callback_costs,
     callback_fix,
     costliest_callback,
+    loop_text,
 )
 from gpusight.watch.framework_hooks import hook_times, hooks_run
 
@@ -76,6 +77,27 @@ def test_the_fix_is_chosen_by_the_callback() -> None:
     assert "debugging run" in stats
     other, code = callback_fix("SomeLibraryCallback", 0.1, 1.0, at)
     assert "SomeLibraryCallback" in other and code is None
+
+
+def test_the_loop_lines_fix_follows_where_its_hooks_time_went() -> None:
+    """Under ``trainer.fit(...)``: each named part's time, and the change for the part the
+    user can act on (the loader's wait, the batch's copy), else the batch."""
+    at = "train.py:30 (`trainer.fit(model)`)"
+    step = [
+        HookTime("[Strategy]SingleDeviceStrategy.training_step", 0.45, 1.0),
+        HookTime("[Strategy]SingleDeviceStrategy.backward", 0.2, 1.0),
+    ]
+    waiting = [HookTime("[_TrainingEpochLoop].train_dataloader_next", 0.3, 1.0), *step]
+    text = loop_text(at, waiting, 1.2)
+    assert text is not None and "the next batch from the DataLoader 0.30 ms" in text
+    assert "num_workers=N" in text
+    copying = [*step, HookTime("[Strategy]SingleDeviceStrategy.batch_to_device", 0.15, 1.0)]
+    text = loop_text(at, copying, 1.2)
+    assert text is not None and "pin_memory=True" in text and "num_workers" not in text
+    text = loop_text(at, step, 1.2)
+    assert text is not None and "the training step (your training_step" in text
+    assert "larger batch" in text and "pin_memory" not in text
+    assert loop_text(at, [], 1.2) is None
 
 
 def _fit(bar: bool, steps: int = 120) -> Any:

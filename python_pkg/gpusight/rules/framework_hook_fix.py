@@ -156,3 +156,59 @@ def framework_callback(view: StepView) -> list[Finding]:
             f.evidence.insert(1, Evidence("change", made[1]))
             f.fix = with_patch(f.fix, made[0], {src.path: src.text})
     return [f]
+
+
+PARTS = {
+    "training_step": "the training step (your training_step: the forward and the loss)",
+    "backward": "backward",
+    "optimizer_step": "the optimizer step (Lightning's closure around it)",
+    "optimizer_zero_grad": "zero_grad",
+    "train_dataloader_next": "the next batch from the DataLoader",
+    "batch_to_device": "the batch's copy to the device",
+    "transfer_batch_to_device": "the batch's copy to the device",
+    "run_training_batch": "the batch loop's own code",
+}
+LOOP_SHOWN = 4
+DATA_SHARE_PCT = 15.0
+"""The share of the step waiting for the next batch past which the fix is the loader's."""
+COPY_SHARE_PCT = 10.0
+
+
+def _part(h: HookTime) -> str:
+    if h.kind == "Callback":
+        return f"{h.owner}.{h.hook}"
+    return PARTS.get(h.hook, f"{h.owner}.{h.hook}" if h.owner else h.hook)
+
+
+def loop_text(at: str, hooks: list[HookTime], step_ms: float) -> str | None:
+    """The fix for the host time under a framework's loop line (``trainer.fit(...)``) from its
+    named hooks: where each millisecond went, and the change for the costliest part the user
+    can act on; None without hooks (the generic text stands)."""
+    shown = [h for h in hooks if h.kind != "Callback" or h.owner not in OURS][:LOOP_SHOWN]
+    if not shown or step_ms <= 0:
+        return None
+    parts = "; ".join(f"{_part(h)} {h.ms:.2f} ms" for h in shown)
+    text = (
+        f"The host time at {at} is Lightning's per-step code, not a line of yours to move. "
+        f"Its named hooks took, of each {step_ms:.2f} ms step: {parts}."
+    )
+
+    def share(*names: str) -> float:
+        return pct(sum(h.ms for h in hooks if h.hook in names), step_ms)
+
+    if share("train_dataloader_next") >= DATA_SHARE_PCT:
+        return text + (
+            " The step waits for its next batch: give the DataLoader workers "
+            "(DataLoader(..., num_workers=N, persistent_workers=True))."
+        )
+    if share("batch_to_device", "transfer_batch_to_device") >= COPY_SHARE_PCT:
+        return text + (
+            " The batch's copy to the device takes a share of it: pin_memory=True in the "
+            "DataLoader lets the copy run asynchronously."
+        )
+    return text + (
+        " The rest is the model's own work, with Lightning's fixed cost per step around it: a "
+        "larger batch (the DataModule's or DataLoader's batch_size) spreads that cost over "
+        "more items; the logging per step (self.log(..., on_step=True), log_every_n_steps) "
+        "and the progress bar add to it."
+    )

@@ -9,11 +9,12 @@ from dataclasses import replace
 
 from ..report import Evidence, Finding, Fix, Impact, SourceLine
 from .batch_generators import generator_of
+from .framework_hook_fix import loop_text
 from .host_line_fix import HostLine, calls, fix_text, is_framework, is_step_math, kind_of
 from .host_line_loops import grouped, is_tensor_loop, same_file
 from .item_loops import grouped_items, in_item_loop
 from .output_reads import feeds_backward, grouped_output, reads_output
-from .workload_evidence import WorkloadEvidence
+from .workload_evidence import WorkloadEvidence, median_step
 from .workload_impacts import idle_impact, rnd
 
 TOP_SHARE_PCT = 20.0
@@ -193,6 +194,9 @@ def on_its_line(f: Finding, ev: WorkloadEvidence) -> Finding:
             f"{top.where}{inside} (`{code}`) takes {top.share_pct:.0f}% of the step's host time"
         )
     text = fix_text(top)
+    if kind_of(top) == "framework_loop":
+        at = f"{top.where} (`{code}`)"
+        text = loop_text(at, ev.framework_hooks, median_step(ev)) or text
     if text is not None:
         f.fix = Fix(text=text)
     return f
