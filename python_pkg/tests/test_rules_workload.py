@@ -165,6 +165,29 @@ def test_host_sync_with_source_line() -> None:
     ast.parse(f.fix.code or "")
 
 
+def test_a_sync_in_a_librarys_line_gets_that_libraries_fix_not_a_loop_to_write() -> None:
+    """hf_trainer_defaults on the H100 (h100-run38): the first sync was Hugging Face's
+    nan/inf check of every step's loss, and the fix was a loop reading the loss every 50
+    steps, to write into the library's file."""
+    lib = "/opt/torch/.venv/lib/python3.12/site-packages"
+    hf = SyncSite(kind="sync", count=170, file=f"{lib}/transformers/trainer.py", line=1847,
+                  code="and (torch.isnan(tr_loss_step) or torch.isinf(tr_loss_step))",
+                  idle_ms=25.3)  # fmt: skip
+    other = SyncSite(kind="sync", count=85, file=f"{lib}/transformers/masking_utils.py",
+                     line=331, code="and (padding_mask is None or padding_mask.all())",
+                     idle_ms=9.0)  # fmt: skip
+    window = gpu_window(compute=55.0, sync_stall=40.0, launch_overhead=5.0)
+    f = report_of(evidence(window=window, syncs=[hf, other])).finding("code.host_sync")
+    assert f is not None
+    assert "logging_nan_inf_filter=False" in f.fix.text
+    assert f.fix.code == "TrainingArguments(..., logging_nan_inf_filter=False)"
+    other.idle_ms = 50.0  # a library line with no known option: named as the library's
+    g = report_of(evidence(window=window, syncs=[hf, other])).finding("code.host_sync")
+    assert g is not None and g.fix.code is None
+    assert g.fix.text.startswith("The wait is in the code of transformers at")
+    assert "padding_mask.all()" in g.fix.text and "not a line of yours" in g.fix.text
+
+
 def test_memory_transfer_pageable_copy() -> None:
     w = gpu_window(compute=30.0, copy=60.0, other_cpu=10.0)
     w.memcpy_h2d_pageable = 3

@@ -36,6 +36,7 @@ from .gpu_findings import (
     small_batch,
 )
 from .host_line_rows import on_its_line, step_math_fraction, sync_on_its_line
+from .library_syncs import library_sync_fix
 from .placement_findings import cpu_model, dataparallel, device_mismatch
 from .stalls import stall_phrase, workers_to_keep_up
 from .step_view import StepView
@@ -332,7 +333,7 @@ def host_sync(view: StepView) -> list[Finding]:
                 50,
             ),
         )
-        out.append(sync_on_its_line(synced, ev, first.file, first.line))
+        out.append(library_sync_fix(sync_on_its_line(synced, ev, first.file, first.line), first))
     return out
 
 

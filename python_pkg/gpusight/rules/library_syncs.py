@@ -1,0 +1,74 @@
+"""The fix for a host sync inside a library's code, chosen by what that line does.
+
+A wait for the GPU on a line of Hugging Face's Trainer or Lightning is not a line the user can
+edit, and "read the value every few steps" is a loop of theirs to write. A line known to sync
+has its library's own option (``TrainingArguments(logging_nan_inf_filter=False)``: the Trainer
+checks every step's loss for nan/inf, each check a read of the loss from the GPU); any other
+library line is named as the library's, with where to look.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..report import Finding, Fix
+from .workload_evidence import SyncSite
+from .workload_impacts import site_text
+
+_INSTALLED = re.compile(r"[\\/](?:site|dist)-packages[\\/]([A-Za-z0-9_]+)[\\/]")
+
+
+@dataclass(frozen=True)
+class KnownSync:
+    library: str
+    file: str
+    marker: str
+    """Text of the line that syncs (it moves between the library's versions; its text does not)."""
+    text: str
+    code: str
+
+
+KNOWN = (
+    KnownSync(
+        "transformers",
+        "trainer.py",
+        "isnan(tr_loss_step)",
+        "Hugging Face's Trainer checks every step's loss for nan and inf "
+        "(logging_nan_inf_filter, on by default), and each check reads the loss from the GPU. "
+        "TrainingArguments(..., logging_nan_inf_filter=False) drops the check: training is "
+        "the same, only the loss it logs then counts a nan step's as any other.",
+        "TrainingArguments(..., logging_nan_inf_filter=False)",
+    ),
+)
+
+
+def library_of(path: str) -> str | None:
+    """The installed package a file belongs to (``transformers``), or None for the user's."""
+    m = _INSTALLED.search(path)
+    return m.group(1) if m else None
+
+
+def library_sync_fix(f: Finding, site: SyncSite) -> Finding:
+    """``code.host_sync`` whose first site is a library's line: that line's own fix."""
+    if site.source is not None or not site.file:
+        return f
+    lib = library_of(site.file)
+    if lib is None:
+        return f
+    name = site.file.replace("\\", "/").rsplit("/", 1)[-1]
+    code = (site.code or "").strip()
+    known = next(
+        (k for k in KNOWN if k.library == lib and k.file == name and k.marker in code), None
+    )
+    if known is not None:
+        f.fix = Fix(text=known.text, code=known.code, language="python")
+        return f
+    f.fix = Fix(
+        text=f"The wait is in the code of {lib} at {site_text(site.file, site.line)} (`{code}`), "
+        "not a line of yours: it reads a value from the GPU each time it runs. Look for the "
+        f"option of {lib} that turns that read off or makes it less often (a check, a "
+        "logged value, a progress bar); the host time by line shows the call of yours that "
+        "runs it."
+    )
+    return f
