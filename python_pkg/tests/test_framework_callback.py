@@ -100,9 +100,9 @@ def test_the_loop_lines_fix_follows_where_its_hooks_time_went() -> None:
     assert loop_text(at, [], 1.2) is None
 
 
-def _fit(bar: bool, steps: int = 120) -> Any:
+def _fit(bar: bool, steps: int = 120, profiler: Any = None) -> Any:
     """A small classifier fit by Lightning under a watch, with a per-batch progress bar or
-    none; the watch's report."""
+    none (and the Trainer's ``profiler``); the watch's report."""
     L = pytest.importorskip("lightning.pytorch")
     import torch
     from gpusight.watch import Watch
@@ -128,7 +128,8 @@ def _fit(bar: bool, steps: int = 120) -> Any:
     callbacks = [L.callbacks.TQDMProgressBar(refresh_rate=1)] if bar else []
     trainer = L.Trainer(max_epochs=1, accelerator="cpu", logger=False,
                         enable_checkpointing=False, enable_model_summary=False,
-                        enable_progress_bar=bar, callbacks=callbacks)  # fmt: skip
+                        enable_progress_bar=bar, callbacks=callbacks,
+                        profiler=profiler)  # fmt: skip
     with Watch(steps=steps - 20, warmup=3, profile_steps=0) as w:
         trainer.fit(Classifier(), DataLoader(data, batch_size=32))
     return w.report
@@ -155,6 +156,16 @@ def test_no_progress_bar_no_finding() -> None:
     names = [h["name"] for h in report.run["framework_hooks"]["hooks"]]
     assert not any("ProgressBar" in n for n in names)
     assert not [f for f in report.findings if f.id == "code.framework_callback"]
+
+
+def test_a_profiler_of_the_users_own_is_left_alone() -> None:
+    """A Trainer given its own profiler: it records as it would unwatched, and the report has
+    no hooks of its (gpusight times only Lightning's default, do-nothing profiler)."""
+    L = pytest.importorskip("lightning.pytorch")
+    profiler = L.profilers.SimpleProfiler()
+    report = _fit(bar=False, profiler=profiler)
+    assert "framework_hooks" not in report.run
+    assert len(profiler.recorded_durations["run_training_batch"]) >= 100  # every batch run
 
 
 SCRIPT = """\
