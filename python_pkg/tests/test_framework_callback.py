@@ -224,3 +224,40 @@ def test_the_fix_patches_the_scripts_trainer_call(tmp_path: Path) -> None:
     assert {"label": "change", "value": "refresh_rate=50"} in found["evidence"]
     assert "train_bar.py:" in found["fix"]["text"] and "trainer.fit(" in found["fix"]["text"]
     assert (tmp_path / "train_bar.py").read_text() == SCRIPT  # the user's file unchanged
+
+
+def test_hugging_faces_trainer_is_timed_by_its_parts(tmp_path: Path) -> None:
+    """Hugging Face's Trainer names no hooks: its step's methods and the events it sends its
+    callbacks are timed under names of the same form, and put back afterwards."""
+    transformers = pytest.importorskip("transformers")
+    from gpusight.watch import Watch
+    from test_integrations import hf_trainer
+
+    cls = transformers.Trainer
+    before = {m: vars(cls)[m] for m in ("training_step", "get_batch_samples")}
+    trainer = hf_trainer(tmp_path, None, max_steps=60)
+    with Watch(steps=30, warmup=3, profile_steps=0) as w:
+        trainer.train()
+    hooks = {h["name"]: h for h in w.report.run["framework_hooks"]["hooks"]}
+    step = hooks["[Trainer]Trainer.training_step"]
+    assert step["calls_per_step"] == 1.0 and step["ms_per_step"] > 0
+    assert "[Callback]TrainerCallbacks.on_step_end" in hooks
+    # The Trainer's callbacks, timed as one, are no callback of Lightning's to name.
+    assert not [f for f in w.report.findings if f.id == "code.framework_callback"]
+    assert {m: vars(cls)[m] for m in before} == before
+
+
+def test_the_trainers_loop_text_names_its_parts_and_options() -> None:
+    at = "train.py:40 (`trainer.train()`)"
+    parts = [
+        HookTime("[Trainer]Trainer.training_step", 6.0, 1.0),
+        HookTime("[Trainer]Trainer.get_batch_samples", 2.0, 1.0),
+        HookTime("[Callback]TrainerCallbacks.on_step_end", 0.1, 1.0),
+    ]
+    text = loop_text(at, parts, 10.0)
+    assert text is not None and "the Trainer's per-step code" in text
+    assert "the training step (the forward, the loss and backward) 6.00 ms" in text
+    assert "the callbacks' on_step_end 0.10 ms; outside them 1.90 ms" in text
+    assert "dataloader_num_workers=N" in text
+    text = loop_text(at, parts[:1], 10.0)
+    assert text is not None and "per_device_train_batch_size" in text

@@ -27,6 +27,8 @@ PROGRESS_BARS = ("TQDMProgressBar", "RichProgressBar", "ProgressBar")
 SHOWN_MS = 0.005
 """A hook of the callback's is listed in the evidence from this time per step on."""
 OURS = ("GpusightCallback",)
+ALL_TRAINER_CALLBACKS = "TrainerCallbacks"
+"""Hugging Face's Trainer's callbacks, timed as one per event (``watch/framework_hooks.py``)."""
 """gpusight's own callback (``integrations/lightning.py``): its cost is the watch's."""
 
 
@@ -61,7 +63,7 @@ def callback_costs(hooks: list[HookTime], user_functions: set[str]) -> dict[str,
     left out: their lines are timed as the user's."""
     out: dict[str, float] = {}
     for h in hooks:
-        if h.kind != "Callback" or h.owner in OURS:
+        if h.kind != "Callback" or h.owner in (*OURS, ALL_TRAINER_CALLBACKS):
             continue
         if f"{h.owner}.{h.hook}" in user_functions:
             continue
@@ -171,6 +173,13 @@ PARTS = {
     "transfer_batch_to_device": "the batch's copy to the device",
     "run_training_batch": "the batch loop's own code",
 }
+TRAINER_PARTS = {
+    "training_step": "the training step (the forward, the loss and backward)",
+    "get_batch_samples": "the next batches from the DataLoader",
+    "_maybe_log_save_evaluate": "the logging, saving and evaluation checks",
+}
+"""Hugging Face's Trainer's parts (``watch/framework_hooks.HF_PARTS``)."""
+DATA_HOOKS = ("train_dataloader_next", "get_batch_samples")
 LOOP_SHOWN = 4
 DATA_SHARE_PCT = 15.0
 """The share of the step waiting for the next batch past which the fix is the loader's."""
@@ -178,9 +187,12 @@ COPY_SHARE_PCT = 10.0
 
 
 def _part(h: HookTime) -> str:
+    if h.owner == ALL_TRAINER_CALLBACKS:
+        return f"the callbacks' {h.hook}"
     if h.kind == "Callback":
         return f"{h.owner}.{h.hook}"
-    return PARTS.get(h.hook, f"{h.owner}.{h.hook}" if h.owner else h.hook)
+    parts = TRAINER_PARTS if h.kind == "Trainer" else PARTS
+    return parts.get(h.hook, f"{h.owner}.{h.hook}" if h.owner else h.hook)
 
 
 def loop_text(at: str, hooks: list[HookTime], step_ms: float) -> str | None:
@@ -191,23 +203,39 @@ def loop_text(at: str, hooks: list[HookTime], step_ms: float) -> str | None:
     if not shown or step_ms <= 0:
         return None
     parts = "; ".join(f"{_part(h)} {h.ms:.2f} ms" for h in shown)
+    hf = any(h.kind == "Trainer" for h in hooks)
+    rest = step_ms - sum(h.ms for h in hooks)
+    if rest >= 0.05 * step_ms:  # the optimizer's step in the Trainer, the loop's own code
+        parts += f"; outside them {rest:.2f} ms"
     text = (
-        f"The host time at {at} is Lightning's per-step code, not a line of yours to move. "
-        f"Its named hooks took, of each {step_ms:.2f} ms step: {parts}."
+        f"The host time at {at} is {'the Trainer' if hf else 'Lightning'}'s per-step code, "
+        f"not a line of yours to move. Its parts took, of each {step_ms:.2f} ms step: {parts}."
     )
 
     def share(*names: str) -> float:
         return pct(sum(h.ms for h in hooks if h.hook in names), step_ms)
 
-    if share("train_dataloader_next") >= DATA_SHARE_PCT:
+    if share(*DATA_HOOKS) >= DATA_SHARE_PCT:
         return text + (
-            " The step waits for its next batch: give the DataLoader workers "
-            "(DataLoader(..., num_workers=N, persistent_workers=True))."
+            " The step waits for its next batch: give the DataLoader workers ("
+            + (
+                "TrainingArguments(..., dataloader_num_workers=N, "
+                "dataloader_persistent_workers=True)"
+                if hf
+                else "DataLoader(..., num_workers=N, persistent_workers=True)"
+            )
+            + ")."
         )
     if share("batch_to_device", "transfer_batch_to_device") >= COPY_SHARE_PCT:
         return text + (
             " The batch's copy to the device takes a share of it: pin_memory=True in the "
             "DataLoader lets the copy run asynchronously."
+        )
+    if hf:
+        return text + (
+            " The rest is the model's own work, with the Trainer's fixed cost per step around "
+            "it: a larger batch (per_device_train_batch_size) spreads that cost over more "
+            "items; logging often (logging_steps) adds to it."
         )
     return text + (
         " The rest is the model's own work, with Lightning's fixed cost per step around it: a "
