@@ -42,6 +42,9 @@ def setup_patch(source: str, path: str, framework: str, values: dict[str, object
 
 
 PROGRESS_BARS = ("TQDMProgressBar", "RichProgressBar")
+"""Lightning's progress bars a script makes (each takes ``refresh_rate``)."""
+PROGRESS_BAR_CLASSES = (*PROGRESS_BARS, "ProgressBar")
+"""Their classes, with the base a bar of the user's own derives from."""
 REFRESH_EVERY = 50
 
 

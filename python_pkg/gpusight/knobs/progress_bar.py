@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..after_import import after_import
-from ..fixes.framework_calls import REFRESH_EVERY
+from ..fixes.framework_calls import PROGRESS_BAR_CLASSES, REFRESH_EVERY
 from .base import Arm, Group, Knob, Situation, Target, amdahl
 from .framework_precision import LIGHTNING, _wrap_init
 
@@ -24,8 +24,6 @@ if TYPE_CHECKING:
     from ..report import Fix
 
 FINDING = "code.framework_callback"
-BARS = ("TQDMProgressBar", "RichProgressBar", "ProgressBar")
-"""Lightning's progress bars (``rules/framework_hook_fix.PROGRESS_BARS``)."""
 
 
 def slower_bar(kwargs: dict[str, Any], refresh: int | None) -> bool:
@@ -47,7 +45,7 @@ def slower_bar(kwargs: dict[str, Any], refresh: int | None) -> bool:
 
 
 def _is_bar(callback: Any) -> bool:
-    return any(c.__name__ in BARS for c in type(callback).__mro__)
+    return any(c.__name__ in PROGRESS_BAR_CLASSES for c in type(callback).__mro__)
 
 
 class ProgressBar(Knob):
@@ -59,7 +57,7 @@ class ProgressBar(Knob):
 
     def groups(self, s: Situation) -> list[Group]:
         cb = s.facts.get("framework_callback") or {}
-        if FINDING not in s.ids or cb.get("name") not in BARS:
+        if FINDING not in s.ids or cb.get("name") not in PROGRESS_BAR_CLASSES:
             return []
         share = float(cb.get("share_pct") or 0.0)
         value: int | str

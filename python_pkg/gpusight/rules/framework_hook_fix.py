@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..fixes.framework_calls import REFRESH_EVERY, progress_bar_patch
+from ..fixes.framework_calls import PROGRESS_BAR_CLASSES, REFRESH_EVERY, progress_bar_patch
 from ..fixes.patch_files import with_patch
 from ..report import Evidence, Finding, Fix
 from .host_line_fix import kind_of
@@ -23,13 +23,12 @@ if TYPE_CHECKING:
 
 NAMED_SHARE_PCT = 3.0
 """A callback's share of the step, past which the fix names it."""
-PROGRESS_BARS = ("TQDMProgressBar", "RichProgressBar", "ProgressBar")
 SHOWN_MS = 0.005
 """A hook of the callback's is listed in the evidence from this time per step on."""
 OURS = ("GpusightCallback",)
+"""gpusight's own callback (``integrations/lightning.py``): its cost is the watch's."""
 ALL_TRAINER_CALLBACKS = "TrainerCallbacks"
 """Hugging Face's Trainer's callbacks, timed as one per event (``watch/framework_hooks.py``)."""
-"""gpusight's own callback (``integrations/lightning.py``): its cost is the watch's."""
 
 
 @dataclass(frozen=True)
@@ -86,7 +85,7 @@ def callback_fix(owner: str, ms: float, step_ms: float, at: str) -> tuple[str, s
     """The fix text for the callback ``owner`` taking ``ms`` of each ``step_ms`` step, called
     from ``at``, and its code where it has one."""
     share = f"{ms:.2f} ms of each {step_ms:.2f} ms step ({100.0 * ms / step_ms:.0f}%)"
-    if owner in PROGRESS_BARS:
+    if owner in PROGRESS_BAR_CLASSES:
         bar = owner if owner != "ProgressBar" else "TQDMProgressBar"
         return (
             f"Lightning's progress bar ({owner}) takes {share} under {at}: it redraws at "
@@ -153,7 +152,7 @@ def framework_callback(view: StepView) -> list[Finding]:
         fix=Fix(text=text, code=code, language="python" if code else None),
     )
     src = ev.forward_source
-    if owner in PROGRESS_BARS and src is not None and src.cell is None and src.text:
+    if owner in PROGRESS_BAR_CLASSES and src is not None and src.cell is None and src.text:
         made = progress_bar_patch(src.text, src.path)
         if made is not None:
             if made[1] == "enable_progress_bar=False":  # the file makes no bar of its own

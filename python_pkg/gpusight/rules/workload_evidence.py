@@ -264,7 +264,8 @@ class WorkloadEvidence:
     host_lines: list[HostLine] = field(default_factory=list)
     """The host's time by line of the user's code, costliest first (``host_line_fix.py``)."""
     framework_hooks: list[HookTime] = field(default_factory=list)
-    """A framework's named hooks (Lightning's), own time per measured step, costliest first
+    """A framework's named hooks (Lightning's, Hugging Face's Trainer's parts), own time per
+    measured step, costliest first
     (``framework_hook_fix.py``)."""
     batch_shapes: int = 0
     """The shapes the DataLoader's batches came in over the run (``MAX_BATCH_SHAPES`` at

@@ -33,7 +33,7 @@ SHOWN = 8
 
 
 class FrameworkHookClock:
-    """Spans of Lightning's named hooks: ``(name, start_ns, own_ns)``."""
+    """Spans of a framework's named hooks: ``(name, start_ns, own_ns)``."""
 
     def __init__(self, recording: Callable[[], bool]) -> None:
         self._recording = recording
@@ -41,7 +41,8 @@ class FrameworkHookClock:
         self._open: list[list[Any]] = []  # [name, start_ns, named children's ns]
 
     def install(self, patches: Any) -> None:
-        """Time the default profiler's spans from when Lightning is imported (now, if it is)."""
+        """Time Lightning's default profiler's spans and Hugging Face's Trainer's parts from
+        when each is imported (now, if it is)."""
 
         def apply(mod: Any) -> None:
             cls = getattr(mod, "PassThroughProfiler", None)

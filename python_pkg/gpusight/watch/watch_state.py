@@ -82,8 +82,8 @@ class WatchState:
     (``loader_hooks.py``; the module hooks pass it by)."""
 
     framework_hooks: FrameworkHookClock | None = None
-    """Lightning's named hooks, timed on the detailed steps (``framework_hooks.py``): set as
-    the hooks go in."""
+    """A framework's named hooks (Lightning's, Hugging Face's Trainer's parts), timed on the
+    detailed steps (``framework_hooks.py``): set as the hooks go in."""
 
     def __init__(
         self,

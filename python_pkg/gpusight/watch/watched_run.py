@@ -90,7 +90,7 @@ class WatchedRun(Protocol):
 
     @property
     def framework_hooks(self) -> FrameworkHookClock | None:
-        """Lightning's named hooks, timed (``framework_hooks.py``)."""
+        """A framework's named hooks, timed (``framework_hooks.py``)."""
 
     @property
     def window_stop_ms(self) -> float: ...
