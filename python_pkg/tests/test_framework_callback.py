@@ -100,7 +100,7 @@ def test_the_loop_lines_fix_follows_where_its_hooks_time_went() -> None:
     assert loop_text(at, [], 1.2) is None
 
 
-def _fit(bar: bool, steps: int = 120, profiler: Any = None) -> Any:
+def _fit(bar: bool, steps: int = 120, profiler: Any = None, lean: bool = False) -> Any:
     """A small classifier fit by Lightning under a watch, with a per-batch progress bar or
     none (and the Trainer's ``profiler``); the watch's report."""
     L = pytest.importorskip("lightning.pytorch")
@@ -130,7 +130,7 @@ def _fit(bar: bool, steps: int = 120, profiler: Any = None) -> Any:
                         enable_checkpointing=False, enable_model_summary=False,
                         enable_progress_bar=bar, callbacks=callbacks,
                         profiler=profiler)  # fmt: skip
-    with Watch(steps=steps - 20, warmup=3, profile_steps=0) as w:
+    with Watch(steps=steps - 20, warmup=3, profile_steps=0, lean=lean) as w:
         trainer.fit(Classifier(), DataLoader(data, batch_size=32))
     return w.report
 
@@ -156,6 +156,17 @@ def test_no_progress_bar_no_finding() -> None:
     names = [h["name"] for h in report.run["framework_hooks"]["hooks"]]
     assert not any("ProgressBar" in n for n in names)
     assert not [f for f in report.findings if f.id == "code.framework_callback"]
+
+
+def test_a_lean_watch_times_no_hooks() -> None:
+    """A what-if's timed re-runs (lean) compare step times alone: no hook of Lightning's is
+    timed there, and the bar stays Lightning's own."""
+    from lightning.pytorch.profilers import PassThroughProfiler
+
+    start = vars(PassThroughProfiler)["start"]
+    report = _fit(bar=True, lean=True)
+    assert "framework_hooks" not in report.run
+    assert vars(PassThroughProfiler)["start"] is start
 
 
 def test_a_profiler_of_the_users_own_is_left_alone() -> None:

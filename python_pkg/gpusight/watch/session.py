@@ -345,10 +345,11 @@ class Watch(
         p.set_attr(warnings, "showwarning", self._wrap_showwarning(warnings.showwarning))
         self.phases.install(torch)
         self.no_grad.install(torch)
-        self.framework_hooks = FrameworkHookClock(
-            lambda: self._detail and threading.get_ident() == self._tid
-        )
-        self.framework_hooks.install(p)
+        if not self.lean:  # a what-if's timed re-runs compare step times alone
+            self.framework_hooks = FrameworkHookClock(
+                lambda: self._detail and threading.get_ident() == self._tid
+            )
+            self.framework_hooks.install(p)
 
     @property
     def recorder(self) -> StepRecorder | None:
