@@ -61,8 +61,14 @@ def test_cell_what_if_measures_workers_and_puts_everything_back(ip: Any) -> None
     assert "step" not in ns and "loss" not in ns
     assert ns["losses"] == [] and ns["loader"] is loader
     assert snapshot() == before
+    # The rows' loaders kept their workers across epochs: none outlives its run in the kernel.
+    import gc
+    import multiprocessing
+
+    gc.collect()
+    assert multiprocessing.active_children() == []
     rows = {r.change: r for r in rep.what_if}
-    workers = rows.get("DataLoader num_workers=2")
+    workers = rows.get("DataLoader num_workers=2, persistent_workers=True")
     assert workers is not None and workers.skipped is None, [
         (r.change, r.skipped) for r in rep.what_if
     ]
@@ -116,7 +122,7 @@ def test_the_example_notebooks_what_if_cell(ip: Any) -> None:
     rep.validate()
     rows = {r.change: r for r in rep.what_if}
     assert any(r.skipped is None and r.speedup for r in rows.values()), rows
-    workers = rows.get("DataLoader num_workers=2")
+    workers = rows.get("DataLoader num_workers=2, persistent_workers=True")
     assert workers is not None and workers.speedup is not None and workers.speedup > 1.2
     assert rep.verdict.bottleneck == "input_pipeline"
 

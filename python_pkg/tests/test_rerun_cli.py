@@ -62,16 +62,18 @@ def test_what_if_measures_the_worker_change_end_to_end(tmp_path: Path) -> None:
     # The budget holds (a run in flight may finish past it by its own timeout's margin).
     assert wall <= budget + 30.0
     rows = {r["change"]: r for r in rep["what_if"]}
-    workers = rows.get("DataLoader num_workers=2")
+    workers = rows.get("DataLoader num_workers=2, persistent_workers=True")
     assert workers is not None and workers.get("skipped") is None, rep["what_if"]
     assert workers["scope"] == "end_to_end"
     # Two workers build two batches at once: the loader-bound step gets faster.
     assert workers["speedup"] > 1.2
     # The DataLoader's other settings then run on the winning workers, judged against them.
-    on_top = rows.get("DataLoader prefetch_factor=4 on top of DataLoader num_workers=2")
+    on_top = rows.get(
+        "DataLoader prefetch_factor=4 on top of DataLoader num_workers=2, persistent_workers=True"
+    )
     assert on_top is not None, list(rows)
     if on_top.get("skipped") is None:
-        assert on_top["params"]["stacked_on"] == "DataLoader num_workers=2"
+        assert on_top["params"]["stacked_on"] == "DataLoader num_workers=2, persistent_workers=True"
     note = next(n for n in rep["notes"] if n.startswith("what-if:"))
     assert "budget" in note and "noise" in note
     f = next(f for f in rep["findings"] if f["id"] == "load.input_bound")
@@ -82,7 +84,11 @@ def test_what_if_measures_the_worker_change_end_to_end(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_change_that_crashes_the_script_is_a_skipped_row(tmp_path: Path) -> None:
     rep, _ = _what_if(tmp_path, "--crash-with-workers", budget=90.0)
-    row = next(r for r in rep["what_if"] if r["change"] == "DataLoader num_workers=2")
+    row = next(
+        r
+        for r in rep["what_if"]
+        if r["change"] == "DataLoader num_workers=2, persistent_workers=True"
+    )
     assert row["skipped"] and "cannot use workers" in row["skipped"]
     f = next(f for f in rep["findings"] if f["id"] == "load.input_bound")
     assert f["impact"]["basis"] == "estimated"
@@ -133,12 +139,22 @@ def test_the_readme_terminal_loop_runs_to_the_end(
     printed = capsys.readouterr().err
     diff = (tmp_path / "fix.diff").read_text()
     rep = json.loads((tmp_path / "before.json").read_text())
-    row = next(r for r in rep["what_if"] if r["change"] == "DataLoader num_workers=2")
+    row = next(
+        r
+        for r in rep["what_if"]
+        if r["change"] == "DataLoader num_workers=2, persistent_workers=True"
+    )
     assert row["speedup"] > 1.2
     assert "-    loader = DataLoader(Slow(), batch_size=16)\n" in diff
-    assert "+    loader = DataLoader(Slow(), batch_size=16, num_workers=2)\n" in diff
+    assert (
+        "+    loader = DataLoader(Slow(), batch_size=16, num_workers=2, persistent_workers=True)\n"
+        in diff
+    )
     # The first screen shows the measured change as the user's line, and the next command.
-    assert "+    loader = DataLoader(Slow(), batch_size=16, num_workers=2)" in printed
+    assert (
+        "+    loader = DataLoader(Slow(), batch_size=16, num_workers=2, persistent_workers=True)"
+        in printed
+    )
     nxt = r"next: gpusight run --verify \S*fix\.diff --report \S*before\.json train\.py"
     assert re.search(nxt, printed), printed
 
@@ -154,6 +170,6 @@ def test_the_readme_terminal_loop_runs_to_the_end(
         subprocess.run([patch, "-p1", "-i", "fix.diff"], cwd=tmp_path, check=True,
                        capture_output=True)  # fmt: skip
         assert (
-            "DataLoader(Slow(), batch_size=16, num_workers=2)"
+            "DataLoader(Slow(), batch_size=16, num_workers=2, persistent_workers=True)"
             in (tmp_path / "train.py").read_text()
         )

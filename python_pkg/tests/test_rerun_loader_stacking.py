@@ -72,9 +72,11 @@ def test_the_loader_settings_are_planned_again_on_the_winning_workers() -> None:
     won = workers.groups(Situation.of(FACTS))[0].arms[0]  # num_workers=2, as if it had won
     again, base = stacking.on_winner(group, [won], FACTS)
     assert base is won
+    # The sweep's workers are kept across epochs, as the finding's fix builds the loader.
+    kept = {"num_workers": 2, "persistent_workers": True}
     assert [a.changes for a in again.arms] == [
-        {"num_workers": 2, "pin_memory": True},
-        {"num_workers": 2, "prefetch_factor": 4},
+        {**kept, "pin_memory": True},
+        {**kept, "prefetch_factor": 4},
     ]
     assert all(a.stacked_on == won.label for a in again.arms)
     # No winner to stack on: the group as planned.
@@ -111,7 +113,8 @@ def test_pinning_that_loses_on_no_workers_wins_on_the_winning_workers(
     assert row.speedup == pytest.approx(
         (load + COPY_MS + COMPUTE_MS) / (load + COMPUTE_MS), rel=1e-3
     )
-    assert (row.params or {}).get("stacked_on") == f"DataLoader num_workers={won_w}"
+    kept = f"DataLoader num_workers={won_w}, persistent_workers=True"
+    assert (row.params or {}).get("stacked_on") == kept
 
 
 def test_a_loader_that_plans_nothing_on_no_workers_is_planned_on_the_winning_workers() -> None:
@@ -126,7 +129,11 @@ def test_a_loader_that_plans_nothing_on_no_workers_is_planned_on_the_winning_wor
     won = groups["workers"].arms[0]
     again, base = stacking.on_winner(groups["loader"], [won], facts)
     assert base is won and [a.changes for a in again.arms] == [
-        {"num_workers": won.changes["num_workers"], "prefetch_factor": 4}
+        {
+            "num_workers": won.changes["num_workers"],
+            "persistent_workers": True,
+            "prefetch_factor": 4,
+        }
     ]
     # A loader that keeps up: no workers to try, nothing to stack on them.
     quick = {**facts, "breakdown_ms": {"data_wait": 0.1, "compute": 10.0}}
@@ -216,7 +223,7 @@ def test_pinning_runs_on_the_most_workers_of_a_sweep_that_plateaued(
     assert {8, 14} <= ran  # 8 and 14 workers step alike: 43 ms
     pins = [(a, r) for a, r in out.arms if a.changes.get("pin_memory") and r is not None]
     assert pins and all(a.changes["num_workers"] == 14 for a, _ in pins)
-    assert pins[0][0].stacked_on == "DataLoader num_workers=14"
+    assert pins[0][0].stacked_on == "DataLoader num_workers=14, persistent_workers=True"
     assert out.together is not None  # pinning won there: 43 ms -> 28 ms
     assert {"num_workers": 14, "pin_memory": True}.items() <= _together_changes(out).items()
 

@@ -84,11 +84,12 @@ CPU_BOUND_PCT = 50.0
 
 
 def beyond_cores(
-    ran: list[tuple[int, float]], cores: int, fetch_cpu_pct: float | None = None
+    ran: list[tuple[int, float]], cores: int, fetch_cpu_pct: float | None = None, keep: bool = False
 ) -> Arm | None:
     """One more worker count past the cores when the last two points (workers, gain) scaled
     nearly in proportion, up to four times the cores; never for loading known to compute
-    (``fetch_cpu_pct``: the CPU share of the unchanged run's main-process fetches)."""
+    (``fetch_cpu_pct``: the CPU share of the unchanged run's main-process fetches). ``keep``:
+    as ``workers_arm``'s."""
     if len(ran) < 2 or (fetch_cpu_pct is not None and fetch_cpu_pct >= CPU_BOUND_PCT):
         return None
     (w1, g1), (w2, g2) = ran[-2], ran[-1]
@@ -96,11 +97,21 @@ def beyond_cores(
         return None
     if g2 / g1 < LINEAR_SHARE * (w2 / w1):
         return None
-    return workers_arm(2 * w2)
+    return workers_arm(2 * w2, keep)
 
 
-def workers_arm(n: int) -> Arm:
-    return Arm("workers", f"DataLoader num_workers={n}", workers_change(n), FINDING)
+def workers_arm(n: int, keep: bool = False) -> Arm:
+    """``n`` workers; ``keep``: kept across epochs too (``persistent_workers=True``), as the
+    finding's fix builds the loader: the row measures the loader that the fix writes."""
+    if not keep:
+        return Arm("workers", f"DataLoader num_workers={n}", workers_change(n), FINDING)
+    return Arm("workers", f"DataLoader num_workers={n}, persistent_workers=True",
+               {**workers_change(n), "persistent_workers": True}, FINDING)  # fmt: skip
+
+
+def _keeps(s: Situation) -> bool:
+    """The sweep's workers are to be kept across epochs: the loader does not keep them yet."""
+    return not keeps_workers(s.facts)
 
 
 def prefetch_point(current: int | None) -> int:
@@ -167,7 +178,7 @@ class Workers(_LoaderKnob):
         counts = worker_counts(current, s.cores)
         # More workers remove at most the step's wait for data.
         g = Group("workers", s.data_share, sweep=True, bound=amdahl(s.data_share))
-        g.arms = [workers_arm(n) for n in counts]
+        g.arms = [workers_arm(n, _keeps(s)) for n in counts]
         if not counts:
             g.arms.append(
                 Arm("workers", "DataLoader num_workers", {}, FINDING,
@@ -207,7 +218,7 @@ class Workers(_LoaderKnob):
             )
             if x is not None
         ]
-        return beyond_cores(ran, s.cores, (s.loader or {}).get("fetch_cpu_pct"))
+        return beyond_cores(ran, s.cores, (s.loader or {}).get("fetch_cpu_pct"), _keeps(s))
 
     def install(self, hooks: Target) -> None:
         # One patch of DataLoader for every loader key, whichever knob owns it.
