@@ -188,6 +188,20 @@ def test_a_sync_in_a_librarys_line_gets_that_libraries_fix_not_a_loop_to_write()
     assert "padding_mask.all()" in g.fix.text and "not a line of yours" in g.fix.text
 
 
+def test_lightnings_read_of_its_progress_bar_values_gets_the_bars_option() -> None:
+    """Lightning's ``convert_tensors_to_scalars`` reads every ``prog_bar=True`` value at each
+    redraw of the bar; in Lightning and in the standalone lightning_fabric alike."""
+    window = gpu_window(compute=55.0, sync_stall=40.0, launch_overhead=5.0)
+    for pkg in ("lightning/fabric", "lightning_fabric"):
+        site = SyncSite(kind="sync", count=120,
+                        file=f"/venv/lib/python3.12/site-packages/{pkg}/utilities/apply_func.py",
+                        line=134, code="return value.item()", idle_ms=30.0)  # fmt: skip
+        f = report_of(evidence(window=window, syncs=[site])).finding("code.host_sync")
+        assert f is not None
+        assert f.fix.code == "Trainer(..., callbacks=[TQDMProgressBar(refresh_rate=50)])", pkg
+        assert "prog_bar=True" in f.fix.text
+
+
 def test_memory_transfer_pageable_copy() -> None:
     w = gpu_window(compute=30.0, copy=60.0, other_cpu=10.0)
     w.memcpy_h2d_pageable = 3

@@ -21,7 +21,9 @@ _INSTALLED = re.compile(r"[\\/](?:site|dist)-packages[\\/]([A-Za-z0-9_]+)[\\/]")
 
 @dataclass(frozen=True)
 class KnownSync:
-    library: str
+    libraries: tuple[str, ...]
+    """The installed packages that hold the file (Lightning's code ships in ``lightning`` and in
+    the standalone ``lightning_fabric``)."""
     file: str
     marker: str
     """Text of the line that syncs (it moves between the library's versions; its text does not)."""
@@ -31,7 +33,7 @@ class KnownSync:
 
 KNOWN = (
     KnownSync(
-        "transformers",
+        ("transformers",),
         "trainer.py",
         "isnan(tr_loss_step)",
         "Hugging Face's Trainer checks every step's loss for nan and inf "
@@ -39,6 +41,16 @@ KNOWN = (
         "TrainingArguments(..., logging_nan_inf_filter=False) drops the check: training is "
         "the same, only the loss it logs then counts a nan step's as any other.",
         "TrainingArguments(..., logging_nan_inf_filter=False)",
+    ),
+    KnownSync(
+        ("lightning", "lightning_fabric"),
+        "apply_func.py",
+        "value.item()",
+        "Lightning reads each value logged with prog_bar=True from the GPU at every redraw of "
+        "its progress bar (and the logged values at each log_every_n_steps write): redraw the "
+        "bar every 50 batches, Trainer(..., callbacks=[TQDMProgressBar(refresh_rate=50)]), or "
+        "log per-step values with prog_bar=False. What the training computes is the same.",
+        "Trainer(..., callbacks=[TQDMProgressBar(refresh_rate=50)])",
     ),
 )
 
@@ -59,7 +71,7 @@ def library_sync_fix(f: Finding, site: SyncSite) -> Finding:
     name = site.file.replace("\\", "/").rsplit("/", 1)[-1]
     code = (site.code or "").strip()
     known = next(
-        (k for k in KNOWN if k.library == lib and k.file == name and k.marker in code), None
+        (k for k in KNOWN if lib in k.libraries and k.file == name and k.marker in code), None
     )
     if known is not None:
         f.fix = Fix(text=known.text, code=known.code, language="python")
