@@ -165,6 +165,13 @@ def test_persistent_workers_needs_workers_and_an_epoch_length() -> None:
     arm = settings.local_arm_of(row, _ctx(DataLoader(_data(), batch_size=8, num_workers=2)))
     assert isinstance(arm, Arm) and arm.changes == {"num_workers": 2, "persistent_workers": True}
 
+    class ByEpoch(TensorDataset):
+        def set_epoch(self, epoch: int) -> None:
+            self.epoch = epoch
+
+    epochs = DataLoader(ByEpoch(torch.randn(16, 4)), batch_size=8, num_workers=2)
+    assert "set_epoch" in str(settings.local_arm_of(row, _ctx(epochs)))
+
 
 def test_the_dataset_goes_to_the_gpu_only_where_it_fits_and_its_items_are_fixed() -> None:
     knob = _knob("dataset_on_device")

@@ -29,6 +29,10 @@ NOT_A_DATALOADER = (
     "the loader is not a torch.utils.data.DataLoader: gpusight cannot change its settings"
 )
 PIN_FINDING = "code.pageable_copy"
+SET_EPOCH = (
+    "the dataset has a set_epoch: workers kept across epochs hold it as they started, and would "
+    "not see what set_epoch changes"
+)
 
 
 def workers_of(facts: dict[str, Any] | None) -> int:
@@ -110,8 +114,10 @@ def workers_arm(n: int, keep: bool = False) -> Arm:
 
 
 def _keeps(s: Situation) -> bool:
-    """The sweep's workers are to be kept across epochs: the loader does not keep them yet."""
-    return not keeps_workers(s.facts)
+    """The sweep's workers are to be kept across epochs: the loader does not keep them yet, and
+    its dataset changes with no epoch (kept workers hold the dataset as they forked it: a
+    ``set_epoch`` called in the main process would never reach them)."""
+    return not keeps_workers(s.facts) and not (s.loader or {}).get("dataset_set_epoch")
 
 
 def prefetch_point(current: int | None) -> int:
@@ -292,7 +298,8 @@ class LoaderSettings(_LoaderKnob):
             g.arms.append(Arm("loader", "DataLoader pin_memory=True", {"pin_memory": True},
                               pin))  # fmt: skip
         if int(ld.get("num_workers") or 0) > 0:
-            if not ld.get("persistent_workers") and int(s.facts.get("epochs_seen") or 0) > 1:
+            kept = ld.get("persistent_workers") or ld.get("dataset_set_epoch")
+            if not kept and int(s.facts.get("epochs_seen") or 0) > 1:
                 g.arms.append(Arm("loader", "DataLoader persistent_workers=True",
                                   {"persistent_workers": True},
                                   EPOCH_FINDING if restarts else FINDING))  # fmt: skip
@@ -365,6 +372,8 @@ def _persistent_arm(ctx: Local, w: int) -> Arm | str:
         return "the DataLoader already keeps its workers (persistent_workers=True)"
     if w == 0:
         return "no worker processes (num_workers=0): persistent_workers only keeps workers alive"
+    if callable(getattr(ctx.loader.dataset, "set_epoch", None)):
+        return SET_EPOCH
     try:
         len(ctx.loader)
     except TypeError:

@@ -65,6 +65,7 @@ def from_watch(w: Watch, wall_s: float | None = None) -> dict[str, Any]:
                 else None
             ),
             "fetch_cpu_pct": ld.fetch_cpu_pct(),
+            "dataset_set_epoch": ld.dataset_set_epoch,
         },
         "epochs_seen": len(run.get("epoch_starts") or []),
         "recompiled_steps": [i for i, r in enumerate(measured) if r.compiled],

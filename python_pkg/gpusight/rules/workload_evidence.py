@@ -52,6 +52,8 @@ class LoaderInfo:
     batch_size: int | None = None
     persistent_workers: bool | None = None
     prefetch_factor: int | None = None
+    dataset_set_epoch: bool = False
+    """The dataset has a ``set_epoch``: workers kept across epochs would not see its changes."""
 
 
 @dataclass

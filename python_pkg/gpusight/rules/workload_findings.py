@@ -165,7 +165,12 @@ def input_bound(view: StepView) -> list[Finding]:
                     fix(
                         f"Load batches in {suggested} worker processes"
                         + (", pinned," if ev.cuda_available else "")
-                        + " kept alive across epochs.",
+                        + (
+                            ", started anew at each epoch: the dataset's set_epoch would not "
+                            "reach workers kept alive."
+                            if ld.dataset_set_epoch
+                            else " kept alive across epochs."
+                        ),
                         "loader.workers",
                         batch_size=ld.batch_size or 64,
                         workers=suggested,
@@ -174,7 +179,7 @@ def input_bound(view: StepView) -> list[Finding]:
                     {
                         "num_workers": suggested,
                         **({"pin_memory": True} if ev.cuda_available else {}),
-                        "persistent_workers": True,
+                        **({} if ld.dataset_set_epoch else {"persistent_workers": True}),
                     },
                 ),
             )

@@ -68,6 +68,9 @@ class LoaderSeen:
     clock's), which no record counts."""
     dataset_id: int = 0
     """``id`` of the loader's dataset: how a batch's loader is matched with where it was built."""
+    dataset_set_epoch: bool = False
+    """The dataset has a ``set_epoch`` (Hugging Face's ``IterableDataset``, webdataset's): state
+    the script changes per epoch in the main process, which kept workers would never see."""
     batches_per_epoch: int | None = None
     """``len()`` of the iterator: batches in one pass (None for an iterable without length)."""
     epoch_start_ns: list[int] = field(default_factory=list)

@@ -184,6 +184,7 @@ def _loader_seen(it: Any) -> LoaderSeen:
         persistent_workers=_bool_or_none(getattr(it, "_persistent_workers", None)),
         prefetch_factor=_int_or_none(getattr(it, "_prefetch_factor", None)),
         dataset_id=id(getattr(it, "_dataset", None)),
+        dataset_set_epoch=callable(getattr(getattr(it, "_dataset", None), "set_epoch", None)),
     )
 
 

@@ -341,7 +341,12 @@ def _loader_info(ld: Any) -> LoaderInfo | None:
     if ld is None:
         return None
     return LoaderInfo(
-        ld.num_workers, ld.pin_memory, ld.batch_size, ld.persistent_workers, ld.prefetch_factor
+        ld.num_workers,
+        ld.pin_memory,
+        ld.batch_size,
+        ld.persistent_workers,
+        ld.prefetch_factor,
+        ld.dataset_set_epoch,
     )
 
 
