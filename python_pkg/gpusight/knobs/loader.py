@@ -137,19 +137,40 @@ def _nonneg_int(changes: dict[str, Any], *keys: str) -> str | None:
     return None
 
 
+# Hugging Face's Trainer builds its DataLoader from these TrainingArguments.
+TRAINER_ARGS = {
+    "num_workers": "dataloader_num_workers",
+    "pin_memory": "dataloader_pin_memory",
+    "persistent_workers": "dataloader_persistent_workers",
+    "prefetch_factor": "dataloader_prefetch_factor",
+}
+
+
 def _loader_fix(arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
     from ..fixes import fix
-    from .user_lines import patched_loader
+    from .user_lines import patched_loader, patched_setup
 
     loader = facts.get("loader") or {}
-    args = ", ".join(f"{k}={v}" for k, v in arm.changes.items() if k in LOADER_KEYS)
-    f = fix(
-        f"Build the DataLoader with {args or arm.label} (measured).",
-        "loader.workers",
-        batch_size=int(loader.get("batch_size") or items or 64),
-        workers=int(arm.changes.get("num_workers") or loader.get("num_workers") or 4),
-    )
-    return patched_loader(f, arm, facts)
+    settings = {k: v for k, v in arm.changes.items() if k in LOADER_KEYS}
+
+    def made(text: str) -> Fix:
+        return fix(
+            text,
+            "loader.workers",
+            batch_size=int(loader.get("batch_size") or items or 64),
+            workers=int(arm.changes.get("num_workers") or loader.get("num_workers") or 4),
+        )
+
+    args = ", ".join(f"{k}={v}" for k, v in settings.items())
+    f = patched_loader(made(f"Build the DataLoader with {args or arm.label} (measured)."), arm,
+                       facts)  # fmt: skip
+    trainer = {TRAINER_ARGS[k]: v for k, v in settings.items() if k in TRAINER_ARGS}
+    if f.patch is None and f.cell is None and trainer and facts.get("framework") == "transformers":
+        # Hugging Face's Trainer makes the DataLoader: its settings are the TrainingArguments'.
+        named = ", ".join(f"{k}={v}" for k, v in trainer.items())
+        f = made(f"Build the Trainer's DataLoader with TrainingArguments(..., {named}) (measured).")
+        f = patched_setup(f, facts, dict(trainer))
+    return f
 
 
 class _LoaderKnob(Knob):
