@@ -47,13 +47,21 @@ def schema_ids() -> list[str]:
 
 
 def _text(node: ast.expr) -> str | None:
-    """A literal string, or an f-string with its fields shown as ``…``; None otherwise."""
+    """A literal string, or an f-string with its fields shown as ``…``, or the first branch of a
+    conditional one; None otherwise."""
+    raw = _raw(node)
+    return None if raw is None else raw.strip()
+
+
+def _raw(node: ast.expr) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     if isinstance(node, ast.JoinedStr):
-        return "".join(v.value if isinstance(v, ast.Constant) else "…" for v in node.values).strip()
+        return "".join(v.value if isinstance(v, ast.Constant) else "…" for v in node.values)
+    if isinstance(node, ast.IfExp):  # ``"a" if ... else "b"``: the first, the usual case
+        return _raw(node.body)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _text(node.left), _text(node.right)
+        left, right = _raw(node.left), _raw(node.right)
         if left is not None or right is not None:
             return f"{left or '…'}{right or '…'}"
     return None

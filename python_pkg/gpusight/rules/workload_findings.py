@@ -166,10 +166,10 @@ def input_bound(view: StepView) -> list[Finding]:
                         f"Load batches in {suggested} worker processes"
                         + (", pinned," if ev.cuda_available else "")
                         + (
-                            ", started anew at each epoch: the dataset's set_epoch would not "
-                            "reach workers kept alive."
-                            if ld.dataset_set_epoch
-                            else " kept alive across epochs."
+                            " kept alive across epochs."
+                            if not ld.dataset_set_epoch
+                            else ", started anew at each epoch: the dataset's set_epoch would "
+                            "not reach workers kept alive."
                         ),
                         "loader.workers",
                         batch_size=ld.batch_size or 64,
