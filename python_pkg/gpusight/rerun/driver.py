@@ -534,7 +534,7 @@ class Driver:
             if keep and need + keep > self.left_s():
                 # Two winners are in: their combined run is the answer, and goes first.
                 arm.skipped = (
-                    f"not run: the {max(0.0, self.left_s()):.0f} s left are kept for the "
+                    f"the {max(0.0, self.left_s()):.0f} s left are kept for the "
                     f"winners together (~{keep:.0f} s; raise --budget for this one too)"
                 )
                 out.arms.append((arm, None))
@@ -725,8 +725,8 @@ def _why_stopped(last: RunResult | None) -> str:
     """Why a sweep ran no further point: its last point failed, or gained too little."""
     if last is not None and not last.ok:
         if last.error == OOM:
-            return "not run: the point before ran out of memory"
-        return f"not run: the point before did not run ({last.error})"
+            return "the point before ran out of memory"
+        return f"the point before did not run ({last.error})"
     return "the sweep stopped at its knee (no gain past the point before)"
 
 

@@ -54,7 +54,7 @@ def hidden_by_noise(g: Group, noise_pct: float) -> str | None:
         return None
     reach = f"a gain must reach {need:.2f}x" if math.isfinite(need) else "no gain can clear it"
     return (
-        f"not run: at most {g.bound:.2f}x from the share of the step it acts on, inside the "
+        f"at most {g.bound:.2f}x from the share of the step it acts on, inside the "
         f"noise band (±{noise_pct:.0f}%: {reach})"
     )
 

@@ -73,7 +73,7 @@ def over_budget(need: float, left: float, keep: float) -> str | None:
     left = max(0.0, left)
     if keep and need <= left:
         return (
-            f"not run: needs ~{need:.0f} s; the {left:.0f} s left are kept for the winners "
+            f"needs ~{need:.0f} s; the {left:.0f} s left are kept for the winners "
             f"together (~{keep:.0f} s; raise --budget for this one too)"
         )
     return f"over the budget: needs ~{need:.0f} s, {left:.0f} s left (raise --budget)"
