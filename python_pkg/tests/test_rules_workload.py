@@ -181,11 +181,17 @@ def test_a_sync_in_a_librarys_line_gets_that_libraries_fix_not_a_loop_to_write()
     assert f is not None
     assert "logging_nan_inf_filter=False" in f.fix.text
     assert f.fix.code == "TrainingArguments(..., logging_nan_inf_filter=False)"
-    other.idle_ms = 50.0  # a library line with no known option: named as the library's
+    other.idle_ms = 50.0  # the model's check of its mask for padding, first now
     g = report_of(evidence(window=window, syncs=[hf, other])).finding("code.host_sync")
-    assert g is not None and g.fix.code is None
-    assert g.fix.text.startswith("The wait is in the code of transformers at")
-    assert "padding_mask.all()" in g.fix.text and "not a line of yours" in g.fix.text
+    assert g is not None and g.fix.code is not None and "attention_mask" in g.fix.code
+    assert "padding_mask.all()" in g.fix.text and "group_by_length=True" in g.fix.text
+    unknown = SyncSite(kind="sync", count=85, file=f"{lib}/transformers/generation/utils.py",
+                       line=2504, code="if unfinished_sequences.max() == 0:",
+                       idle_ms=60.0)  # fmt: skip
+    u = report_of(evidence(window=window, syncs=[hf, unknown])).finding("code.host_sync")
+    assert u is not None and u.fix.code is None  # no known option: named as the library's
+    assert u.fix.text.startswith("The wait is in the code of transformers at")
+    assert "unfinished_sequences.max()" in u.fix.text and "not a line of yours" in u.fix.text
 
 
 def test_lightnings_read_of_its_progress_bar_values_gets_the_bars_option() -> None:

@@ -43,6 +43,18 @@ KNOWN = (
         "TrainingArguments(..., logging_nan_inf_filter=False)",
     ),
     KnownSync(
+        ("transformers",),
+        "masking_utils.py",
+        "padding_mask.all()",
+        "Hugging Face's model checks at every forward whether the attention mask pads any token "
+        "(padding_mask.all(), a read from the GPU), so that a batch without padding runs "
+        "PyTorch's SDPA without a mask, on its flash kernel. Where the batches carry no padding "
+        "(sequences of one length, packed), call the model without attention_mask: the check "
+        "is skipped and the result is the same. Where they do, fewer batches pad when they are "
+        "grouped by length (TrainingArguments(group_by_length=True) for the Trainer).",
+        "outputs = model(input_ids=input_ids, labels=labels)  # no attention_mask: no padding",
+    ),
+    KnownSync(
         ("lightning", "lightning_fabric"),
         "apply_func.py",
         "value.item()",
