@@ -3,6 +3,8 @@ back, cells that cannot be re-run refused (real CPU torch)."""
 
 from __future__ import annotations
 
+import gc
+import multiprocessing
 import tempfile
 from typing import Any
 
@@ -51,6 +53,7 @@ def test_cell_what_if_measures_workers_and_puts_everything_back(ip: Any) -> None
     loader = ns["loader"]
     rng = torch.get_rng_state()
     before = snapshot()
+    children = set(multiprocessing.active_children())  # another test's, if any
     rep = ip.run_cell_magic("gpusight", "--what-if --budget 60 --steps 6 --warmup 1", TRAIN)
     assert isinstance(rep, Report)
     rep.validate()
@@ -62,11 +65,8 @@ def test_cell_what_if_measures_workers_and_puts_everything_back(ip: Any) -> None
     assert ns["losses"] == [] and ns["loader"] is loader
     assert snapshot() == before
     # The rows' loaders kept their workers across epochs: none outlives its run in the kernel.
-    import gc
-    import multiprocessing
-
     gc.collect()
-    assert multiprocessing.active_children() == []
+    assert set(multiprocessing.active_children()) <= children
     rows = {r.change: r for r in rep.what_if}
     workers = rows.get("DataLoader num_workers=2, persistent_workers=True")
     assert workers is not None and workers.skipped is None, [
