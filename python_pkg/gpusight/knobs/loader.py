@@ -115,7 +115,7 @@ def workers_arm(n: int, keep: bool = False) -> Arm:
 
 def _keeps(s: Situation) -> bool:
     """The sweep's workers are to be kept across epochs: the loader does not keep them yet, and
-    its dataset changes with no epoch (kept workers hold the dataset as they forked it: a
+    its dataset has no ``set_epoch`` (kept workers hold the dataset as they forked it: a
     ``set_epoch`` called in the main process would never reach them)."""
     return not keeps_workers(s.facts) and not (s.loader or {}).get("dataset_set_epoch")
 
