@@ -19,6 +19,7 @@ from gpusight.rules.framework_hook_fix import (
     loop_text,
 )
 from gpusight.watch.framework_hooks import hook_times, hooks_run
+from lightning_support import fit_classifier
 
 BAR = "[Callback]TQDMProgressBar.on_train_batch_end"
 
@@ -100,39 +101,8 @@ def test_the_loop_lines_fix_follows_where_its_hooks_time_went() -> None:
     assert loop_text(at, [], 1.2) is None
 
 
-def _fit(bar: bool, steps: int = 120, profiler: Any = None, lean: bool = False) -> Any:
-    """A small classifier fit by Lightning under a watch, with a per-batch progress bar or
-    none (and the Trainer's ``profiler``); the watch's report."""
-    L = pytest.importorskip("lightning.pytorch")
-    import torch
-    from gpusight.watch import Watch
-    from torch import nn
-    from torch.utils.data import DataLoader, TensorDataset
-
-    class Classifier(L.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.net = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
-
-        def training_step(self, batch: Any, batch_idx: int) -> Any:
-            x, y = batch
-            loss = nn.functional.cross_entropy(self.net(x), y)
-            self.log("train_loss", loss, prog_bar=True)
-            return loss
-
-        def configure_optimizers(self) -> Any:
-            return torch.optim.SGD(self.parameters(), lr=0.01)
-
-    torch.manual_seed(0)
-    data = TensorDataset(torch.randn(32 * steps, 16), torch.randint(0, 4, (32 * steps,)))
-    callbacks = [L.callbacks.TQDMProgressBar(refresh_rate=1)] if bar else []
-    trainer = L.Trainer(max_epochs=1, accelerator="cpu", logger=False,
-                        enable_checkpointing=False, enable_model_summary=False,
-                        enable_progress_bar=bar, callbacks=callbacks,
-                        profiler=profiler)  # fmt: skip
-    with Watch(steps=steps - 20, warmup=3, profile_steps=0, lean=lean) as w:
-        trainer.fit(Classifier(), DataLoader(data, batch_size=32))
-    return w.report
+def _fit(bar: bool, profiler: Any = None, lean: bool = False) -> Any:
+    return fit_classifier(bar=bar, profiler=profiler, lean=lean)
 
 
 def test_a_progress_bar_is_timed_by_its_hooks_and_named() -> None:
