@@ -82,7 +82,8 @@ def test_the_sweep_goes_past_the_cores_only_for_loading_that_waits() -> None:
 
     assert workers.extend(g, gains, situation(97.0)) is None
     more = workers.extend(g, gains, situation(4.0))
-    assert more is not None and more.changes == {"num_workers": 28}
+    # Kept across epochs, as the sweep's other points are (the loader does not keep them).
+    assert more is not None and more.changes == {"num_workers": 28, "persistent_workers": True}
 
 
 def test_the_kernels_sweep_reads_the_same_from_its_own_fetches() -> None:

@@ -98,7 +98,7 @@ def test_a_trainer_scripts_measured_workers_patch_its_training_arguments(
     assert code == 0
     rep = json.loads((tmp_path / "r.json").read_text())
     row = next(r for r in rep["what_if"] if r["change"].startswith("DataLoader num_workers="))
-    assert row.get("skipped") is None and row["speedup"] > 1.3, row
+    assert row.get("skipped") is None and row["speedup"] > 1.2, row
     diff = (tmp_path / "fix.diff").read_text()
     added = [ln for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
     assert len(added) == 1 and "dataloader_num_workers=" in added[0], diff
