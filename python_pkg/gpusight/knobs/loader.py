@@ -194,7 +194,9 @@ class _LoaderKnob(Knob):
 class Workers(_LoaderKnob):
     """The DataLoader's worker processes: a sweep of their number to the knee. In a re-run the
     workers are kept across epochs (persistent_workers=True), as the fix builds the loader,
-    unless the dataset has a set_epoch that kept workers would not see."""
+    unless the dataset has a set_epoch that kept workers would not see. Where Hugging Face's
+    Trainer makes the DataLoader, the fix sets its TrainingArguments' dataloader_num_workers and
+    dataloader_persistent_workers instead."""
 
     name = "workers"
     findings = (FINDING,)
