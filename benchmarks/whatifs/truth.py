@@ -90,6 +90,7 @@ def pick(report: dict[str, Any], how: str) -> dict[str, Any] | None:
         "autocast",
         "tf32",
         "fused_optimizer",
+        "progress_bar",
     ):
         # A row stacked on another winner (bf16 autocast on top of a larger batch) is its
         # gain over that winner's run: another computation than the script's --fix.
