@@ -323,8 +323,7 @@ class LoaderSettings(_LoaderKnob):
             g.arms.append(Arm("loader", "DataLoader pin_memory=True", {"pin_memory": True},
                               pin))  # fmt: skip
         if int(ld.get("num_workers") or 0) > 0:
-            kept = ld.get("persistent_workers") or ld.get("dataset_set_epoch")
-            if not kept and int(s.facts.get("epochs_seen") or 0) > 1:
+            if _keeps(s) and int(s.facts.get("epochs_seen") or 0) > 1:
                 g.arms.append(Arm("loader", "DataLoader persistent_workers=True",
                                   {"persistent_workers": True},
                                   EPOCH_FINDING if restarts else FINDING))  # fmt: skip

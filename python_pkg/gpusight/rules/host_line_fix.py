@@ -263,11 +263,7 @@ def _maths(name: str) -> bool:
 
 def _statement_call(code: str | None) -> bool:
     """The line is a call alone (``print(...)``), not an assignment of what a call returns."""
-    try:
-        body = ast.parse((code or "").strip()).body
-    except SyntaxError:
-        return False
-    return len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Call)
+    return _statement_of(code) is not None
 
 
 # Experiment trackers' calls (mlflow, Lightning's loggers, wandb, comet, neptune); not a
