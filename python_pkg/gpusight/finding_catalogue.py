@@ -188,8 +188,10 @@ CATALOGUE: dict[str, CatalogueEntry] = {
         "`nonzero`, ...), so it cannot queue the next work while the GPU computes. The "
         "evidence names the source line of each sync. Where the first is a library's line, "
         "the fix is that library's option where one is known (Hugging Face's Trainer checks "
-        "every step's loss for nan and inf: `logging_nan_inf_filter=False`), else the line is "
-        "named as the library's, not as a loop of the user's to change.",
+        "every step's loss for nan and inf: `logging_nan_inf_filter=False`), written as a "
+        "patch of the script's own call (its one `TrainingArguments(...)`, its Lightning "
+        "progress bar), else the line is named as the library's, not as a loop of the user's "
+        "to change.",
         _WATCH + ": the sync calls intercepted with their source lines, and the stall they "
         "cause in the step-time breakdown. Where the line that waits only reports (a print or "
         "a logger of the value), `gpusight run --what-if` and `%%gpusight --what-if` measure it "

@@ -3,7 +3,8 @@
 A wait for the GPU on a line of Hugging Face's Trainer or Lightning is not a line the user can
 edit, and "read the value every few steps" is a loop of theirs to write. A line known to sync
 has its library's own option (``TrainingArguments(logging_nan_inf_filter=False)``: the Trainer
-checks every step's loss for nan/inf, each check a read of the loss from the GPU); any other
+checks every step's loss for nan/inf, each check a read of the loss from the GPU), written
+into the script's own call that sets the library up where the file holds exactly one; any other
 library line is named as the library's, with where to look.
 """
 
@@ -12,8 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..report import Finding, Fix
-from .workload_evidence import SyncSite
+from ..fixes.framework_calls import progress_bar_patch, setup_patch
+from ..fixes.patch_files import with_patch
+from ..report import Evidence, Finding, Fix
+from .workload_evidence import CodeSource, SyncSite
 from .workload_impacts import site_text
 
 _INSTALLED = re.compile(r"[\\/](?:site|dist)-packages[\\/]([A-Za-z0-9_]+)[\\/]")
@@ -29,6 +32,11 @@ class KnownSync:
     """Text of the line that syncs (it moves between the library's versions; its text does not)."""
     text: str
     code: str
+    setup: dict[str, object] | None = None
+    """The keywords that turn the read off, set in the script's ``TrainingArguments(...)``
+    (None: the fix is not one call's keyword)."""
+    bar: bool = False
+    """The read is the progress bar's: the patch redraws the script's bar less often."""
 
 
 KNOWN = (
@@ -41,6 +49,7 @@ KNOWN = (
         "TrainingArguments(..., logging_nan_inf_filter=False) drops the check: training is "
         "the same, only the loss it logs then counts a nan step's as any other.",
         "TrainingArguments(..., logging_nan_inf_filter=False)",
+        setup={"logging_nan_inf_filter": False},
     ),
     KnownSync(
         ("transformers",),
@@ -63,6 +72,7 @@ KNOWN = (
         "bar every 50 batches, Trainer(..., callbacks=[TQDMProgressBar(refresh_rate=50)]), or "
         "log per-step values with prog_bar=False. What the training computes is the same.",
         "Trainer(..., callbacks=[TQDMProgressBar(refresh_rate=50)])",
+        bar=True,
     ),
 )
 
@@ -73,8 +83,9 @@ def library_of(path: str) -> str | None:
     return m.group(1) if m else None
 
 
-def library_sync_fix(f: Finding, site: SyncSite) -> Finding:
-    """``code.host_sync`` whose first site is a library's line: that line's own fix."""
+def library_sync_fix(f: Finding, site: SyncSite, src: CodeSource | None = None) -> Finding:
+    """``code.host_sync`` whose first site is a library's line: that line's own fix, patched
+    into ``src`` (the user's file that runs the training) where the fix is one call's keyword."""
     if site.source is not None or not site.file:
         return f
     lib = library_of(site.file)
@@ -87,7 +98,7 @@ def library_sync_fix(f: Finding, site: SyncSite) -> Finding:
     )
     if known is not None:
         f.fix = Fix(text=known.text, code=known.code, language="python")
-        return f
+        return _patched(f, known, src)
     f.fix = Fix(
         text=f"The wait is in the code of {lib} at {site_text(site.file, site.line)} (`{code}`), "
         "not a line of yours: it reads a value from the GPU each time it runs. Look for the "
@@ -95,4 +106,29 @@ def library_sync_fix(f: Finding, site: SyncSite) -> Finding:
         "logged value, a progress bar); the host time by line shows the call of yours that "
         "runs it."
     )
+    return f
+
+
+def _patched(f: Finding, known: KnownSync, src: CodeSource | None) -> Finding:
+    """The known fix written into the user's file: the one ``TrainingArguments(...)`` call with
+    the keyword set, or the one progress bar redrawn less often (Lightning's ``Trainer(...)``
+    with the bar off where the file makes none); unchanged in a notebook cell or where the file
+    holds no such single call."""
+    if src is None or src.cell is not None or not src.text:
+        return f
+    change: str | None = None
+    if known.setup is not None:
+        patch = setup_patch(src.text, src.path, "transformers", known.setup)
+        change = ", ".join(f"{k}={v}" for k, v in known.setup.items())
+    elif known.bar:
+        made = progress_bar_patch(src.text, src.path)
+        patch, change = made if made is not None else (None, None)
+        if change == "enable_progress_bar=False":  # the file makes no bar of its own
+            f.fix.code = f"Trainer(..., {change})"
+    else:
+        return f
+    if patch is None or change is None:
+        return f
+    f.evidence.append(Evidence("change", change))
+    f.fix = with_patch(f.fix, patch, {src.path: src.text})
     return f

@@ -338,7 +338,8 @@ def host_sync(view: StepView) -> list[Finding]:
                 50,
             ),
         )
-        out.append(library_sync_fix(sync_on_its_line(synced, ev, first.file, first.line), first))
+        synced = sync_on_its_line(synced, ev, first.file, first.line)
+        out.append(library_sync_fix(synced, first, ev.forward_source))
     return out
 
 
