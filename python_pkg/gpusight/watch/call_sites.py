@@ -3,7 +3,9 @@
 Recorded while the watch runs (``Watch`` wraps ``DataLoader.__init__``): the user's frame that
 made the call, skipping torch's and gpusight's own, and nothing when that frame lies inside an
 installed library (a framework's trainer builds its loader from the user's arguments: that line is
-not the user's to edit).
+not the user's to edit). A constructor a library only wraps on its way (Lightning wraps
+``DataLoader.__init__`` while it calls the user's ``train_dataloader``, to re-make the loader
+later) is the user's call where the line past the library's frames makes it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import itertools
 import linecache
 import os
+import re
 import sys
 import sysconfig
 from dataclasses import dataclass, field
@@ -88,13 +91,33 @@ def call_col(frame: FrameType, line: int) -> int | None:
     return int(at[2])
 
 
-def constructor_site(sources: SourceMap) -> CallSite | None:
+def constructor_site(sources: SourceMap, names: tuple[str, ...] = ()) -> CallSite | None:
     """In a wrapper of a constructor: the user's line that called it (None where it cannot be
-    told: a fix's call site is a nicety, never the user's problem)."""
+    told: a fix's call site is a nicety, never the user's problem). Where a library's frame
+    came first, the user's line past it when that line calls one of ``names`` (the class, by
+    the names its users write)."""
     try:
-        return call_site(sources, sys._getframe(2))
+        frame = sys._getframe(2)
+        return call_site(sources, frame) or _past_library(sources, frame, names)
     except Exception:
         return None
+
+
+def _past_library(sources: SourceMap, frame: FrameType, names: tuple[str, ...]) -> CallSite | None:
+    """The first user's frame above the libraries' frames over ``frame``, where its line calls
+    one of ``names`` (Lightning's wrapper around the user's ``DataLoader(...)``); None where it
+    does not (Hugging Face's Trainer makes its own DataLoader: ``trainer.train()`` is no call of
+    it to edit)."""
+    user = sources.user_frame(frame)
+    while user is not None and in_library(user.f_code.co_filename):
+        user = sources.user_frame(user.f_back)
+    if user is None or not names:
+        return None
+    text = linecache.getline(user.f_code.co_filename, user.f_lineno or 0)
+    called = "|".join(map(re.escape, names))
+    if not re.search(rf"\b(?:{called})\s*\(", text):
+        return None
+    return call_site(sources, user)
 
 
 @dataclass

@@ -126,7 +126,7 @@ class LoaderHooks(WatchState):
             orig(dl, *args, **kwargs)
             if get_ident() != w._tid:
                 return
-            site = constructor_site(w.sources)
+            site = constructor_site(w.sources, (type(dl).__name__, "DataLoader"))
             if site is not None:
                 w.collected.loader_sites.setdefault(id(getattr(dl, "dataset", None)), site)
 
