@@ -46,10 +46,9 @@ WORKLOAD_SNIPPETS = [
         "batch.larger",
         "python",
         "# Each step launches the same kernels whatever the batch; at batch {batch_size} the\n"
-        "# launches, not the math, set the pace. Grow the batch (and scale the learning rate):\n"
-        "loader = DataLoader(\n"
-        "    dataset, batch_size={suggested!r}, shuffle=True, num_workers=4, pin_memory=True\n"
-        ")\n",
+        "# launches, not the math, set the pace. Grow the batch (and scale the learning rate),\n"
+        "# the DataLoader's other arguments as they are:\n"
+        "loader = DataLoader(dataset, batch_size={suggested!r})\n",
         {"batch_size": 8, "suggested": 256},
     ),
     # The same advice for a loop that makes or slices its own tensors: no DataLoader named,
@@ -244,10 +243,9 @@ WORKLOAD_SNIPPETS = [
         "memory.larger_batch",
         "python",
         "# The step peaked at {peak_gib} GiB of {capacity_gib} GiB: room for a batch about\n"
-        "# {factor}x larger, which keeps the GPU busier per launch.\n"
-        "loader = DataLoader(\n"
-        "    dataset, batch_size={suggested!r}, shuffle=True, num_workers=4, pin_memory=True\n"
-        ")\n",
+        "# {factor}x larger, which keeps the GPU busier per launch (the DataLoader's other\n"
+        "# arguments as they are):\n"
+        "loader = DataLoader(dataset, batch_size={suggested!r})\n",
         {"peak_gib": 10.5, "capacity_gib": 80.0, "factor": 4, "suggested": 256},
     ),
     Snippet(
