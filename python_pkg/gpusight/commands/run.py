@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from .patch_out import write_patch
 from .run_summary import print_summary, print_what_if
 
 if TYPE_CHECKING:
@@ -334,7 +335,7 @@ def _write_all(report: Report, args: argparse.Namespace) -> None:
     done = [
         _write(report, args.json),
         _write_html(report, args.html),
-        _write_patch(report, args.patch, args.quiet),
+        write_patch(report, args.patch, args.quiet),
     ]
     args.written = [p for p in done if p]
 
@@ -719,40 +720,6 @@ def _write_verified(after: dict[str, Any] | None, args: argparse.Namespace) -> N
         from ..report_parse import report_from_dict
 
         _write_html(report_from_dict(after), args.html)
-
-
-def _write_patch(report: Report, path: str | None, quiet: bool) -> str | None:
-    """The first finding (in the report's order) whose fix is a patch of the user's lines;
-    the path where it was written."""
-    if not path:
-        return None
-    from ..report import sort_findings
-
-    found = next((f for f in sort_findings(report.findings) if f.fix.patch), None)
-    if found is None or found.fix.patch is None:
-        print(
-            "gpusight run: --patch: no fix here changes a line of your own code (the call it "
-            "would change was not seen, or lives in a library): nothing written",
-            file=sys.stderr,
-        )
-        return None
-    from ..fixes.patch_files import header
-
-    # Above the diff (patch and git apply skip it): what it fixes, and the hashes of the files
-    # it was made from, so that --verify refuses it once they change.
-    what = " ".join(f"{found.id}: {found.fix.text}".split())
-    from ..atomic_write import write_text
-
-    try:
-        write_text(path, header(found.fix.patch_files or [], what) + found.fix.patch)
-    except OSError as exc:
-        print(f"gpusight run: could not write {path}: {_why(exc)}", file=sys.stderr)
-        return None
-    if not quiet:
-        print(
-            f"gpusight: the fix for {found.id} written to {path} (patch -p1 < it)", file=sys.stderr
-        )
-    return path
 
 
 def _no_torch_report(label: str) -> Report:
