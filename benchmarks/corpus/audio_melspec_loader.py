@@ -35,6 +35,14 @@ LIBRARY = "torchaudio"
 LABEL = "torchaudio MelSpectrogram + SpecAugment per item with 0 workers, small CNN: loader-bound"
 EXPECTED = {"bottleneck": "input_pipeline", "pick": "loader_together"}
 FIX = "DataLoader num_workers=8, pin_memory=True (persistent_workers=True)"
+# The script's own switches for the settings a what-if row sets ("{}": the row's value).
+TRUTH_ARGS = {
+    "set_num_workers": ["-j", "{}"],
+    "set_persistent_workers": ["--persistent-workers"],
+    "set_pin_memory": ["--pin-memory"],
+    "set_prefetch_factor": ["--prefetch-factor", "{}"],
+    "set_batch_size": ["-b", "{}"],
+}
 
 SAMPLE_RATE = 16_000
 SECONDS = 4.0
@@ -151,6 +159,9 @@ def main() -> None:
     p = parser(__doc__, iters=40)
     p.add_argument("-b", "--batch-size", type=int, default=None, help="64 on cuda, 8 on cpu")
     p.add_argument("-j", "--num-workers", type=int, default=0)
+    p.add_argument("--persistent-workers", action="store_true", help="keep workers across epochs")
+    p.add_argument("--pin-memory", action="store_true", help="pin the loader's batches")
+    p.add_argument("--prefetch-factor", type=int, default=None, help="batches ahead per worker")
     p.add_argument("--lr", type=float, default=1e-3)
     args = p.parse_args()
     dev = pick_device(args.device)
@@ -165,8 +176,9 @@ def main() -> None:
         batch_size=batch_size,
         shuffle=True,
         num_workers=workers,
-        pin_memory=args.fix and cuda,
-        persistent_workers=args.fix,
+        pin_memory=(args.fix or args.pin_memory) and cuda,
+        persistent_workers=(args.fix or args.persistent_workers) and workers > 0,
+        prefetch_factor=args.prefetch_factor if workers > 0 else None,
         drop_last=True,
     )
     model = AudioCNN(classes).to(dev)

@@ -28,7 +28,11 @@ LABEL = "torchvision ResNet-18 training, transforms v2 per item with 0 workers: 
 EXPECTED = {"bottleneck": "input_pipeline", "pick": "loader_together"}
 FIX = "-j 12: DataLoader num_workers=12, pin_memory=True, persistent_workers=True"
 # The script's own switches for the settings a what-if row sets ("{}": the row's value).
-TRUTH_ARGS = {"set_num_workers": ["-j", "{}"], "set_pin_memory": ["--pin-memory"]}
+TRUTH_ARGS = {
+    "set_num_workers": ["-j", "{}"],
+    "set_persistent_workers": ["--persistent-workers"],
+    "set_pin_memory": ["--pin-memory"],
+}
 
 
 def train_transform(crop: int) -> v2.Compose:
@@ -68,6 +72,7 @@ def main() -> None:
     p.add_argument("-b", "--batch-size", type=int, default=None, help="128 on cuda, 8 on cpu")
     p.add_argument("-j", "--workers", type=int, default=0, help="data loading workers")
     p.add_argument("--pin-memory", action="store_true", help="pin the loader's batches")
+    p.add_argument("--persistent-workers", action="store_true", help="keep workers across epochs")
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--wd", "--weight-decay", type=float, default=1e-4, dest="weight_decay")
@@ -87,7 +92,7 @@ def main() -> None:
         shuffle=True,
         num_workers=workers,
         pin_memory=(args.fix or args.pin_memory) and cuda,
-        persistent_workers=args.fix,
+        persistent_workers=(args.fix or args.persistent_workers) and workers > 0,
         drop_last=True,
     )
     model = torchvision.models.resnet18(weights=None, num_classes=1000).to(dev)

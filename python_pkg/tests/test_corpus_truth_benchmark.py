@@ -109,6 +109,30 @@ def test_a_combined_loader_row_takes_the_scripts_switch_for_each_setting_it_ran(
     assert corpus.same_change(together, report, own) == []
 
 
+def test_kept_workers_and_an_injected_batch_have_the_scripts_own_switches(
+    corpus: ModuleType,
+) -> None:
+    """The H100's audio_melspec_loader (run42): 14 kept workers and batch 256 (injected: the
+    script's -b defaults to None) read 11.24x together, and no truth could be made of them;
+    the scripts whose rows keep workers now say how to keep them."""
+    report = {
+        "what_if": [
+            _row("workers", 4.85, set_num_workers=8, set_persistent_workers=True),
+            _row("workers", 8.48, set_num_workers=14, set_persistent_workers=True),
+            _row("batch", 1.31, set_batch_size=256),
+        ]
+    }
+    together = _row("together", 11.24, winners="workers,batch")
+    meta = corpus.scripts()
+    assert corpus.same_change(together, report, meta["audio_melspec_loader"]) == [
+        "-j", "14", "--persistent-workers", "-b", "256"
+    ]  # fmt: skip
+    workers_only = _row("together", 8.0, winners="workers")
+    assert corpus.same_change(workers_only, report, meta["tv_transforms_loader"]) == [
+        "-j", "14", "--persistent-workers"
+    ]  # fmt: skip
+
+
 def test_the_budget_reached_the_plans_end_where_no_row_was_left_out_for_it(
     corpus: ModuleType,
 ) -> None:
