@@ -77,6 +77,8 @@ def preload(names: list[str]) -> list[str]:
             except BaseException:  # a library that fails here fails in the run, as it would
                 continue
             done.append(name)
+            if STARTED_BY[0] is None and _cuda_driver_started():
+                STARTED_BY[0] = module  # the refusal names it: the user's library, not ours
     finally:
         os.environ.clear()
         os.environ.update(saved)
@@ -95,7 +97,8 @@ def refusal(local: list[str]) -> str | None:
     if torch is not None and torch.cuda.is_initialized():
         return "an import initialized CUDA, which a forked process cannot use"
     if _cuda_driver_started():
-        return "an import started the CUDA driver, which a forked process cannot use"
+        who = f"importing {STARTED_BY[0]}" if STARTED_BY[0] else "an import"
+        return f"{who} started the CUDA driver, which a forked process cannot use"
     clash = sorted(n for n in local if n in sys.modules)
     if clash:
         # The script's folder comes first on its path: the import would have found its own.
@@ -124,6 +127,8 @@ def _cuda_driver_started() -> bool:
 
 
 NOT_STARTED = 3  # CUDA_ERROR_NOT_INITIALIZED
+STARTED_BY: list[str | None] = [None]
+"""The first module whose import left the CUDA driver started (``preload``)."""
 
 
 def release_nvml() -> None:
