@@ -223,6 +223,8 @@ def test_hugging_faces_trainer_is_timed_by_its_parts(tmp_path: Path) -> None:
     step = hooks["[Trainer]Trainer.training_step"]
     assert step["calls_per_step"] == 1.0 and step["ms_per_step"] > 0
     assert "[Callback]TrainerCallbacks.on_step_end" in hooks
+    # The clipping of every step's gradients (max_grad_norm=1.0 by default) is a part too.
+    assert hooks["[Trainer]Trainer._clip_grad_norm"]["calls_per_step"] == 1.0
     # The Trainer's callbacks, timed as one, are no callback of Lightning's to name.
     assert not [f for f in w.report.findings if f.id == "code.framework_callback"]
     assert {m: vars(cls)[m] for m in before} == before
@@ -242,3 +244,8 @@ def test_the_trainers_loop_text_names_its_parts_and_options() -> None:
     assert "dataloader_num_workers=N" in text
     text = loop_text(at, parts[:1], 10.0)
     assert text is not None and "per_device_train_batch_size" in text
+    # The optimizer's step, which the Trainer calls between its parts, is one of them.
+    text = loop_text(at, parts, 10.0, optimizer_ms=1.5)
+    assert text is not None
+    assert "the next batches from the DataLoader 2.00 ms; the optimizer's step 1.50 ms" in text
+    assert "outside them" not in text  # 0.40 ms left, under 5 % of the step

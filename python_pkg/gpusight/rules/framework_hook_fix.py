@@ -175,9 +175,13 @@ PARTS = {
 TRAINER_PARTS = {
     "training_step": "the training step (the forward, the loss and backward)",
     "get_batch_samples": "the next batches from the DataLoader",
+    "_clip_grad_norm": "the gradient clipping (max_grad_norm)",
+    "optimizer_step": "the optimizer's step",
     "_maybe_log_save_evaluate": "the logging, saving and evaluation checks",
 }
-"""Hugging Face's Trainer's parts (``watch/framework_hooks.HF_PARTS``)."""
+"""Hugging Face's Trainer's parts (``watch/framework_hooks.HF_PARTS``), and the optimizer's step
+it calls between them (timed by the watch's optimizer hook)."""
+OPTIMIZER_STEP = "[Trainer]Trainer.optimizer_step"
 DATA_HOOKS = ("train_dataloader_next", "get_batch_samples")
 LOOP_SHOWN = 4
 DATA_SHARE_PCT = 15.0
@@ -194,17 +198,23 @@ def _part(h: HookTime) -> str:
     return parts.get(h.hook, f"{h.owner}.{h.hook}" if h.owner else h.hook)
 
 
-def loop_text(at: str, hooks: list[HookTime], step_ms: float) -> str | None:
+def loop_text(
+    at: str, hooks: list[HookTime], step_ms: float, optimizer_ms: float | None = None
+) -> str | None:
     """The fix for the host time under a framework's loop line (``trainer.fit(...)``) from its
     named hooks: where each millisecond went, and the change for the costliest part the user
-    can act on; None without hooks (the generic text stands)."""
+    can act on; None without hooks (the generic text stands). ``optimizer_ms``: the host's time
+    in ``optimizer.step()``, a part of its own in Hugging Face's Trainer (Lightning's spans
+    hold it)."""
+    hf = any(h.kind == "Trainer" for h in hooks)
+    if hf and optimizer_ms:
+        hooks = sorted([*hooks, HookTime(OPTIMIZER_STEP, optimizer_ms, 1.0)], key=lambda h: -h.ms)
     shown = [h for h in hooks if h.kind != "Callback" or h.owner not in OURS][:LOOP_SHOWN]
     if not shown or step_ms <= 0:
         return None
     parts = "; ".join(f"{_part(h)} {h.ms:.2f} ms" for h in shown)
-    hf = any(h.kind == "Trainer" for h in hooks)
     rest = step_ms - sum(h.ms for h in hooks)
-    if rest >= 0.05 * step_ms:  # the optimizer's step in the Trainer, the loop's own code
+    if rest >= 0.05 * step_ms:  # the loop's own code
         parts += f"; outside them {rest:.2f} ms"
     text = (
         f"The host time at {at} is {'the Trainer' if hf else 'Lightning'}'s per-step code, "

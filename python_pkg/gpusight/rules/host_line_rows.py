@@ -196,7 +196,7 @@ def on_its_line(f: Finding, ev: WorkloadEvidence) -> Finding:
     text = fix_text(top)
     if kind_of(top) == "framework_loop":
         at = f"{top.where} (`{code}`)"
-        text = loop_text(at, ev.framework_hooks, median_step(ev)) or text
+        text = loop_text(at, ev.framework_hooks, median_step(ev), ev.optimizer_ms) or text
     if text is not None:
         f.fix = Fix(text=text)
     return f

@@ -25,7 +25,7 @@ from ..rules.framework_hook_fix import ALL_TRAINER_CALLBACKS, HookTime
 PROFILER_MODULES = ("lightning.pytorch.profilers.base", "pytorch_lightning.profilers.base")
 HF_TRAINER = "transformers.trainer"
 HF_CALLBACKS = "transformers.trainer_callback"
-HF_PARTS = ("get_batch_samples", "training_step", "_maybe_log_save_evaluate")
+HF_PARTS = ("get_batch_samples", "training_step", "_clip_grad_norm", "_maybe_log_save_evaluate")
 """Hugging Face's Trainer's methods a step runs, timed as its parts (it names none itself)."""
 MAX_SPANS = 100_000
 """Spans kept (about 35 a step): the detailed steps of a long measured run fit many times."""
