@@ -51,6 +51,9 @@ Each change is a *knob*, defined once and measured by two drivers:
 
 A measured gain is the whole step's, against the unchanged run measured alongside it, by one
 rule (the gain must clear both runs' noise band); a change that cannot be measured says why.
+Before the winners run together, the unchanged script runs again and each winner is judged
+again against its runs: a change that won only against one slow run of it is left out (and,
+where it stacks on the batch, tried on top of the winning batch instead).
 """
 
 

@@ -44,6 +44,7 @@ from ..knobs import (
 from ..knobs.base import MIN_WINDOW_S, Situation
 from ..knobs.gain_rule import MIN_GAIN, beyond_bound, noise_pct, threshold
 from . import stacking
+from .confirm import confirmed
 from .outcome import Outcome, RunResult
 from .overlay import Layer, Overlay, layer_of, over, wrap
 from .plan import Arm, Group, combine, hidden_by_noise, plan, sweep_goes_on, together_label
@@ -475,8 +476,27 @@ class Driver:
                     self._on_top(out, arm, ref, items0, winners)
                 losers = []
         if len(winners) >= 2:
+            winners = self._confirm(out, winners, ref, items0)
+        if len(winners) >= 2:
             self._together(out, winners, ref, items0)
         self._second_control(out, ref, items0)
+
+    def _confirm(self, out: Outcome, winners: list[Arm], ref: RunResult, items0: int) -> list[Arm]:
+        """The winners still winning once the control has run again (``confirm``): the second
+        control goes before the combined run where the budget holds both."""
+        control = Arm("control", "control again (no change)", {})
+        need = self.forecast_s(ref, control) + self._together_need(out, ref, winners)
+        if not out.controls and ref is not out.baseline and need <= self.left_s():
+            self._more_controls(out, ref, items0)
+        kept = confirmed(out, winners, items0)
+        gone = [a for a in winners if a not in kept]
+        if gone:
+            self.progress(f"{', '.join(a.label for a in gone)}: inside the noise once the "
+                          "control ran again: left out of the winners together")  # fmt: skip
+        for arm in gone:  # a loser after all: its second try, on top of the winning batch
+            if stacking.stacks(arm.group) and stacking.batch_winner(kept) is not None:
+                self._on_top(out, arm, ref, items0, kept)
+        return kept
 
     def _on_winner(
         self, out: Outcome, g: Group, winners: list[Arm], facts: dict[str, Any],

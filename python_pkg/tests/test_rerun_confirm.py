@@ -1,0 +1,54 @@
+"""The winners are judged again once the control has run again, before they are combined
+(``rerun/confirm.py``): the H100's hf_trainer_defaults (run42) had its first control run slow
+(37.2 ms a step, then 26.5 and 31.0), and TF32, which changed nothing, read as a winner
+against it and ran in the combined row."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from gpusight.rerun.driver import RunResult
+from test_rerun_stacking import CASTS, Steps, _report, _together_groups, _what_if
+
+
+class SlowFirstControl(Steps):
+    """As ``Steps``, the first control run ``slow`` times slower than the script is."""
+
+    def __init__(self, knobs: dict[str, tuple[float, float]], slow: float) -> None:
+        super().__init__(knobs)
+        self.slow = slow
+        self.controls = 0
+
+    def __call__(self, label: str, changes: dict[str, Any], profile: bool, t: float) -> RunResult:
+        res = super().__call__(label, changes, profile, t)
+        if not changes and not profile:
+            self.controls += 1
+            if self.controls == 1:
+                res.report["run"]["step_time_ms"] *= self.slow
+        return res
+
+
+def test_a_change_that_won_only_against_a_slow_control_is_left_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # TF32 changes nothing; the batch wins; bf16 wins on top of the winning batch.
+    steps = SlowFirstControl({"autocast": CASTS, "tf32": (1.0, 1.0)}, slow=1.3)
+    out, said = _what_if(steps, monkeypatch, only=frozenset({"batch", "autocast", "tf32"}))
+    assert steps.controls >= 2  # the control ran again before the winners were combined
+    assert _together_groups(out) == {"batch", "autocast"}
+    assert any("TF32" in s and "left out of the winners together" in s for s in said), said
+    rep = _report(out)
+    tf32 = next(r for r in rep.what_if if r.change.startswith("TF32") and "on top" not in r.change)
+    assert tf32.speedup is not None and tf32.speedup == pytest.approx(1.0, abs=0.05)
+    together = next(r for r in rep.what_if if r.change.startswith("all winners together"))
+    assert "TF32" not in together.change
+
+
+def test_winners_that_hold_against_every_control_are_all_combined(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    steps = SlowFirstControl({"autocast": CASTS, "tf32": (0.7, 1.0)}, slow=1.0)
+    out, said = _what_if(steps, monkeypatch, only=frozenset({"batch", "autocast", "tf32"}))
+    assert _together_groups(out) == {"batch", "autocast", "tf32"}
+    assert not any("left out of the winners together" in s for s in said)
