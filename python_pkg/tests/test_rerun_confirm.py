@@ -52,3 +52,41 @@ def test_winners_that_hold_against_every_control_are_all_combined(
     out, said = _what_if(steps, monkeypatch, only=frozenset({"batch", "autocast", "tf32"}))
     assert _together_groups(out) == {"batch", "autocast", "tf32"}
     assert not any("left out of the winners together" in s for s in said)
+
+
+class SlowArm(Steps):
+    """As ``Steps``, the TF32 run taking ``wall`` seconds (its forecast is the control's 10 s),
+    stopped at the driver's timeout as a real run is."""
+
+    def __init__(self, knobs: dict[str, tuple[float, float]], wall: float) -> None:
+        super().__init__(knobs)
+        self.wall = wall
+        self.timeouts: list[float] = []
+
+    def __call__(self, label: str, changes: dict[str, Any], profile: bool, t: float) -> RunResult:
+        if not changes.get("tf32"):
+            return super().__call__(label, changes, profile, t)
+        self.timeouts.append(t)
+        took = min(self.wall, t)
+        self.clock += took
+        if took < self.wall:
+            stopped = f"stopped after {t:.0f} s"
+            return RunResult(label, changes, ok=False, wall_s=took, error=stopped)
+        return super().__call__(label, changes, profile, t)
+
+
+def test_an_arm_past_its_forecast_is_stopped_before_the_winners_combined_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """hf_t5_seq2seq on the H100 (run42): torch.compile ran past its forecast with two winners
+    in, the budget ran out in it, and their combined row was not run."""
+    # The batch wins, bf16 wins alone (it halves the compute at no launch cost), TF32 runs long.
+    steps = SlowArm({"autocast": (1.0, 0.5)}, wall=60.0)
+    out, _ = _what_if(steps, monkeypatch, budget=110.0,
+                      only=frozenset({"batch", "autocast", "tf32"}))  # fmt: skip
+    assert steps.timeouts and steps.timeouts[0] < 60.0
+    tf32 = next(r for a, r in out.arms if a.group == "tf32")
+    assert tf32 is not None and not tf32.ok
+    assert "the rest kept for the winners together" in (tf32.error or "")
+    assert _together_groups(out) == {"batch", "autocast"}
+    assert out.together is not None and out.together[1] is not None and out.together[1].ok
