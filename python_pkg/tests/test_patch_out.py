@@ -4,7 +4,10 @@ diff written was the workers' of an input-bound finding whose row was inside the
 
 from __future__ import annotations
 
-from gpusight.commands.patch_out import patch_finding
+import sys
+from typing import Any
+
+from gpusight.commands.patch_out import patch_finding, write_patch
 from gpusight.report import Finding, Fix, Impact
 
 DIFF = "--- a/train.py\n+++ b/train.py\n@@ -1 +1 @@\n-a\n+b\n"
@@ -40,3 +43,24 @@ def test_without_a_measurement_the_leading_patch_is_written() -> None:
     assert found is sync
     found, why = patch_finding([plain])
     assert found is None and why is not None and "no fix here changes" in why
+
+
+def test_a_diff_left_from_an_earlier_run_is_named_not_offered(tmp_path: Any, capsys: Any) -> None:
+    """Nothing to write this run: the old diff is said to be another fix's, and the summary's
+    next step does not offer to verify it."""
+    import argparse
+
+    from gpusight.commands.run_summary import _print_next
+    from gpusight.report import Report
+
+    old = tmp_path / "fix.diff"
+    old.write_text("gpusight fix: load.input_bound: an earlier run's\n" + DIFF)
+    rep = Report(kind="watch", machine={"platform": "x", "python": "3", "cpu_count": 2,
+                                        "gpus": []})  # fmt: skip
+    rep.findings = [finding("load.small_batch", "measured", 17.3, sev="critical")]
+    assert write_patch(rep, str(old), quiet=False) is None
+    assert "left from an earlier run, is not this run's fix" in capsys.readouterr().err
+    args = argparse.Namespace(script="train.py", args=[], what_if=True, patch=str(old),
+                              json=None, written=[])  # fmt: skip
+    _print_next(rep, rep.findings[0], args, sys.stdout)
+    assert "--verify" not in capsys.readouterr().out

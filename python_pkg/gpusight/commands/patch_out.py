@@ -8,6 +8,7 @@ is no fix to apply and verify in its place.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -42,6 +43,8 @@ def write_patch(report: Report, path: str | None, quiet: bool) -> str | None:
         return None
     found, why = patch_finding(report.findings)
     if found is None or found.fix.patch is None:
+        if os.path.exists(path):
+            why = f"{why} ({path}, left from an earlier run, is not this run's fix)"
         print(f"gpusight run: --patch: {why}", file=sys.stderr)
         return None
     from ..atomic_write import write_text

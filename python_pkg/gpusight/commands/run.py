@@ -10,9 +10,10 @@ that many measured steps (exit 0). The report is written in every case.
 With ``--what-if`` the script is re-run, unmodified, once per candidate change injected from
 outside (``rerun/``), and the report carries each change's measured gain in items per second.
 
-With ``--patch FILE`` the first fix that changes the user's own lines is written as a unified
-diff; ``--verify FILE`` applies such a diff to a temporary copy and compares the original and the
-patched script in items per second (``rerun/verify.py``).
+With ``--patch FILE`` the first fix that changes the user's own lines (under a measured
+what-if, the first measured one: ``patch_out.py``) is written as a unified diff; ``--verify
+FILE`` applies such a diff to a temporary copy and compares the original and the patched script
+in items per second (``rerun/verify.py``).
 
 Imports nothing of IPython or ipywidgets: it runs where only torch is installed.
 """

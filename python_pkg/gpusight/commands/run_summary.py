@@ -38,7 +38,9 @@ def _print_next(report: Report, first: Finding | None, args: argparse.Namespace,
     if not getattr(args, "what_if", False) and estimated:
         steps.append((_command(args, "--what-if"), "measures the estimated fixes, one re-run each"))
     patch = getattr(args, "patch", None)
-    if patch and os.path.exists(patch):
+    written = getattr(args, "written", None)
+    # Only a diff this run wrote: a file left from an earlier run is another fix's.
+    if patch and os.path.exists(patch) and (written is None or patch in written):
         steps.append(
             (
                 _command(args, "--verify", patch, *(["--report", args.json] if args.json else [])),
