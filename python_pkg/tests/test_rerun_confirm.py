@@ -13,19 +13,26 @@ from test_rerun_stacking import CASTS, Steps, _report, _together_groups, _what_i
 
 
 class SlowFirstControl(Steps):
-    """As ``Steps``, the first control run ``slow`` times slower than the script is."""
+    """As ``Steps``, the first control run ``slow`` times slower than the script is, and the
+    profiled baseline too where ``baseline_too`` (then nothing tells the control is slow before
+    the arms run)."""
 
-    def __init__(self, knobs: dict[str, tuple[float, float]], slow: float) -> None:
+    def __init__(
+        self, knobs: dict[str, tuple[float, float]], slow: float, baseline_too: bool = True
+    ) -> None:
         super().__init__(knobs)
         self.slow = slow
+        self.baseline_too = baseline_too
         self.controls = 0
+        self.order: list[str] = []
 
     def __call__(self, label: str, changes: dict[str, Any], profile: bool, t: float) -> RunResult:
         res = super().__call__(label, changes, profile, t)
+        self.order.append("control" if not changes and not profile else label)
         if not changes and not profile:
             self.controls += 1
-            if self.controls == 1:
-                res.report["run"]["step_time_ms"] *= self.slow
+        if (profile and self.baseline_too) or (not changes and not profile and self.controls == 1):
+            res.report["run"]["step_time_ms"] *= self.slow
         return res
 
 
@@ -52,6 +59,21 @@ def test_winners_that_hold_against_every_control_are_all_combined(
     out, said = _what_if(steps, monkeypatch, only=frozenset({"batch", "autocast", "tf32"}))
     assert _together_groups(out) == {"batch", "autocast", "tf32"}
     assert not any("left out of the winners together" in s for s in said)
+
+
+def test_a_control_slower_than_the_profiled_baseline_is_run_again_before_any_arm(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The baseline, profiled, is the slower run as a rule: a control slower still is run again
+    at once, so that no arm is judged against it."""
+    steps = SlowFirstControl({"autocast": CASTS, "tf32": (1.0, 1.0)}, slow=1.3,
+                             baseline_too=False)  # fmt: skip
+    out, said = _what_if(steps, monkeypatch, only=frozenset({"batch", "autocast", "tf32"}))
+    first_arm = next(i for i, x in enumerate(steps.order[1:], 1) if x != "control")
+    assert steps.order[1:first_arm] == ["control"] * (first_arm - 1) and first_arm >= 3
+    assert any("the control ran slower than the profiled baseline" in s for s in said)
+    assert not any("left out of the winners together" in s for s in said)  # none won falsely
+    assert _together_groups(out) == {"batch", "autocast"}
 
 
 class SlowArm(Steps):

@@ -1,5 +1,5 @@
 """The winners confirmed before they are combined: each gain judged again once the control has
-run again.
+run again; and the control run again at once where it ran slower than the profiled baseline.
 
 A winner is judged when it runs, against the control as it stands then. Where the first control
 ran slow and the next ones fast (the H100's hf_trainer_defaults, run42: 37.2, then 26.5 and
@@ -12,8 +12,18 @@ against the winner it ran on top of keeps its verdict (that run did not move).
 from __future__ import annotations
 
 from ..knobs.gain_rule import threshold
-from .outcome import Outcome
+from .outcome import Outcome, RunResult
 from .plan import Arm
+
+
+def slower_than_baseline(control: RunResult, base: RunResult, items0: int, noise: float) -> bool:
+    """``control`` ran slower than the profiled baseline by more than the noise band. The
+    baseline is the slower as a rule (its profiler's after-effects): a control slower still
+    ran in a slow phase of the host, and every arm would be judged against it, so the driver
+    runs it again at once (run42's hf_trainer_defaults: 37.2 ms a step, then 26.5 and 31.0,
+    where the baseline ran at 33.8)."""
+    a, b = control.items_per_s(items0), base.items_per_s(items0)
+    return bool(a and b and b / a >= threshold(noise))
 
 
 def confirmed(out: Outcome, winners: list[Arm], items0: int) -> list[Arm]:

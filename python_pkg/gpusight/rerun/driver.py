@@ -44,7 +44,7 @@ from ..knobs import (
 from ..knobs.base import MIN_WINDOW_S, Situation
 from ..knobs.gain_rule import MIN_GAIN, beyond_bound, noise_pct, threshold
 from . import stacking
-from .confirm import confirmed
+from .confirm import confirmed, slower_than_baseline
 from .outcome import Outcome, RunResult
 from .overlay import Layer, Overlay, layer_of, over, wrap
 from .plan import Arm, Group, combine, hidden_by_noise, plan, sweep_goes_on, together_label
@@ -438,6 +438,9 @@ class Driver:
         out.noise_pct = ref.noise_pct()
         if ref.items_per_s(items0) is None:
             return
+        if ref is control and slower_than_baseline(control, base, items0, out.noise_pct):
+            self.progress("the control ran slower than the profiled baseline: running it again")
+            self._more_controls(out, ref, items0)
         winners: list[Arm] = []
         groups = [g for g in plan(base.facts) if self.only is None or g.name in self.only]
         out.plan = stacking.plan_lines(groups)
