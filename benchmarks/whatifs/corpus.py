@@ -56,16 +56,24 @@ def scripts() -> dict[str, dict[str, Any]]:
 def same_change(row: dict[str, Any], report: dict[str, Any], meta: dict[str, Any]) -> list[str]:
     """The script's own arguments that make the change ``row`` measured (empty: none known).
 
-    A row that set the script's batch argument takes that argument; a combined row takes each
+    A row that set the script's batch argument takes that argument; a row that injected
+    settings the script's ``TRUTH_ARGS`` all have switches for takes those (a row run on top
+    of another's winner is over that run, not the script: none); a combined row takes each
     winner's: its batch argument, else the script's ``TRUTH_ARGS`` for the winner's group (the
     script's own switch for that change, ``{"autocast": ["--bf16"]}``), else for each setting
     its best row set (``{"set_num_workers": ["-j", "{}"]}``, "{}" the row's value; a later
     winner's setting over an earlier one's, as the combined run takes them). A winner without
     any of these and the truth cannot be the same change: empty, and ``--fix`` stands."""
     params = row.get("params") or {}
-    if params.get("group") != "together":
-        return str(params.get("set_script_arg") or "").split()
     own: dict[str, list[str]] = meta.get("TRUTH_ARGS") or {}
+    if params.get("group") != "together":
+        if params.get("set_script_arg") or params.get("stacked_on"):
+            return str(params.get("set_script_arg") or "").split()
+        # An injected setting the script has a switch for (timm_accum's micro-batch, -b).
+        sets = {k: v for k, v in params.items() if k.startswith("set_")}
+        if not sets or not all(k in own for k in sets):
+            return []
+        return [a.format(v) for k, v in sets.items() for a in own[k]]
     rows = [r for r in report.get("what_if", []) if r.get("speedup") and not r.get("skipped")]
     variant: list[str] = []
     settings: dict[str, Any] = {}

@@ -133,6 +133,20 @@ def test_kept_workers_and_an_injected_batch_have_the_scripts_own_switches(
     ]  # fmt: skip
 
 
+def test_an_injected_row_is_held_to_the_scripts_own_switch_for_it(corpus: ModuleType) -> None:
+    """The H100's timm_accum (run42): the micro-batch row (DataLoader batch_size=256, injected:
+    the script's -b defaults to None) was held to --fix (batch 128, no accumulation), another
+    change; -b 256 is the same one. A row on top of another's winner is over that run: none."""
+    meta = corpus.scripts()["timm_accum"]
+    report = {"what_if": [_row("batch", 4.99, set_batch_size=256)]}
+    assert corpus.same_change(report["what_if"][0], report, meta) == ["-b", "256"]
+    stacked = _row("channels_last", 1.02, set_batch_size=256, set_channels_last=True,
+                   stacked_on="DataLoader batch_size=256")  # fmt: skip
+    assert corpus.same_change(stacked, report, meta) == []
+    unknown = _row("tf32", 1.1, set_tf32=True)
+    assert corpus.same_change(unknown, report, meta) == []
+
+
 def test_the_budget_reached_the_plans_end_where_no_row_was_left_out_for_it(
     corpus: ModuleType,
 ) -> None:
