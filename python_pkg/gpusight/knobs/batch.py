@@ -299,7 +299,12 @@ class Batch(Knob):
     def fix(self, arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
         from ..fixes import fix
         from ..fixes.workload_patches import knob_batch_fix
-        from .user_lines import forward_source, patched_loader, patched_setup
+        from .user_lines import (
+            forward_source,
+            patched_batch_source,
+            patched_loader,
+            patched_setup,
+        )
 
         ch = arm.changes
         arg = ch.get("script_arg")
@@ -326,7 +331,10 @@ class Batch(Knob):
             if f.patch is not None:
                 return f
             arm = replace(arm, changes={**ch, "batch_size": new})
-        f = patched_loader(f, arm, facts)
+        if ch.get("batch_size"):
+            f = patched_batch_source(f, facts, new)
+        if f.patch is None:
+            f = patched_loader(f, arm, facts)
         if f.patch is None and f.cell is None and facts.get("framework") == "transformers":
             # The Trainer makes its DataLoader: its batch is the TrainingArguments' own.
             f = patched_setup(f, facts, {"per_device_train_batch_size": new})

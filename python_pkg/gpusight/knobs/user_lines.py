@@ -53,6 +53,22 @@ def patched_loader(f: Fix, arm: Arm, facts: dict[str, Any]) -> Fix:
     return with_patch(f, loader_patch(text, int(site["line"]), shown, values), {shown: text})
 
 
+def patched_batch_source(f: Fix, facts: dict[str, Any], new: int) -> Fix:
+    """The batch set to ``new`` where the file sets the name its DataLoader call reads for it
+    (``fixes/batch_source.py``): ``DataModule(batch_size=16)``, ``BATCH_SIZE = 16``;
+    unchanged in a notebook, or where the call reads no such name."""
+    from ..fixes.batch_source import batch_source_patch
+
+    site = facts.get("loader_site") or {}
+    if facts.get("loader_cell") or not site.get("file"):
+        return f
+    text = site_text(site)
+    if text is None:
+        return f
+    shown = str(site["shown"])
+    return with_patch(f, batch_source_patch(text, int(site["line"]), shown, new), {shown: text})
+
+
 def patched_statement(
     f: Fix,
     facts: dict[str, Any],
