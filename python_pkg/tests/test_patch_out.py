@@ -64,3 +64,15 @@ def test_a_diff_left_from_an_earlier_run_is_named_not_offered(tmp_path: Any, cap
                               json=None, written=[])  # fmt: skip
     _print_next(rep, rep.findings[0], args, sys.stdout)
     assert "--verify" not in capsys.readouterr().out
+
+
+def test_a_fix_measured_as_no_faster_is_not_written() -> None:
+    """A tqdm loop on this CPU: 2 workers read 0.27x and the postfix line every 100 steps 0.82x
+    (inside the noise), and the diff written was the workers'."""
+    workers = finding("load.input_bound", "measured", 0.27, patch=DIFF, sev="info")
+    postfix = finding("load.cpu_preprocessing", "measured", 0.82, patch=DIFF, sev="info")
+    found, why = patch_finding([workers, postfix])
+    assert found is None and why is not None and "measured no gain" in why
+    sync = finding("code.host_sync", "estimated", 1.2, patch=DIFF, sev="info")
+    found, _ = patch_finding([workers, sync])
+    assert found is sync  # an estimate stands where the measured one lost

@@ -3,7 +3,7 @@
 The diff is the fix the report leads with where that fix changes the user's lines. Where the
 what-if measured gains, only a measured fix's patch is written: a finding below a measured
 command (``--batch-size 512``) whose own change was not measured, or measured within the noise,
-is no fix to apply and verify in its place.
+is no fix to apply and verify in its place. A fix measured as no faster is never written.
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ def patch_finding(findings: list[Finding]) -> tuple[Finding | None, str | None]:
 
     ordered = sort_findings(findings)
     measured = [f for f in ordered if f.impact.basis == "measured" and (f.impact.speedup or 0) > 1]
-    found = next((f for f in (measured or ordered) if f.fix.patch), None)
+    # A fix the what-if measured as no faster is no fix to hand over, whatever else ran.
+    unmeasured = [f for f in ordered if f.impact.basis != "measured"]
+    found = next((f for f in (measured or unmeasured) if f.fix.patch), None)
     if found is not None:
         return found, None
     if measured:
@@ -30,6 +32,11 @@ def patch_finding(findings: list[Finding]) -> tuple[Finding | None, str | None]:
         return None, (
             f"the measured fixes change no line of your own code (the first: {first}): "
             "nothing written"
+        )
+    if any(f.fix.patch for f in ordered):
+        return None, (
+            "the what-if measured no gain for the fixes that change your lines (its rows say "
+            "so): nothing written"
         )
     return None, (
         "no fix here changes a line of your own code (the call it would change was not seen, "
