@@ -59,7 +59,7 @@ def test_a_lightning_datamodules_loader_is_the_users_line() -> None:
     assert site["line"] == loader_line(Data.train_dataloader)
 
 
-def test_a_trainers_own_loader_has_no_line_of_the_users() -> None:
+def test_a_trainers_own_loader_has_no_line_of_the_users(tmp_path: Any) -> None:
     """Past Hugging Face's frames the user's line is ``trainer.train()``: no DataLoader call of
     theirs to change (the fix goes to the TrainingArguments instead)."""
     pytest.importorskip("transformers")
@@ -87,7 +87,7 @@ def test_a_trainers_own_loader_has_no_line_of_the_users() -> None:
             logits = self.net(x)
             return {"loss": nn.functional.cross_entropy(logits, labels), "logits": logits}
 
-    args = TrainingArguments(output_dir="unused", per_device_train_batch_size=8, report_to=[],
+    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=8, report_to=[],
                              use_cpu=True, max_steps=50, save_strategy="no")  # fmt: skip
     trainer = Trainer(model=Net(), args=args, train_dataset=Data())
     with Watch(steps=30, warmup=3, profile_steps=0, lean=True) as w:
