@@ -3,6 +3,7 @@ the model, a file's ``import torch``, a notebook cell. The knobs' fixes patch th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..fixes.cell_patch import CellSource, with_cell_fix, with_statement_cell_fix
@@ -44,13 +45,11 @@ def patched_loader(f: Fix, arm: Arm, facts: dict[str, Any]) -> Fix:
     cell = facts.get("loader_cell")
     if values and cell and with_cell_fix(f, CellSource(**cell), values):
         return f  # a notebook's loader: its cell changed, and the statement to run
-    if not values or not site.get("file"):
+    if not values:
         return f
-    text = site_text(site)
-    if text is None:
-        return f
-    shown = str(site["shown"])
-    return with_patch(f, loader_patch(text, int(site["line"]), shown, values), {shown: text})
+    return _in_loader_file(
+        f, site, lambda text, line, shown: loader_patch(text, line, shown, values)
+    )
 
 
 def patched_batch_source(f: Fix, facts: dict[str, Any], new: int) -> Fix:
@@ -59,14 +58,23 @@ def patched_batch_source(f: Fix, facts: dict[str, Any], new: int) -> Fix:
     unchanged in a notebook, or where the call reads no such name."""
     from ..fixes.batch_source import batch_source_patch
 
-    site = facts.get("loader_site") or {}
-    if facts.get("loader_cell") or not site.get("file"):
+    if facts.get("loader_cell"):
         return f
-    text = site_text(site)
+    site = facts.get("loader_site") or {}
+    return _in_loader_file(
+        f, site, lambda text, line, shown: batch_source_patch(text, line, shown, new)
+    )
+
+
+def _in_loader_file(
+    f: Fix, site: dict[str, Any], make: Callable[[str, int, str], str | None]
+) -> Fix:
+    """``f`` with the patch ``make(text, line, shown)`` makes of the DataLoader call's file."""
+    text = site_text(site) if site.get("file") else None
     if text is None:
         return f
     shown = str(site["shown"])
-    return with_patch(f, batch_source_patch(text, int(site["line"]), shown, new), {shown: text})
+    return with_patch(f, make(text, int(site["line"]), shown), {shown: text})
 
 
 def patched_statement(
