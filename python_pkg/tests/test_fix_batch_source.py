@@ -157,3 +157,22 @@ def test_the_batch_knobs_fix_patches_the_datamodule_call(tmp_path: Path, monkeyp
         f.patch
     )
     assert (tmp_path / "fit.py").read_text() == DATAMODULE  # the user's file as it was
+
+
+def test_a_larger_batch_under_gradient_accumulation_says_what_it_does_to_the_update() -> None:
+    """timm_accum: 8 micro-batches of 16 per optimizer step; the row measured micro-batches of
+    256 with the accumulation kept, 2048 items an update."""
+    facts = {"cuda": True, "step_mode": "optimizer", "items_per_step": 128,
+             "finding_ids": ["load.small_batch"], "breakdown_ms": {"launch_overhead": 9.0},
+             "loader": {"batch_size": 16, "batches_per_step": 8},
+             "model": {"param_devices": ["cuda"]}}  # fmt: skip
+    batch = by_name("batch")
+    assert batch is not None
+    (group,) = batch.groups(Situation.of(facts))
+    arm = next(a for a in group.arms if a.changes.get("batch_size") == 256)
+    text = batch.fix(arm, 128, facts).text
+    assert "takes 8 of its batches per optimizer step" in text
+    assert "an update then holds 2048 items where it held 128" in text
+    one = {**facts, "loader": {"batch_size": 16, "batches_per_step": 1}, "items_per_step": 16}
+    (group,) = batch.groups(Situation.of(one))
+    assert batch.fix(group.arms[0], 16, one).text.startswith("Grow the batch to ")

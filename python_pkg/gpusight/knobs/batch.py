@@ -321,7 +321,7 @@ class Batch(Knob):
                 text, "batch.larger", batch_size=int(items or 1), suggested=new
             )
         else:
-            text = f"Grow the batch to {new} (and scale the learning rate)."
+            text = _grow_text(new, ch, facts)
             f = fix(text, "batch.larger", batch_size=int(items or 1), suggested=new)
         if ch.get("replicate") and not ch.get("batch_size"):
             # The what-if repeated the model's input: the knob that sizes a batch the script
@@ -339,6 +339,22 @@ class Batch(Knob):
             # The Trainer makes its DataLoader: its batch is the TrainingArguments' own.
             f = patched_setup(f, facts, {"per_device_train_batch_size": new})
         return f
+
+
+def _grow_text(new: int, changes: dict[str, Any], facts: dict[str, Any]) -> str:
+    """The fix's words for a larger batch; where the script takes several DataLoader batches
+    per optimizer step (gradient accumulation, timm_accum's 8 micro-batches), what a larger
+    one does to the update, which the row measured with the accumulation kept."""
+    loader = facts.get("loader") or {}
+    k, old = int(loader.get("batches_per_step") or 1), int(loader.get("batch_size") or 0)
+    if not changes.get("batch_size") or k <= 1 or old <= 0:
+        return f"Grow the batch to {new} (and scale the learning rate)."
+    return (
+        f"Grow the DataLoader's batch to {new}. The script takes {k} of its batches per "
+        f"optimizer step (gradient accumulation), so an update then holds {new * k} items "
+        f"where it held {old * k}: accumulate over fewer batches to keep its size and the "
+        "learning rate (the what-if kept the accumulation), or scale the learning rate."
+    )
 
 
 def _command_fix(text: str, arg: dict[str, Any], new: int, facts: dict[str, Any]) -> Fix | None:
