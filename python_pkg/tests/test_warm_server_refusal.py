@@ -9,7 +9,13 @@ from typing import Any
 from gpusight.rerun import warm_server
 
 
+def alone(monkeypatch: Any) -> None:
+    """No thread of other tests' (tqdm's monitor) in the way: the driver is the reason."""
+    monkeypatch.setattr(warm_server.threading, "active_count", lambda: 1)
+
+
 def test_the_refusal_names_the_first_import_that_started_the_driver(monkeypatch: Any) -> None:
+    alone(monkeypatch)
     started = {"on": False}
 
     def driver() -> bool:
@@ -27,6 +33,7 @@ def test_the_refusal_names_the_first_import_that_started_the_driver(monkeypatch:
 
 
 def test_an_unnamed_start_still_refuses(monkeypatch: Any) -> None:
+    alone(monkeypatch)
     monkeypatch.setattr(warm_server, "_cuda_driver_started", lambda: True)
     monkeypatch.setattr(warm_server, "STARTED_BY", [None])
     assert warm_server.refusal([]) == (
