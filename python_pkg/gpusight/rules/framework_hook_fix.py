@@ -20,6 +20,7 @@ from .workload_impacts import idle_impact, pct, rnd
 
 if TYPE_CHECKING:
     from .step_view import StepView
+    from .workload_evidence import CodeSource
 
 NAMED_SHARE_PCT = 3.0
 """A callback's share of the step, past which the fix names it."""
@@ -151,15 +152,23 @@ def framework_callback(view: StepView) -> list[Finding]:
         impact=idle_impact(gain, f"{owner}'s hooks take {rnd(ms, 2)} ms of each step."),
         fix=Fix(text=text, code=code, language="python" if code else None),
     )
-    src = ev.forward_source
-    if owner in PROGRESS_BAR_CLASSES and src is not None and src.cell is None and src.text:
-        made = progress_bar_patch(src.text, src.path)
-        if made is not None:
-            if made[1] == "enable_progress_bar=False":  # the file makes no bar of its own
-                f.fix.code = f"trainer = L.Trainer(..., {made[1]})"
-            f.evidence.insert(1, Evidence("change", made[1]))
-            f.fix = with_patch(f.fix, made[0], {src.path: src.text})
+    if owner in PROGRESS_BAR_CLASSES:
+        with_bar_patch(f, ev.forward_source, "trainer = L.Trainer", at=1)
     return [f]
+
+
+def with_bar_patch(f: Finding, src: CodeSource | None, trainer: str, at: int) -> Finding:
+    """``f`` with its fix the script's Lightning progress bar redrawn less often (or, where the
+    file makes none, ``trainer``'s call with the bar off: its code then), the change said in
+    its evidence at ``at``; unchanged in a notebook cell or where no single call is found."""
+    made = progress_bar_patch(src.text, src.path) if src and src.cell is None and src.text else None
+    if src is None or made is None:
+        return f
+    if made[1] == "enable_progress_bar=False":  # the file makes no bar of its own
+        f.fix.code = f"{trainer}(..., {made[1]})"
+    f.evidence.insert(at, Evidence("change", made[1]))
+    f.fix = with_patch(f.fix, made[0], {src.path: src.text})
+    return f
 
 
 PARTS = {

@@ -13,9 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..fixes.framework_calls import progress_bar_patch, setup_patch
+from ..fixes.framework_calls import setup_patch
 from ..fixes.patch_files import with_patch
 from ..report import Evidence, Finding, Fix
+from .framework_hook_fix import with_bar_patch
 from .workload_evidence import CodeSource, SyncSite
 from .workload_impacts import site_text
 
@@ -114,21 +115,13 @@ def _patched(f: Finding, known: KnownSync, src: CodeSource | None) -> Finding:
     the keyword set, or the one progress bar redrawn less often (Lightning's ``Trainer(...)``
     with the bar off where the file makes none); unchanged in a notebook cell or where the file
     holds no such single call."""
-    if src is None or src.cell is not None or not src.text:
+    if known.bar:
+        return with_bar_patch(f, src, "Trainer", at=len(f.evidence))
+    if src is None or src.cell is not None or not src.text or known.setup is None:
         return f
-    change: str | None = None
-    if known.setup is not None:
-        patch = setup_patch(src.text, src.path, "transformers", known.setup)
-        change = ", ".join(f"{k}={v}" for k, v in known.setup.items())
-    elif known.bar:
-        made = progress_bar_patch(src.text, src.path)
-        patch, change = made if made is not None else (None, None)
-        if change == "enable_progress_bar=False":  # the file makes no bar of its own
-            f.fix.code = f"Trainer(..., {change})"
-    else:
+    patch = setup_patch(src.text, src.path, "transformers", known.setup)
+    if patch is None:
         return f
-    if patch is None or change is None:
-        return f
-    f.evidence.append(Evidence("change", change))
+    f.evidence.append(Evidence("change", ", ".join(f"{k}={v}" for k, v in known.setup.items())))
     f.fix = with_patch(f.fix, patch, {src.path: src.text})
     return f

@@ -108,10 +108,12 @@ def _past_library(sources: SourceMap, frame: FrameType, names: tuple[str, ...]) 
     one of ``names`` (Lightning's wrapper around the user's ``DataLoader(...)``); None where it
     does not (Hugging Face's Trainer makes its own DataLoader: ``trainer.train()`` is no call of
     it to edit)."""
+    if not names:
+        return None
     user = sources.user_frame(frame)
     while user is not None and in_library(user.f_code.co_filename):
         user = sources.user_frame(user.f_back)
-    if user is None or not names:
+    if user is None:
         return None
     text = linecache.getline(user.f_code.co_filename, user.f_lineno or 0)
     called = "|".join(map(re.escape, names))
