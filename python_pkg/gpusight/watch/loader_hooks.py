@@ -20,6 +20,7 @@ MAX_LOADER_WARMUP = 32
 MAX_LOADER_STEPS = 128
 MAX_EPOCH_STARTS = 8
 MAX_BATCH_SHAPES = 1024
+SHAPED_ITEMS = 16
 
 _is_compiling: Callable[[], bool] = never_compiling
 """``watch_state._is_compiling``, as this module's own global (``session._use_is_compiling``)."""
@@ -84,11 +85,13 @@ class LoaderHooks(WatchState):
 
     def _note_shape(self, cur: StepRecord, batch: Any) -> None:
         """Mark the step whose batch has a shape not seen before in the run (the first aside);
-        a loader of many shapes (text of every length) is marked up to ``MAX_BATCH_SHAPES``."""
+        a loader of many shapes (text of every length) is marked up to ``MAX_BATCH_SHAPES``.
+        The shape is every tensor's: a seq2seq batch's source and target lengths vary apart,
+        and the decoder pays for a new target length as the encoder for a new source."""
         seen = self._batch_shapes
         if len(seen) >= MAX_BATCH_SHAPES:
             return
-        shape = _first_shape(batch)
+        shape = batch_shape(batch)
         if shape is None or shape in seen:
             return
         seen.add(shape)
@@ -158,15 +161,19 @@ class LoaderHooks(WatchState):
                 rec.steps = wanted
 
 
-def _first_shape(batch: Any) -> tuple[int, ...] | None:
-    """The shape of the batch's first tensor: the batch itself, or the first item of its
-    tuple, list or dict."""
-    if isinstance(batch, (tuple, list)):
-        batch = batch[0] if batch else None
-    elif isinstance(batch, Mapping):  # a dict, Hugging Face's BatchEncoding (a UserDict)
-        batch = next(iter(batch.values()), None)
-    shape = getattr(batch, "shape", None)
-    return shape if isinstance(shape, tuple) else None  # torch.Size and numpy's are tuples
+def batch_shape(batch: Any) -> tuple[tuple[int, ...], ...] | None:
+    """The shapes of the batch's tensors: the batch itself, or the items of its tuple, list or
+    dict (up to ``SHAPED_ITEMS``); None where it holds no tensor at that level (a PyG Batch)."""
+    if isinstance(batch, Mapping):  # a dict, Hugging Face's BatchEncoding (a UserDict)
+        items: list[Any] = list(batch.values())
+    elif isinstance(batch, (tuple, list)):
+        items = list(batch)
+    else:
+        items = [batch]
+    # torch.Size and numpy's shapes are tuples
+    shapes = [s for s in (getattr(x, "shape", None) for x in items[:SHAPED_ITEMS])
+              if isinstance(s, tuple)]  # fmt: skip
+    return tuple(shapes) if shapes else None
 
 
 def _loader_seen(it: Any) -> LoaderSeen:

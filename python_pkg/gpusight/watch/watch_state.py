@@ -228,7 +228,7 @@ class WatchState:
         self._run_left = 0
         """How many more steps the run may take, where an optimizer step ends them."""
         self._graphs_at_start = self._graphs_seen = 0  # _seen: at the last step's end
-        self._batch_shapes: set[tuple[int, ...]] = set()  # loader_hooks._note_shape's
+        self._batch_shapes: set[tuple[tuple[int, ...], ...]] = set()  # loader_hooks._note_shape's
         self.phases = PhaseHooks(self, lambda: _is_compiling())
         self.no_grad = NoGradBlocks(self.phases)  # evaluations without model.eval()
         self.flops = FlopStep(enabled=not lean)
