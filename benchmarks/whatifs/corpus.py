@@ -36,7 +36,7 @@ from harness.record import Results
 from harness.scripts import top_level
 from harness.stats import pct
 
-from whatifs.truth import TARGET_PCT, pick, truth
+from whatifs.truth import SETTLE_PCT, TARGET_PCT, pick, truth
 
 # A float32 step's verdict may name the cause (precision) or the state (compute): both right.
 SAME_VERDICT = {"compute": {"compute", "precision"}, "precision": {"compute", "precision"}}
@@ -228,6 +228,10 @@ def table(results: dict[str, dict[str, Any]]) -> str:
             lines.append(f"{'':26}   not held: {other['row']['change'][:60]}: {other['why'][:70]}")
         for skipped in (x for x in r.get("rows", []) if x.get("skipped")):
             lines.append(f"{'':26}   skipped: {skipped['change']}: {skipped['skipped'][:90]}")
+        held = r.get("truth_sized") or r.get("truth_fix") or {}
+        if (held.get("spread_pct") or 0) > SETTLE_PCT:
+            lines.append(f"{'':26}   truth unsettled: rounds {held.get('gains')}, "
+                         f"{held['spread_pct']:.0f}% apart")  # fmt: skip
         if r.get("start") and not r["start"].startswith(WARM):
             lines.append(f"{'':26}   started fresh: {r['start'][:110]}")
     checked = [r for r in results.values() if r.get("verdict") is not None]

@@ -15,6 +15,10 @@ from harness.proc import run
 from harness.scripts import items_per_s
 
 TARGET_PCT = 20.0
+SETTLE_PCT = 10.0
+"""Rounds whose gains spread wider than this (max - min over their median) are joined by more,
+up to twice those asked for: hf_t5_seq2seq's bare rounds read 127 and 171 items/s on one H100
+(``run42``), a truth of 8.70x and 6.13x that no row can be held to within 20 %."""
 
 
 def watched_items_per_s(report: Path) -> float | None:
@@ -40,8 +44,11 @@ def truth(
     the what-if's runs are: the gap between the two truths is the watch's own share. ``iters``
     None: the script's own default number of steps and warm-up."""
     script = str(folder / f"{name}.py")
-    gains, bare_ips, fix_ips = [], [], []
-    for k in range(rounds):
+    gains: list[float] = []
+    bare_ips: list[float] = []
+    fix_ips: list[float] = []
+    k = 0
+    while k < rounds or (k < 2 * rounds and spread_pct(gains) > SETTLE_PCT):
         base = [sys.executable, script]
         if iters is not None:
             base += ["--iters", str(iters), "--warmup", "10"]
@@ -60,13 +67,22 @@ def truth(
             gains.append(f / b)
             bare_ips.append(b)
             fix_ips.append(f)
+        k += 1
     return {
         "variant": variant,
         "gain": statistics.median(gains) if gains else None,
         "gains": [round(g, 3) for g in gains],
+        "spread_pct": round(spread_pct(gains), 1),
         "bare_items_per_s": [round(x, 1) for x in bare_ips],
         "fix_items_per_s": [round(x, 1) for x in fix_ips],
     }
+
+
+def spread_pct(gains: list[float]) -> float:
+    """How far apart the rounds' gains lie, over their median (0 with fewer than two)."""
+    if len(gains) < 2:
+        return 0.0
+    return (max(gains) - min(gains)) / statistics.median(gains) * 100.0
 
 
 def over_control(row: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -4,6 +4,7 @@ row measured, so its truth is the same change (a combined row's winners, the scr
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -247,3 +248,40 @@ def test_a_combined_row_no_truth_can_make_holds_its_largest_winner_row_instead(
     # No winner the script's arguments can make: nothing held.
     lone = {"what_if": [_row("compile", 1.25), _row("together", 1.3, winners="compile,tf32")]}
     assert corpus.held_instead(lone["what_if"][-1], lone, {}) is None
+
+
+RATES = """import json, sys
+from pathlib import Path
+
+# Each bare run reads the next rate from RATES (a drifting machine); --fix runs at 1000 items/s.
+seen = Path(__file__).with_suffix(".n")
+n = int(seen.read_text()) if seen.exists() else 0
+fix = "--fix" in sys.argv
+if not fix:
+    seen.write_text(str(n + 1))
+rates = RATES
+rate = 1000.0 if fix else rates[min(n, len(rates) - 1)]
+print("CORPUS_RESULT " + json.dumps({"items_per_s": rate}))
+"""
+
+
+def _rated(tmp_path: Path, rates: list[float]) -> None:
+    (tmp_path / "drift.py").write_text(RATES.replace("rates = RATES", f"rates = {rates}"))
+
+
+def test_a_truth_whose_rounds_disagree_takes_more_rounds(
+    tmp_path: Path, corpus: ModuleType
+) -> None:
+    with benchmark("whatifs.truth") as truth:
+        _rated(tmp_path, [100.0, 150.0, 125.0, 125.0, 50.0])
+        got = truth.truth("drift", ["--fix"], None, 2, folder=tmp_path)
+        # 10x and 6.67x are 40 % apart: two more rounds (not more than twice those asked).
+        assert got["bare_items_per_s"] == [100.0, 150.0, 125.0, 125.0]
+        assert got["gain"] == 8.0 and got["spread_pct"] == 41.7
+        # The table says so beside the row held to it.
+        said = corpus.table({"drift": {"truth_fix": got, "rows": []}})
+        assert "truth unsettled: rounds [10.0, 6.667, 8.0, 8.0], 42% apart" in said
+        (tmp_path / "drift.n").unlink()
+        _rated(tmp_path, [100.0, 104.0, 50.0])
+        got = truth.truth("drift", ["--fix"], None, 2, folder=tmp_path)
+        assert got["bare_items_per_s"] == [100.0, 104.0] and got["spread_pct"] < 10
