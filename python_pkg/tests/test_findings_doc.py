@@ -45,8 +45,10 @@ def test_every_id_the_code_raises_is_in_the_schema_and_every_id_is_raised() -> N
     assert set(raised) == set(finding_ids())
     # The scan sees what the rules say, so that an empty scan cannot pass.
     host_sync = raised["code.host_sync"]
-    # The rule raises it; the statement knob picks it for a measured line that waits on the GPU.
-    assert host_sync.modules == {"gpusight.rules.workload_findings", "gpusight.knobs.statement"}
+    # The rule raises it; the statement knob picks it for a measured line that waits on the GPU,
+    # the nan-check knob for the Trainer's own check of the loss.
+    assert host_sync.modules == {"gpusight.rules.workload_findings", "gpusight.knobs.statement",
+                                 "gpusight.knobs.nan_check"}  # fmt: skip
     assert "sync.defer_item" in host_sync.snippets
     assert raised["env.launch_blocking"].severities == {"critical", "warn"}
 

@@ -20,6 +20,7 @@ from .dataset_on_device import DatasetOnDevice
 from .fused_optimizer import FusedOptimizer
 from .grad_mode import GradMode
 from .loader import LOADER_KEYS, LoaderSettings, Workers
+from .nan_check import NanCheck
 from .progress_bar import ProgressBar
 from .statement import Statement
 from .tf32 import Tf32
@@ -38,6 +39,7 @@ REGISTRY: tuple[Knob, ...] = (
     CudnnBenchmark(),
     FusedOptimizer(),
     ProgressBar(),
+    NanCheck(),
     Compile(),
     Statement(),
 )

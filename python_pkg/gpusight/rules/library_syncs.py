@@ -40,18 +40,21 @@ class KnownSync:
     """The read is the progress bar's: the patch redraws the script's bar less often."""
 
 
+NAN_CHECK = KnownSync(
+    ("transformers",),
+    "trainer.py",
+    "isnan(tr_loss_step)",
+    "Hugging Face's Trainer checks every step's loss for nan and inf "
+    "(logging_nan_inf_filter, on by default), and each check reads the loss from the GPU. "
+    "TrainingArguments(..., logging_nan_inf_filter=False) drops the check: training is "
+    "the same, only the loss it logs then counts a nan step's as any other.",
+    "TrainingArguments(..., logging_nan_inf_filter=False)",
+    setup={"logging_nan_inf_filter": False},
+)
+"""The Trainer's per-step nan/inf check of the loss (the ``nan_check`` knob measures it)."""
+
 KNOWN = (
-    KnownSync(
-        ("transformers",),
-        "trainer.py",
-        "isnan(tr_loss_step)",
-        "Hugging Face's Trainer checks every step's loss for nan and inf "
-        "(logging_nan_inf_filter, on by default), and each check reads the loss from the GPU. "
-        "TrainingArguments(..., logging_nan_inf_filter=False) drops the check: training is "
-        "the same, only the loss it logs then counts a nan step's as any other.",
-        "TrainingArguments(..., logging_nan_inf_filter=False)",
-        setup={"logging_nan_inf_filter": False},
-    ),
+    NAN_CHECK,
     KnownSync(
         ("transformers",),
         "masking_utils.py",
@@ -84,6 +87,15 @@ def library_of(path: str) -> str | None:
     return m.group(1) if m else None
 
 
+def known_sync(file: str, code: str) -> KnownSync | None:
+    """The known library sync at that line of an installed package's file, or None."""
+    lib = library_of(file)
+    name = file.replace("\\", "/").rsplit("/", 1)[-1]
+    return next(
+        (k for k in KNOWN if lib in k.libraries and k.file == name and k.marker in code), None
+    )
+
+
 def library_sync_fix(f: Finding, site: SyncSite, src: CodeSource | None = None) -> Finding:
     """``code.host_sync`` whose first site is a library's line: that line's own fix, patched
     into ``src`` (the user's file that runs the training) where the fix is one call's keyword."""
@@ -92,11 +104,8 @@ def library_sync_fix(f: Finding, site: SyncSite, src: CodeSource | None = None) 
     lib = library_of(site.file)
     if lib is None:
         return f
-    name = site.file.replace("\\", "/").rsplit("/", 1)[-1]
     code = (site.code or "").strip()
-    known = next(
-        (k for k in KNOWN if lib in k.libraries and k.file == name and k.marker in code), None
-    )
+    known = known_sync(site.file, code)
     if known is not None:
         f.fix = Fix(text=known.text, code=known.code, language="python")
         return _patched(f, known, src)
