@@ -325,3 +325,18 @@ def test_a_seq2seq_batch_is_new_where_its_target_length_is(tmp_path: Path) -> No
     res = RunResult("arm", {}, True, 1.0, report, facts)
     assert res.shapes_cost_once and res.new_shapes == marked
     assert res.step_ms is not None and res.step_ms < 1.5 * statistics.fmean(others)
+
+
+def test_a_batchs_shape_is_every_tensors_in_it_one_level_down_too() -> None:
+    """``(inputs, labels)`` with ``inputs`` a dict of a tokenizer's tensors: a new length in the
+    dict is a new shape; strings and a PyG-like object have none."""
+    import torch
+    from gpusight.watch.loader_hooks import batch_shape
+
+    def pair(n: int) -> tuple[dict[str, Any], Any]:
+        return {"input_ids": torch.zeros(2, n), "text": ["a", "b"]}, torch.zeros(2)
+
+    assert batch_shape(pair(5)) == ((2, 5), (2,))
+    assert batch_shape(pair(5)) != batch_shape(pair(7))
+    assert batch_shape(torch.zeros(4, 3)) == ((4, 3),)
+    assert batch_shape(object()) is None and batch_shape({"text": ["a"]}) is None

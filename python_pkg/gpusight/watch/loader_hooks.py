@@ -162,18 +162,28 @@ class LoaderHooks(WatchState):
 
 
 def batch_shape(batch: Any) -> tuple[tuple[int, ...], ...] | None:
-    """The shapes of the batch's tensors: the batch itself, or the items of its tuple, list or
-    dict (up to ``SHAPED_ITEMS``); None where it holds no tensor at that level (a PyG Batch)."""
-    if isinstance(batch, Mapping):  # a dict, Hugging Face's BatchEncoding (a UserDict)
-        items: list[Any] = list(batch.values())
-    elif isinstance(batch, (tuple, list)):
-        items = list(batch)
-    else:
-        items = [batch]
-    # torch.Size and numpy's shapes are tuples
-    shapes = [s for s in (getattr(x, "shape", None) for x in items[:SHAPED_ITEMS])
-              if isinstance(s, tuple)]  # fmt: skip
+    """The shapes of the batch's tensors: the batch itself, or those in its tuple, list or dict
+    and one level further (``(inputs, labels)`` with ``inputs`` a dict), ``SHAPED_ITEMS`` at
+    most; None where it holds none there (a PyG Batch)."""
+    shapes: list[tuple[int, ...]] = []
+    for x in _members(batch):
+        for y in _members(x) if isinstance(x, (Mapping, tuple, list)) else [x]:
+            shape = getattr(y, "shape", None)  # torch.Size and numpy's shapes are tuples
+            if isinstance(shape, tuple):
+                shapes.append(shape)
+            if len(shapes) >= SHAPED_ITEMS:
+                return tuple(shapes)
     return tuple(shapes) if shapes else None
+
+
+def _members(batch: Any) -> list[Any]:
+    """A batch's parts: a dict's (Hugging Face's BatchEncoding, a UserDict) values, a tuple's
+    or list's items (``SHAPED_ITEMS`` at most), else the batch itself."""
+    if isinstance(batch, Mapping):
+        return list(batch.values())[:SHAPED_ITEMS]
+    if isinstance(batch, (tuple, list)):
+        return list(batch[:SHAPED_ITEMS])
+    return [batch]
 
 
 def _loader_seen(it: Any) -> LoaderSeen:
