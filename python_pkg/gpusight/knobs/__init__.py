@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .accumulation import Accumulation
 from .autocast import Autocast
 from .base import Arm, Group, Knob, Situation
 from .batch import Batch
@@ -32,6 +33,7 @@ REGISTRY: tuple[Knob, ...] = (
     LoaderSettings(),
     DatasetOnDevice(),
     Batch(),
+    Accumulation(),
     GradMode(),
     Autocast(),
     ChannelsLast(),

@@ -132,6 +132,15 @@ def _repeated(items: int, k: int, finding: str) -> Arm:
                scope="compute_only")  # fmt: skip
 
 
+def route_arm(s: Situation, k: int, finding: str) -> Arm | None:
+    """The batch ``k`` times larger the way the user would grow it here: the script's batch
+    argument, else the DataLoader's ``batch_size`` (None: neither)."""
+    arg = s.facts.get("batch_arg")
+    if arg and argument_matches(arg, s.facts, int(arg["value"])):
+        return _through_argument(s, int(s.facts.get("items_per_step") or 0), k, finding)
+    return _through_loader(s, k, finding) if _loader_feeds(s) else None
+
+
 def _loader_feeds(s: Situation) -> bool:
     ld = s.loader or {}
     return bool(ld.get("batch_size")) and ld.get("batches_per_step") is not None

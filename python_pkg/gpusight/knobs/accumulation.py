@@ -1,0 +1,164 @@
+"""Gradient accumulation traded for a larger batch: where a framework's optimizer step takes
+``k`` batches (``TrainingArguments(gradient_accumulation_steps=k)``, Lightning's
+``accumulate_grad_batches``, Accelerate's ``gradient_accumulation_steps``), the batch ``k``
+times larger with the accumulation at 1. An update then holds the same items, in one batch
+instead of ``k``: the same optimisation (but for batch-norm statistics), the learning rate as it
+was, where the batch knob's rows grow the update with the batch.
+
+The batch grows the way the batch knob grows it (the script's batch argument, else the
+DataLoader's ``batch_size``); the accumulation is set as the framework's objects are made,
+patched as the framework is imported. A loop of the user's own accumulates in its own code: no
+arm there.
+"""
+
+from __future__ import annotations
+
+import functools
+import shlex
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..after_import import Callback, after_import
+from ..script_command import with_value
+from .base import Arm, Group, Knob, Situation, Target
+from .framework_precision import ACCELERATE, LIGHTNING, _wrap_init
+
+if TYPE_CHECKING:
+    from ..report import Fix
+
+KEY = "accumulation"
+SWITCHES = {
+    "transformers": "gradient_accumulation_steps",
+    "lightning": "accumulate_grad_batches",
+    "accelerate": "gradient_accumulation_steps",
+}
+"""The framework's keyword for the batches an optimizer step takes."""
+
+
+def _set(kwargs: dict[str, Any], name: str, n: int) -> bool:
+    """``kwargs`` with ``name`` at ``n``; False where it was so already (1 is the default)."""
+    if int(kwargs.get(name) or 1) == n:
+        return False
+    kwargs[name] = n
+    return True
+
+
+class Accumulation(Knob):
+    name = KEY
+    findings = ("load.small_batch", "load.launch_bound")
+    keys = (KEY,)
+    applied_as = KEY
+    unapplied = "the framework's accumulation was not set where the script made its objects"
+    order = 31
+
+    def groups(self, s: Situation) -> list[Group]:
+        from .batch import Batch, route_arm
+
+        k = int((s.loader or {}).get("batches_per_step") or 1)
+        if k <= 1 or s.facts.get("framework") not in SWITCHES:
+            return []
+        batch = next((g for g in Batch().groups(s) if any(not a.skipped for a in g.arms)), None)
+        if batch is None:
+            return []
+        arm = route_arm(s, k, batch.arms[0].finding_id or "load.small_batch")
+        if arm is None:
+            return []
+        items = int(s.facts.get("items_per_step") or 0)
+        grown = arm.label.split(" (")[0]
+        label = (
+            f"{grown} with {SWITCHES[s.facts['framework']]}=1 (the same {items} items per "
+            f"update, in one batch instead of {k})"
+        )
+        changes = {**arm.changes, KEY: {"steps": 1, "was": k}}
+        return [Group(KEY, batch.priority, [Arm(KEY, label, changes, arm.finding_id)])]
+
+    def not_planned(self, s: Situation) -> str:
+        return (
+            "the run's optimizer steps each took one batch, or no framework (Hugging Face's "
+            "Trainer, Lightning, Accelerate) set the accumulation"
+        )
+
+    def validate(self, changes: dict[str, Any]) -> str | None:
+        v = changes.get(KEY)
+        if v is None or (isinstance(v, dict) and all(
+            isinstance(v.get(x), int) and not isinstance(v.get(x), bool) and v[x] >= 1
+            for x in ("steps", "was")
+        )):  # fmt: skip
+            return None
+        return f"{KEY} must be {{'steps': N, 'was': K}}: batches per optimizer step, new and old"
+
+    def row_params(self, changes: dict[str, Any]) -> dict[str, Any]:
+        v = changes.get(KEY)
+        return {"set_accumulation": int(v["steps"])} if isinstance(v, dict) else {}
+
+    def items(self, changes: dict[str, Any], counted: int | None, base: int | None) -> int | None:
+        # The batch knob counts a batch argument's items as the argument grows them (base x k);
+        # an optimizer step then takes 1 batch where it took k. A DataLoader's batch is counted
+        # as the watch saw the step: nothing to undo.
+        v = changes.get(KEY) or {}
+        was = int(v.get("was") or 1)
+        if changes.get("script_arg") and counted and was > 1:
+            return round(counted * int(v.get("steps") or 1) / was)
+        return counted
+
+    def install(self, hooks: Target) -> None:
+        n = int((hooks.changes.get(KEY) or {}).get("steps") or 1)
+        hit: Callable[[], None] = lambda: hooks.inj.hit(KEY)  # noqa: E731
+
+        def transformers(mod: Any) -> None:
+            cls = mod.TrainingArguments
+            orig = cls.__post_init__
+
+            @functools.wraps(orig)
+            def __post_init__(args: Any, *a: Any, **kw: Any) -> Any:
+                if int(getattr(args, "gradient_accumulation_steps", 1) or 1) != n:
+                    args.gradient_accumulation_steps = n
+                    hit()
+                return orig(args, *a, **kw)
+
+            cls.__post_init__ = __post_init__
+            hooks.inj.on_undo(lambda: setattr(cls, "__post_init__", orig))
+
+        def wrap(cls_name: str, switch: str) -> Callback:
+            def patch(mod: Any) -> None:
+                change = functools.partial(_set, name=switch, n=n)
+                hooks.inj.on_undo(_wrap_init(getattr(mod, cls_name), change, hit))
+
+            return patch
+
+        callbacks: dict[str, Callback] = {"transformers.training_args": transformers}
+        callbacks.update(dict.fromkeys(LIGHTNING.modules, wrap("Trainer", SWITCHES["lightning"])))
+        callbacks.update(
+            dict.fromkeys(ACCELERATE.modules, wrap("Accelerator", SWITCHES["accelerate"]))
+        )
+        hooks.inj.on_undo(after_import(callbacks))
+
+    def fix(self, arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
+        from ..report import Fix
+        from .user_lines import patched_setup
+
+        ch = arm.changes
+        framework = str(facts.get("framework") or "")
+        switch = SWITCHES.get(framework, "the accumulation")
+        k = int((ch.get(KEY) or {}).get("was") or 1)
+        arg = ch.get("script_arg") or {}
+        new = int(arg.get("value") or ch.get("batch_size") or 0)
+        text = (
+            f"Grow the batch to {new} and set {switch}=1: an optimizer step then takes one "
+            f"batch of {new} where it took {k} of {new // k or 1}, the same items per update "
+            "(the learning rate stays as it is)."
+        )
+        cmd = facts.get("command") or {}
+        args = [str(a) for a in cmd.get("args") or []]
+        if arg and cmd.get("script") and f"--{switch}" in args:
+            # Both are the script's own options: the command that runs it so.
+            argv = with_value(with_value(args, arg, new), {"option": f"--{switch}"}, 1)
+            return Fix(text=text, code=shlex.join(["python", str(cmd["script"]), *argv]),
+                       language="shell")  # fmt: skip
+        f = Fix(text=text, code=f"{switch}=1 beside a batch of {new}", language="text")
+        if framework != "transformers":
+            return f  # two calls to change (the loader's batch, the Trainer's switch): said
+        values: dict[str, object] = {switch: 1}
+        if not arg:
+            values["per_device_train_batch_size"] = new
+        return patched_setup(f, facts, values)

@@ -1,0 +1,170 @@
+"""The accumulation knob (``knobs/accumulation.py``): where a framework's optimizer step takes
+several batches, the batch that many times larger with the accumulation at 1, the same items
+per update; planned from the watched run, taken by an unmodified script's re-run, and handed
+over in the script's own ``TrainingArguments(...)``. Real transformers and Lightning on the
+CPU."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gpusight.fixes.diff_apply import apply, parse
+from gpusight.knobs import Situation, by_name, run_items
+
+TRAIN = """\
+import torch
+from torch import nn
+from torch.utils.data import Dataset
+from transformers import Trainer, TrainingArguments
+
+
+class Data(Dataset):
+    def __len__(self):
+        return 8192
+
+    def __getitem__(self, i):
+        x = torch.randn(16)
+        return {"x": x, "labels": (x.sum() > 0).long()}
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(16, 2)
+
+    def forward(self, x, labels=None):
+        logits = self.net(x)
+        return {"loss": nn.functional.cross_entropy(logits, labels), "logits": logits}
+
+
+args = TrainingArguments(
+    output_dir="out",
+    per_device_train_batch_size=4,
+    gradient_accumulation_steps=4,
+    report_to=[],
+    use_cpu=True,
+    max_steps=60,
+    save_strategy="no",
+)
+trainer = Trainer(model=Net(), args=args, train_dataset=Data())
+trainer.train()
+print("ACCUM", trainer.args.gradient_accumulation_steps)
+"""
+
+
+def _run(tmp_path: Path, *extra: str) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "gpusight", "run", "--quiet", *extra, "--facts", "f.json",
+           "train.py"]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    facts: dict[str, Any] = json.loads((tmp_path / "f.json").read_text())
+    facts["stdout"] = out.stdout
+    return facts
+
+
+def test_the_trainers_accumulation_is_traded_for_its_batch_and_the_fix_sets_both(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("transformers")
+    (tmp_path / "train.py").write_text(TRAIN)
+    base = _run(tmp_path)
+    assert "ACCUM 4" in base["stdout"] and base["loader"]["batches_per_step"] == 4
+    knob = by_name("accumulation")
+    assert knob is not None
+    (group,) = knob.groups(Situation.of(base))
+    (arm,) = group.arms
+    assert arm.changes == {"batch_size": 16, "accumulation": {"steps": 1, "was": 4}}
+    assert arm.label.startswith("DataLoader batch_size=16 with gradient_accumulation_steps=1")
+    assert "the same 16 items per update, in one batch instead of 4" in arm.label
+    # The re-run: one batch of 16 an optimizer step, the items per step as they were.
+    rerun = _run(tmp_path, "--inject", json.dumps(arm.changes))
+    assert "ACCUM 1" in rerun["stdout"]
+    assert rerun["injected"].get("accumulation") == 1 and rerun["loader"]["batch_size"] == 16
+    assert rerun["loader"]["batches_per_step"] == 1
+    assert rerun["items_per_step"] == base["items_per_step"] == 16
+    assert (tmp_path / "train.py").read_text() == TRAIN
+    # The fix: both keywords in the script's one TrainingArguments(...).
+    monkeypatch.chdir(tmp_path)
+    fix = knob.fix(arm, 16, base)
+    assert fix.patch is not None, fix
+    (diff,) = parse(fix.patch)
+    (call,) = [n for n in ast.walk(ast.parse(apply(TRAIN, diff))) if isinstance(n, ast.Call)
+               and getattr(n.func, "id", None) == "TrainingArguments"]  # fmt: skip
+    kw = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+    assert kw["per_device_train_batch_size"] == 16 and kw["gradient_accumulation_steps"] == 1
+    assert "the same items per update" in fix.text
+
+
+def _facts(**over: Any) -> dict[str, Any]:
+    facts = {
+        "framework": "transformers",
+        "step_mode": "optimizer",
+        "items_per_step": 32,
+        "finding_ids": ["load.small_batch"],
+        "breakdown_ms": {"compute": 20.0, "launch_overhead": 80.0},
+        "loader": {"batch_size": 8, "batches_per_step": 4},
+    }
+    return {**facts, **over}
+
+
+def test_a_batch_argument_grows_and_the_items_per_step_stay() -> None:
+    """The script's own batch option (Hugging Face's HfArgumentParser): the batch knob counts
+    its items as the option grows them; one batch a step where there were four undoes that."""
+    knob = by_name("accumulation")
+    assert knob is not None
+    arg = {"option": "--per_device_train_batch_size", "aliases": ["--per_device_train_batch_size"],
+           "value": 8, "source": "argparse"}  # fmt: skip
+    (group,) = knob.groups(Situation.of(_facts(batch_arg=arg)))
+    (arm,) = group.arms
+    assert arm.changes["script_arg"]["value"] == 32
+    assert arm.label.startswith("--per_device_train_batch_size 32 with gradient_accumulation")
+    assert run_items(arm.changes, 32, 32) == 32
+    # With the accumulation option on the command line: the command that sets both.
+    facts = _facts(batch_arg=arg, command={"script": "train.py", "args": [
+        "--per_device_train_batch_size", "8", "--gradient_accumulation_steps", "4"]})  # fmt: skip
+    fix = knob.fix(arm, 32, facts)
+    assert fix.code == (
+        "python train.py --per_device_train_batch_size 32 --gradient_accumulation_steps 1"
+    )
+
+
+def test_no_arm_without_a_frameworks_accumulation() -> None:
+    knob = by_name("accumulation")
+    assert knob is not None
+    assert knob.groups(Situation.of(_facts(framework=None))) == []  # a loop of the user's own
+    assert knob.groups(Situation.of(_facts(loader={"batch_size": 8, "batches_per_step": 1}))) == []
+    assert knob.validate({"accumulation": {"steps": 1, "was": 4}}) is None
+    assert knob.validate({"accumulation": 1}) is not None
+
+
+def test_lightnings_trainer_takes_the_accumulation_in_a_rerun(tmp_path: Path) -> None:
+    pytest.importorskip("lightning.pytorch")
+    (tmp_path / "train.py").write_text(textwrap.dedent("""
+        import lightning as L
+        trainer = L.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False,
+                            accumulate_grad_batches=8)
+        print("ACCUM", trainer.accumulate_grad_batches)
+        """))  # fmt: skip
+    changes = {"accumulation": {"steps": 1, "was": 8}}
+    rerun = _run(tmp_path, "--inject", json.dumps(changes))
+    assert "ACCUM 1" in rerun["stdout"] and rerun["injected"].get("accumulation") == 1
+
+
+def test_both_winning_the_combined_run_keeps_the_update_as_it_was() -> None:
+    """The batch's row and this one both grow the loader's batch: run together, the later one
+    (planned after the batch) sets it, with the accumulation at 1, and the label says only it."""
+    from gpusight.rerun.plan import combine, plan, together_label
+
+    groups = [g for g in plan(_facts()) if g.name in ("batch", "accumulation")]
+    assert [g.name for g in groups] == ["batch", "accumulation"]
+    winners = [groups[0].arms[1], groups[1].arms[0]]  # batch 128, and 32 with accumulation 1
+    assert combine(winners) == {"batch_size": 32, "accumulation": {"steps": 1, "was": 4}}
+    label = together_label(winners)
+    assert "gradient_accumulation_steps=1" in label and "batch_size=128" not in label
