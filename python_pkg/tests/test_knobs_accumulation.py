@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from gpusight.fixes.diff_apply import apply, parse
-from gpusight.knobs import Situation, by_name, run_items
+from gpusight.knobs import Situation, by_name, run_items, script_args
 
 TRAIN = """\
 import torch
@@ -59,9 +59,11 @@ print("ACCUM", trainer.args.gradient_accumulation_steps)
 """
 
 
-def _run(tmp_path: Path, *extra: str) -> dict[str, Any]:
+def _run(tmp_path: Path, *extra: str, after: list[str] | None = None) -> dict[str, Any]:
+    """``gpusight run`` of ``train.py`` with ``extra`` options and ``after`` as its arguments:
+    its facts, and what it printed under ``stdout``."""
     cmd = [sys.executable, "-m", "gpusight", "run", "--quiet", *extra, "--facts", "f.json",
-           "train.py"]  # fmt: skip
+           "train.py", *(after or [])]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
     facts: dict[str, Any] = json.loads((tmp_path / "f.json").read_text())
@@ -115,24 +117,80 @@ def _facts(**over: Any) -> dict[str, Any]:
 
 
 def test_a_batch_argument_grows_and_the_items_per_step_stay() -> None:
-    """The script's own batch option (Hugging Face's HfArgumentParser): the batch knob counts
-    its items as the option grows them; one batch a step where there were four undoes that."""
+    """The script's own options (Hugging Face's HfArgumentParser): the batch knob counts the
+    batch option's items as it grows them; one batch a step where there were four undoes that.
+    The accumulation option is set on the command line, as the user would."""
     knob = by_name("accumulation")
     assert knob is not None
     arg = {"option": "--per_device_train_batch_size", "aliases": ["--per_device_train_batch_size"],
            "value": 8, "source": "argparse"}  # fmt: skip
-    (group,) = knob.groups(Situation.of(_facts(batch_arg=arg)))
+    option = "--gradient_accumulation_steps"
+    accum = {"option": option, "aliases": [option], "value": 4, "source": "argparse"}
+    given = ["--per_device_train_batch_size", "8", "--gradient_accumulation_steps=4"]
+    facts = _facts(batch_arg=arg, accum_arg=accum,
+                   command={"script": "train.py", "args": given})  # fmt: skip
+    (group,) = knob.groups(Situation.of(facts))
     (arm,) = group.arms
     assert arm.changes["script_arg"]["value"] == 32
-    assert arm.label.startswith("--per_device_train_batch_size 32 with gradient_accumulation")
+    assert arm.label.startswith(
+        "--per_device_train_batch_size 32 with --gradient_accumulation_steps 1 (the same 32"
+    )
     assert run_items(arm.changes, 32, 32) == 32
-    # With the accumulation option on the command line: the command that sets both.
-    facts = _facts(batch_arg=arg, command={"script": "train.py", "args": [
-        "--per_device_train_batch_size", "8", "--gradient_accumulation_steps", "4"]})  # fmt: skip
+    assert script_args(given, arm.changes) == [
+        "--per_device_train_batch_size", "32", "--gradient_accumulation_steps=1"]  # fmt: skip
     fix = knob.fix(arm, 32, facts)
     assert fix.code == (
-        "python train.py --per_device_train_batch_size 32 --gradient_accumulation_steps 1"
+        "python train.py --per_device_train_batch_size 32 --gradient_accumulation_steps=1"
     )
+    # The option at another value than the run's accumulation sizes something else.
+    facts["accum_arg"] = {**accum, "value": 2}
+    (group,) = knob.groups(Situation.of(facts))
+    assert "option" not in group.arms[0].changes["accumulation"]  # the Trainer's own keyword
+
+
+def test_a_loop_of_the_users_own_takes_its_accumulation_option(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No framework: a loop that accumulates over ``--grad-accum-steps`` batches. The re-run
+    passes the option at 1 and the DataLoader's batch grown; its facts say both took effect and
+    the items per step stay."""
+    (tmp_path / "train.py").write_text(textwrap.dedent("""
+        import argparse
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+        p = argparse.ArgumentParser()
+        p.add_argument("--grad-accum-steps", type=int, default=4)
+        args = p.parse_args()
+        print("ACCUM", args.grad_accum_steps, flush=True)
+        torch.manual_seed(0)
+        model = torch.nn.Linear(8, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        loader = DataLoader(TensorDataset(torch.randn(4096, 8)), batch_size=4)
+        for i, (x,) in enumerate(loader):
+            model(x).pow(2).mean().backward()
+            if (i + 1) % args.grad_accum_steps == 0:
+                opt.step()
+                opt.zero_grad()
+        """))  # fmt: skip
+    base = _run(tmp_path, "--steps", "30")
+    assert base["accum_arg"]["option"] == "--grad-accum-steps"
+    assert base["loader"]["batches_per_step"] == 4 and base["framework"] is None
+    knob = by_name("accumulation")
+    assert knob is not None
+    (group,) = knob.groups(Situation.of(base))
+    (arm,) = group.arms
+    assert arm.label.startswith("DataLoader batch_size=16 with --grad-accum-steps 1")
+    rerun = _run(tmp_path, "--steps", "30", "--inject", json.dumps(arm.changes),
+                 after=script_args([], arm.changes))  # fmt: skip
+    assert "ACCUM 1" in rerun["stdout"] and rerun["loader"]["batches_per_step"] == 1
+    assert knob.took_effect(rerun, arm.changes) is None
+    assert rerun["items_per_step"] == base["items_per_step"] == 16
+    monkeypatch.chdir(tmp_path)
+    fix = knob.fix(arm, 16, base)
+    assert fix.code == "python train.py --grad-accum-steps 1"
+    # Beside the command, the DataLoader's batch where the file sets it.
+    assert fix.patch is not None and "batch_size=16)" in fix.patch, fix
 
 
 def test_no_arm_without_a_frameworks_accumulation() -> None:

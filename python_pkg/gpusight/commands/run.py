@@ -306,6 +306,7 @@ def run(args: argparse.Namespace) -> int:
         found = batch_arg.result(args.args)
         extra = {
             "batch_arg": found.as_dict() if found is not None else None,
+            "accum_arg": batch_arg.accum.as_dict() if batch_arg.accum is not None else None,
             "framework": framework_precision.trained_through(frameworks),
             "writes_outside": guard.outside if guard is not None else [],
             "command": {"script": shown, "args": list(args.args)},

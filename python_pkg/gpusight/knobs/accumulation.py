@@ -1,14 +1,14 @@
-"""Gradient accumulation traded for a larger batch: where a framework's optimizer step takes
-``k`` batches (``TrainingArguments(gradient_accumulation_steps=k)``, Lightning's
-``accumulate_grad_batches``, Accelerate's ``gradient_accumulation_steps``), the batch ``k``
-times larger with the accumulation at 1. An update then holds the same items, in one batch
-instead of ``k``: the same optimisation (but for batch-norm statistics), the learning rate as it
-was, where the batch knob's rows grow the update with the batch.
+"""Gradient accumulation traded for a larger batch: where an optimizer step takes ``k``
+batches, the batch ``k`` times larger with the accumulation at 1. An update then holds the same
+items, in one batch instead of ``k``: the same optimisation (but for batch-norm statistics), the
+learning rate as it was, where the batch knob's rows grow the update with the batch.
 
 The batch grows the way the batch knob grows it (the script's batch argument, else the
-DataLoader's ``batch_size``); the accumulation is set as the framework's objects are made,
-patched as the framework is imported. A loop of the user's own accumulates in its own code: no
-arm there.
+DataLoader's ``batch_size``). The accumulation is set where the user sets it: the script's own
+option at the run's value (``--grad-accum-steps``, ``--gradient_accumulation_steps``), else the
+framework's keyword as its objects are made (``TrainingArguments(gradient_accumulation_steps=k)``,
+Lightning's ``accumulate_grad_batches``, Accelerate's ``gradient_accumulation_steps``), patched
+as the framework is imported. A loop that accumulates over a number in its own code has no arm.
 """
 
 from __future__ import annotations
@@ -35,6 +35,23 @@ SWITCHES = {
 """The framework's keyword for the batches an optimizer step takes."""
 
 
+def _setting(facts: dict[str, Any], k: int) -> dict[str, Any] | None:
+    """How a re-run sets the accumulation to 1 where it is ``k``: the script's own option at
+    that value (``facts["accum_arg"]``), else the framework's keyword; None: neither."""
+    arg = facts.get("accum_arg") or {}
+    if arg.get("value") == k:
+        return {"steps": 1, "was": k, "option": arg["option"],
+                "aliases": list(arg.get("aliases") or [arg["option"]])}  # fmt: skip
+    return {"steps": 1, "was": k} if facts.get("framework") in SWITCHES else None
+
+
+def _named(setting: dict[str, Any], facts: dict[str, Any]) -> str:
+    """The accumulation at 1, as the user sets it."""
+    if setting.get("option"):
+        return f"{setting['option']} 1"
+    return f"{SWITCHES[str(facts.get('framework'))]}=1"
+
+
 def _set(kwargs: dict[str, Any], name: str, n: int) -> bool:
     """``kwargs`` with ``name`` at ``n``; False where it was so already (1 is the default)."""
     if int(kwargs.get(name) or 1) == n:
@@ -55,7 +72,8 @@ class Accumulation(Knob):
         from .batch import Batch, route_arm
 
         k = int((s.loader or {}).get("batches_per_step") or 1)
-        if k <= 1 or s.facts.get("framework") not in SWITCHES:
+        setting = _setting(s.facts, k)
+        if k <= 1 or setting is None:
             return []
         batch = next((g for g in Batch().groups(s) if any(not a.skipped for a in g.arms)), None)
         if batch is None:
@@ -66,16 +84,17 @@ class Accumulation(Knob):
         items = int(s.facts.get("items_per_step") or 0)
         grown = arm.label.split(" (")[0]
         label = (
-            f"{grown} with {SWITCHES[s.facts['framework']]}=1 (the same {items} items per "
-            f"update, in one batch instead of {k})"
+            f"{grown} with {_named(setting, s.facts)} (the same {items} items per update, in "
+            f"one batch instead of {k})"
         )
-        changes = {**arm.changes, KEY: {"steps": 1, "was": k}}
+        changes = {**arm.changes, KEY: setting}
         return [Group(KEY, batch.priority, [Arm(KEY, label, changes, arm.finding_id)])]
 
     def not_planned(self, s: Situation) -> str:
         return (
-            "the run's optimizer steps each took one batch, or no framework (Hugging Face's "
-            "Trainer, Lightning, Accelerate) set the accumulation"
+            "the run's optimizer steps each took one batch, or neither a script option "
+            "(--grad-accum-steps) nor a framework (Hugging Face's Trainer, Lightning, "
+            "Accelerate) set the accumulation"
         )
 
     def validate(self, changes: dict[str, Any]) -> str | None:
@@ -101,8 +120,24 @@ class Accumulation(Knob):
             return round(counted * int(v.get("steps") or 1) / was)
         return counted
 
+    def script_args(self, args: list[str], changes: dict[str, Any]) -> list[str]:
+        v = changes.get(KEY) or {}
+        return with_value(args, v, int(v["steps"])) if v.get("option") else args
+
+    def took_effect(self, facts: dict[str, Any] | None, changes: dict[str, Any]) -> str | None:
+        v = changes.get(KEY) or {}
+        if not v.get("option"):
+            return super().took_effect(facts, changes)
+        seen = (facts or {}).get("accum_arg") or {}
+        if seen.get("value") != v["steps"]:
+            return f"{v['option']} {v['steps']} did not reach the script's accumulation"
+        return None
+
     def install(self, hooks: Target) -> None:
-        n = int((hooks.changes.get(KEY) or {}).get("steps") or 1)
+        v = hooks.changes.get(KEY) or {}
+        if v.get("option"):
+            return  # the script's own option sets it
+        n = int(v.get("steps") or 1)
         hit: Callable[[], None] = lambda: hooks.inj.hit(KEY)  # noqa: E731
 
         def transformers(mod: Any) -> None:
@@ -135,30 +170,36 @@ class Accumulation(Knob):
 
     def fix(self, arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
         from ..report import Fix
+        from .batch import Batch
         from .user_lines import patched_setup
 
         ch = arm.changes
-        framework = str(facts.get("framework") or "")
-        switch = SWITCHES.get(framework, "the accumulation")
-        k = int((ch.get(KEY) or {}).get("was") or 1)
+        setting = ch.get(KEY) or {}
+        named, k = _named(setting, facts), int(setting.get("was") or 1)
         arg = ch.get("script_arg") or {}
         new = int(arg.get("value") or ch.get("batch_size") or 0)
         text = (
-            f"Grow the batch to {new} and set {switch}=1: an optimizer step then takes one "
-            f"batch of {new} where it took {k} of {new // k or 1}, the same items per update "
-            "(the learning rate stays as it is)."
+            f"Grow the batch to {new} and set {named}: an optimizer step then takes one batch "
+            f"of {new} where it took {k} of {new // k or 1}, the same items per update (the "
+            "learning rate stays as it is)."
         )
         cmd = facts.get("command") or {}
         args = [str(a) for a in cmd.get("args") or []]
-        if arg and cmd.get("script") and f"--{switch}" in args:
-            # Both are the script's own options: the command that runs it so.
-            argv = with_value(with_value(args, arg, new), {"option": f"--{switch}"}, 1)
-            return Fix(text=text, code=shlex.join(["python", str(cmd["script"]), *argv]),
-                       language="shell")  # fmt: skip
-        f = Fix(text=text, code=f"{switch}=1 beside a batch of {new}", language="text")
-        if framework != "transformers":
+        if setting.get("option") and cmd.get("script"):
+            # The accumulation is the script's own option: the command that runs it so, with the
+            # batch option too, or beside the DataLoader's batch patched where the file sets it.
+            argv = with_value(with_value(args, arg, new) if arg else args, setting, 1)
+            f = Fix(text=text, code=shlex.join(["python", str(cmd["script"]), *argv]),
+                    language="shell")  # fmt: skip
+            if not arg:
+                grown = Batch().fix(Arm("batch", arm.label, {"batch_size": new}, arm.finding_id),
+                                    items, facts)  # fmt: skip
+                f.patch, f.patch_files = grown.patch, grown.patch_files
+            return f
+        f = Fix(text=text, code=f"{named} beside a batch of {new}", language="text")
+        if facts.get("framework") != "transformers":
             return f  # two calls to change (the loader's batch, the Trainer's switch): said
-        values: dict[str, object] = {switch: 1}
+        values: dict[str, object] = {SWITCHES["transformers"]: 1}
         if not arg:
             values["per_device_train_batch_size"] = new
         return patched_setup(f, facts, values)

@@ -20,7 +20,15 @@ from typing import Any
 
 from ..script_command import BatchCommand, with_value
 
-__all__ = ["BatchArg", "Recorder", "batch_action", "from_argv", "from_parser", "with_value"]
+__all__ = [
+    "BatchArg",
+    "Recorder",
+    "accum_action",
+    "batch_action",
+    "from_argv",
+    "from_parser",
+    "with_value",
+]
 
 _LONG = re.compile(
     r"^--(?:train[-_]?)?(?:per[-_]?device[-_]?(?:train[-_]?)?)?(?:mini[-_]?)?batch(?:[-_]?size)?$"
@@ -30,6 +38,15 @@ _LONG = re.compile(
 _DEST = re.compile(
     r"^(?:train_?)?(?:per_?device_?(?:train_?)?)?(?:mini_?)?batch(?:_?size)?$|^bs$", re.IGNORECASE
 )
+
+
+_ACCUM = re.compile(
+    r"^--(?:grad(?:ient)?[-_]?)?accum(?:ulat(?:e|ion))?(?:[-_]?(?:grad[-_]?batches|steps?|iters?))?$",
+    re.IGNORECASE,
+)
+"""An option for the batches an optimizer step takes: ``--accum-steps``, ``--grad-accum-steps``
+(timm), ``--gradient_accumulation_steps`` (Hugging Face's examples), ``--accumulate_grad_batches``
+(Lightning's)."""
 
 
 @dataclass
@@ -74,6 +91,24 @@ def batch_action(parser: argparse.ArgumentParser) -> argparse.Action | None:
     return next((a for a in parser._actions if a.option_strings and _is_batch_action(a)), None)
 
 
+def accum_action(parser: argparse.ArgumentParser) -> argparse.Action | None:
+    """The parser's first option named for gradient accumulation."""
+    return next(
+        (a for a in parser._actions if any(_ACCUM.match(o) for o in a.option_strings)), None
+    )
+
+
+def accum_from_parser(parser: argparse.ArgumentParser, namespace: Any) -> BatchArg | None:
+    """The accumulation option of a parser that parsed the script's ``sys.argv``, with its
+    value (a positive integer as parsed)."""
+    action = accum_action(parser)
+    value = getattr(namespace, action.dest, None) if action is not None else None
+    if action is None or not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        return None
+    longs = [o for o in action.option_strings if o.startswith("--")]
+    return BatchArg(longs[0], list(action.option_strings), int(value), "argparse")
+
+
 def from_argv(argv: list[str]) -> BatchArg | None:
     """A batch option written in the arguments themselves (a script without argparse)."""
     for i, a in enumerate(argv):
@@ -91,6 +126,8 @@ class Recorder:
 
     def __init__(self) -> None:
         self.found: BatchArg | None = None
+        self.accum: BatchArg | None = None
+        """The script's gradient-accumulation option, where it has one."""
         self._unset: tuple[argparse.ArgumentParser, Any] | None = None
         """A batch option parsed as None (its default), with its namespace: the script may
         fill it in after parsing (``args.batchSize = args.batchSize or 64``)."""
@@ -103,6 +140,11 @@ class Recorder:
 
         def parse_known_args(parser: Any, args: Any = None, namespace: Any = None) -> Any:
             out = orig(parser, args, namespace)
+            if rec.accum is None and args is None:
+                try:
+                    rec.accum = accum_from_parser(parser, out[0])
+                except Exception:  # as below
+                    pass
             if rec.found is None and args is None:
                 try:
                     rec.found = from_parser(parser, out[0])
