@@ -202,17 +202,71 @@ def test_no_arm_without_a_frameworks_accumulation() -> None:
     assert knob.validate({"accumulation": 1}) is not None
 
 
-def test_lightnings_trainer_takes_the_accumulation_in_a_rerun(tmp_path: Path) -> None:
+LIGHTNING = """\
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Data(L.LightningDataModule):
+    def __init__(self, batch_size=4):
+        super().__init__()
+        self.batch_size = batch_size
+
+    def train_dataloader(self):
+        return DataLoader(TensorDataset(torch.randn(4096, 8)), batch_size=self.batch_size)
+
+
+class Net(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 2)
+
+    def training_step(self, batch, i):
+        (x,) = batch
+        return self.lin(x).pow(2).mean()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+trainer = L.Trainer(accelerator="cpu", max_steps=60, logger=False, enable_checkpointing=False,
+                    enable_progress_bar=False, accumulate_grad_batches=4)
+trainer.fit(Net(), Data(batch_size=4))
+print("ACCUM", trainer.accumulate_grad_batches)
+"""
+
+
+def test_lightnings_accumulation_is_traded_and_the_fix_changes_both_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lightning: the DataModule's batch and the Trainer's ``accumulate_grad_batches`` in one
+    diff of the file that makes both."""
     pytest.importorskip("lightning.pytorch")
-    (tmp_path / "train.py").write_text(textwrap.dedent("""
-        import lightning as L
-        trainer = L.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False,
-                            accumulate_grad_batches=8)
-        print("ACCUM", trainer.accumulate_grad_batches)
-        """))  # fmt: skip
-    changes = {"accumulation": {"steps": 1, "was": 8}}
-    rerun = _run(tmp_path, "--inject", json.dumps(changes))
+    (tmp_path / "train.py").write_text(LIGHTNING)
+    base = _run(tmp_path)
+    assert "ACCUM 4" in base["stdout"] and base["framework"] == "lightning"
+    knob = by_name("accumulation")
+    assert knob is not None
+    (group,) = knob.groups(Situation.of(base))
+    (arm,) = group.arms
+    assert arm.label.startswith("DataLoader batch_size=16 with accumulate_grad_batches=1")
+    rerun = _run(tmp_path, "--inject", json.dumps(arm.changes))
     assert "ACCUM 1" in rerun["stdout"] and rerun["injected"].get("accumulation") == 1
+    assert rerun["items_per_step"] == base["items_per_step"] == 16
+    monkeypatch.chdir(tmp_path)
+    fix = knob.fix(arm, 16, base)
+    assert fix.patch is not None, fix
+    (diff,) = parse(fix.patch)
+    out = apply(LIGHTNING, diff)
+    assert "accumulate_grad_batches=1)" in out and "Data(batch_size=16))" in out
+    ast.parse(out)
+    # The Trainer made by a helper of another file: no half of the change alone (the batch
+    # alone would grow the update).
+    elsewhere = LIGHTNING.replace("L.Trainer(", "make_trainer(")
+    (tmp_path / "train.py").write_text(elsewhere)
+    fix = knob.fix(arm, 16, base)
+    assert fix.patch is None and "accumulate_grad_batches=1" in fix.text
 
 
 def test_both_winning_the_combined_run_keeps_the_update_as_it_was() -> None:

@@ -52,6 +52,33 @@ def _named(setting: dict[str, Any], facts: dict[str, Any]) -> str:
     return f"{SWITCHES[str(facts.get('framework'))]}=1"
 
 
+def _with_switch(f: Fix, grown: Fix, framework: str) -> Fix:
+    """``f`` with one diff that grows the batch (``grown``'s patch) and sets the framework's
+    accumulation to 1 in the same file's one setup call (Lightning's ``Trainer(...)``); ``f``
+    as it is where the two are not in one file: the batch alone would grow the update."""
+    from ..fixes.diff_apply import PatchError, apply, parse
+    from ..fixes.framework_calls import setup_patch
+    from ..fixes.patch import unified_diff
+    from ..fixes.patch_files import read_text, text_sha256, with_patch
+
+    made = grown.patch_files or []
+    if grown.patch is None or len(made) != 1:
+        return f
+    path = made[0].path
+    try:
+        text = read_text(path)
+        if text_sha256(text) != made[0].sha256:
+            return f
+        bigger = apply(text, parse(grown.patch)[0])
+        second = setup_patch(bigger, path, framework, {SWITCHES[framework]: 1})
+        if second is None:
+            return f
+        both = apply(bigger, parse(second)[0])
+    except (OSError, UnicodeDecodeError, PatchError):
+        return f
+    return with_patch(f, unified_diff(text, both, path), {path: text})
+
+
 def _set(kwargs: dict[str, Any], name: str, n: int) -> bool:
     """``kwargs`` with ``name`` at ``n``; False where it was so already (1 is the default)."""
     if int(kwargs.get(name) or 1) == n:
@@ -197,8 +224,11 @@ class Accumulation(Knob):
                 f.patch, f.patch_files = grown.patch, grown.patch_files
             return f
         f = Fix(text=text, code=f"{named} beside a batch of {new}", language="text")
-        if facts.get("framework") != "transformers":
-            return f  # two calls to change (the loader's batch, the Trainer's switch): said
+        framework = str(facts.get("framework") or "")
+        if framework != "transformers":
+            grown = Batch().fix(Arm("batch", arm.label, {"batch_size": new}, arm.finding_id),
+                                items, facts)  # fmt: skip
+            return _with_switch(f, grown, framework) if not arg else f
         values: dict[str, object] = {SWITCHES["transformers"]: 1}
         if not arg:
             values["per_device_train_batch_size"] = new
