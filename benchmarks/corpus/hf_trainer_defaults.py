@@ -39,7 +39,12 @@ LIBRARY = "transformers"
 LABEL = "HF Trainer defaults on BERT-base, batch 8 x 64 tokens fp32: launch-bound"
 EXPECTED = {"bottleneck": "launch_overhead", "pick": "together"}
 FIX = "TrainingArguments(per_device_train_batch_size=64, bf16=True, dataloader_num_workers=4)"
-TRUTH_ARGS = {"autocast": ["--bf16"], "tf32": ["--tf32"]}
+TRUTH_ARGS = {
+    "autocast": ["--bf16"],
+    "tf32": ["--tf32"],
+    "nan_check": ["--no-nan-filter"],
+    "set_nan_check": ["--no-nan-filter"],
+}
 
 
 class PaddedExamples(Dataset):
@@ -86,6 +91,8 @@ def main() -> None:
     p.add_argument("--dataloader_num_workers", type=int, default=0)
     p.add_argument("--bf16", action="store_true", help="TrainingArguments(bf16=True)")
     p.add_argument("--tf32", action="store_true", help="TrainingArguments(tf32=True) (CUDA)")
+    off = "TrainingArguments(logging_nan_inf_filter=False)"
+    p.add_argument("--no-nan-filter", action="store_true", help=off)
     args = p.parse_args()
     dev = pick_device(args.device)
     if args.fix:
@@ -128,6 +135,7 @@ def main() -> None:
             report_to="none",
             save_strategy="no",
             disable_tqdm=True,
+            logging_nan_inf_filter=not args.no_nan_filter,
             use_cpu=dev.type == "cpu",
         )
         clock = Clock("hf_trainer_defaults", args, dev)

@@ -285,3 +285,16 @@ def test_a_truth_whose_rounds_disagree_takes_more_rounds(
         _rated(tmp_path, [100.0, 104.0, 50.0])
         got = truth.truth("drift", ["--fix"], None, 2, folder=tmp_path)
         assert got["bare_items_per_s"] == [100.0, 104.0] and got["spread_pct"] < 10
+
+
+def test_the_trainers_nan_check_row_is_held_to_the_scripts_switch(corpus: ModuleType) -> None:
+    """hf_trainer_defaults takes the nan-check change as a switch of its own: the row alone and
+    the winners together each have a truth of the same change."""
+    meta = corpus.scripts()["hf_trainer_defaults"]
+    off = _row("nan_check", 1.2, set_nan_check="off")
+    batch = _row("batch", 3.3, set_script_arg="--per_device_train_batch_size 128")
+    together = _row("together", 3.9, winners="batch,nan_check")
+    report = {"what_if": [batch, off, together]}
+    assert corpus.same_change(off, report, meta) == ["--no-nan-filter"]
+    assert corpus.same_change(together, report, meta) == [
+        "--per_device_train_batch_size", "128", "--no-nan-filter"]  # fmt: skip
