@@ -29,24 +29,38 @@ def command_line() -> str:
     return shlex.join([Path(sys.executable).name, *sys.argv])
 
 
+TREE_COMMIT = ".tree-commit"
+"""In a copy of the tree made with ``git archive`` (carried to the device), the commit it was
+made from, written there beside it: the copy has no checkout of its own."""
+
+
 @functools.lru_cache(maxsize=1)
-def git_commit() -> str | None:
-    """The checkout's commit (short), ``+dirty`` when tracked files differ from it; None where
-    there is no git checkout (a copy of the tree on the device)."""
+def git_commit(root: Path = ROOT) -> str | None:
+    """The checkout's commit (short), ``+dirty`` when tracked files differ from it; in a copy of
+    the tree, the commit its ``.tree-commit`` names, else None. A copy inside another checkout
+    (``.gpu-tree`` in the device's copy of the working tree) is not that checkout's commit."""
     try:
-        head = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+        top = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--show-toplevel", "--short", "HEAD"],
             capture_output=True, text=True, timeout=20,
         )  # fmt: skip
-        if head.returncode != 0 or not head.stdout.strip():
-            return None
+        lines = top.stdout.split()
+        if top.returncode != 0 or len(lines) != 2 or Path(lines[0]).resolve() != root.resolve():
+            return _tree_commit(root)
         dirty = subprocess.run(
-            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
             capture_output=True, text=True, timeout=20,
         ).stdout.strip()  # fmt: skip
     except (OSError, subprocess.SubprocessError):
+        return _tree_commit(root)
+    return lines[1] + ("+dirty" if dirty else "")
+
+
+def _tree_commit(root: Path) -> str | None:
+    try:
+        return (root / TREE_COMMIT).read_text(encoding="utf-8").strip() or None
+    except OSError:
         return None
-    return head.stdout.strip() + ("+dirty" if dirty else "")
 
 
 def now() -> str:

@@ -92,6 +92,30 @@ def test_the_command_is_appended_beside_the_results_once(
     assert (tmp_path / "x-table.txt").read_text() == "table\n"
 
 
+def test_a_copy_of_the_tree_inside_a_checkout_names_its_own_commit(
+    harness: dict[str, ModuleType], tmp_path: Path
+) -> None:
+    """run43: ``.gpu-tree`` (a ``git archive`` of one commit) inside the device's copy of the
+    working tree read that checkout's commit, another one. A copy reads its ``.tree-commit``."""
+    import subprocess
+
+    record = harness["record"]
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (tmp_path / "a.txt").write_text("a\n")
+    subprocess.run([*git, "add", "a.txt"], check=True)
+    subprocess.run([*git, "commit", "-qm", "a"], check=True)
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()  # fmt: skip
+    commit = record.git_commit.__wrapped__  # uncached: each root its own
+    assert commit(tmp_path) == head
+    copy = tmp_path / ".gpu-tree"
+    copy.mkdir()
+    assert commit(copy) is None
+    (copy / record.TREE_COMMIT).write_text("684d733\n")
+    assert commit(copy) == "684d733"
+
+
 def test_orders_alternate_and_rotate(harness: dict[str, ModuleType]) -> None:
     order = harness["order"]
     assert order.round_order(0, "bare", ("a", "b")) == ["bare", "a", "b"]
