@@ -24,10 +24,13 @@ def test_the_refusal_names_the_first_import_that_started_the_driver(monkeypatch:
 
     monkeypatch.setattr(warm_server, "_cuda_driver_started", driver)
     monkeypatch.setattr(warm_server, "STARTED_BY", [None])
+    monkeypatch.setattr(warm_server, "STOPPED_AT", [None])
     monkeypatch.delitem(sys.modules, "colorsys", raising=False)
     done = warm_server.preload(["json", "colorsys", "wave:Error"])
     assert done == ["json", "colorsys", "wave:Error"]
     assert warm_server.STARTED_BY == ["colorsys"]
+    # The name as asked, which a second server stops before (``warm_start``).
+    assert warm_server.STOPPED_AT == ["colorsys"]
     why = warm_server.refusal([])
     assert why == "importing colorsys started the CUDA driver, which a forked process cannot use"
 

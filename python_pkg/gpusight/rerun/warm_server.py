@@ -39,7 +39,7 @@ def serve() -> None:
     release_nvml()
     why = refusal(ask.get("local", []))
     _reply(reply_fd, ready=why is None, why=why or "", imported=imported,
-           import_s=round(time.monotonic() - t, 2))  # fmt: skip
+           import_s=round(time.monotonic() - t, 2), at=STOPPED_AT[0] or "")  # fmt: skip
     if why is not None:
         return
     for line in sys.stdin:
@@ -79,6 +79,8 @@ def preload(names: list[str]) -> list[str]:
             done.append(name)
             if STARTED_BY[0] is None and _cuda_driver_started():
                 STARTED_BY[0] = module  # the refusal names it: the user's library, not ours
+            if STOPPED_AT[0] is None and (STARTED_BY[0] or threading.active_count() > 1):
+                STOPPED_AT[0] = name
     finally:
         os.environ.clear()
         os.environ.update(saved)
@@ -129,6 +131,9 @@ def _cuda_driver_started() -> bool:
 NOT_STARTED = 3  # CUDA_ERROR_NOT_INITIALIZED
 STARTED_BY: list[str | None] = [None]
 """The first module whose import left the CUDA driver started (``preload``)."""
+STOPPED_AT: list[str | None] = [None]
+"""The first name asked for whose import left the process unfit to fork from (the driver
+started, or threads): a server asked for the names before it only can serve (``warm_start``)."""
 
 
 def release_nvml() -> None:

@@ -11,16 +11,21 @@ context, its DataLoader workers and its compiled code are its own.
 A run is started fresh instead where the server would not give it what a fresh process gets:
 another interpreter, environment or folder than the server's, or a server that refused (an
 import started threads, started the CUDA driver or took a name the script's folder defines), a
-first forked run that failed, or a server that ended. A run of edited files runs in another
-copy of the folder, and forks too where the edits leave what may be imported ahead as it was:
-the server imports nothing from the folder, so it imported what a fresh process in that copy
-would, unless ``PYTHONPATH`` names a folder relative to the working one (another folder there).
+first forked run that failed, or a server that ended. Where one of the script's imports started
+threads or the driver (pyg_lib, under torch_geometric, starts the driver), a second server
+imports the names before it only, and each run imports it and the rest itself.
+
+A run of edited files runs in another copy of the folder, and forks too where the edits leave
+what may be imported ahead as it was: the server imports nothing from the folder, so it
+imported what a fresh process in that copy would, unless ``PYTHONPATH`` names a folder relative
+to the working one (another folder there).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import subprocess
 import sys
@@ -60,22 +65,21 @@ class WarmStart:
         self.proven = False
         """Whether a forked run has come back ok."""
         self.modules = modules
-        """What the server was asked to import (``script_imports``)."""
+        """What the script imports ahead (``script_imports``): what a run's own must match."""
+        self.local: list[str] = []
+        self.left: tuple[str, str] | None = None
+        """The script's import that left a server unfit to fork from, and why: a second server
+        imported only the names before it, and each run imports that one and the rest itself."""
 
     @classmethod
     def start(cls, python: str, script: str, env: dict[str, str], cwd: str) -> WarmStart:
         """A server for ``script``'s runs, importing in the background."""
         env = _unguarded(env)
-        proc = subprocess.Popen(
-            [python, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, start_new_session=True, env=env, cwd=cwd,
-        )  # fmt: skip
         local = sorted(own_names(os.path.dirname(os.path.abspath(script))))
-        ask = {"modules": script_imports(script), "local": local}
-        assert proc.stdin is not None
-        proc.stdin.write((json.dumps(ask) + "\n").encode())
-        proc.stdin.flush()
-        return cls(proc, python, env, cwd, ask["modules"])
+        modules = script_imports(script)
+        warm = cls(_spawn(python, env, cwd, modules, local), python, env, cwd, modules)
+        warm.local = local
+        return warm
 
     def ready(self, timeout_s: float = READY_TIMEOUT_S) -> bool:
         """Whether runs fork from the server (waiting for its imports up to ``timeout_s``)."""
@@ -86,10 +90,24 @@ class WarmStart:
                 self.why = f"its libraries took over {timeout_s:.0f} s to import"
                 self.close()
                 return False
-            if not self.said.get("ready"):
+            if not self.said.get("ready") and not self._without(str(self.said.get("at") or "")):
                 self.why = self.said.get("why") or "the process to fork them from did not start"
                 self.close()
         return self.why is None
+
+    def _without(self, at: str) -> bool:
+        """Once: a server that imports the script's names before ``at`` only, where importing
+        ``at`` (a library that starts the CUDA driver or threads as it loads: pyg_lib under
+        torch_geometric) left the first unfit to fork from; whether it is ready."""
+        if self.left is not None or at not in self.modules or self.modules.index(at) == 0:
+            return False
+        why = str((self.said or {}).get("why") or "")
+        self.close()
+        self.left = (at.split(":")[0], why)
+        before = self.modules[: self.modules.index(at)]
+        self.proc = _spawn(self.python, self.env, self.cwd, before, self.local)
+        self._buf, self.said = b"", None
+        return self.ready()
 
     def takes(self, python: str, cwd: str, env: dict[str, str], script: str | None = None) -> bool:
         """Whether a run of ``python`` in ``cwd`` with ``env`` may fork from the server;
@@ -149,9 +167,16 @@ class WarmStart:
             return f"each re-run imported its libraries afresh: {self.why}"
         if self.said is None:
             return None
+        left = (
+            f" ({re.split(r', which|: a fork', self.left[1])[0]}: each run imported "
+            f"{self.left[0]} and what follows it itself)"
+            if self.left is not None
+            else ""
+        )
         return (
             f"each re-run after the first started from one process that had imported "
-            f"{self.imported()}: its start-up was its own setup, its steps as in a fresh process"
+            f"{self.imported()}{left}: its start-up was its own setup, its steps as in a fresh "
+            "process"
         )
 
     def imported(self) -> str:
@@ -215,6 +240,21 @@ class Served:
                 self.owner.close()
             self.returncode = int(got.get("rc", 1))
         return self.returncode
+
+
+def _spawn(
+    python: str, env: dict[str, str], cwd: str, modules: list[str], local: list[str]
+) -> subprocess.Popen[bytes]:
+    """The server process, asked to import ``modules`` (``local``: the names the script's
+    folder defines)."""
+    proc = subprocess.Popen(
+        [python, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, start_new_session=True, env=env, cwd=cwd,
+    )  # fmt: skip
+    assert proc.stdin is not None
+    proc.stdin.write((json.dumps({"modules": modules, "local": local}) + "\n").encode())
+    proc.stdin.flush()
+    return proc
 
 
 def _relative_paths(env: dict[str, str]) -> bool:
