@@ -17,46 +17,12 @@ from typing import Any
 import pytest
 from gpusight.fixes.diff_apply import apply, parse
 from gpusight.knobs import Situation, by_name, run_items, script_args
+from hf_support import trainer_script
 
-TRAIN = """\
-import torch
-from torch import nn
-from torch.utils.data import Dataset
-from transformers import Trainer, TrainingArguments
-
-
-class Data(Dataset):
-    def __len__(self):
-        return 8192
-
-    def __getitem__(self, i):
-        x = torch.randn(16)
-        return {"x": x, "labels": (x.sum() > 0).long()}
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.net = nn.Linear(16, 2)
-
-    def forward(self, x, labels=None):
-        logits = self.net(x)
-        return {"loss": nn.functional.cross_entropy(logits, labels), "logits": logits}
-
-
-args = TrainingArguments(
-    output_dir="out",
-    per_device_train_batch_size=4,
-    gradient_accumulation_steps=4,
-    report_to=[],
-    use_cpu=True,
-    max_steps=60,
-    save_strategy="no",
+TRAIN = trainer_script(
+    "    per_device_train_batch_size=4,\n    gradient_accumulation_steps=4,\n",
+    'print("ACCUM", trainer.args.gradient_accumulation_steps)\n',
 )
-trainer = Trainer(model=Net(), args=args, train_dataset=Data())
-trainer.train()
-print("ACCUM", trainer.args.gradient_accumulation_steps)
-"""
 
 
 def _run(tmp_path: Path, *extra: str, after: list[str] | None = None) -> dict[str, Any]:

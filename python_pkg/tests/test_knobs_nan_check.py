@@ -14,47 +14,14 @@ from pathlib import Path
 import pytest
 from gpusight.fixes.diff_apply import apply, parse
 from gpusight.knobs import Situation, by_name
+from hf_support import trainer_script
 
 LIB = "/venv/lib/python3.12/site-packages"
 
-TRAIN = """\
-import torch
-from torch import nn
-from torch.utils.data import Dataset
-from transformers import Trainer, TrainingArguments
-
-
-class Data(Dataset):
-    def __len__(self):
-        return 4096
-
-    def __getitem__(self, i):
-        x = torch.randn(16)
-        return {"x": x, "labels": (x.sum() > 0).long()}
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.net = nn.Linear(16, 2)
-
-    def forward(self, x, labels=None):
-        logits = self.net(x)
-        return {"loss": nn.functional.cross_entropy(logits, labels), "logits": logits}
-
-
-args = TrainingArguments(
-    output_dir="out",
-    per_device_train_batch_size=8,
-    report_to=[],
-    use_cpu=True,
-    max_steps=60,
-    save_strategy="no",
+TRAIN = trainer_script(
+    "    per_device_train_batch_size=8,\n",
+    'print("FILTER", trainer.args.logging_nan_inf_filter)\n',
 )
-trainer = Trainer(model=Net(), args=args, train_dataset=Data())
-trainer.train()
-print("FILTER", trainer.args.logging_nan_inf_filter)
-"""
 
 
 def _facts(syncs: list[dict[str, object]]) -> dict[str, object]:

@@ -174,6 +174,19 @@ def test_many_new_shapes_that_each_cost_a_one_off_are_set_apart() -> None:
     assert not res.shapes_cost_once and res.new_shapes == []
 
 
+def padded_loop(model: str, data: str) -> str:
+    """A training loop over ``data`` padded by the script's ``pad``, into ``model``'s class."""
+    return (
+        f"model = {model}()\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+        f"for batch in DataLoader({data}, batch_size=2, collate_fn=pad):\n"
+        "    loss = model(**batch)\n"
+        "    opt.zero_grad()\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+    )
+
+
 LENGTHS = """import random
 import time
 from collections import UserDict
@@ -207,14 +220,7 @@ def pad(items):  # Hugging Face's collators return a BatchEncoding, a UserDict
 
 
 texts = [torch.randint(1, 100, (random.choice([8, 16, 24, 32, 40, 48]),)) for _ in range(4000)]
-model = Planned()
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-for batch in DataLoader(texts, batch_size=2, collate_fn=pad):
-    loss = model(**batch)
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-"""
+""" + padded_loop("Planned", "texts")
 
 
 def test_a_text_loaders_lengths_each_paid_for_once_are_set_apart(tmp_path: Path) -> None:
@@ -303,14 +309,7 @@ def pad(pairs):  # DataCollatorForSeq2Seq pads sources and labels each to its ow
 
 pairs = [(torch.randint(1, 100, (random.choice([8, 16, 24]),)),
           torch.randint(1, 100, (random.choice([4, 8, 12, 16]),))) for _ in range(4000)]
-model = CrossPlanned()
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-for batch in DataLoader(pairs, batch_size=2, collate_fn=pad):
-    loss = model(**batch)
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-"""
+""" + padded_loop("CrossPlanned", "pairs")
 
 
 def test_a_seq2seq_batch_is_new_where_its_target_length_is(tmp_path: Path) -> None:
