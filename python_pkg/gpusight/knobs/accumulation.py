@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ..after_import import Callback, after_import
 from ..script_command import with_value
 from .base import Arm, Group, Knob, Situation, Target
-from .framework_precision import ACCELERATE, LIGHTNING, _wrap_init
+from .framework_precision import ACCELERATE, LIGHTNING, _wrap_init, _wrap_post_init
 
 if TYPE_CHECKING:
     from ..report import Fix
@@ -77,6 +77,14 @@ def _with_switch(f: Fix, grown: Fix, framework: str) -> Fix:
     except (OSError, UnicodeDecodeError, PatchError):
         return f
     return with_patch(f, unified_diff(text, both, path), {path: text})
+
+
+def _set_field(args: Any, name: str, n: int) -> bool:
+    """``args`` (the Trainer's arguments) with the field ``name`` at ``n``; False where it was."""
+    if int(getattr(args, name, 1) or 1) == n:
+        return False
+    setattr(args, name, n)
+    return True
 
 
 def _set(kwargs: dict[str, Any], name: str, n: int) -> bool:
@@ -168,18 +176,8 @@ class Accumulation(Knob):
         hit: Callable[[], None] = lambda: hooks.inj.hit(KEY)  # noqa: E731
 
         def transformers(mod: Any) -> None:
-            cls = mod.TrainingArguments
-            orig = cls.__post_init__
-
-            @functools.wraps(orig)
-            def __post_init__(args: Any, *a: Any, **kw: Any) -> Any:
-                if int(getattr(args, "gradient_accumulation_steps", 1) or 1) != n:
-                    args.gradient_accumulation_steps = n
-                    hit()
-                return orig(args, *a, **kw)
-
-            cls.__post_init__ = __post_init__
-            hooks.inj.on_undo(lambda: setattr(cls, "__post_init__", orig))
+            change = functools.partial(_set_field, name=SWITCHES["transformers"], n=n)
+            hooks.inj.on_undo(_wrap_post_init(mod.TrainingArguments, change, hit))
 
         def wrap(cls_name: str, switch: str) -> Callback:
             def patch(mod: Any) -> None:

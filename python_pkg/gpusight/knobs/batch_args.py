@@ -75,7 +75,11 @@ def _is_batch_action(action: argparse.Action) -> bool:
 
 def from_parser(parser: argparse.ArgumentParser, namespace: Any) -> BatchArg | None:
     """The batch option of a parser that parsed the script's ``sys.argv``, with its value."""
-    action = batch_action(parser)
+    return _parsed(batch_action(parser), namespace)
+
+
+def _parsed(action: argparse.Action | None, namespace: Any) -> BatchArg | None:
+    """``action``'s option with the positive integer it parsed to; None otherwise."""
     if action is None:
         return None
     value = getattr(namespace, action.dest, None)
@@ -101,12 +105,7 @@ def accum_action(parser: argparse.ArgumentParser) -> argparse.Action | None:
 def accum_from_parser(parser: argparse.ArgumentParser, namespace: Any) -> BatchArg | None:
     """The accumulation option of a parser that parsed the script's ``sys.argv``, with its
     value (a positive integer as parsed)."""
-    action = accum_action(parser)
-    value = getattr(namespace, action.dest, None) if action is not None else None
-    if action is None or not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        return None
-    longs = [o for o in action.option_strings if o.startswith("--")]
-    return BatchArg(longs[0], list(action.option_strings), int(value), "argparse")
+    return _parsed(accum_action(parser), namespace)
 
 
 def from_argv(argv: list[str]) -> BatchArg | None:

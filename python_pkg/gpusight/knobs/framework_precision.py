@@ -63,19 +63,14 @@ def switches(
     fp16 = dtype == "float16"
     undo = undo if undo is not None else []
 
+    def switch_on(args: Any) -> bool:
+        if getattr(args, "bf16", False) or getattr(args, "fp16", False):
+            return False
+        setattr(args, "fp16" if fp16 else "bf16", True)
+        return True
+
     def transformers(mod: ModuleType) -> None:
-        cls = mod.TrainingArguments
-        orig = cls.__post_init__
-
-        @functools.wraps(orig)
-        def __post_init__(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if not getattr(self, "bf16", False) and not getattr(self, "fp16", False):
-                setattr(self, "fp16" if fp16 else "bf16", True)
-                hit("transformers")
-            return orig(self, *args, **kwargs)
-
-        cls.__post_init__ = __post_init__
-        undo.append(lambda: setattr(cls, "__post_init__", orig))
+        undo.append(_wrap_post_init(mod.TrainingArguments, switch_on, lambda: hit("transformers")))
 
     def lightning(mod: ModuleType) -> None:
         def change(kwargs: dict[str, Any]) -> bool:
@@ -137,6 +132,23 @@ def observe() -> tuple[list[str], Callable[[], None]]:
 def trained_through(seen: list[str]) -> str | None:
     """The framework that drives the training, of those whose objects were made."""
     return next((fw.name for fw in FRAMEWORKS if fw.name in seen), None)
+
+
+def _wrap_post_init(
+    cls: type, change: Callable[[Any], bool], hit: Callable[[], None]
+) -> Callable[[], None]:
+    """``cls.__post_init__`` (Hugging Face's ``TrainingArguments``) that lets ``change`` edit
+    the fields the script set before the class checks them; returns the undo."""
+    orig = cls.__post_init__  # type: ignore[attr-defined]
+
+    @functools.wraps(orig)
+    def __post_init__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if change(self):
+            hit()
+        return orig(self, *args, **kwargs)
+
+    cls.__post_init__ = __post_init__  # type: ignore[attr-defined]
+    return lambda: setattr(cls, "__post_init__", orig)
 
 
 def _wrap_init(

@@ -10,11 +10,11 @@ the Trainer logs then counts a nan step's as any other.
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING, Any
 
 from ..after_import import after_import
 from .base import Arm, Group, Knob, Situation, Target, amdahl, share
+from .framework_precision import _wrap_post_init
 
 if TYPE_CHECKING:
     from ..report import Fix
@@ -68,17 +68,8 @@ class NanCheck(Knob):
 
     def install(self, hooks: Target) -> None:
         def patch(mod: Any) -> None:
-            cls = mod.TrainingArguments
-            orig = cls.__post_init__
-
-            @functools.wraps(orig)
-            def __post_init__(args: Any, *a: Any, **kw: Any) -> Any:
-                if filter_off(args):
-                    hooks.inj.hit(KEY)
-                return orig(args, *a, **kw)
-
-            cls.__post_init__ = __post_init__
-            hooks.inj.on_undo(lambda: setattr(cls, "__post_init__", orig))
+            hit = lambda: hooks.inj.hit(KEY)  # noqa: E731
+            hooks.inj.on_undo(_wrap_post_init(mod.TrainingArguments, filter_off, hit))
 
         hooks.inj.on_undo(after_import({"transformers.training_args": patch}))
 
