@@ -99,8 +99,8 @@ class WarmStart:
         """Once: a server that imports the script's names before ``at`` only, where importing
         ``at`` (a library that starts the CUDA driver or threads as it loads: pyg_lib under
         torch_geometric) left the first unfit to fork from; whether it is ready."""
-        if self.left is not None or at not in self.modules or self.modules.index(at) == 0:
-            return False
+        if self.left is not None or at not in self.modules:
+            return False  # (with nothing before it, the server still imports torch ahead)
         why = str((self.said or {}).get("why") or "")
         self.close()
         self.left = (at.split(":")[0], why)
