@@ -99,8 +99,9 @@ class WarmStart:
         """Once: a server that imports the script's names before ``at`` only, where importing
         ``at`` (a library that starts the CUDA driver or threads as it loads: pyg_lib under
         torch_geometric) left the first unfit to fork from; whether it is ready."""
+        # With nothing before ``at``, the second server still imports gpusight and torch ahead.
         if self.left is not None or at not in self.modules:
-            return False  # (with nothing before it, the server still imports torch ahead)
+            return False
         why = str((self.said or {}).get("why") or "")
         self.close()
         self.left = (at.split(":")[0], why)
