@@ -246,3 +246,66 @@ def test_both_winning_the_combined_run_keeps_the_update_as_it_was() -> None:
     assert combine(winners) == {"batch_size": 32, "accumulation": {"steps": 1, "was": 4}}
     label = together_label(winners)
     assert "gradient_accumulation_steps=1" in label and "batch_size=128" not in label
+
+
+OWN_COUNT = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+ACCUM_STEPS = 4
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 2))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+loader = DataLoader(TensorDataset(torch.randn(16384, 32)), batch_size=4)
+for i, (x,) in enumerate(loader):
+    loss = model(x).pow(2).mean() / ACCUM_STEPS
+    loss.backward()
+    if (i + 1) % ACCUM_STEPS == 0:
+        opt.step()
+        opt.zero_grad()
+"""
+
+
+def test_a_loop_that_accumulates_over_a_number_of_its_own_is_measured_so(tmp_path: Path) -> None:
+    """No option, no framework: the loop steps every ``ACCUM_STEPS`` batches, a number its file
+    sets. The what-if runs a copy of the file with it at 1 beside the grown batch, measures the
+    row, and ``--patch`` writes both changes in one diff; the user's file stays as it was."""
+    (tmp_path / "train.py").write_text(OWN_COUNT)
+    cmd = [sys.executable, "-m", "gpusight", "run", "--quiet", "--what-if", "--try",
+           "accumulation", "--budget", "60", "--json", "r.json", "--patch", "fix.diff",
+           "train.py"]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    report = json.loads((tmp_path / "r.json").read_text())
+    (row,) = [r for r in report["what_if"] if r["params"].get("group") == "accumulation"]
+    assert row["change"].startswith("DataLoader batch_size=16 with ACCUM_STEPS = 1")
+    assert row["params"]["items_per_step"] == 16 and row["speedup"] > 1.0, row
+    assert (tmp_path / "train.py").read_text() == OWN_COUNT
+    (diff,) = parse((tmp_path / "fix.diff").read_text())
+    fixed = apply(OWN_COUNT, diff)
+    assert "\nACCUM_STEPS = 1\n" in fixed and "batch_size=16)" in fixed
+    assert fixed.count("\n") == OWN_COUNT.count("\n")
+
+
+def test_the_loops_count_not_reaching_the_step_is_said(tmp_path: Path) -> None:
+    """A re-run whose optimizer steps still took the old number of batches (the count set
+    again further on) shows the change did not take effect."""
+    knob = by_name("accumulation")
+    assert knob is not None
+    (tmp_path / "train.py").write_text(OWN_COUNT)
+    facts = _facts(framework=None, forward_site={
+        "file": str(tmp_path / "train.py"), "shown": "train.py", "line": 11})  # fmt: skip
+    (group,) = knob.groups(Situation.of(facts))
+    (arm,) = group.arms
+    setting = arm.changes["accumulation"]
+    assert (setting["name"], setting["line"]) == ("ACCUM_STEPS", 4)
+    edits = knob.source_edits(arm.changes)
+    assert isinstance(edits, dict)
+    assert edits[str(tmp_path / "train.py")] == OWN_COUNT.replace("STEPS = 4", "STEPS = 1")
+    stuck = {"loader": {"batch_size": 32, "batches_per_step": 4}}
+    assert "ACCUM_STEPS = 1 did not reach" in str(knob.took_effect(stuck, arm.changes))
+    assert knob.took_effect({"loader": {"batches_per_step": 1}}, arm.changes) is None
+    # The file changed since the run: the re-run is refused with the reason.
+    (tmp_path / "train.py").write_text(OWN_COUNT.replace("STEPS = 4", "STEPS = 2"))
+    assert "no longer sets ACCUM_STEPS = 4" in str(knob.source_edits(arm.changes))

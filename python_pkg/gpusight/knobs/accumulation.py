@@ -8,7 +8,9 @@ DataLoader's ``batch_size``). The accumulation is set where the user sets it: th
 option at the run's value (``--grad-accum-steps``, ``--gradient_accumulation_steps``), else the
 framework's keyword as its objects are made (``TrainingArguments(gradient_accumulation_steps=k)``,
 Lightning's ``accumulate_grad_batches``, Accelerate's ``gradient_accumulation_steps``), patched
-as the framework is imported. A loop that accumulates over a number in its own code has no arm.
+as the framework is imported, else the number the loop's own code accumulates over where the
+file sets it once (``accum = 8``: ``fixes/accumulation_count.py``), the re-run running a copy of
+the file with it at 1.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..after_import import Callback, after_import
+from ..fixes import accumulation_count
 from ..script_command import with_value
 from .base import Arm, Group, Knob, Situation, Target
 from .framework_precision import ACCELERATE, LIGHTNING, _wrap_init, _wrap_post_init
@@ -37,19 +40,68 @@ SWITCHES = {
 
 def _setting(facts: dict[str, Any], k: int) -> dict[str, Any] | None:
     """How a re-run sets the accumulation to 1 where it is ``k``: the script's own option at
-    that value (``facts["accum_arg"]``), else the framework's keyword; None: neither."""
+    that value (``facts["accum_arg"]``), else the number the loop's file sets, else the
+    framework's keyword; None: none of them."""
     arg = facts.get("accum_arg") or {}
     if arg.get("value") == k:
         return {"steps": 1, "was": k, "option": arg["option"],
                 "aliases": list(arg.get("aliases") or [arg["option"]])}  # fmt: skip
+    count = _loop_count(facts, k)
+    if count is not None:
+        site = facts.get("forward_site") or {}
+        return {"steps": 1, "was": k, "name": count.name, "line": count.line,
+                "file": str(site["file"]), "shown": str(site.get("shown") or "")}  # fmt: skip
     return {"steps": 1, "was": k} if facts.get("framework") in SWITCHES else None
+
+
+def _loop_count(facts: dict[str, Any], k: int) -> accumulation_count.Count | None:
+    """Where the file of the model's call sets the count its step loop accumulates over."""
+    from .user_lines import site_text
+
+    site = facts.get("forward_site") or {}
+    text = site_text(site) if site.get("file") and not facts.get("forward_cell") else None
+    return None if text is None else accumulation_count.find(text, int(site.get("line") or 0), k)
 
 
 def _named(setting: dict[str, Any], facts: dict[str, Any]) -> str:
     """The accumulation at 1, as the user sets it."""
     if setting.get("option"):
         return f"{setting['option']} 1"
+    if setting.get("name"):
+        return f"{setting['name']} = 1"
     return f"{SWITCHES[str(facts.get('framework'))]}=1"
+
+
+def _with_count(f: Fix, setting: dict[str, Any]) -> Fix:
+    """``f`` whose patch also sets the loop's count to 1: one diff of the file where ``f``
+    already changes it (the DataLoader's batch), else a diff of its own beside ``f``'s; ``f``
+    without a patch where the file is no longer as the run had it."""
+    from ..fixes.diff_apply import PatchError, apply, parse
+    from ..fixes.patch import unified_diff
+    from ..fixes.patch_files import patchable_path, read_text, text_sha256
+    from ..report import PatchFile
+
+    shown = str(setting.get("shown") or "")
+    made, patch = list(f.patch_files or []), f.patch or ""
+    f.patch, f.patch_files = None, None
+    if not patchable_path(shown):
+        return f
+    try:
+        text = read_text(str(setting["file"]))
+        start, rest = text, made
+        if any(m.path == shown for m in made):
+            if len(made) != 1 or made[0].sha256 != text_sha256(text):
+                return f
+            start, rest, patch = apply(text, parse(patch)[0]), [], ""
+    except (OSError, UnicodeDecodeError, PatchError):
+        return f
+    new = accumulation_count.with_count(start, str(setting["name"]), int(setting["was"]), 1)
+    if new is None:
+        return f
+    own = unified_diff(text, new, shown)
+    f.patch = (patch if not patch or patch.endswith("\n") else patch + "\n") + own
+    f.patch_files = [*rest, PatchFile(shown, text_sha256(text))]
+    return f
 
 
 def _with_switch(f: Fix, grown: Fix, framework: str) -> Fix:
@@ -128,8 +180,8 @@ class Accumulation(Knob):
     def not_planned(self, s: Situation) -> str:
         return (
             "the run's optimizer steps each took one batch, or neither a script option "
-            "(--grad-accum-steps) nor a framework (Hugging Face's Trainer, Lightning, "
-            "Accelerate) set the accumulation"
+            "(--grad-accum-steps), a number the loop's file sets once (accum = 8) nor a "
+            "framework (Hugging Face's Trainer, Lightning, Accelerate) set the accumulation"
         )
 
     def validate(self, changes: dict[str, Any]) -> str | None:
@@ -159,8 +211,27 @@ class Accumulation(Knob):
         v = changes.get(KEY) or {}
         return with_value(args, v, int(v["steps"])) if v.get("option") else args
 
+    def source_edits(self, changes: dict[str, Any]) -> dict[str, str] | str:
+        from ..fixes.patch_files import read_text
+
+        v = changes.get(KEY) or {}
+        if not v.get("name"):
+            return {}
+        path = str(v.get("file"))
+        try:
+            new = accumulation_count.with_count(read_text(path), v["name"], int(v["was"]), 1)
+        except (OSError, UnicodeDecodeError):
+            new = None
+        return {path: new} if new is not None else f"{path} no longer sets {v['name']} = {v['was']}"
+
     def took_effect(self, facts: dict[str, Any] | None, changes: dict[str, Any]) -> str | None:
         v = changes.get(KEY) or {}
+        if v.get("name"):
+            per = ((facts or {}).get("loader") or {}).get("batches_per_step")
+            if per is not None and int(per) >= int(v["was"]):
+                return (f"{v['name']} = 1 did not reach the loop's accumulation: an optimizer "
+                        f"step still took {per} batches")  # fmt: skip
+            return None
         if not v.get("option"):
             return super().took_effect(facts, changes)
         seen = (facts or {}).get("accum_arg") or {}
@@ -170,8 +241,8 @@ class Accumulation(Knob):
 
     def install(self, hooks: Target) -> None:
         v = hooks.changes.get(KEY) or {}
-        if v.get("option"):
-            return  # the script's own option sets it
+        if v.get("option") or v.get("name"):
+            return  # the script's own option, or the loop's own count in the copy, sets it
         n = int(v.get("steps") or 1)
         hit: Callable[[], None] = lambda: hooks.inj.hit(KEY)  # noqa: E731
 
@@ -221,6 +292,8 @@ class Accumulation(Knob):
                                     items, facts)  # fmt: skip
                 f.patch, f.patch_files = grown.patch, grown.patch_files
             return f
+        if setting.get("name"):
+            return _with_count(self._count_fix(arm, items, facts, text), setting)
         f = Fix(text=text, code=f"{named} beside a batch of {new}", language="text")
         framework = str(facts.get("framework") or "")
         if framework != "transformers":
@@ -231,3 +304,25 @@ class Accumulation(Knob):
         if not arg:
             values["per_device_train_batch_size"] = new
         return patched_setup(f, facts, values)
+
+    @staticmethod
+    def _count_fix(arm: Arm, items: int | None, facts: dict[str, Any], text: str) -> Fix:
+        """The batch grown as the arm grew it, before the loop's count is set: the command
+        with the script's batch option, else the DataLoader's batch patched where it is set."""
+        from ..report import Fix
+        from .batch import Batch
+
+        ch = arm.changes
+        arg = ch.get("script_arg") or {}
+        cmd = facts.get("command") or {}
+        named = _named(ch[KEY], facts)
+        if arg and cmd.get("script"):
+            argv = with_value([str(a) for a in cmd.get("args") or []], arg, int(arg["value"]))
+            return Fix(text=text, code=shlex.join(["python", str(cmd["script"]), *argv]),
+                       language="shell")  # fmt: skip
+        new = int(ch.get("batch_size") or 0)
+        grown = Batch().fix(Arm("batch", arm.label, {"batch_size": new}, arm.finding_id),
+                            items, facts)  # fmt: skip
+        f = Fix(text=text, code=f"{named} beside a batch of {new}", language="text")
+        f.patch, f.patch_files = grown.patch, grown.patch_files
+        return f
