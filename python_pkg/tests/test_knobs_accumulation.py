@@ -309,3 +309,31 @@ def test_the_loops_count_not_reaching_the_step_is_said(tmp_path: Path) -> None:
     # The file changed since the run: the re-run is refused with the reason.
     (tmp_path / "train.py").write_text(OWN_COUNT.replace("STEPS = 4", "STEPS = 2"))
     assert "no longer sets ACCUM_STEPS = 4" in str(knob.source_edits(arm.changes))
+
+
+def test_lightnings_datamodule_in_a_file_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The DataModule in ``data.py``, the Trainer in the script: the fix's diff changes each
+    file where it sets its value, the batch in one and the accumulation in the other."""
+    pytest.importorskip("lightning.pytorch")
+    head, _, tail = LIGHTNING.partition("class Net(")
+    data = head
+    train = (
+        "import lightning as L\nimport torch\nfrom data import Data\n\n\nclass Net("
+        + tail.replace("Data(batch_size=4)", "Data()")
+    )
+    (tmp_path / "data.py").write_text(data)
+    (tmp_path / "train.py").write_text(train)
+    base = _run(tmp_path)
+    knob = by_name("accumulation")
+    assert knob is not None
+    (group,) = knob.groups(Situation.of(base))
+    (arm,) = group.arms
+    monkeypatch.chdir(tmp_path)
+    fix = knob.fix(arm, 16, base)
+    assert fix.patch is not None and fix.patch_files is not None, fix
+    diffs = {d.path: d for d in parse(fix.patch)}
+    assert sorted(diffs) == sorted(p.path for p in fix.patch_files) == ["data.py", "train.py"]
+    assert "def __init__(self, batch_size=16)" in apply(data, diffs["data.py"])
+    assert "accumulate_grad_batches=1)" in apply(train, diffs["train.py"])

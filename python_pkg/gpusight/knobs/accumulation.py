@@ -104,10 +104,11 @@ def _with_count(f: Fix, setting: dict[str, Any]) -> Fix:
     return f
 
 
-def _with_switch(f: Fix, grown: Fix, framework: str) -> Fix:
-    """``f`` with one diff that grows the batch (``grown``'s patch) and sets the framework's
-    accumulation to 1 in the same file's one setup call (Lightning's ``Trainer(...)``); ``f``
-    as it is where the two are not in one file: the batch alone would grow the update."""
+def _with_switch(f: Fix, grown: Fix, framework: str, facts: dict[str, Any]) -> Fix:
+    """``f`` with the batch grown (``grown``'s patch) and the framework's accumulation at 1 in
+    its one setup call (Lightning's ``Trainer(...)``): one diff where that call is in the same
+    file, else beside it a diff of the script's file or the model's call's that makes it; ``f``
+    as it is where no file does: the batch alone would grow the update."""
     from ..fixes.diff_apply import PatchError, apply, parse
     from ..fixes.framework_calls import setup_patch
     from ..fixes.patch import unified_diff
@@ -117,18 +118,44 @@ def _with_switch(f: Fix, grown: Fix, framework: str) -> Fix:
     if grown.patch is None or len(made) != 1:
         return f
     path = made[0].path
+    values: dict[str, object] = {SWITCHES[framework]: 1}
     try:
         text = read_text(path)
         if text_sha256(text) != made[0].sha256:
             return f
         bigger = apply(text, parse(grown.patch)[0])
-        second = setup_patch(bigger, path, framework, {SWITCHES[framework]: 1})
+        second = setup_patch(bigger, path, framework, values)
         if second is None:
-            return f
+            return _beside(f, grown, framework, facts)
         both = apply(bigger, parse(second)[0])
     except (OSError, UnicodeDecodeError, PatchError):
         return f
     return with_patch(f, unified_diff(text, both, path), {path: text})
+
+
+def _beside(f: Fix, grown: Fix, framework: str, facts: dict[str, Any]) -> Fix:
+    """``f`` with ``grown``'s diff and a second one that sets the accumulation in the file,
+    the script's or the model's call's, that holds the framework's one setup call."""
+    from ..fixes.framework_calls import setup_patch
+    from ..fixes.patch_files import patchable_path, text_sha256
+    from ..report import PatchFile
+    from .user_lines import site_text
+
+    made = list(grown.patch_files or [])
+    script = (facts.get("command") or {}).get("script")
+    sites = [{"file": script, "shown": script}] if script else []
+    for site in [*sites, facts.get("forward_site") or {}]:
+        shown = str(site.get("shown") or site.get("file") or "")
+        text = site_text(site) if site.get("file") else None
+        if text is None or shown in {m.path for m in made} or not patchable_path(shown):
+            continue
+        second = setup_patch(text, shown, framework, {SWITCHES[framework]: 1})
+        if second is not None:
+            first = grown.patch or ""
+            f.patch = (first if first.endswith("\n") else first + "\n") + second
+            f.patch_files = [*made, PatchFile(shown, text_sha256(text))]
+            return f
+    return f
 
 
 def _set_field(args: Any, name: str, n: int) -> bool:
@@ -299,7 +326,7 @@ class Accumulation(Knob):
         if framework != "transformers":
             grown = Batch().fix(Arm("batch", arm.label, {"batch_size": new}, arm.finding_id),
                                 items, facts)  # fmt: skip
-            return _with_switch(f, grown, framework) if not arg else f
+            return _with_switch(f, grown, framework, facts) if not arg else f
         values: dict[str, object] = {SWITCHES["transformers"]: 1}
         if not arg:
             values["per_device_train_batch_size"] = new
