@@ -27,10 +27,10 @@ from torch.utils.data import DataLoader
 
 LIBRARY = "timm"
 LABEL = "timm ConvNeXt-Tiny, micro-batch 16 x 8 accumulation, .item() per micro-step: host-bound"
-EXPECTED = {"bottleneck": "launch_overhead", "pick": "batch"}
+EXPECTED = {"bottleneck": "launch_overhead", "pick": "accumulation"}
 FIX = "-b 128 --accum-steps 1 (same effective batch), loss read once per optimizer step"
 # The script's own switches for the settings a what-if row sets ("{}": the row's value).
-TRUTH_ARGS = {"set_batch_size": ["-b", "{}"]}
+TRUTH_ARGS = {"set_batch_size": ["-b", "{}"], "set_accumulation": ["--accum-steps", "{}"]}
 
 
 def main() -> None:

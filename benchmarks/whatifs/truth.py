@@ -101,6 +101,7 @@ def pick(report: dict[str, Any], how: str) -> dict[str, Any] | None:
     if how in (
         "workers",
         "batch",
+        "accumulation",
         "channels_last",
         "to_device",
         "autocast",

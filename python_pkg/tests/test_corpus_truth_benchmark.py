@@ -146,6 +146,11 @@ def test_an_injected_row_is_held_to_the_scripts_own_switch_for_it(corpus: Module
     assert corpus.same_change(stacked, report, meta) == []
     unknown = _row("tf32", 1.1, set_tf32=True)
     assert corpus.same_change(unknown, report, meta) == []
+    # The accumulation's row (the loop's own accum = 8 at 1 beside a batch of 128) is the
+    # script's --fix, through its own switches.
+    traded = _row("accumulation", 4.4, set_batch_size=128, set_accumulation=1)
+    assert corpus.same_change(traded, report, meta) == ["-b", "128", "--accum-steps", "1"]
+    assert corpus.pick({"what_if": [*report["what_if"], traded]}, "accumulation") == traded
 
 
 def test_the_budget_reached_the_plans_end_where_no_row_was_left_out_for_it(
