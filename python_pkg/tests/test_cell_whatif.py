@@ -214,6 +214,50 @@ def test_a_cells_gc_collect_is_measured_skipped_and_its_cell_patched(
     assert abs(saved / saved_row - 1.0) <= 0.2, (saved, saved_row, gain, rows[0].speedup)
 
 
+ACCUM_SETUP = """
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+data = TensorDataset(torch.randn(16384, 32), torch.randint(0, 4, (16384,)))
+"""
+
+ACCUM_TRAIN = """ACCUM = 4
+loader = DataLoader(data, batch_size=4)
+for i, (x, y) in enumerate(loader):
+    loss = nn.functional.cross_entropy(model(x), y) / ACCUM
+    loss.backward()
+    if (i + 1) % ACCUM == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+"""
+
+
+@pytest.mark.slow
+def test_a_cells_own_accumulation_count_is_set_to_one_in_its_re_run(ip: Any) -> None:
+    """The cell steps every ``ACCUM`` batches, a number it sets: a re-run runs the cell with
+    it at 1 beside the grown batch (the same items per update), and the kernel keeps its
+    weights."""
+    ip.run_cell(ACCUM_SETUP, store_history=True).raise_error()
+    ns = ip.user_ns
+    weights = [p.detach().clone() for p in ns["model"].parameters()]
+    res = ip.run_cell(
+        "%%gpusight --what-if --budget 60 --steps 10 --warmup 1\n" + ACCUM_TRAIN,
+        store_history=True,
+    )
+    res.raise_error()
+    rep = res.result
+    assert isinstance(rep, Report)
+    rows = [r for r in rep.what_if if (r.params or {}).get("group") == "accumulation"]
+    assert rows, [(r.change, r.skipped) for r in rep.what_if]
+    assert rows[0].change.startswith("DataLoader batch_size=16 with ACCUM = 1 (the same 16")
+    assert rows[0].skipped is None and rows[0].speedup is not None and rows[0].speedup > 1.0
+    assert (rows[0].params or {}).get("items_per_step") == 16
+    assert all(torch.equal(a, b) for a, b in zip(weights, ns["model"].parameters(), strict=True))
+
+
 @pytest.mark.slow
 def test_a_log_an_earlier_cell_opened_is_not_written_by_the_re_runs(
     ip: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch

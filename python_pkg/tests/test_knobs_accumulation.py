@@ -337,3 +337,31 @@ def test_lightnings_datamodule_in_a_file_of_its_own(
     assert sorted(diffs) == sorted(p.path for p in fix.patch_files) == ["data.py", "train.py"]
     assert "def __init__(self, batch_size=16)" in apply(data, diffs["data.py"])
     assert "accumulate_grad_batches=1)" in apply(train, diffs["train.py"])
+
+
+def test_in_a_notebook_the_cell_that_builds_the_loader_and_loops_is_changed() -> None:
+    """The fix of a cell that sets its count, builds its loader and loops: that cell with the
+    count at 1 and the batch grown, one change. A loader built in an earlier cell is another
+    cell to change: no patch of one without the other (alone, either changes the update)."""
+    knob = by_name("accumulation")
+    assert knob is not None
+    body = OWN_COUNT.split("\n", 3)[3]  # from ACCUM_STEPS = 4 on
+    compiled = "import torch\nfrom torch.utils.data import DataLoader, TensorDataset\n" + body
+    call = compiled.splitlines().index("    loss = model(x).pow(2).mean() / ACCUM_STEPS") + 1
+    loader = compiled.splitlines().index(
+        "loader = DataLoader(TensorDataset(torch.randn(16384, 32)), batch_size=4)") + 1  # fmt: skip
+    cell = {"source": "%%gpusight --what-if\n" + compiled.rstrip("\n"), "compiled": compiled,
+            "line": call, "offset": 1, "execution_count": 7}  # fmt: skip
+    site = {"file": "<ipython-input-7>", "shown": "cell [7]", "line": call}
+    facts = _facts(framework=None, forward_cell=cell, loader_cell={**cell, "line": loader},
+                   forward_site=site)  # fmt: skip
+    (group,) = knob.groups(Situation.of(facts))
+    (arm,) = group.arms
+    assert arm.changes["accumulation"]["name"] == "ACCUM_STEPS"
+    fix = knob.fix(arm, 32, facts)
+    assert fix.cell is not None, fix
+    assert "\nACCUM_STEPS = 1\n" in fix.cell.patched and "batch_size=32)" in fix.cell.patched
+    assert "ACCUM_STEPS = 1" in fix.text and fix.patch is not None
+    elsewhere = {**facts, "loader_cell": {**cell, "line": loader, "execution_count": 6}}
+    fix = knob.fix(arm, 32, elsewhere)
+    assert fix.cell is None and fix.patch is None and "ACCUM_STEPS = 1" in fix.text

@@ -55,12 +55,15 @@ def _setting(facts: dict[str, Any], k: int) -> dict[str, Any] | None:
 
 
 def _loop_count(facts: dict[str, Any], k: int) -> accumulation_count.Count | None:
-    """Where the file of the model's call sets the count its step loop accumulates over."""
-    from .user_lines import site_text
+    """Where the file (or notebook cell) of the model's call sets the count its step loop
+    accumulates over."""
+    from .user_lines import source_text
 
     site = facts.get("forward_site") or {}
-    text = site_text(site) if site.get("file") and not facts.get("forward_cell") else None
-    return None if text is None else accumulation_count.find(text, int(site.get("line") or 0), k)
+    cell = facts.get("forward_cell") or {}
+    text = cell.get("compiled") or (source_text(str(site["file"])) if site.get("file") else None)
+    line = int(cell.get("line") or site.get("line") or 0)
+    return None if not text else accumulation_count.find(text, line, k)
 
 
 def _named(setting: dict[str, Any], facts: dict[str, Any]) -> str:
@@ -101,6 +104,32 @@ def _with_count(f: Fix, setting: dict[str, Any]) -> Fix:
     own = unified_diff(text, new, shown)
     f.patch = (patch if not patch or patch.endswith("\n") else patch + "\n") + own
     f.patch_files = [*rest, PatchFile(shown, text_sha256(text))]
+    return f
+
+
+def _in_cell(f: Fix, arm: Arm, facts: dict[str, Any], setting: dict[str, Any]) -> Fix:
+    """``f`` as a change to the notebook cell that calls the model: its count at 1, and the
+    DataLoader's batch grown where the same cell builds the loader; ``f``'s text alone where
+    another cell does (that cell changed alone, or this one, would change the update)."""
+    from ..fixes.cell_patch import CellSource, with_statement_cell_fix
+    from ..fixes.patch import set_call_keywords
+
+    cell = CellSource(**facts["forward_cell"])
+    loader = facts.get("loader_cell") or {}
+    compiled: str | None = cell.compiled
+    new = arm.changes.get("batch_size")
+    if new:
+        same = loader.get("compiled") == cell.compiled and (
+            loader.get("execution_count") == cell.execution_count
+        )
+        if not same:
+            return f
+        compiled = set_call_keywords(cell.compiled, int(loader["line"]), {"batch_size": repr(new)})
+    if compiled is not None:
+        changed = accumulation_count.with_count(
+            compiled, str(setting["name"]), int(setting["was"]), 1
+        )
+        with_statement_cell_fix(f, cell, changed)
     return f
 
 
@@ -239,16 +268,18 @@ class Accumulation(Knob):
         return with_value(args, v, int(v["steps"])) if v.get("option") else args
 
     def source_edits(self, changes: dict[str, Any]) -> dict[str, str] | str:
-        from ..fixes.patch_files import read_text
+        from .user_lines import source_text
 
         v = changes.get(KEY) or {}
         if not v.get("name"):
             return {}
         path = str(v.get("file"))
-        try:
-            new = accumulation_count.with_count(read_text(path), v["name"], int(v["was"]), 1)
-        except (OSError, UnicodeDecodeError):
-            new = None
+        text = source_text(path)
+        new = (
+            None
+            if text is None
+            else accumulation_count.with_count(text, v["name"], int(v["was"]), 1)
+        )
         return {path: new} if new is not None else f"{path} no longer sets {v['name']} = {v['was']}"
 
     def took_effect(self, facts: dict[str, Any] | None, changes: dict[str, Any]) -> str | None:
@@ -319,6 +350,8 @@ class Accumulation(Knob):
                                     items, facts)  # fmt: skip
                 f.patch, f.patch_files = grown.patch, grown.patch_files
             return f
+        if setting.get("name") and facts.get("forward_cell"):
+            return _in_cell(Fix(text=text), arm, facts, setting)
         if setting.get("name"):
             return _with_count(self._count_fix(arm, items, facts, text), setting)
         f = Fix(text=text, code=f"{named} beside a batch of {new}", language="text")

@@ -122,14 +122,9 @@ def _no_loop(site: dict[str, Any]) -> str | None:
 
 
 def _read(path: str) -> str | None:
-    """The file's text; a notebook cell's (no file on disk) as the kernel compiled it."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
-    except (OSError, UnicodeDecodeError):
-        import linecache
+    from .user_lines import source_text
 
-        return "".join(linecache.getlines(path)) or None
+    return source_text(path)
 
 
 def _thinning(change: dict[str, Any]) -> thin.Thinning:

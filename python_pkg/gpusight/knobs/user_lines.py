@@ -25,6 +25,17 @@ def site_text(site: dict[str, Any]) -> str | None:
         return None
 
 
+def source_text(path: str) -> str | None:
+    """The file's text; a notebook cell's (no file on disk) as the kernel compiled it."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except (OSError, UnicodeDecodeError):
+        import linecache
+
+        return "".join(linecache.getlines(path)) or None
+
+
 def forward_source(facts: dict[str, Any]) -> CodeSource | None:
     """The line that calls the model, as the rules' fixes take it: its notebook cell, else its
     file's text (a cell's own file is not on disk: its text is then empty)."""
