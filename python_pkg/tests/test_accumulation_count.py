@@ -98,3 +98,46 @@ def test_no_count_where_the_number_is_not_set_once_in_the_file() -> None:
     assert find("def broken(:\n", 1, 4) is None
     # The file changed since the run: nothing to set.
     assert with_count("accum = 2\n", "accum", 4, 1) is None
+
+
+def test_a_config_objects_field_or_the_trainers_own_attribute() -> None:
+    """``cfg.grad_accum`` with the dataclass field setting it, and a trainer class's
+    ``self.accum_steps`` set in its ``__init__``: the line that sets it is the one changed."""
+    config = textwrap.dedent("""
+        from dataclasses import dataclass
+
+        @dataclass
+        class TrainConfig:
+            batch_size: int = 8
+            grad_accum: int = 8
+            log_every: int = 8
+
+        cfg = TrainConfig()
+        for step, (x, y) in enumerate(loader):
+            crit(model(x), y).backward()
+            if (step + 1) % cfg.grad_accum == 0:
+                opt.step()
+            if step % cfg.log_every == 0:
+                print(step)
+    """)
+    c = find(config, _line(config, "model(x)"), 8)
+    assert c is not None and (c.name, c.code) == ("TrainConfig.grad_accum", "grad_accum: int = 8")
+    changed = with_count(config, c.name, 8, 1)
+    assert changed is not None and "    grad_accum: int = 1\n" in changed
+    assert "batch_size: int = 8" in changed and "log_every: int = 8" in changed
+    trainer = textwrap.dedent("""
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+                self.accum_steps = 4
+
+            def fit(self, loader):
+                for i, x in enumerate(loader):
+                    self.model(x).sum().backward()
+                    if i % self.accum_steps == self.accum_steps - 1:
+                        self.opt.step()
+    """)
+    c = find(trainer, _line(trainer, "self.model(x)"), 4)
+    assert c is not None and c.name == "self.accum_steps"
+    changed = with_count(trainer, c.name, 4, 1)
+    assert changed is not None and "self.accum_steps = 1\n" in changed

@@ -1,8 +1,9 @@
 """A training loop's own gradient-accumulation count: the name its optimizer step waits on
 (``if step % accum: continue``, ``if (i + 1) % accum_steps == 0: optimizer.step()``, a
 ``for micro in range(grad_accum):`` loop of micro-batches inside the step loop), where the file
-sets that name once to a number (``accum = 8``, ``gradient_accumulation_steps = 5 * 8``), and
-the same file with that number changed.
+sets it once to a number (``accum = 8``, ``gradient_accumulation_steps = 5 * 8``, a config
+dataclass's ``grad_accum: int = 8`` for ``cfg.grad_accum``, a trainer's ``self.accum = 8``),
+and the same file with that number changed.
 
 Pure text work with ``ast``: no imports of the user's code.
 """
@@ -71,12 +72,8 @@ def _gating_names(tree: ast.Module, call_line: int) -> set[str]:
     for node in ast.walk(loop):
         if isinstance(node, ast.If) and _waits(node):
             for part in ast.walk(node.test):
-                if (
-                    isinstance(part, ast.BinOp)
-                    and isinstance(part.op, ast.Mod)
-                    and isinstance(part.right, ast.Name)
-                ):
-                    names.add(part.right.id)
+                if isinstance(part, ast.BinOp) and isinstance(part.op, ast.Mod):
+                    names.update(_keys(tree, part.right))
     for micro in ast.walk(loop):
         if not isinstance(micro, ast.For) or micro is loop:
             continue
@@ -88,25 +85,66 @@ def _gating_names(tree: ast.Module, call_line: int) -> set[str]:
             and isinstance(it.func, ast.Name)
             and it.func.id == "range"
             and len(it.args) == 1
-            and isinstance(it.args[0], ast.Name)
         ):
-            names.add(it.args[0].id)
+            names.update(_keys(tree, it.args[0]))
     return names
 
 
-def _settings(tree: ast.Module, name: str) -> list[ast.Assign | ast.AnnAssign]:
-    """Each statement of the file that sets ``name`` alone to a value."""
-    out: list[ast.Assign | ast.AnnAssign] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target = node.targets[0]
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            target = node.target
-        else:
-            continue
-        if isinstance(target, ast.Name) and target.id == name:
-            out.append(node)
-    return out
+def _keys(tree: ast.Module, node: ast.expr) -> list[str]:
+    """What sets the value ``node`` reads: a name (``accum``); for an attribute
+    (``cfg.grad_accum``, ``self.accum``), an instance's own (``self.accum = 8``) or a class's
+    field of that name (``TrainConfig.grad_accum``, a dataclass's ``grad_accum: int = 8``)."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if not isinstance(node, ast.Attribute):
+        return []
+    return [f"self.{node.attr}"] + [
+        f"{c.name}.{node.attr}" for c in _classes(tree) if _fields(c, node.attr)
+    ]
+
+
+def _classes(tree: ast.Module) -> list[ast.ClassDef]:
+    return [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+
+
+def _fields(c: ast.ClassDef, name: str) -> list[ast.Assign | ast.AnnAssign]:
+    """The statements of the class's own body that set ``name``."""
+    return [s for s in c.body if isinstance(s, (ast.Assign, ast.AnnAssign)) and _sets(s, name)]
+
+
+def _sets(stmt: ast.Assign | ast.AnnAssign, name: str) -> bool:
+    """Whether ``stmt`` sets ``name`` alone (``name`` or ``self.name`` as the key says)."""
+    if isinstance(stmt, ast.Assign):
+        if len(stmt.targets) != 1:
+            return False
+        target = stmt.targets[0]
+    else:
+        target = stmt.target
+    if name.startswith("self."):
+        return (
+            isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == "self"
+            and target.attr == name[5:]
+        )
+    return isinstance(target, ast.Name) and target.id == name
+
+
+def _settings(tree: ast.Module, key: str) -> list[ast.Assign | ast.AnnAssign]:
+    """Each statement of the file that sets what ``key`` names alone to a value: a name
+    outside class bodies, ``self.x`` anywhere, ``Class.x`` in that class's body."""
+    owner, _, field = key.rpartition(".")
+    if owner and owner != "self":
+        return [s for c in _classes(tree) if c.name == owner for s in _fields(c, field)]
+    in_class = {id(s) for c in _classes(tree) for s in c.body}
+    return [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Assign, ast.AnnAssign))
+        and n.value is not None
+        and id(n) not in in_class
+        and _sets(n, key)
+    ]
 
 
 def _parameter(tree: ast.Module, call_line: int, name: str) -> bool:
