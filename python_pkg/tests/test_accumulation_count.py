@@ -141,3 +141,26 @@ def test_a_config_objects_field_or_the_trainers_own_attribute() -> None:
     assert c is not None and c.name == "self.accum_steps"
     changed = with_count(trainer, c.name, 4, 1)
     assert changed is not None and "self.accum_steps = 1\n" in changed
+
+
+def test_a_count_the_file_imports() -> None:
+    """A count set in another module: the module, its relative level and the name there, for
+    ``from config import ...`` (an alias too) and ``import settings as S`` with
+    ``S.GRAD_ACCUM``; the module's own line that sets it."""
+    from gpusight.fixes.accumulation_count import imported, set_in
+
+    src = textwrap.dedent("""
+        import settings as S
+        from .config import ACCUM_STEPS as ACCUM, LR
+        for i, x in enumerate(loader):
+            model(x).sum().backward()
+            if (i + 1) % ACCUM == 0:
+                opt.step()
+            if (i + 1) % S.GRAD_ACCUM == 0:
+                sched.step()
+    """)
+    got = imported(src, _line(src, "model(x)"))
+    assert sorted(got) == [("config", 1, "ACCUM_STEPS"), ("settings", 0, "GRAD_ACCUM")]
+    c = set_in("LR = 1e-3\nACCUM_STEPS: int = 2 * 4\n", "ACCUM_STEPS", 8)
+    assert c is not None and (c.line, c.code) == (2, "ACCUM_STEPS: int = 2 * 4")
+    assert set_in("ACCUM_STEPS = 8\nACCUM_STEPS = 8\n", "ACCUM_STEPS", 8) is None

@@ -365,3 +365,27 @@ def test_in_a_notebook_the_cell_that_builds_the_loader_and_loops_is_changed() ->
     elsewhere = {**facts, "loader_cell": {**cell, "line": loader, "execution_count": 6}}
     fix = knob.fix(arm, 32, elsewhere)
     assert fix.cell is None and fix.patch is None and "ACCUM_STEPS = 1" in fix.text
+
+
+def test_a_count_the_loop_imports_from_a_config_module_of_its_folder(tmp_path: Path) -> None:
+    """``from config import ACCUM_STEPS``: the re-run runs a copy of ``config.py`` with it at
+    1, and the fix's diff changes that file beside the script's DataLoader."""
+    (tmp_path / "config.py").write_text("LR = 0.01\nACCUM_STEPS = 4\n")
+    script = OWN_COUNT.replace("ACCUM_STEPS = 4\n", "from config import ACCUM_STEPS, LR\n")
+    (tmp_path / "train.py").write_text(script)
+    cmd = [sys.executable, "-m", "gpusight", "run", "--quiet", "--what-if", "--try",
+           "accumulation", "--budget", "60", "--json", "r.json", "--patch", "fix.diff",
+           "train.py"]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    report = json.loads((tmp_path / "r.json").read_text())
+    (row,) = [r for r in report["what_if"] if r["params"].get("group") == "accumulation"]
+    assert row["change"].startswith("DataLoader batch_size=16 with ACCUM_STEPS = 1"), row
+    assert row["params"]["items_per_step"] == 16 and row["speedup"] > 1.0, row
+    assert (tmp_path / "config.py").read_text() == "LR = 0.01\nACCUM_STEPS = 4\n"
+    diffs = {d.path: d for d in parse((tmp_path / "fix.diff").read_text())}
+    assert sorted(diffs) == ["config.py", "train.py"]
+    assert (
+        apply("LR = 0.01\nACCUM_STEPS = 4\n", diffs["config.py"]) == "LR = 0.01\nACCUM_STEPS = 1\n"
+    )
+    assert "batch_size=16)" in apply(script, diffs["train.py"])

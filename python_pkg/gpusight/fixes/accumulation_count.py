@@ -98,7 +98,9 @@ def _keys(tree: ast.Module, node: ast.expr) -> list[str]:
         return [node.id]
     if not isinstance(node, ast.Attribute):
         return []
-    return [f"self.{node.attr}"] + [
+    # A module's (``config.ACCUM`` after ``import config``): ``imported`` finds it.
+    own = [f"{node.value.id}.{node.attr}"] if isinstance(node.value, ast.Name) else []
+    return [f"self.{node.attr}", *own] + [
         f"{c.name}.{node.attr}" for c in _classes(tree) if _fields(c, node.attr)
     ]
 
@@ -198,3 +200,37 @@ def with_count(source: str, name: str, was: int, n: int) -> str | None:
     raw = lines[i].encode()
     lines[i] = (raw[: value.col_offset] + str(n).encode() + raw[value.end_col_offset :]).decode()
     return "".join(lines)
+
+
+def imported(source: str, call_line: int) -> list[tuple[str, int, str]]:
+    """The counts the step loop around ``call_line`` waits on that the file imports, as
+    (module, relative level, name): ``from config import ACCUM``, ``config.ACCUM`` after
+    ``import config``."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    keys = _gating_names(tree, call_line)
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            out += [(node.module or "", node.level, a.name) for a in node.names
+                    if (a.asname or a.name) in keys]  # fmt: skip
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                local = (a.asname or a.name) + "."
+                rest = [k[len(local) :] for k in sorted(keys) if k.startswith(local)]
+                out += [(a.name, 0, r) for r in rest if "." not in r]
+    return out
+
+
+def set_in(source: str, name: str, k: int) -> Count | None:
+    """Where a module's own code sets ``name`` once to ``k`` (None: nowhere, or more than once)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    stmt = _at(tree, name, k)
+    if stmt is None:
+        return None
+    return Count(name, stmt.lineno, source.splitlines()[stmt.lineno - 1].strip())

@@ -16,6 +16,7 @@ the file with it at 1.
 from __future__ import annotations
 
 import functools
+import os
 import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -46,24 +47,44 @@ def _setting(facts: dict[str, Any], k: int) -> dict[str, Any] | None:
     if arg.get("value") == k:
         return {"steps": 1, "was": k, "option": arg["option"],
                 "aliases": list(arg.get("aliases") or [arg["option"]])}  # fmt: skip
-    count = _loop_count(facts, k)
-    if count is not None:
-        site = facts.get("forward_site") or {}
-        return {"steps": 1, "was": k, "name": count.name, "line": count.line,
-                "file": str(site["file"]), "shown": str(site.get("shown") or "")}  # fmt: skip
+    where = _loop_count(facts, k)
+    if where is not None:
+        return {"steps": 1, "was": k, **where}
     return {"steps": 1, "was": k} if facts.get("framework") in SWITCHES else None
 
 
-def _loop_count(facts: dict[str, Any], k: int) -> accumulation_count.Count | None:
-    """Where the file (or notebook cell) of the model's call sets the count its step loop
-    accumulates over."""
+def _loop_count(facts: dict[str, Any], k: int) -> dict[str, Any] | None:
+    """Where the count the step loop of the model's call accumulates over is set to ``k``: in
+    that file (or notebook cell), else in a module of its folder that it imports the count
+    from (``from config import ACCUM``); its name, line, file and the file as a diff names
+    it."""
     from .user_lines import source_text
 
     site = facts.get("forward_site") or {}
     cell = facts.get("forward_cell") or {}
-    text = cell.get("compiled") or (source_text(str(site["file"])) if site.get("file") else None)
+    path = str(site.get("file") or "")
+    text = cell.get("compiled") or (source_text(path) if path else None)
     line = int(cell.get("line") or site.get("line") or 0)
-    return None if not text else accumulation_count.find(text, line, k)
+    if not text:
+        return None
+    shown = str(site.get("shown") or "")
+    found = accumulation_count.find(text, line, k)
+    if found is not None:
+        return {"name": found.name, "line": found.line, "file": path, "shown": shown}
+    if cell:
+        return None
+    hits = []
+    for module, level, name in accumulation_count.imported(text, line):
+        if not module:
+            continue  # ``from . import ACCUM``: a package's own __init__, not looked into
+        parts = [*[".."] * max(level - 1, 0), *module.split(".")]
+        there = os.path.normpath(os.path.join(os.path.dirname(path), *parts) + ".py")
+        got = accumulation_count.set_in(source_text(there) or "", name, k)
+        if got is not None:
+            rel = os.path.relpath(there, os.path.dirname(path))
+            diff_path = os.path.normpath(os.path.join(os.path.dirname(shown), rel))
+            hits.append({"name": got.name, "line": got.line, "file": there, "shown": diff_path})
+    return hits[0] if len(hits) == 1 else None
 
 
 def _named(setting: dict[str, Any], facts: dict[str, Any]) -> str:
