@@ -7,6 +7,7 @@ with ``patch -p1`` and run on the CPU."""
 from __future__ import annotations
 
 import os
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -329,3 +330,33 @@ def test_the_scenarios_patch_applies_and_the_patched_script_runs_on_the_cpu(
     apply_patch(tmp_path, diff)
     assert "channels_last" in diff or "pin_memory()" in diff
     assert run_scenario(tmp_path, name, "--device", "cpu", "--iters", "4", "--warmup", "1")
+
+
+def test_the_model_is_compiled_in_place_after_the_last_line_that_makes_it() -> None:
+    from gpusight.fixes.where_made import compile_text
+
+    src = textwrap.dedent("""
+        def train(loader, dev):
+            model = Net()
+            model = model.to(dev)
+            opt = torch.optim.AdamW(model.parameters())
+            for x, y in loader:
+                loss = crit(model(x.to(dev)), y.to(dev))
+                loss.backward()
+                opt.step()
+    """)
+    call = next(i for i, s in enumerate(src.splitlines(), 1) if "crit(model(" in s)
+    out = compile_text(src, call, "reduce-overhead")
+    assert out is not None
+    lines = out.splitlines()
+    assert lines[lines.index("    model = model.to(dev)") + 1] == (
+        "    model.compile(mode='reduce-overhead')"
+    )
+    assert compile_text(out, call + 1) is None  # compiled already
+    done = src.replace("    model = Net()\n", "    model = torch.compile(Net())\n")
+    assert compile_text(done, call) is None
+    # A model that comes in as an argument is compiled where the caller makes it: no patch.
+    param = src.replace("def train(loader, dev):", "def train(model, loader, dev):").replace(
+        "    model = Net()\n    model = model.to(dev)\n", ""
+    )
+    assert compile_text(param, call - 2) is None

@@ -191,3 +191,50 @@ def test_try_takes_known_knobs_only(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["run", "--what-if", "--try", "compile,warp", str(script)]) == 2
     err = capsys.readouterr().err
     assert "--try: unknown change(s) warp" in err and "compile" in err
+
+
+@pytest.mark.slow
+def test_the_fix_compiles_the_model_where_the_script_makes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fix is the user's file with ``model.compile()`` after the line that makes the model
+    (in place: the state_dict keeps its keys), the mode as the row measured it; none where the
+    script compiles it already."""
+    from gpusight.fixes.diff_apply import apply, parse
+
+    source, facts = _baseline(tmp_path, gated=False)
+    arms = _arms(_on_a_gpu(facts))
+    # As a run started in the script's folder names it (a diff names relative paths).
+    facts["forward_site"]["shown"] = "train.py"
+    monkeypatch.chdir(tmp_path)
+    for mode, line in (("default", "model.compile()"),
+                       ("reduce-overhead", "model.compile(mode='reduce-overhead')")):  # fmt: skip
+        fix = Compile().fix(arms[mode], 8, facts)
+        assert fix.patch is not None, fix
+        (diff,) = parse(fix.patch)
+        after = apply(source, diff).splitlines()
+        assert after[after.index("model = Gate()") + 1] == line
+        assert line in fix.text
+    (tmp_path / "train.py").write_text(
+        source.replace("model = Gate()\n", "model = Gate()\nmodel.compile()\n")
+    )
+    assert Compile().fix(arms["default"], 8, facts).patch is None
+
+
+def test_through_the_trainer_the_fix_is_its_own_switch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpusight.fixes.diff_apply import apply, parse
+
+    script = 'args = TrainingArguments(output_dir="out", bf16=True)\ntrainer = Trainer(args=args)\n'
+    (tmp_path / "train.py").write_text(script)
+    monkeypatch.chdir(tmp_path)
+    facts = {"framework": "transformers", "command": {"script": "train.py", "args": []}}
+    arm = Arm(
+        "compile", "torch.compile(model, mode='reduce-overhead')", {"compile": "reduce-overhead"}
+    )
+    fix = Compile().fix(arm, 8, facts)
+    assert fix.patch is not None and fix.code is not None and "torch_compile=True" in fix.code
+    (diff,) = parse(fix.patch)
+    out = apply(script, diff)
+    assert "torch_compile=True" in out and "torch_compile_mode='reduce-overhead'" in out

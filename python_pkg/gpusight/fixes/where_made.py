@@ -1,6 +1,7 @@
 """Fixes made where a tensor or model is made, before the loop that uses it: a pageable host
 tensor that the loop copies to the GPU is pinned once; a conv model that runs under autocast in
-NCHW is converted to ``channels_last`` once (and its input on the line that calls it).
+NCHW is converted to ``channels_last`` once (and its input on the line that calls it); a
+launch-bound model is compiled once (``model.compile()``).
 
 The line the watch knows is inside the loop (the copy, the model's call); the change goes after
 the last statement that binds the name before that loop, in the same function (or module), at
@@ -296,5 +297,36 @@ def channels_last_text(
         col = _utf8_col(row, first.end_col_offset or 0)
         text[end - 1] = f"{row[:col]}.contiguous(memory_format={t}.channels_last){row[col:]}"
     text = insert_after(text, after, [f"{model} = {model}.to(memory_format={t}.channels_last)"])
+    new = "".join(text)
+    return new if new != source and compiles(new) else None
+
+
+def _compiled(at: At, model: str) -> bool:
+    """A statement before the loop already compiles ``model`` (``torch.compile(model)``,
+    ``model.compile()``, ``model = torch.compile(Net())``)."""
+    for block, stmt in at.chain[: at.anchor + 1]:
+        for s in block[: block.index(stmt)]:
+            for n in ast.walk(s):
+                if isinstance(n, ast.Call) and (dotted(n.func) or "").endswith("compile"):
+                    inside = [n.func, *n.args]
+                    if stored(s, model) or any(
+                        dotted(x) in (model, f"{model}.compile") for x in inside
+                    ):
+                        return True
+    return False
+
+
+def compile_text(source: str, line: int, mode: str = "default") -> str | None:
+    """``source`` with the model called on ``line`` compiled in place once it is made, before
+    the loop: ``model.compile()`` (its ``state_dict`` keeps its keys, where ``model =
+    torch.compile(model)`` would prefix them); None where the model is not made in that scope
+    or is compiled already."""
+    site = model_site(source, line)
+    if site is None or _compiled(site.at, site.model):
+        return None
+    arg = "" if mode == "default" else f"mode={mode!r}"
+    text = insert_after(
+        source.splitlines(keepends=True), site.made, [f"{site.model}.compile({arg})"]
+    )
     new = "".join(text)
     return new if new != source and compiles(new) else None

@@ -16,7 +16,7 @@ from .patch_files import with_patch
 from .placement import to_device_text
 from .split_placement import move_text
 from .statement_patches import autocast_text, log_every_text
-from .where_made import channels_last_text, pin_source_text
+from .where_made import channels_last_text, compile_text, pin_source_text
 
 
 def statement_fix(
@@ -57,6 +57,11 @@ def channels_last_fix(f: Fix, src: CodeSource | None, inputs: bool) -> Fix:
     return statement_fix(
         f, src, lambda code, line, alias: channels_last_text(code, line, alias, inputs)
     )
+
+
+def compile_fix(f: Fix, src: CodeSource | None, mode: str) -> Fix:
+    """The fix with the user's model compiled in place where it is made (``model.compile()``)."""
+    return statement_fix(f, src, lambda code, line, _alias: compile_text(code, line, mode))
 
 
 def to_device_fix(f: Fix, src: CodeSource | None, device: str = "cuda") -> Fix:

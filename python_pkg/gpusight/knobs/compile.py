@@ -150,15 +150,29 @@ class Compile(Knob):
 
     def fix(self, arm: Arm, items: int | None, facts: dict[str, Any]) -> Fix:
         from ..fixes import fix
+        from ..fixes.workload_patches import compile_fix
+        from ..report import Fix
+        from .user_lines import forward_source, patched_setup
 
         mode = str(arm.changes.get("compile") or "default")
-        graphs = mode == "reduce-overhead"
-        return fix(
-            f"Compile the model: model = {_label(mode)}"
-            + (" (its calls replayed as CUDA graphs)." if graphs else "."),
+        graphs = " (its calls replayed as CUDA graphs)" if mode == "reduce-overhead" else ""
+        arg = "" if mode == "default" else f"mode={mode!r}"
+        if facts.get("framework") == "transformers":
+            # The Trainer compiles the model it wraps: its own switch, not a line of the script.
+            values: dict[str, object] = {"torch_compile": True}
+            if mode != "default":
+                values["torch_compile_mode"] = mode
+            said = ", ".join(f"{k}={v!r}" for k, v in values.items())
+            text = f"Compile the model through the Trainer: TrainingArguments(..., {said}){graphs}."
+            f = Fix(text=text, code=f"TrainingArguments(..., {said})", language="python")
+            return patched_setup(f, facts, values)
+        f = fix(
+            f"Compile the model once it is built, before the loop: model.compile({arg}){graphs}; "
+            "in place, so its state_dict keeps its keys.",
             "launch.compile_mode",
             mode=mode,
         )
+        return compile_fix(f, forward_source(facts), mode)
 
 
 def _has_cxx() -> bool:
