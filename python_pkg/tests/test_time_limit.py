@@ -29,3 +29,24 @@ def test_a_block_that_ends_in_time_is_never_interrupted() -> None:
         time.sleep(0.05)
     time.sleep(0.5)  # past the limit: nothing comes after the block
     assert not fired[0]
+
+
+def test_the_interrupt_comes_where_sigint_was_blocked_or_ignored() -> None:
+    """A library that left SIGINT blocked in the main thread, or ignored, would let a re-run
+    that hangs in a sleep hold the what-if to the end of its hang: the limit still stops it,
+    and both are put back after."""
+    import signal
+
+    before = signal.getsignal(signal.SIGINT)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt), interrupted_after(0.2, again_s=0.2) as fired:
+            time.sleep(5)
+        assert fired[0] and time.monotonic() - t0 < 2
+        assert signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.signal(signal.SIGINT, before)

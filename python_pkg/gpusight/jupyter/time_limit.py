@@ -43,9 +43,32 @@ def interrupted_after(seconds: float, again_s: float = AGAIN_S) -> Iterator[list
                 return
 
     timer = threading.Thread(target=fire, name="gpusight-time-limit", daemon=True)
-    timer.start()
+    with _deliverable():
+        timer.start()
+        try:
+            yield fired
+        finally:
+            with lock:
+                done.set()
+
+
+@contextlib.contextmanager
+def _deliverable() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt in the main thread for the block: unblocked where the
+    thread's mask held it back, Python's own handler where it was ignored or left to the
+    system's default (which would end the kernel); each put back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handler = signal.getsignal(signal.SIGINT)
+    swap = handler in (signal.SIG_IGN, signal.SIG_DFL, None)
+    if swap:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     try:
-        yield fired
+        yield
     finally:
-        with lock:
-            done.set()
+        if blocked:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        if swap:
+            signal.signal(signal.SIGINT, handler)
