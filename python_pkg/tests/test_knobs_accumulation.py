@@ -267,18 +267,25 @@ for i, (x,) in enumerate(loader):
 """
 
 
+def _accumulation_row(folder: Path) -> dict[str, Any]:
+    """``gpusight run --what-if --try accumulation --patch fix.diff train.py`` in ``folder``:
+    its one accumulation row."""
+    cmd = [sys.executable, "-m", "gpusight", "run", "--quiet", "--what-if", "--try",
+           "accumulation", "--budget", "60", "--json", "r.json", "--patch", "fix.diff",
+           "train.py"]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=folder)
+    assert out.returncode == 0, out.stderr[-2000:]
+    report = json.loads((folder / "r.json").read_text())
+    (row,) = [r for r in report["what_if"] if r["params"].get("group") == "accumulation"]
+    return row
+
+
 def test_a_loop_that_accumulates_over_a_number_of_its_own_is_measured_so(tmp_path: Path) -> None:
     """No option, no framework: the loop steps every ``ACCUM_STEPS`` batches, a number its file
     sets. The what-if runs a copy of the file with it at 1 beside the grown batch, measures the
     row, and ``--patch`` writes both changes in one diff; the user's file stays as it was."""
     (tmp_path / "train.py").write_text(OWN_COUNT)
-    cmd = [sys.executable, "-m", "gpusight", "run", "--quiet", "--what-if", "--try",
-           "accumulation", "--budget", "60", "--json", "r.json", "--patch", "fix.diff",
-           "train.py"]  # fmt: skip
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert out.returncode == 0, out.stderr[-2000:]
-    report = json.loads((tmp_path / "r.json").read_text())
-    (row,) = [r for r in report["what_if"] if r["params"].get("group") == "accumulation"]
+    row = _accumulation_row(tmp_path)
     assert row["change"].startswith("DataLoader batch_size=16 with ACCUM_STEPS = 1")
     assert row["params"]["items_per_step"] == 16 and row["speedup"] > 1.0, row
     assert (tmp_path / "train.py").read_text() == OWN_COUNT
@@ -373,13 +380,7 @@ def test_a_count_the_loop_imports_from_a_config_module_of_its_folder(tmp_path: P
     (tmp_path / "config.py").write_text("LR = 0.01\nACCUM_STEPS = 4\n")
     script = OWN_COUNT.replace("ACCUM_STEPS = 4\n", "from config import ACCUM_STEPS, LR\n")
     (tmp_path / "train.py").write_text(script)
-    cmd = [sys.executable, "-m", "gpusight", "run", "--quiet", "--what-if", "--try",
-           "accumulation", "--budget", "60", "--json", "r.json", "--patch", "fix.diff",
-           "train.py"]  # fmt: skip
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert out.returncode == 0, out.stderr[-2000:]
-    report = json.loads((tmp_path / "r.json").read_text())
-    (row,) = [r for r in report["what_if"] if r["params"].get("group") == "accumulation"]
+    row = _accumulation_row(tmp_path)
     assert row["change"].startswith("DataLoader batch_size=16 with ACCUM_STEPS = 1"), row
     assert row["params"]["items_per_step"] == 16 and row["speedup"] > 1.0, row
     assert (tmp_path / "config.py").read_text() == "LR = 0.01\nACCUM_STEPS = 4\n"
