@@ -13,6 +13,9 @@ per-level anchors, proposal filtering and NMS per image, ROI sampling and heads)
 work between them, take longer to issue than the GPU takes to run them.
 
 --fix: ``--batch-size 8``: four times the images per step for little more host work.
+
+The clock marks each step with the batch's padded size as the model's backbone gets it: a new
+size pays a one-off cost, and the truth reads the steady rate, the one a long run settles at.
 """
 
 from __future__ import annotations
@@ -103,6 +106,16 @@ def main() -> None:
     model = torchvision.models.detection.fasterrcnn_mobilenet_v3_large_320_fpn(
         weights=None, weights_backbone=None, num_classes=classes, **sizes
     ).to(dev)
+    # The batch as the model pads it (resized to a 320-pixel short side, each side then up to
+    # a multiple of 32): a new padded size likely pays a one-off cost (cuDNN's plans, the
+    # allocator's growth: run44's watched steps at batch 2 took either 211-247 ms or 57-66), and
+    # the steady rate the truth reads leaves out each size's first step.
+    padded: list[tuple[int, ...]] = [()]
+
+    def note_padded(_module: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> None:
+        padded[0] = tuple(inputs[0].shape)
+
+    model.backbone.register_forward_pre_hook(note_padded)
     params = [q for q in model.parameters() if q.requires_grad]
     optimizer = torch.optim.SGD(
         params, lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay
@@ -120,7 +133,7 @@ def main() -> None:
                 optimizer.zero_grad(set_to_none=True)
                 losses.backward()
                 optimizer.step()
-                clock.mark(len(images))
+                clock.mark(len(images), shape=padded[0])
                 step += 1
                 if step % args.print_freq == 0:
                     print(f"step {step} loss {losses.item():.4f}", flush=True)
