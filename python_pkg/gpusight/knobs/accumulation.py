@@ -236,8 +236,8 @@ class Accumulation(Knob):
         from .batch import Batch, route_arm
 
         k = int((s.loader or {}).get("batches_per_step") or 1)
-        setting = _setting(s.facts, k)
-        if k <= 1 or setting is None:
+        setting = _setting(s.facts, k) if k > 1 else None  # reads the loop's file: only then
+        if setting is None:
             return []
         batch = next((g for g in Batch().groups(s) if any(not a.skipped for a in g.arms)), None)
         if batch is None:
