@@ -50,3 +50,18 @@ def test_the_interrupt_comes_where_sigint_was_blocked_or_ignored() -> None:
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         signal.signal(signal.SIGINT, before)
+
+
+def test_a_handler_that_only_takes_note_of_sigint_does_not_hold_the_limit_back() -> None:
+    import signal
+
+    seen: list[int] = []
+    before = signal.signal(signal.SIGINT, lambda signum, _frame: seen.append(signum))
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt), interrupted_after(0.2, again_s=0.2):
+            time.sleep(5)
+        assert time.monotonic() - t0 < 2 and not seen
+        assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, before)

@@ -55,13 +55,14 @@ def interrupted_after(seconds: float, again_s: float = AGAIN_S) -> Iterator[list
 @contextlib.contextmanager
 def _deliverable() -> Iterator[None]:
     """SIGINT raises KeyboardInterrupt in the main thread for the block: unblocked where the
-    thread's mask held it back, Python's own handler where it was ignored or left to the
-    system's default (which would end the kernel); each put back after."""
+    thread's mask held it back, and Python's own handler in place of whatever else was set
+    (ignored, the system's default that would end the kernel, a handler that only takes note),
+    as a kernel sets it while it runs a cell; each put back after."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     handler = signal.getsignal(signal.SIGINT)
-    swap = handler in (signal.SIG_IGN, signal.SIG_DFL, None)
+    swap = handler is not signal.default_int_handler
     if swap:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
