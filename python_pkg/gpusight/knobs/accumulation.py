@@ -122,8 +122,7 @@ def _with_count(f: Fix, setting: dict[str, Any]) -> Fix:
     new = accumulation_count.with_count(start, str(setting["name"]), int(setting["was"]), 1)
     if new is None:
         return f
-    own = unified_diff(text, new, shown)
-    f.patch = (patch if not patch or patch.endswith("\n") else patch + "\n") + own
+    f.patch = _joined(patch, unified_diff(text, new, shown))
     f.patch_files = [*rest, PatchFile(shown, text_sha256(text))]
     return f
 
@@ -186,26 +185,20 @@ def _with_switch(f: Fix, grown: Fix, framework: str, facts: dict[str, Any]) -> F
 def _beside(f: Fix, grown: Fix, framework: str, facts: dict[str, Any]) -> Fix:
     """``f`` with ``grown``'s diff and a second one that sets the accumulation in the file,
     the script's or the model's call's, that holds the framework's one setup call."""
-    from ..fixes.framework_calls import setup_patch
-    from ..fixes.patch_files import patchable_path, text_sha256
-    from ..report import PatchFile
-    from .user_lines import site_text
+    from ..report import Fix
+    from .user_lines import patched_setup
 
-    made = list(grown.patch_files or [])
-    script = (facts.get("command") or {}).get("script")
-    sites = [{"file": script, "shown": script}] if script else []
-    for site in [*sites, facts.get("forward_site") or {}]:
-        shown = str(site.get("shown") or site.get("file") or "")
-        text = site_text(site) if site.get("file") else None
-        if text is None or shown in {m.path for m in made} or not patchable_path(shown):
-            continue
-        second = setup_patch(text, shown, framework, {SWITCHES[framework]: 1})
-        if second is not None:
-            first = grown.patch or ""
-            f.patch = (first if first.endswith("\n") else first + "\n") + second
-            f.patch_files = [*made, PatchFile(shown, text_sha256(text))]
-            return f
+    second = patched_setup(Fix(text=f.text), facts, {SWITCHES[framework]: 1})
+    if second.patch is None or not second.patch_files or grown.patch is None:
+        return f
+    f.patch = _joined(grown.patch, second.patch)
+    f.patch_files = [*(grown.patch_files or []), *second.patch_files]
     return f
+
+
+def _joined(first: str, second: str) -> str:
+    """Two diffs as one patch (of two files)."""
+    return (first if not first or first.endswith("\n") else first + "\n") + second
 
 
 def _set_field(args: Any, name: str, n: int) -> bool:
